@@ -1,0 +1,1 @@
+"""Statistical analysis of paired-seed benchmark results."""

@@ -1,0 +1,337 @@
+"""Paired-seed statistics for comparing an idea against a baseline.
+
+A benchmark trains the idea and the baseline on the same seeds, so the unit of
+analysis is the per-seed difference ``d_s = idea_s - baseline_s``. This module
+turns those differences into a p-value, a confidence interval, a minimum
+detectable effect and a verdict, with numpy and scipy only:
+
+* Significance: the two-sided sign-flip (paired randomization) test, P. Good,
+  *Permutation, Parametric and Bootstrap Tests of Hypotheses*, 3rd ed.,
+  Springer 2005. Under H0 each ``d_s`` is symmetric about zero, so its sign is
+  arbitrary; ``|mean(d)|`` is compared with its value under all ``2^n`` sign
+  patterns (exact) or under random ones (Monte Carlo, with the ``(k+1)/(R+1)``
+  correction of Phipson & Smyth 2010, so p is never 0).
+* Several comparisons at once: Holm's step-down adjustment, S. Holm, "A simple
+  sequentially rejective multiple test procedure", Scand. J. Statist. 6, 1979.
+* Effect size: the Student t-interval ``mean(d) +- t_{1-a/2,n-1} s_d/sqrt(n)``.
+* Sensitivity: the minimum detectable effect (MDE) of a two-sided paired t-test
+  at the given power, ``(t_{1-a/2,n-1} + t_{power,n-1}) s_d/sqrt(n)``, the usual
+  power-analysis approximation (J. Cohen, *Statistical Power Analysis*, 1988).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+DIRECTIONS = ("lower", "higher")
+VERDICT_BETTER = "idea better (significant)"
+VERDICT_WORSE = "idea worse (significant)"
+VERDICT_NONE = "no significant difference"
+
+# A sign pattern ties with the observed one when its |sum| is within this
+# fraction of sum(|d|): any signed sum of n values is off by at most about
+# n * 2.2e-16 * sum(|d|) through rounding, far below it for any realistic n.
+_TIE_RTOL = 1e-12
+# Monte Carlo sign patterns are drawn in batches of this many rows to bound memory.
+_MC_BATCH = 10_000
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Mean and spread of one arm's per-seed metric.
+
+    ``std`` is the population standard deviation (ddof=0): that is what the seed
+    bench report (``shared/seed/bench_report.json``) stores, and it reproduces it.
+    """
+
+    mean: float
+    std: float
+    per_seed: list[float]
+    n: int
+
+
+@dataclass(frozen=True)
+class SignFlipResult:
+    """Two-sided sign-flip p-value and how it was obtained."""
+
+    p_value: float
+    method: str  # "exact" or "monte-carlo"
+    n_patterns: int  # 2**n sign patterns (exact) or resamples drawn (monte-carlo)
+
+
+@dataclass(frozen=True)
+class TInterval:
+    """Student t confidence interval for the mean paired difference."""
+
+    mean: float
+    low: float
+    high: float
+    half_width: float
+    confidence: float
+
+
+@dataclass(frozen=True)
+class PairedComparison:
+    """Everything a report needs about one idea-versus-baseline comparison.
+
+    ``per_seed_diffs`` and ``delta_mean`` are idea minus baseline. ``p_holm`` is
+    ``p_value`` after Holm's adjustment over the comparisons made together (equal
+    to ``p_value`` for a lone comparison); ``verdict`` is decided on ``p_holm``.
+    The confidence interval is at level ``1 - alpha``; ``mde`` is at 80% power
+    unless asked otherwise. The ``*_rel_pct`` fields are relative to
+    ``|baseline_mean|`` in percent, and None when the baseline mean is 0.
+
+    The seed bench report's ``mde`` is really the 95% t half-width (with t
+    rounded to 2.365) and its ``mde_rel_pct`` is that half-width relative to the
+    baseline mean. Here ``mde_rel_pct`` is the true MDE relative, and the
+    half-width relative is ``ci_half_width_rel_pct``.
+    """
+
+    n_pairs: int
+    per_seed_diffs: list[float]
+    delta_mean: float
+    idea_wins: int
+    ties: int
+    p_value: float
+    p_holm: float
+    p_method: str
+    n_patterns: int
+    ci_low: float
+    ci_high: float
+    ci_half_width: float
+    ci_half_width_rel_pct: float | None
+    mde: float
+    mde_rel_pct: float | None
+    baseline_mean: float
+    idea_mean: float
+    direction: str
+    alpha: float
+    verdict: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the fields as a JSON-ready dict of plain Python values."""
+        return dataclasses.asdict(self)
+
+
+def summarize(values: Sequence[float]) -> Summary:
+    """Return mean, population std (ddof=0), the values and their count."""
+    arr = _finite_vector(values, "values")
+    if arr.size == 0:
+        raise ValueError("values is empty; expected at least 1 value")
+    return Summary(mean=float(arr.mean()), std=float(arr.std()), per_seed=arr.tolist(), n=int(arr.size))
+
+
+def paired_differences(idea: Sequence[float], baseline: Sequence[float]) -> np.ndarray:
+    """Return ``idea_s - baseline_s`` per seed as float64."""
+    idea_arr = _finite_vector(idea, "idea")
+    baseline_arr = _finite_vector(baseline, "baseline")
+    if idea_arr.size != baseline_arr.size:
+        raise ValueError(
+            f"idea has {idea_arr.size} values but baseline has {baseline_arr.size}; "
+            "expected one value per seed in each, in the same seed order"
+        )
+    return _check_diffs(idea_arr - baseline_arr)
+
+
+def sign_flip_test(
+    diffs: Sequence[float], *, exact_max_n: int = 20, n_resamples: int = 100_000, rng_seed: int = 0
+) -> SignFlipResult:
+    """Two-sided sign-flip test of ``mean(diffs) == 0`` with statistic ``|mean(d)|``.
+
+    Up to ``exact_max_n`` pairs every one of the ``2^n`` sign patterns is
+    enumerated and p is the fraction whose ``|mean|`` reaches the observed one
+    (the observed pattern included). Beyond that, ``n_resamples`` random
+    patterns drawn from ``rng_seed`` give ``p = (k + 1) / (n_resamples + 1)``.
+    """
+    d = _check_diffs(diffs)
+    if n_resamples < 1:
+        raise ValueError(f"n_resamples is {n_resamples!r}; expected a positive integer")
+    # |mean| and |sum| order the patterns identically; sums avoid a division.
+    threshold = abs(d.sum()) - _TIE_RTOL * np.abs(d).sum()
+    if d.size <= exact_max_n:
+        sums = np.zeros(1)
+        for value in d:  # doubling: after k steps, the sums of all 2^k sign patterns so far
+            sums = np.concatenate([sums + value, sums - value])
+        n_extreme = int(np.count_nonzero(np.abs(sums) >= threshold))
+        return SignFlipResult(p_value=n_extreme / sums.size, method="exact", n_patterns=int(sums.size))
+    rng = np.random.default_rng(rng_seed)
+    n_extreme = 0
+    for start in range(0, n_resamples, _MC_BATCH):
+        rows = min(_MC_BATCH, n_resamples - start)
+        signs = 1.0 - 2.0 * rng.integers(0, 2, size=(rows, d.size))
+        n_extreme += int(np.count_nonzero(np.abs(signs @ d) >= threshold))
+    return SignFlipResult(
+        p_value=(n_extreme + 1) / (n_resamples + 1), method="monte-carlo", n_patterns=n_resamples
+    )
+
+
+def t_interval(diffs: Sequence[float], *, confidence: float = 0.95) -> TInterval:
+    """Student t interval ``mean(d) +- t_{(1+confidence)/2, n-1} * s_d / sqrt(n)``, s_d with ddof=1."""
+    _check_unit_interval(confidence, "confidence")
+    d = _check_diffs(diffs)
+    mean = float(d.mean())
+    t_crit = stats.t.ppf(0.5 + confidence / 2, d.size - 1)
+    half_width = float(t_crit * _standard_error(d))
+    return TInterval(
+        mean=mean, low=mean - half_width, high=mean + half_width, half_width=half_width, confidence=confidence
+    )
+
+
+def minimum_detectable_effect(diffs: Sequence[float], *, alpha: float = 0.05, power: float = 0.8) -> float:
+    """Smallest true mean difference a two-sided paired t-test at ``alpha`` detects with ``power``.
+
+    ``(t_{1-alpha/2, n-1} + t_{power, n-1}) * s_d / sqrt(n)``, s_d with ddof=1.
+    """
+    _check_unit_interval(alpha, "alpha")
+    _check_unit_interval(power, "power")
+    d = _check_diffs(diffs)
+    df = d.size - 1
+    return float((stats.t.ppf(1 - alpha / 2, df) + stats.t.ppf(power, df)) * _standard_error(d))
+
+
+def holm(p_values: Sequence[float]) -> np.ndarray:
+    """Holm-Bonferroni adjusted p-values, in the order given, capped at 1.
+
+    The i-th smallest of m p-values is multiplied by ``m - i + 1`` (i from 1) and
+    a running maximum keeps the adjusted values in the order of the raw ones.
+    """
+    p = np.asarray(p_values, dtype=np.float64)
+    if p.ndim != 1 or p.size == 0:
+        raise ValueError(f"p_values has shape {p.shape}; expected a non-empty 1-D sequence")
+    outside = np.flatnonzero(~((p >= 0) & (p <= 1)))
+    if outside.size:
+        i = outside[0]
+        raise ValueError(f"p_values[{i}] is {float(p[i])!r}; expected a probability in [0, 1]")
+    m = p.size
+    order = np.argsort(p, kind="stable")
+    stepped = np.maximum.accumulate(p[order] * (m - np.arange(m)))
+    adjusted = np.empty(m)
+    adjusted[order] = np.minimum(stepped, 1.0)
+    return adjusted
+
+
+def compare(
+    idea: Sequence[float],
+    baseline: Sequence[float],
+    *,
+    direction: str,
+    alpha: float = 0.05,
+    power: float = 0.8,
+    exact_max_n: int = 20,
+    n_resamples: int = 100_000,
+    rng_seed: int = 0,
+) -> PairedComparison:
+    """Compare per-seed ``idea`` against ``baseline`` results (same seeds, same order).
+
+    ``direction`` says which values are better, "lower" or "higher". The test,
+    interval and MDE all use ``alpha``; the verdict is significant when p < alpha.
+    """
+    _check_direction(direction)
+    _check_unit_interval(alpha, "alpha")
+    d = paired_differences(idea, baseline)
+    test = sign_flip_test(d, exact_max_n=exact_max_n, n_resamples=n_resamples, rng_seed=rng_seed)
+    interval = t_interval(d, confidence=1 - alpha)
+    mde = minimum_detectable_effect(d, alpha=alpha, power=power)
+    baseline_mean = float(np.mean(baseline))
+    delta_mean = float(d.mean())
+    return PairedComparison(
+        n_pairs=int(d.size),
+        per_seed_diffs=d.tolist(),
+        delta_mean=delta_mean,
+        idea_wins=int(np.count_nonzero(d < 0 if direction == "lower" else d > 0)),
+        ties=int(np.count_nonzero(d == 0)),
+        p_value=test.p_value,
+        p_holm=test.p_value,
+        p_method=test.method,
+        n_patterns=test.n_patterns,
+        ci_low=interval.low,
+        ci_high=interval.high,
+        ci_half_width=interval.half_width,
+        ci_half_width_rel_pct=_relative_pct(interval.half_width, baseline_mean),
+        mde=mde,
+        mde_rel_pct=_relative_pct(mde, baseline_mean),
+        baseline_mean=baseline_mean,
+        idea_mean=float(np.mean(idea)),
+        direction=direction,
+        alpha=alpha,
+        verdict=_verdict(delta_mean, test.p_value, alpha=alpha, direction=direction),
+    )
+
+
+def compare_many(
+    comparisons: Mapping[str, tuple[Sequence[float], Sequence[float]]],
+    *,
+    direction: str,
+    alpha: float = 0.05,
+    **options: Any,
+) -> dict[str, PairedComparison]:
+    """Run :func:`compare` on each ``name -> (idea, baseline)`` and Holm-adjust across them.
+
+    Each result keeps its raw ``p_value``, gains ``p_holm`` and takes its verdict
+    from ``p_holm``. ``options`` are passed on to :func:`compare`.
+    """
+    if not comparisons:
+        raise ValueError("comparisons is empty; expected at least one name -> (idea, baseline) entry")
+    raw = {
+        name: compare(idea, baseline, direction=direction, alpha=alpha, **options)
+        for name, (idea, baseline) in comparisons.items()
+    }
+    adjusted = holm([result.p_value for result in raw.values()])
+    return {
+        name: dataclasses.replace(
+            result,
+            p_holm=float(p_holm),
+            verdict=_verdict(result.delta_mean, float(p_holm), alpha=alpha, direction=direction),
+        )
+        for (name, result), p_holm in zip(raw.items(), adjusted, strict=True)
+    }
+
+
+def _verdict(delta_mean: float, p: float, *, alpha: float, direction: str) -> str:
+    if p >= alpha:
+        return VERDICT_NONE
+    idea_lower = delta_mean < 0
+    return VERDICT_BETTER if idea_lower == (direction == "lower") else VERDICT_WORSE
+
+
+def _finite_vector(values: Sequence[float], name: str) -> np.ndarray:
+    arr = np.asarray(values, dtype=np.float64)
+    if arr.ndim != 1:
+        raise ValueError(f"{name} has shape {arr.shape}; expected a 1-D sequence of per-seed values")
+    bad = np.flatnonzero(~np.isfinite(arr))
+    if bad.size:
+        raise ValueError(f"{name}[{bad[0]}] is {float(arr[bad[0]])!r}; expected a finite number")
+    return arr
+
+
+def _check_diffs(diffs: Sequence[float]) -> np.ndarray:
+    d = _finite_vector(diffs, "diffs")
+    if d.size < 2:
+        raise ValueError(f"got {d.size} paired difference(s); expected at least 2")
+    return d
+
+
+def _check_direction(direction: str) -> None:
+    if direction not in DIRECTIONS:
+        raise ValueError(
+            f"direction is {direction!r}; expected one of {DIRECTIONS!r} (which values are better)"
+        )
+
+
+def _check_unit_interval(value: float, name: str) -> None:
+    if not 0 < value < 1:
+        raise ValueError(f"{name} is {value!r}; expected a number strictly between 0 and 1")
+
+
+def _standard_error(d: np.ndarray) -> float:
+    return float(d.std(ddof=1) / np.sqrt(d.size))
+
+
+def _relative_pct(value: float, baseline_mean: float) -> float | None:
+    return None if baseline_mean == 0 else 100.0 * value / abs(baseline_mean)

@@ -1,0 +1,258 @@
+"""The concentration mixer: a certified-contractive, Kronecker-structured token mixer for N-d grids.
+
+Token mixing is one linear operator per head, a Kronecker product of per-axis factors
+``M = M_1 ⊗ … ⊗ M_d`` (:mod:`gridmix.factors`): symmetric ``U diag(sigmoid(θ)) Uᵀ`` factors in a
+DCT (resolution-free) basis, or causal Toeplitz factors on axes that must not see the future. Every
+factor has ``‖M_k‖₂ < 1``, so ``‖M‖₂ ≤ Π_k ‖M_k‖₂ < 1``. The operator is never materialised: it is
+applied in Tucker form (project each low-rank axis down, scale the core per head, expand back), with
+dense per-head factors on short axes where they are cheaper. As a drop-in for attention the block is
+``y = W_o · M(W_v · x)`` per head. DESIGN.md section 2 holds the mathematics.
+
+Prefix tokens (class / register tokens) are not on the grid. With ``prefix_mode="mean"`` (default)
+each prefix token's mixed value is ``½ (v_p + mean over the grid of M v)``, so a class token still
+sees the whole grid; with ``"identity"`` it is ``v_p`` (passed through ``W_v, W_o`` unmixed).
+
+Shape legend:
+    B: batch, N: grid tokens (n_1·…·n_d), P: prefix tokens, C: channels, h: heads, c = C / h
+    grid axes are in row-major order (the last fastest), as timm's token order
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+
+from gridmix.factors import CausalFactor, SymmetricFactor, mode_product, mode_product_per_head
+from gridmix.grid import Grid
+
+PREFIX_MODES = ("mean", "identity")
+# timm's Block passes these to every attention layer; they have no meaning without queries and keys.
+_IGNORED_WHEN_SET = {"qk_norm": False, "scale_norm": False, "attn_drop": 0.0}
+
+
+def _per_axis(value: int | Sequence[int] | None, grid: Grid, name: str) -> tuple[int | None, ...]:
+    if value is None or isinstance(value, int):
+        return (value,) * grid.ndim
+    value = tuple(value)
+    if len(value) != grid.ndim:
+        raise ValueError(f"{name}={value!r} has {len(value)} entries; expected one per axis of grid {grid}")
+    return value
+
+
+class ConcentrationMixer(nn.Module):
+    """Drop-in token mixer for a grid; also constructible as timm's ``attn_layer`` (see :meth:`configure`).
+
+    Args:
+        dim: channels ``C``.
+        grid: grid spec, e.g. ``"32x32"`` or ``(8, 16, 16)``.
+        num_heads: heads ``h``; ``dim`` must be divisible by it.
+        rank: rank ``r_k`` per axis (an int for all axes, or one per axis), capped at the modes.
+        modes: DCT modes ``m_k`` per axis (default: the axis length, i.e. unrestricted ``U_k``). For a
+            causal axis this is the Toeplitz kernel length. Fewer modes give a band-limited factor whose
+            parameters transfer to any axis length ``≥ m_k`` (:meth:`regrid`).
+        causal_axes: axes that get a causal Toeplitz factor (negative indices allowed).
+        num_prefix_tokens: tokens before the grid tokens (class / register tokens).
+        prefix_mode: ``"mean"`` or ``"identity"``, see the module docstring.
+        qkv_bias, proj_bias, proj_drop: as timm's ``Attention`` (``qkv_bias`` is the bias of ``W_v``).
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        grid: Grid | str | int | Sequence[int],
+        *,
+        num_heads: int = 8,
+        rank: int | Sequence[int] = 16,
+        modes: int | Sequence[int] | None = None,
+        causal_axes: Sequence[int] = (),
+        num_prefix_tokens: int = 0,
+        prefix_mode: str = "mean",
+        qkv_bias: bool = False,
+        proj_bias: bool = True,
+        proj_drop: float = 0.0,
+        device=None,
+        dtype=None,
+        **timm_kwargs,
+    ) -> None:
+        super().__init__()
+        self.grid = Grid.parse(grid)
+        if dim % num_heads != 0:
+            raise ValueError(f"dim={dim} must be divisible by num_heads={num_heads}")
+        if prefix_mode not in PREFIX_MODES:
+            raise ValueError(f"prefix_mode={prefix_mode!r}; expected one of {PREFIX_MODES}")
+        if num_prefix_tokens < 0:
+            raise ValueError(f"num_prefix_tokens={num_prefix_tokens}; expected >= 0")
+        self._warn_ignored(timm_kwargs)
+        d = self.grid.ndim
+        causal = set()
+        for axis in causal_axes:
+            if not -d <= axis < d:
+                raise ValueError(f"causal axis {axis} is out of range for the {d}-d grid {self.grid}")
+            causal.add(axis % d)
+        ranks, mode_counts = _per_axis(rank, self.grid, "rank"), _per_axis(modes, self.grid, "modes")
+        factors = []
+        for axis, n in enumerate(self.grid):
+            m = n if mode_counts[axis] is None else mode_counts[axis]
+            if not 1 <= m <= n:
+                raise ValueError(f"modes={m} on axis {axis} must lie in [1, {n}] (the axis length)")
+            if axis in causal:
+                factors.append(CausalFactor(length=n, modes=m, num_heads=num_heads))
+            else:
+                if ranks[axis] is None or ranks[axis] < 1:
+                    raise ValueError(f"rank={ranks[axis]!r} on axis {axis}; expected a positive integer")
+                factors.append(SymmetricFactor(length=n, modes=m, rank=min(ranks[axis], m), num_heads=num_heads))
+        self.axis_factors = nn.ModuleList(factors)
+        self.dim, self.num_heads, self.head_dim = dim, num_heads, dim // num_heads
+        self.num_prefix_tokens, self.prefix_mode = num_prefix_tokens, prefix_mode
+        self.causal_axes = tuple(sorted(causal))
+        self.config = dict(
+            num_heads=num_heads, rank=rank, modes=tuple(f.modes for f in factors), causal_axes=self.causal_axes,
+            num_prefix_tokens=num_prefix_tokens, prefix_mode=prefix_mode, qkv_bias=qkv_bias,
+            proj_bias=proj_bias, proj_drop=proj_drop,
+        )
+        self.v = nn.Linear(dim, dim, bias=qkv_bias)  # W_v
+        self.proj = nn.Linear(dim, dim, bias=proj_bias)  # W_o
+        self.proj_drop = nn.Dropout(proj_drop)
+        if device is not None or dtype is not None:
+            self.to(device=device, dtype=dtype)
+
+    @staticmethod
+    def _warn_ignored(timm_kwargs: dict) -> None:
+        timm_kwargs = dict(timm_kwargs)
+        timm_kwargs.pop("norm_layer", None)  # only used by qk_norm / scale_norm, warned below
+        timm_kwargs.pop("depth", None)  # block index, used by depth-dependent attention inits only
+        for name, default in _IGNORED_WHEN_SET.items():
+            if name in timm_kwargs and timm_kwargs.pop(name) != default:
+                warnings.warn(f"ConcentrationMixer ignores {name} (it has no queries, keys or attention map)",
+                              stacklevel=3)
+        if timm_kwargs:
+            raise TypeError(f"ConcentrationMixer got unexpected arguments {sorted(timm_kwargs)}")
+
+    @classmethod
+    def configure(cls, grid: Grid | str | int | Sequence[int], **fixed) -> type[ConcentrationMixer]:
+        """A subclass with ``grid`` (and any other keyword) bound, for ``VisionTransformer(attn_layer=…)``.
+
+        timm builds ``attn_layer(dim, num_heads=…, qkv_bias=…, …)`` and requires a class, not a partial.
+        """
+        grid = Grid.parse(grid)
+
+        def __init__(self, dim: int, **kwargs) -> None:
+            cls.__init__(self, dim, grid, **{**fixed, **kwargs})
+
+        return type(f"{cls.__name__}_{grid}", (cls,), {"__init__": __init__, "__module__": cls.__module__})
+
+    # ---------------------------------------------------------------- the operator
+
+    def _core_scale(self, low_rank: Sequence[int]) -> torch.Tensor:
+        """Outer product over the low-rank axes of the per-head eigenvalues, broadcastable to (..., h, 1)."""
+        d, scale = self.grid.ndim, None
+        for axis in low_rank:
+            lam = self.axis_factors[axis].eigenvalues().transpose(0, 1)  # (r_k, h)
+            lam = lam.reshape([1] * axis + [lam.shape[0]] + [1] * (d - axis - 1) + [self.num_heads, 1])
+            scale = lam if scale is None else scale * lam
+        return scale
+
+    def mix(self, v: torch.Tensor) -> torch.Tensor:
+        """Apply the bare operator ``M`` per head: (B, *grid, C) → (B, *grid, C), never materialising it."""
+        if tuple(v.shape[1:-1]) != self.grid.shape or v.shape[-1] != self.dim:
+            raise ValueError(f"mix expects (B, {', '.join(map(str, self.grid))}, {self.dim}); got {tuple(v.shape)}")
+        x = v.reshape(*v.shape[:-1], self.num_heads, self.head_dim)  # (B, *grid, h, c)
+        low_rank = [k for k, f in enumerate(self.axis_factors)
+                    if isinstance(f, SymmetricFactor) and not f.prefers_dense()]
+        dense = [k for k in range(self.grid.ndim) if k not in low_rank]
+        bases = {k: self.axis_factors[k].basis().to(x.dtype) for k in low_rank}  # (n_k, r_k)
+        # Project the axes that shrink most first, so every later GEMM runs on a smaller tensor.
+        for k in sorted(low_rank, key=lambda k: bases[k].shape[1] / bases[k].shape[0]):
+            x = mode_product(x, bases[k].t(), axis=k + 1)  # n_k -> r_k
+        for k in dense:
+            x = mode_product_per_head(x, self.axis_factors[k].dense().to(x.dtype), axis=k + 1)
+        if low_rank:
+            x = x * self._core_scale(low_rank).to(x.dtype)  # (B, *core, h, c)
+            for k in low_rank:
+                x = mode_product(x, bases[k], axis=k + 1)  # r_k -> n_k
+        return x.reshape(v.shape)
+
+    def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None = None, is_causal: bool = False) -> torch.Tensor:
+        """``x``: (B, P + N, C) with P prefix tokens first, then the grid in row-major order."""
+        if attn_mask is not None:
+            raise ValueError("ConcentrationMixer cannot apply attn_mask: causality is declared with causal_axes")
+        if is_causal and not self.causal_axes:
+            raise ValueError("is_causal=True but this mixer has no causal_axes; build it with causal_axes=(…)")
+        B, T, C = x.shape
+        P, N = self.num_prefix_tokens, self.grid.numel
+        if T != P + N or C != self.dim:
+            raise ValueError(f"expected (B, {P} prefix + {N} grid tokens = {P + N}, {self.dim}); got {tuple(x.shape)}")
+        v = self.v(x)  # (B, P + N, C)
+        mixed = self.mix(v[:, P:].reshape(B, *self.grid, C)).reshape(B, N, C)
+        if P:
+            prefix = v[:, :P]  # (B, P, C)
+            if self.prefix_mode == "mean":
+                prefix = 0.5 * (prefix + mixed.mean(dim=1, keepdim=True))
+            mixed = torch.cat([prefix, mixed], dim=1)
+        return self.proj_drop(self.proj(mixed))
+
+    # ---------------------------------------------------------------- inspection
+
+    def factors(self) -> list[torch.Tensor]:
+        """Per axis, the dense factor matrices (h, n_k, n_k)."""
+        return [f.dense() for f in self.axis_factors]
+
+    def operator(self) -> torch.Tensor:
+        """The dense operator (h, N, N) = kron of the factors, per head. Small grids and tests only."""
+        if self.grid.numel > 4096:
+            raise ValueError(f"operator() materialises N×N = {self.grid.numel}² entries; use it on small grids")
+        dense = self.factors()
+        heads = []
+        for h in range(self.num_heads):
+            op = dense[0][h]
+            for factor in dense[1:]:
+                op = torch.kron(op, factor[h])
+            heads.append(op)
+        return torch.stack(heads)
+
+    def factor_bounds(self) -> torch.Tensor:
+        """Certified ``‖M_k‖₂`` per axis and head: (d, h)."""
+        return torch.stack([f.bound() for f in self.axis_factors])
+
+    def spectral_bound(self) -> torch.Tensor:
+        """Certified upper bound on ``‖M‖₂`` per head (h,): ``Π_k ‖M_k‖₂ < 1``."""
+        return self.factor_bounds().prod(dim=0)
+
+    def regrid(self, grid: Grid | str | int | Sequence[int]) -> ConcentrationMixer:
+        """The same learned mixer on another grid (every axis length must be ≥ its modes)."""
+        grid = Grid.parse(grid)
+        if grid.ndim != self.grid.ndim:
+            raise ValueError(f"cannot regrid a {self.grid.ndim}-d mixer ({self.grid}) to the {grid.ndim}-d grid {grid}")
+        for axis, (n, f) in enumerate(zip(grid, self.axis_factors)):
+            if n < f.modes:
+                raise ValueError(f"axis {axis} of {grid} has length {n} < its {f.modes} modes; regrid needs n >= modes")
+        config = dict(self.config)
+        config["rank"] = tuple(getattr(f, "rank", 1) for f in self.axis_factors)
+        other = ConcentrationMixer(self.dim, grid, **config)
+        other.load_state_dict(self.state_dict())
+        ref = next(self.parameters())
+        return other.to(device=ref.device, dtype=ref.dtype)
+
+    def extra_repr(self) -> str:
+        return (f"dim={self.dim}, grid={self.grid}, heads={self.num_heads}, "
+                f"causal_axes={self.causal_axes}, prefix={self.num_prefix_tokens} ({self.prefix_mode})")
+
+
+def tucker_flops(grid: Grid | Sequence[int], *, dim: int, rank: int | Sequence[int]) -> int:
+    """Minimum multiply-add FLOPs (×2) of one forward ``mix`` in rank-r Tucker form, per batch element.
+
+    Projecting axis ``k`` down (``n_k → r_k``) after axes ``< k`` costs ``C·n_k·Π_{j≤k} r_j·Π_{j>k} n_j``
+    multiply-adds (DESIGN.md section 2's cost model, with the contracted length written out); expanding
+    back costs the same. The backward pass is twice the forward, so forward+backward is 3× this.
+    """
+    shape = list(Grid.parse(grid).shape)
+    ranks = _per_axis(rank, Grid(tuple(shape)), "rank")
+    ranks = [min(r, n) for r, n in zip(ranks, shape)]
+    flops = 0
+    for k in range(len(shape)):
+        flops += 2 * dim * math.prod(ranks[: k + 1]) * math.prod(shape[k + 1 :]) * shape[k]
+    return 2 * flops  # down and up

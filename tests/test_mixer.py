@@ -1,0 +1,211 @@
+"""The mathematics of the concentration mixer (DESIGN.md section 2), pinned in float64."""
+
+import math
+
+import pytest
+import torch
+
+from gridmix import ConcentrationMixer, dct_basis, tucker_flops
+
+CASES = [
+    ("16", (), 4),  # 1-D, low-rank path
+    ("6x5", (), 2),  # 2-D non-square, dense path (n <= 2r)
+    ("12x7", (0,), 3),  # causal + symmetric
+    ("4x9x5", (0,), 2),  # video-like: causal time, symmetric space
+    ("3x4x2x5", (1, 3), 2),  # 4-D, two causal axes
+]
+
+
+def make(grid, causal=(), rank=2, heads=2, dim=8, **kw):
+    torch.manual_seed(0)
+    mixer = ConcentrationMixer(dim, grid, num_heads=heads, rank=rank, causal_axes=causal, **kw).double()
+    with torch.no_grad():  # move away from the symmetric initialisation so heads and modes differ
+        for name, p in mixer.named_parameters():
+            if "axis_factors" in name and "original" not in name:
+                p.add_(torch.randn_like(p))
+    return mixer
+
+
+def reference_operator(mixer):
+    """kron of the dense factors, built independently of ``operator()``."""
+    factors = mixer.factors()
+    ops = []
+    for h in range(mixer.num_heads):
+        op = torch.ones(1, 1, dtype=torch.float64)
+        for f in factors:
+            op = torch.kron(op, f[h])
+        ops.append(op)
+    return torch.stack(ops)
+
+
+@pytest.mark.parametrize("grid,causal,rank", CASES)
+def test_mix_equals_dense_kronecker_operator(grid, causal, rank):
+    mixer = make(grid, causal, rank)
+    v = torch.randn(3, *mixer.grid, mixer.dim, dtype=torch.float64)
+    op = reference_operator(mixer)  # (h, N, N)
+    vh = v.reshape(3, mixer.grid.numel, mixer.num_heads, mixer.head_dim)
+    expected = torch.einsum("hij,bjhc->bihc", op, vh).reshape(v.shape)
+    torch.testing.assert_close(mixer.mix(v), expected, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(mixer.operator(), op, rtol=1e-12, atol=1e-12)
+
+
+def test_low_rank_and_dense_paths_agree():
+    # 40 > 2·16 takes the Tucker path, 40 <= 2·30 the dense one: same parameters, same operator.
+    low = make("40", rank=16)
+    assert not low.axis_factors[0].prefers_dense()
+    v = torch.randn(2, 40, 8, dtype=torch.float64)
+    dense = torch.einsum("hij,bjhc->bihc", low.factors()[0], v.reshape(2, 40, 2, 4)).reshape(v.shape)
+    torch.testing.assert_close(low.mix(v), dense, rtol=1e-12, atol=1e-12)
+
+
+def test_dct_basis_is_orthonormal_and_low_frequency_first():
+    basis = dct_basis(20, 7, dtype=torch.float64)
+    torch.testing.assert_close(basis.T @ basis, torch.eye(7, dtype=torch.float64))
+    assert torch.allclose(basis[:, 0], torch.full((20,), 1 / math.sqrt(20), dtype=torch.float64))
+
+
+def assert_certified(mixer):
+    bound = mixer.spectral_bound()
+    assert (bound < 1).all()
+    for f, dense in zip(mixer.axis_factors, mixer.factors()):
+        if hasattr(f, "eigenvalues"):
+            torch.testing.assert_close(dense, dense.transpose(1, 2))
+            eig = torch.linalg.eigvalsh(dense)
+            assert eig.min() > -1e-10 and eig.max() < 1
+            u = f.basis()
+            torch.testing.assert_close(u.T @ u, torch.eye(u.shape[1], dtype=u.dtype), rtol=1e-9, atol=1e-9)
+        assert (torch.linalg.matrix_norm(dense, 2) <= f.bound() + 1e-12).all()
+    norm = torch.linalg.matrix_norm(mixer.operator(), 2)
+    assert (norm <= bound + 1e-10).all(), (norm, bound)
+
+
+@pytest.mark.parametrize("grid,causal,rank", CASES)
+def test_contraction_certificate_at_init_and_after_aggressive_training(grid, causal, rank):
+    mixer = make(grid, causal, rank)
+    assert_certified(mixer)
+    opt = torch.optim.Adam(mixer.parameters(), lr=0.5)
+    v = torch.randn(4, *mixer.grid, mixer.dim, dtype=torch.float64)
+    for _ in range(300):  # push the operator towards the identity times 5: as far out of the ball as it can go
+        opt.zero_grad()
+        loss = (mixer.mix(v) - 5 * v).pow(2).mean()
+        loss.backward()
+        opt.step()
+    assert_certified(mixer)
+    assert mixer.spectral_bound().max() > 0.99  # it did try
+
+
+@pytest.mark.parametrize("grid,causal", [("10", (0,)), ("5x6", (0,)), ("4x3x5", (0,)), ("4x3x5", (0, 2))])
+def test_causal_axes_see_no_future(grid, causal):
+    mixer = make(grid, causal, rank=2)
+    v = torch.randn(1, *mixer.grid, mixer.dim, dtype=torch.float64, requires_grad=True)
+    out = mixer.mix(v)
+    jac_rows = []
+    for index in [(0,) * mixer.grid.ndim, tuple(n // 2 for n in mixer.grid)]:
+        grad = torch.autograd.grad(out[(0, *index)].sum(), v, retain_graph=True)[0][0].abs().sum(-1)
+        for axis in range(mixer.grid.ndim):
+            t = index[axis]
+            future = grad.narrow(axis, t + 1, mixer.grid[axis] - t - 1)
+            past = grad.narrow(axis, 0, t + 1)
+            if axis in mixer.causal_axes:
+                assert future.numel() == 0 or future.abs().max() == 0.0, f"axis {axis} leaks the future"
+            elif future.numel():
+                assert future.abs().max() > 0, f"symmetric axis {axis} should see both sides"
+            assert past.abs().max() > 0
+        jac_rows.append(grad)
+
+
+def test_regrid_transfers_parameters_and_resolution():
+    torch.manual_seed(1)
+    small = ConcentrationMixer(4, "16x12", num_heads=2, rank=6, modes=6).double()
+    with torch.no_grad():
+        small.axis_factors[0].theta.add_(torch.randn_like(small.axis_factors[0].theta))
+    large = small.regrid("64x48")
+    assert large.grid.shape == (64, 48)
+    for f in large.axis_factors:
+        u = f.basis()
+        torch.testing.assert_close(u.T @ u, torch.eye(u.shape[1], dtype=u.dtype), rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(large.spectral_bound(), small.spectral_bound())
+    assert (large.spectral_bound() < 1).all()
+
+    def field(n0, n1):  # a smooth field sampled at cell centres of the unit square
+        y = (torch.arange(n0, dtype=torch.float64) + 0.5) / n0
+        x = (torch.arange(n1, dtype=torch.float64) + 0.5) / n1
+        base = torch.cos(math.pi * y)[:, None] * torch.cos(2 * math.pi * x)[None, :] + 0.5 * y[:, None]
+        return torch.stack([base, base**2, -base, base + 1], dim=-1)[None]  # (1, n0, n1, 4)
+
+    out_small = small.mix(field(16, 12))
+    out_large = large.mix(field(64, 48))
+    # average-pool the fine result onto the coarse cells: both approximate the same continuous operator
+    pooled = torch.nn.functional.avg_pool2d(out_large.permute(0, 3, 1, 2), 4).permute(0, 2, 3, 1)
+    rel = (pooled - out_small).norm() / out_small.norm()
+    assert rel < 0.02, rel
+    with pytest.raises(ValueError, match="modes"):
+        small.regrid("4x12")
+
+
+def test_gradcheck_tiny_grid():
+    mixer = make("3x4", (1,), rank=2, dim=4)
+    v = torch.randn(1, 3, 4, 4, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(mixer.mix, (v,))
+    x = torch.randn(1, 1 + 12, 4, dtype=torch.float64, requires_grad=True)
+    prefixed = make("3x4", rank=2, dim=4, num_prefix_tokens=1)
+    assert torch.autograd.gradcheck(prefixed, (x,))
+    params = list(mixer.axis_factors.parameters())  # W_v, W_o are not used by the bare operator
+    assert all(p.grad is None for p in params)
+    mixer.mix(v).pow(2).sum().backward()
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in params)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_shapes_and_dtypes(dtype):
+    mixer = ConcentrationMixer(16, "8x6", num_heads=4, rank=3, causal_axes=(0,), num_prefix_tokens=2).to(dtype)
+    x = torch.randn(3, 2 + 48, 16, dtype=dtype)
+    y = mixer(x)
+    assert y.shape == x.shape and y.dtype == dtype and torch.isfinite(y.float()).all()
+    v = torch.randn(3, 8, 6, 16, dtype=dtype)
+    assert mixer.mix(v).dtype == dtype
+    if dtype == torch.bfloat16:
+        ref = mixer.float().mix(v.float())
+        assert (mixer.mix(v).float() - ref).abs().max() < 0.05
+    else:
+        y.float().sum().backward()
+
+
+def test_prefix_tokens_modes():
+    mean_mixer = make("4x4", rank=2, num_prefix_tokens=1)
+    ident = make("4x4", rank=2, num_prefix_tokens=1, prefix_mode="identity")
+    ident.load_state_dict(mean_mixer.state_dict())
+    x = torch.randn(2, 17, 8, dtype=torch.float64)
+    v = mean_mixer.v(x)
+    grid_part = mean_mixer.mix(v[:, 1:].reshape(2, 4, 4, 8)).reshape(2, 16, 8)
+    torch.testing.assert_close(ident(x)[:, 0], ident.proj(v[:, 0]))
+    torch.testing.assert_close(mean_mixer(x)[:, 0], mean_mixer.proj(0.5 * (v[:, 0] + grid_part.mean(1))))
+    torch.testing.assert_close(mean_mixer(x)[:, 1:], mean_mixer.proj(grid_part))
+
+
+def test_bad_arguments_are_value_errors():
+    with pytest.raises(ValueError, match="divisible"):
+        ConcentrationMixer(10, "4x4", num_heads=3)
+    with pytest.raises(ValueError, match="out of range"):
+        ConcentrationMixer(8, "4x4", num_heads=2, causal_axes=(2,))
+    with pytest.raises(ValueError, match="modes"):
+        ConcentrationMixer(8, "4x4", num_heads=2, modes=(5, 2))
+    with pytest.raises(ValueError, match="one per axis"):
+        ConcentrationMixer(8, "4x4", num_heads=2, rank=(2, 2, 2))
+    mixer = ConcentrationMixer(8, "4x4", num_heads=2)
+    with pytest.raises(ValueError, match=r"got \(2, 15, 8\)"):
+        mixer(torch.randn(2, 15, 8))
+    with pytest.raises(ValueError, match="attn_mask"):
+        mixer(torch.randn(2, 16, 8), attn_mask=torch.ones(16, 16))
+    with pytest.raises(ValueError, match="causal_axes"):
+        mixer(torch.randn(2, 16, 8), is_causal=True)
+    with pytest.warns(UserWarning, match="qk_norm"):
+        ConcentrationMixer(8, "4x4", num_heads=2, qk_norm=True, norm_layer=torch.nn.LayerNorm)
+    with pytest.raises(TypeError, match="unexpected"):
+        ConcentrationMixer(8, "4x4", num_heads=2, window=3)
+
+
+def test_tucker_flops_counts_each_mode_product():
+    # 64x64, C=64, r=16: down axis 0: 64·16·64 MACs·C, axis 1: 16·16·64·C, the same up again.
+    per_pass = 2 * 64 * (64 * 16 * 64 + 16 * 16 * 64)
+    assert tucker_flops("64x64", dim=64, rank=16) == 2 * per_pass
