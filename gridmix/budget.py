@@ -1,0 +1,71 @@
+"""Run budgets: how many seeds, learning rates, epochs and samples a comparison spends.
+
+``smoke`` is for tests and CI (well under a minute a track); ``default`` completes a full paired
+comparison on a 2-core laptop CPU in minutes; ``full`` is the seed experiment's scale (8 seeds, 3
+learning rates). A track may change any field per budget through ``Track.budget_overrides``; the
+command line may change seeds and learning rates (``--seeds``, ``--lrs``).
+
+Why 6 seeds by default: the exact sign-flip test on n pairs cannot go below ``2/2ⁿ``, so n = 5 can
+never reach p < 0.05 (2/32 = 0.0625); n = 6 can (2/64 ≈ 0.031).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from gridmix.tracks import DataSizes, Track
+
+
+@dataclass(frozen=True)
+class Budget:
+    name: str
+    seeds: int  # paired seeds in the final comparison
+    sweep_seeds: int  # seeds (the first ones) each learning rate is tried on
+    lrs: tuple[float, ...]
+    epochs: int
+    batch_size: int
+    n_train: int
+    n_val: int
+    n_test: int
+    weight_decay: float = 0.05
+    warmup_frac: float = 0.1  # linear warm-up, then cosine decay, over all optimiser steps
+
+    @property
+    def sizes(self) -> DataSizes:
+        return DataSizes(n_train=self.n_train, n_val=self.n_val, n_test=self.n_test)
+
+    def __post_init__(self) -> None:
+        if self.seeds < 2:
+            raise ValueError(f"budget {self.name!r}: seeds={self.seeds}; a paired comparison needs >= 2")
+        if not 1 <= self.sweep_seeds <= self.seeds:
+            raise ValueError(f"budget {self.name!r}: sweep_seeds={self.sweep_seeds}; expected 1..{self.seeds}")
+        if not self.lrs or any(not lr > 0 for lr in self.lrs):
+            raise ValueError(f"budget {self.name!r}: lrs={self.lrs}; expected positive learning rates")
+
+
+BUDGETS: dict[str, Budget] = {
+    "smoke": Budget("smoke", seeds=2, sweep_seeds=1, lrs=(1e-3, 3e-3), epochs=2, batch_size=32,
+                    n_train=128, n_val=64, n_test=64),
+    "default": Budget("default", seeds=6, sweep_seeds=2, lrs=(1e-3, 3e-3), epochs=8, batch_size=32,
+                      n_train=1024, n_val=256, n_test=512),
+    "full": Budget("full", seeds=8, sweep_seeds=4, lrs=(1e-3, 3e-3, 9e-3), epochs=30, batch_size=64,
+                   n_train=4096, n_val=1024, n_test=2048),
+}
+
+
+def resolve_budget(name: str, track: Track, *, seeds: int | None = None,
+                   lrs: tuple[float, ...] | None = None) -> Budget:
+    """The budget ``name`` for ``track``: the built-in one, the track's overrides, then the user's."""
+    if name not in BUDGETS:
+        raise ValueError(f"unknown budget {name!r}; expected one of {sorted(BUDGETS)}")
+    changes = dict(track.budget_overrides.get(name, {}))
+    unknown = set(changes) - {f.name for f in dataclasses.fields(Budget)}
+    if unknown:
+        raise ValueError(f"track {track.name!r} overrides unknown budget fields {sorted(unknown)}")
+    if seeds is not None:
+        changes["seeds"] = seeds
+        changes["sweep_seeds"] = min(changes.get("sweep_seeds", BUDGETS[name].sweep_seeds), seeds)
+    if lrs is not None:
+        changes["lrs"] = tuple(lrs)
+    return dataclasses.replace(BUDGETS[name], **changes)

@@ -1,0 +1,49 @@
+"""Every gridmix hook, in one place: what a plugin may implement and what it must return.
+
+gridmix uses pluggy (project name ``"gridmix"``). A plugin is a module registered under the
+entry-point group ``"gridmix"``; its hook implementations carry the ``gridmix.hookimpl`` marker::
+
+    # pyproject.toml of a plugin package
+    [project.entry-points.gridmix]
+    my_track = "my_package.my_module"
+
+    # my_package/my_module.py
+    from gridmix import hookimpl
+
+    @hookimpl
+    def gridmix_tracks():
+        return [Track(...)]
+
+The built-in tracks (``sequence``, ``image``, ``video``) are plugins of exactly this kind. Every hook
+below must have a docstring: a test fails otherwise.
+"""
+
+from __future__ import annotations
+
+import pluggy
+
+from gridmix.tracks import ModelSpec, Track
+
+PROJECT_NAME = "gridmix"
+ENTRY_POINT_GROUP = "gridmix"
+
+hookspec = pluggy.HookspecMarker(PROJECT_NAME)
+hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
+
+
+@hookspec
+def gridmix_tracks() -> list[Track]:
+    """Return the tracks this plugin adds (a list of :class:`gridmix.tracks.Track`).
+
+    Each track must have a unique name across all plugins, exactly one model with ``role="idea"``, and
+    a ``matched_baseline`` naming one of its baselines. The plugin manager fills in ``plugin``.
+    """
+
+
+@hookspec
+def gridmix_models(track: Track) -> list[ModelSpec] | None:
+    """Return extra models (usually baselines) to add to an existing ``track``, or ``None``.
+
+    Called once per installed track, after every plugin's :func:`gridmix_tracks`. Names must not clash
+    with the track's own models. A plugin may add models to tracks it did not define.
+    """

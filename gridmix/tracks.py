@@ -1,0 +1,132 @@
+"""The track contract: what a plugin hands gridmix so that any task runs through the same analysis.
+
+A :class:`Track` is everything needed to compare models on one task (DESIGN.md section 4): the grid
+dimensionality and default grid, deterministic data for ``(grid, seed, sizes)``, the loss, the metric
+and its direction, and the models it offers (:class:`ModelSpec`), one of which is the idea (the
+concentration mixer) and one its matched baseline (the same model with attention as the mixer).
+
+Plugins build these through the hooks in :mod:`gridmix.hookspecs`; :mod:`gridmix.plugins` validates
+what they hand over and names the plugin when something is wrong.
+
+Shape legend:
+    S: samples in a split; the rest of ``inputs``/``targets`` is the track's own (documented per track)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+from gridmix.grid import Grid
+
+DIRECTIONS = ("lower", "higher")
+ROLES = ("idea", "baseline")
+
+
+@dataclass(frozen=True)
+class Split:
+    """One split of a track's data: ``inputs`` (S, …) and ``targets`` (S, …), on the CPU."""
+
+    inputs: torch.Tensor
+    targets: torch.Tensor
+
+    def __len__(self) -> int:
+        return self.inputs.shape[0]
+
+
+@dataclass(frozen=True)
+class TrackData:
+    train: Split
+    val: Split
+    test: Split
+
+
+@dataclass(frozen=True)
+class DataSizes:
+    """How many samples each split holds (the run budget chooses these)."""
+
+    n_train: int
+    n_val: int
+    n_test: int
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A model a track offers: ``build(grid)`` returns a fresh ``nn.Module`` mapping inputs to predictions.
+
+    ``role`` is ``"idea"`` for the concentration-mixer model and ``"baseline"`` otherwise; ``plugin`` is
+    filled in by the plugin manager with the name of the plugin that contributed the model.
+    ``supports(grid)`` says whether the model can be built for a grid (e.g. MLP-Mixer's dense N×N token
+    MLP only on small grids); it returns ``None`` when it can, else a one-line reason.
+    ``width_knob``, when set, names a float keyword argument of ``build`` that scales the parameter
+    count continuously (e.g. ``"mlp_ratio"``): the parity audit uses it to match a baseline's count.
+    """
+
+    name: str
+    build: Callable[..., nn.Module]
+    role: str = "baseline"
+    description: str = ""
+    supports: Callable[[Grid], str | None] = lambda grid: None
+    width_knob: str | None = None
+    plugin: str = ""
+
+
+@dataclass(frozen=True)
+class Track:
+    """A task gridmix compares models on.
+
+    Attributes:
+        name: unique track name (``gridmix run --track NAME``).
+        description: one line for ``gridmix tracks``.
+        ndim: grid dimensionality ``d`` every grid of this track must have.
+        default_grid: the grid used when the user gives none.
+        make_data: ``(grid, seed, sizes) → TrackData``, deterministic in its arguments.
+        loss: ``(predictions, targets) → scalar tensor`` minimised in training.
+        metric: ``(predictions, targets) → float`` over a whole split (e.g. accuracy, MSE).
+        metric_name: e.g. ``"test MSE"`` or ``"accuracy"``.
+        direction: ``"lower"`` or ``"higher"`` is better.
+        models: the models offered, in display order; exactly one with ``role="idea"``.
+        matched_baseline: the baseline that differs from the idea in the token mixer only.
+        budget_overrides: per budget name, fields of :class:`gridmix.budget.Budget` this track changes
+            (e.g. more epochs for a harder task).
+        plugin: filled in by the plugin manager.
+    """
+
+    name: str
+    description: str
+    ndim: int
+    default_grid: Grid
+    make_data: Callable[[Grid, int, DataSizes], TrackData]
+    loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+    metric: Callable[[torch.Tensor, torch.Tensor], float]
+    metric_name: str
+    direction: str
+    models: tuple[ModelSpec, ...]
+    matched_baseline: str
+    budget_overrides: dict[str, dict] = field(default_factory=dict)
+    plugin: str = ""
+
+    @property
+    def idea(self) -> ModelSpec:
+        return next(m for m in self.models if m.role == "idea")
+
+    @property
+    def baselines(self) -> tuple[ModelSpec, ...]:
+        return tuple(m for m in self.models if m.role == "baseline")
+
+    def model(self, name: str) -> ModelSpec:
+        for spec in self.models:
+            if spec.name == name:
+                return spec
+        raise ValueError(f"track {self.name!r} has no model {name!r}; it offers {[m.name for m in self.models]}")
+
+    def check_grid(self, grid: Grid | str | int | tuple[int, ...]) -> Grid:
+        """Parse ``grid`` and check its dimensionality; ``ValueError`` says what the track accepts."""
+        grid = Grid.parse(grid)
+        if grid.ndim != self.ndim:
+            raise ValueError(f"track {self.name!r} takes {self.ndim}-d grids (e.g. {self.default_grid}); "
+                             f"got the {grid.ndim}-d grid {grid}")
+        return grid

@@ -1,0 +1,126 @@
+"""The one training path every model and track shares (DESIGN.md section 5, "Paired seeds").
+
+Seed ``s`` fixes the data (the track generates it from ``s``), the batch order (a generator seeded
+with ``s``) and the initialisation (``torch.manual_seed(s)`` right before the model is built), for
+every model alike. Optimiser: AdamW with linear warm-up then cosine decay over all steps, gradients
+clipped at norm 1. Validation every epoch; the test metric is taken once, from the final model.
+A non-finite loss stops the run, which is then recorded as diverged: it never raises.
+On the CPU, the same arguments and thread count give the same numbers.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+from gridmix.budget import Budget
+from gridmix.grid import Grid
+from gridmix.tracks import ModelSpec, Split, Track, TrackData
+
+STATUSES = ("ok", "diverged", "failed")
+
+
+@dataclass
+class RunResult:
+    status: str  # one of STATUSES
+    val_metric: float | None = None  # final epoch's validation metric (what the sweep chooses on)
+    test_metric: float | None = None
+    train_loss: list[float] = field(default_factory=list)  # per epoch, mean over batches
+    val_curve: list[float] = field(default_factory=list)  # per epoch
+    epochs_done: int = 0
+    wall_s: float = 0.0
+    error: str = ""
+
+
+def resolve_device(device: str) -> torch.device:
+    """``auto`` picks CUDA when available; ``cuda`` without a GPU is a ValueError."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device 'cuda' was asked for but torch sees no CUDA device; use --device cpu or auto")
+    if device not in ("cpu", "cuda"):
+        raise ValueError(f"device {device!r}; expected 'auto', 'cpu' or 'cuda'")
+    return torch.device(device)
+
+
+@torch.no_grad()
+def evaluate(model: torch.nn.Module, split: Split, metric: Callable, *, batch_size: int,
+             device: torch.device) -> float:
+    """The track's metric over a whole split, predicting in batches."""
+    model.eval()
+    preds = [model(split.inputs[i : i + batch_size].to(device)).float().cpu()
+             for i in range(0, len(split), batch_size)]
+    return float(metric(torch.cat(preds), split.targets))
+
+
+def warmup_cosine(total_steps: int, warmup_frac: float) -> Callable[[int], float]:
+    warmup = max(1, int(total_steps * warmup_frac))
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        progress = (step - warmup) / max(1, total_steps - warmup)
+        return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+
+    return factor
+
+
+def train_run(track: Track, spec: ModelSpec, grid: Grid, *, lr: float, seed: int, budget: Budget,
+              data: TrackData, device: torch.device, knobs: dict | None = None,
+              on_epoch: Callable[[int, float, float], None] | None = None) -> RunResult:
+    """Train ``spec`` on ``data`` (made by ``track`` from ``seed``) and measure it; never raises for a bad run.
+
+    ``on_epoch(epoch, train_loss, val_metric)`` is called after every epoch (progress bars).
+    """
+    result = RunResult(status="ok")
+    start = time.perf_counter()
+    try:
+        torch.manual_seed(seed)
+        model = spec.build(grid, **(knobs or {})).to(device)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=budget.weight_decay)
+        n = len(data.train)
+        steps_per_epoch = math.ceil(n / budget.batch_size)
+        schedule = torch.optim.lr_scheduler.LambdaLR(
+            optimizer, warmup_cosine(steps_per_epoch * budget.epochs, budget.warmup_frac))
+        order = torch.Generator().manual_seed(seed)
+        for epoch in range(budget.epochs):
+            model.train()
+            permutation = torch.randperm(n, generator=order)
+            losses = []
+            for i in range(0, n, budget.batch_size):
+                index = permutation[i : i + budget.batch_size]
+                x, y = data.train.inputs[index].to(device), data.train.targets[index].to(device)
+                loss = track.loss(model(x), y)
+                if not torch.isfinite(loss):
+                    result.status = "diverged"
+                    result.error = f"non-finite training loss ({loss.item()}) at epoch {epoch}, step {i // budget.batch_size}"
+                    return result
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                optimizer.step()
+                schedule.step()
+                losses.append(loss.item())
+            val = evaluate(model, data.val, track.metric, batch_size=budget.batch_size * 2, device=device)
+            result.train_loss.append(sum(losses) / len(losses))
+            result.val_curve.append(val)
+            result.epochs_done = epoch + 1
+            if not math.isfinite(val):
+                result.status, result.error = "diverged", f"non-finite validation metric at epoch {epoch}"
+                return result
+            if on_epoch is not None:
+                on_epoch(epoch, result.train_loss[-1], val)
+        result.val_metric = result.val_curve[-1]
+        result.test_metric = evaluate(model, data.test, track.metric, batch_size=budget.batch_size * 2,
+                                      device=device)
+        if not math.isfinite(result.test_metric):
+            result.status, result.error = "diverged", "non-finite test metric"
+    except Exception as error:  # a broken model or plugin is a recorded failure, not a crashed sweep
+        result.status, result.error = "failed", f"{type(error).__name__}: {error}"
+    finally:
+        result.wall_s = time.perf_counter() - start
+    return result
