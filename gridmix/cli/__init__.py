@@ -1,5 +1,6 @@
 """The ``gridmix`` command line: ``tracks``, ``run``, ``scale``, ``report`` (DESIGN.md section 7)."""
 
+from gridmix.cli import run as _run  # noqa: F401  (registers `run` and `report`)
 from gridmix.cli.app import app
 
 __all__ = ["app"]

@@ -1,0 +1,205 @@
+"""``gridmix run`` and ``gridmix report``: the paired-seed comparison and its re-rendering.
+
+``gridmix run --track image --grid 32x32`` trains the idea model and its baselines over paired seeds
+with a learning-rate sweep (:mod:`gridmix.harness`), writes every finished run to the ledger in
+``--out`` (re-running resumes), measures parity and scaling, and writes the report.
+``gridmix report DIR`` rebuilds the report from the ledger alone.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from gridmix.cli.app import app
+
+console = Console(stderr=True)
+
+
+def fail(message: str) -> None:
+    """A user mistake: one line on stderr, exit status 2."""
+    console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    raise typer.Exit(2)
+
+
+def parse_floats(text: str, name: str) -> tuple[float, ...]:
+    try:
+        values = tuple(float(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        fail(f"{name} {text!r} is not a comma-separated list of numbers, e.g. '1e-3,3e-3'")
+    if not values or any(not v > 0 for v in values):
+        fail(f"{name} {text!r} must hold positive numbers, e.g. '1e-3,3e-3'")
+    return values
+
+
+def make_executor(executor: str, *, jobs: int, address: str | None):
+    from gridmix.executors import InProcessExecutor, ProcessPoolRunner
+
+    if executor == "local":
+        return InProcessExecutor() if jobs == 1 else ProcessPoolRunner(jobs)
+    if executor == "ray":
+        try:
+            from gridmix.executors_ray import RayExecutor
+        except ImportError as error:
+            fail(f"--executor ray needs Ray: pip install 'gridmix[ray]' ({error})")
+        return RayExecutor(address=address)
+    fail(f"unknown executor {executor!r}; expected 'local' or 'ray'")
+
+
+def results_table(report: dict) -> Table:
+    table = Table(title=f"{report['track']} {report['grid']} — {report['metric']} ({report['metric_direction']})")
+    for column in ("model", "lr", "mean", "std", "n", "vs idea: Δ", "p (Holm)", "MDE 80%", "verdict"):
+        table.add_column(column, justify="left" if column in ("model", "verdict") else "right")
+    arms = {report["idea"]["name"]: report["idea"], **report["baselines"]}
+    for name, arm in arms.items():
+        full, comp = arm["full"], arm.get("comparison", {})
+        fmt = (lambda v: "–" if v is None else f"{v:.4g}")
+        table.add_row(name + (" (idea)" if name == report["model"] else ""), fmt(arm["best_cfg"]["lr"]),
+                      fmt(full["mean"]), fmt(full["std"]), str(full["n"]), fmt(comp.get("delta_mean")),
+                      fmt(comp.get("p_holm")), fmt(comp.get("mde")), comp.get("verdict", ""))
+    return table
+
+
+@app.command("run")
+def run(
+    track: str = typer.Option("image", help="Track name (see `gridmix tracks`)."),
+    grid: str = typer.Option(None, help="Token grid, e.g. 64, 32x32, 8x16x16 (default: the track's)."),
+    models: str = typer.Option(None, help="Comma-separated models to include (default: all the grid allows)."),
+    budget: str = typer.Option("default", help="smoke (CI), default (minutes on a laptop) or full (seed scale)."),
+    seeds: int = typer.Option(None, min=2, help="Paired seeds (overrides the budget)."),
+    lrs: str = typer.Option(None, help="Learning rates to sweep, e.g. 1e-3,3e-3 (overrides the budget)."),
+    out: Path = typer.Option(None, help="Output directory (default: runs/TRACK-GRID-BUDGET)."),
+    device: str = typer.Option("auto", help="auto, cpu or cuda."),
+    executor: str = typer.Option("local", help="local or ray."),
+    jobs: int = typer.Option(1, min=1, help="Local worker processes (threads are split between them)."),
+    address: str = typer.Option(None, help="Ray cluster address HOST:PORT (with --executor ray)."),
+    threads: int = typer.Option(None, min=1, help="Torch threads per run (default: all cores / jobs)."),
+    scaling: bool = typer.Option(True, help="Measure time, FLOPs and memory at this grid and smaller ones."),
+) -> None:
+    """Compare the idea model with its baselines on a track: paired seeds, LR sweep, exact statistics."""
+    from gridmix.budget import resolve_budget
+    from gridmix.harness import Runner, Study
+    from gridmix.plugins import load_registry
+    from gridmix.report import build_report, write_report
+    from gridmix.store import Ledger
+    from gridmix.train import resolve_device
+
+    try:
+        registry = load_registry()
+        chosen_track = registry.track(track)
+        chosen_grid = chosen_track.check_grid(grid if grid is not None else chosen_track.default_grid)
+        chosen_budget = resolve_budget(budget, chosen_track, seeds=seeds,
+                                       lrs=parse_floats(lrs, "--lrs") if lrs else None)
+        resolved_device = resolve_device(device).type
+    except ValueError as error:
+        fail(str(error))
+    names = _choose_models(chosen_track, chosen_grid, models)
+    run_threads = threads or max(1, (os.cpu_count() or 1) // jobs)
+    study = Study(track=chosen_track.name, grid=str(chosen_grid), models=names, idea=chosen_track.idea.name,
+                  matched_baseline=chosen_track.matched_baseline, metric_name=chosen_track.metric_name,
+                  direction=chosen_track.direction, budget=chosen_budget, device=resolved_device,
+                  threads=run_threads)
+    out = out or Path("runs") / f"{study.track}-{study.grid}-{chosen_budget.name}"
+    try:
+        ledger = Ledger(out)
+    except ValueError as error:
+        fail(str(error))
+    runner_executor = make_executor(executor, jobs=jobs, address=address)
+    console.print(f"[bold]gridmix run[/] {study.track} {study.grid}: models {', '.join(names)}; budget "
+                  f"{chosen_budget.name} ({chosen_budget.seeds} seeds, lrs {chosen_budget.lrs}); {resolved_device}, "
+                  f"{run_threads} thread(s); ledger {ledger.path}", highlight=False)
+    started = time.perf_counter()
+    with ledger, _progress() as progress:
+        overall = progress.add_task("runs", total=0)
+        current = progress.add_task("current run", total=chosen_budget.epochs, visible=False)
+
+        def on_plan(n):
+            progress.update(overall, total=(progress.tasks[overall].total or 0) + n)
+
+        def on_start(task):
+            progress.update(current, description=task.label, completed=0, visible=True)
+
+        def on_epoch(task, epoch, loss, val):
+            progress.update(current, completed=epoch + 1, description=f"{task.label} val={val:.4g}")
+
+        def on_done(task, row):
+            progress.advance(overall)
+            if row.status != "ok":
+                progress.console.print(f"[yellow]{task.label}: {row.status}[/] {row.error}", highlight=False)
+
+        Runner(study, ledger, runner_executor, on_plan=on_plan, on_start=on_start, on_epoch=on_epoch,
+               on_done=on_done).run()
+        progress.update(current, visible=False)
+        if scaling:
+            _store_analyses(ledger, chosen_track, chosen_grid, names, progress)
+        report = build_report(ledger)
+        paths = write_report(report, out)
+    Console().print(results_table(report))
+    console.print(f"verdict: [bold]{report['comparison']['verdict']}[/]; report: {paths[1]} "
+                  f"({time.perf_counter() - started:.0f} s)", highlight=False)
+
+
+def _choose_models(track, grid, models: str | None) -> tuple[str, ...]:
+    if models:
+        names = [m.strip() for m in models.split(",") if m.strip()]
+        for name in names:
+            try:
+                track.model(name)
+            except ValueError as error:
+                fail(str(error))
+        if track.idea.name not in names:
+            names.insert(0, track.idea.name)
+        if len(names) < 2:
+            fail(f"--models {models!r} leaves no baseline to compare with; track {track.name!r} offers "
+                 f"{[m.name for m in track.baselines]}")
+    else:
+        names = [m.name for m in track.models]
+    kept = []
+    for name in names:
+        reason = track.model(name).supports(grid)
+        if reason:
+            console.print(f"[yellow]skipping {name} on {grid}:[/] {reason}", highlight=False)
+        else:
+            kept.append(name)
+    return tuple(kept)
+
+
+def _progress() -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    console=console)
+
+
+def _store_analyses(ledger, track, grid, names, progress) -> None:
+    """Parity and scaling, measured once per study and kept in the ledger for `gridmix report`."""
+    from gridmix.analysis.parity import parity_report
+    from gridmix.analysis.scaling import scaling_grids, scale_track
+
+    if ledger.fetch("analyses") is not None:
+        return
+    task = progress.add_task("parity and scaling", total=None)
+    analyses = dict(parity=parity_report(track, grid, models=names),
+                    scaling=scale_track(track, scaling_grids(grid), models=names).to_dict())
+    ledger.put("analyses", analyses)
+    progress.update(task, visible=False)
+
+
+@app.command("report")
+def report(directory: Path = typer.Argument(..., help="An output directory of `gridmix run`.")) -> None:
+    """Re-render bench_report.json, report.md and the plots from a run directory's ledger."""
+    from gridmix.report import build_report, write_report
+    from gridmix.store import Ledger
+
+    try:
+        with Ledger(directory, create=False) as ledger:
+            rebuilt = build_report(ledger)
+    except ValueError as error:
+        fail(str(error))
+    paths = write_report(rebuilt, directory)
+    Console().print(results_table(rebuilt))
+    console.print(f"wrote {', '.join(str(p) for p in paths)}", highlight=False)

@@ -1,0 +1,53 @@
+"""Runs on an existing Ray cluster (``--executor ray --address HOST:PORT``): one Ray task per run.
+
+Each :class:`gridmix.harness.RunTask` becomes a Ray task asking for ``task.threads`` CPUs (and one GPU
+when the device is ``cuda``); the worker executes it with :func:`gridmix.harness.execute`, which sets
+and records the torch thread count. Results come back to the driver, which alone writes the SQLite
+ledger, so resume and reports behave exactly as locally. A worker that dies mid-task is retried by
+Ray (``max_retries``); if it keeps dying, only that task is recorded as failed. Every node needs the
+same gridmix (and plugins) installed. DESIGN.md section 8; docs/ray.md says how to start a cluster.
+"""
+
+from __future__ import annotations
+
+try:
+    import ray
+except ImportError as error:  # the CLI turns this into "pip install 'gridmix[ray]'"
+    raise ImportError("Ray is not installed") from error
+
+from gridmix.executors import failed_row
+from gridmix.harness import RunTask, execute
+
+
+class RayExecutor:
+    """Connects to the cluster at ``address`` (``None``: start a local Ray) on first use."""
+
+    def __init__(self, *, address: str | None, max_retries: int = 2) -> None:
+        self.address, self.max_retries = address, max_retries
+
+    def _connect(self) -> None:
+        if not ray.is_initialized():
+            ray.init(address=self.address, log_to_driver=False, include_dashboard=False,
+                     configure_logging=False)
+
+    def run(self, tasks: list[RunTask], *, on_done, on_start=None, on_epoch=None) -> None:
+        if not tasks:
+            return
+        self._connect()
+        refs = {}
+        for task in tasks:
+            remote = ray.remote(execute).options(num_cpus=task.threads, num_gpus=1 if task.device == "cuda" else 0,
+                                                 max_retries=self.max_retries, retry_exceptions=False)
+            refs[remote.remote(task)] = task
+            if on_start:
+                on_start(task)
+        pending = list(refs)
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1)
+            for ref in done:
+                task = refs[ref]
+                try:
+                    row = ray.get(ref)
+                except ray.exceptions.RayError as error:  # the worker or its node died, retries exhausted
+                    row = failed_row(task, f"ray task failed: {type(error).__name__}: {str(error).splitlines()[0]}")
+                on_done(task, row)

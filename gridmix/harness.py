@@ -1,0 +1,211 @@
+"""The paired-seed study: learning-rate sweep, then every seed at each model's chosen rate.
+
+DESIGN.md section 5. A :class:`Study` names a track, a grid, the models and a budget. Every model
+sweeps the same learning rates on the first ``budget.sweep_seeds`` seeds and keeps the rate with the
+best mean *validation* metric (never test); rates where any run diverged or failed are excluded. Then
+every seed runs at the chosen rate; the sweep seeds' runs at that rate are the same runs (same key),
+so they are reused, as in the seed experiment. Each run is a :class:`RunTask`, executed anywhere
+(in-process, a process pool, Ray) by :func:`execute`, and lands in the ledger as one row.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import platform
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+import gridmix
+from gridmix.budget import Budget
+from gridmix.grid import Grid
+from gridmix.store import Ledger, RunRow, run_key
+from gridmix.tracks import DataSizes, TrackData
+from gridmix.train import resolve_device, train_run
+
+# Budget fields that change what a single run computes (seeds / sweep_seeds / lrs only choose which runs exist).
+_RUN_SHAPING = ("epochs", "batch_size", "n_train", "n_val", "n_test", "weight_decay", "warmup_frac")
+
+
+@dataclass(frozen=True)
+class RunTask:
+    """One training run; picklable, so any executor can ship it to a worker."""
+
+    track: str
+    model: str
+    grid: str
+    lr: float
+    seed: int
+    budget: Budget
+    device: str  # "cpu" or "cuda", already resolved
+    threads: int
+    knobs: dict = field(default_factory=dict)
+
+    @property
+    def config(self) -> dict:
+        return dict({name: getattr(self.budget, name) for name in _RUN_SHAPING}, knobs=self.knobs,
+                    device=self.device)
+
+    @property
+    def key(self) -> str:
+        return run_key(track=self.track, model=self.model, grid=self.grid, lr=self.lr, seed=self.seed,
+                       config=self.config)
+
+    @property
+    def label(self) -> str:
+        return f"{self.model} lr={self.lr:g} seed={self.seed}"
+
+
+@dataclass(frozen=True)
+class Study:
+    track: str
+    grid: str
+    models: tuple[str, ...]
+    idea: str
+    matched_baseline: str
+    metric_name: str
+    direction: str  # "lower" or "higher" is better
+    budget: Budget
+    device: str
+    threads: int
+    knobs: dict = field(default_factory=dict)  # per model name: keyword overrides of its builder
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Study:
+        data = dict(data)
+        budget = dict(data.pop("budget"))
+        budget["lrs"] = tuple(budget["lrs"])
+        return cls(**{**data, "models": tuple(data["models"]), "budget": Budget(**budget)})
+
+    def task(self, model: str, lr: float, seed: int) -> RunTask:
+        return RunTask(track=self.track, model=model, grid=self.grid, lr=lr, seed=seed, budget=self.budget,
+                       device=self.device, threads=self.threads, knobs=self.knobs.get(model, {}))
+
+    def sweep_tasks(self) -> list[RunTask]:
+        return [self.task(model, lr, seed) for model in self.models for lr in self.budget.lrs
+                for seed in range(self.budget.sweep_seeds)]
+
+    def final_tasks(self, chosen: dict[str, float | None]) -> list[RunTask]:
+        return [self.task(model, chosen[model], seed) for model in self.models if chosen[model] is not None
+                for seed in range(self.budget.seeds)]
+
+
+def versions() -> dict:
+    import timm
+
+    return dict(gridmix=gridmix.__version__, torch=torch.__version__, timm=timm.__version__,
+                numpy=np.__version__, python=platform.python_version())
+
+
+@functools.lru_cache(maxsize=4)
+def _track_data(track_name: str, grid: str, seed: int, sizes: DataSizes) -> TrackData:
+    from gridmix.plugins import load_registry, validate_data
+
+    track = load_registry().track(track_name)
+    data = track.make_data(Grid.parse(grid), seed, sizes)
+    validate_data(track, data, Grid.parse(grid))
+    return data
+
+
+def execute(task: RunTask, *, on_epoch: Callable[[int, float, float], None] | None = None) -> RunRow:
+    """Run one task where this process is (a worker, or the driver) and return its ledger row."""
+    from gridmix.analysis.mechanism import mechanism_signature
+    from gridmix.plugins import load_registry
+
+    torch.set_num_threads(task.threads)
+    error, result = "", None
+    try:
+        track = load_registry().track(task.track)
+        spec = track.model(task.model)
+        data = _track_data(task.track, task.grid, task.seed, task.budget.sizes)
+    except Exception as exc:  # a broken plugin or bad data is this run's recorded failure
+        error = f"{type(exc).__name__}: {exc}"
+    if not error:
+        def analyse(model, data):  # every seed's trained idea model, not one
+            return {"mechanism": mechanism_signature(model, data.val.inputs[:8].to(model_device(model)))}
+        result = train_run(track, spec, Grid.parse(task.grid), lr=task.lr, seed=task.seed, budget=task.budget,
+                           data=data, device=resolve_device(task.device), knobs=task.knobs, on_epoch=on_epoch,
+                           after_training=analyse if spec.role == "idea" else None)
+    return RunRow(
+        key=task.key, track=task.track, model=task.model, grid=task.grid, lr=task.lr, seed=task.seed,
+        config=task.config, status=result.status if result else "failed",
+        val_metric=result.val_metric if result else None, test_metric=result.test_metric if result else None,
+        train_loss=result.train_loss if result else [], val_curve=result.val_curve if result else [],
+        epochs_done=result.epochs_done if result else 0, wall_s=result.wall_s if result else 0.0,
+        threads=torch.get_num_threads(), device=task.device, versions=versions(),
+        error=result.error if result else error, extras=result.extras if result else {},
+    )
+
+
+def model_device(model: torch.nn.Module) -> torch.device:
+    return next(model.parameters()).device
+
+
+def choose_learning_rates(study: Study, rows: dict[str, RunRow]) -> tuple[dict[str, float | None], dict]:
+    """Per model, the swept rate with the best mean validation metric over the sweep seeds.
+
+    A rate is eligible only if every sweep seed finished ``ok`` there. Returns the choices (``None``
+    when no rate is eligible) and, per model, the sweep table for the report.
+    """
+    lower = study.direction == "lower"
+    chosen, tables = {}, {}
+    for model in study.models:
+        table = []
+        for lr in study.budget.lrs:
+            found = [rows.get(study.task(model, lr, seed).key) for seed in range(study.budget.sweep_seeds)]
+            ok = all(row is not None and row.status == "ok" for row in found)
+            vals = [row.val_metric for row in found if row is not None and row.status == "ok"]
+            table.append(dict(cfg={"lr": lr}, mean=float(np.mean(vals)) if ok else None,
+                              per_seed=[row.val_metric if row else None for row in found],
+                              statuses=[row.status if row else "missing" for row in found], eligible=ok))
+        eligible = [entry for entry in table if entry["eligible"]]
+        best = (min if lower else max)(eligible, key=lambda entry: entry["mean"]) if eligible else None
+        chosen[model] = best["cfg"]["lr"] if best else None
+        tables[model] = table
+    return chosen, tables
+
+
+class Runner:
+    """Drives a study through an executor, writing each finished run into the ledger at once.
+
+    ``on_plan(n)`` (n more runs are coming), ``on_start(task)``, ``on_epoch(task, epoch, loss, val)`` and
+    ``on_done(task, row)`` let a front end draw progress; ``run`` returns the chosen learning rates.
+    """
+
+    def __init__(self, study: Study, ledger: Ledger, executor, *, on_plan=None, on_start=None, on_epoch=None,
+                 on_done=None) -> None:
+        self.study, self.ledger, self.executor = study, ledger, executor
+        self.on_plan, self.on_start, self.on_epoch, self.on_done = on_plan, on_start, on_epoch, on_done
+
+    def pending(self, tasks: list[RunTask]) -> list[RunTask]:
+        """Tasks without a finished row (failed rows are retried: a crash may not recur)."""
+        todo = []
+        for task in tasks:
+            row = self.ledger.get(task.key)
+            if row is None or row.status == "failed":
+                todo.append(task)
+        return todo
+
+    def _record(self, task: RunTask, row: RunRow) -> None:
+        self.ledger.record(row)
+        if self.on_done:
+            self.on_done(task, row)
+
+    def _phase(self, tasks: list[RunTask]) -> None:
+        todo = self.pending(tasks)
+        if self.on_plan:
+            self.on_plan(len(todo))
+        self.executor.run(todo, on_done=self._record, on_start=self.on_start, on_epoch=self.on_epoch)
+
+    def run(self) -> dict[str, float | None]:
+        self.ledger.set_study(self.study.to_dict())
+        self._phase(self.study.sweep_tasks())
+        chosen, _ = choose_learning_rates(self.study, {row.key: row for row in self.ledger.rows()})
+        self._phase(self.study.final_tasks(chosen))
+        return chosen

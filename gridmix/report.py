@@ -1,0 +1,230 @@
+"""The study report, rebuilt from the ledger alone: ``bench_report.json`` and ``report.md``.
+
+The JSON keeps the seed experiment's keys (``bench_version``, ``track``, ``metric_direction``,
+``n_seeds``, ``baseline``/``idea`` with ``best_cfg``, ``sweep``, ``full``, ``comparison``,
+``mechanism_signature``) and adds every baseline's comparison (Holm-adjusted together), the budget,
+timings, versions, failures, and the scaling and parity analyses when the run measured them. The
+Markdown puts the verdict first. DESIGN.md section 6.
+
+Differences to the seed's keys, on purpose: ``sweep`` entries hold the *validation* metric (the seed
+chose on test); ``comparison.mde`` is the true minimum detectable effect at 80% power, and the seed's
+"mde" (the 95% t half-width) is ``comparison.ci_half_width``; ``p_value`` is the exact sign-flip p.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from gridmix.analysis.stats import compare_many, summarize
+from gridmix.harness import Study, choose_learning_rates
+from gridmix.store import Ledger, RunRow
+
+BENCH_VERSION = 2
+TIMING_KEYS = ("timings", "scaling")  # measured wall-clock: differs between two runs of the same command
+
+
+def _final_rows(study: Study, rows: dict[str, RunRow], model: str, lr: float | None) -> list[RunRow | None]:
+    if lr is None:
+        return [None] * study.budget.seeds
+    return [rows.get(study.task(model, lr, seed).key) for seed in range(study.budget.seeds)]
+
+
+def _arm(study: Study, rows: dict[str, RunRow], model: str, lr: float | None, sweep: list) -> dict:
+    finals = _final_rows(study, rows, model, lr)
+    ok = [row.test_metric for row in finals if row is not None and row.status == "ok"]
+    arm = dict(name=model, best_cfg={"lr": lr}, sweep=sweep,
+               per_seed_status=[row.status if row else "missing" for row in finals],
+               curves=dict(train_loss=[row.train_loss if row else [] for row in finals],
+                           val=[row.val_curve if row else [] for row in finals]))
+    if ok:
+        summary = summarize(ok)
+        arm["full"] = dict(mean=summary.mean, std=summary.std, per_seed=summary.per_seed, n=summary.n)
+    else:
+        arm["full"] = dict(mean=None, std=None, per_seed=[], n=0)
+    return arm
+
+
+def _pairs(study, rows, idea_lr, model, lr) -> tuple[list[float], list[float], list[int]]:
+    idea_rows = _final_rows(study, rows, study.idea, idea_lr)
+    base_rows = _final_rows(study, rows, model, lr)
+    seeds = [s for s, (a, b) in enumerate(zip(idea_rows, base_rows))
+             if a is not None and b is not None and a.status == "ok" and b.status == "ok"]
+    return [idea_rows[s].test_metric for s in seeds], [base_rows[s].test_metric for s in seeds], seeds
+
+
+def _mechanism(study: Study, rows: dict[str, RunRow], idea_lr: float | None) -> dict | None:
+    from gridmix.analysis.mechanism import combine_signatures
+
+    per_seed = {}
+    for seed, row in enumerate(_final_rows(study, rows, study.idea, idea_lr)):
+        if row is not None and row.status == "ok" and "mechanism" in row.extras:
+            per_seed[seed] = row.extras["mechanism"]
+    return combine_signatures(per_seed) if per_seed else None
+
+
+def build_report(ledger: Ledger) -> dict:
+    """The full report of the ledger's study, with the analyses (scaling, parity) the run stored."""
+    spec = ledger.study()
+    if spec is None:
+        raise ValueError(f"the ledger {str(ledger.path)!r} holds no study yet; run `gridmix run` first")
+    study = Study.from_dict(spec)
+    rows = {row.key: row for row in ledger.rows()}
+    chosen, sweeps = choose_learning_rates(study, rows)
+    arms = {model: _arm(study, rows, model, chosen[model], sweeps[model]) for model in study.models}
+    baselines = [m for m in study.models if m != study.idea]
+
+    pairs, skipped = {}, {}
+    for model in baselines:
+        idea_values, base_values, seeds = _pairs(study, rows, chosen[study.idea], model, chosen[model])
+        if len(seeds) >= 2:
+            pairs[model] = (idea_values, base_values)
+        else:
+            skipped[model] = f"only {len(seeds)} seed(s) where both models finished; a paired test needs 2"
+    comparisons = {name: result.to_dict()
+                   for name, result in (compare_many(pairs, direction=study.direction).items() if pairs else [])}
+    for name, reason in skipped.items():
+        comparisons[name] = dict(verdict="not compared", reason=reason)
+    for name, comparison in comparisons.items():
+        arms[name]["comparison"] = comparison
+
+    matched = study.matched_baseline if study.matched_baseline in arms else (baselines[0] if baselines else None)
+    idea_arm = arms[study.idea]
+    study_rows = [row for model in study.models for row in rows.values()
+                  if row.model == model and row.key in _study_keys(study, chosen)]
+    report = dict(
+        bench_version=BENCH_VERSION,
+        track=study.track,
+        grid=study.grid,
+        model=study.idea,
+        metric=study.metric_name,
+        metric_direction=f"{study.direction} is better",
+        n_seeds=study.budget.seeds,
+        baseline=arms[matched] if matched else None,
+        idea=dict(idea_arm, **idea_arm["full"]),
+        baselines={name: arms[name] for name in baselines},
+        comparison=comparisons.get(matched, dict(verdict="not compared", reason="no baseline")),
+        comparisons=comparisons,
+        holm_adjusted_over=sorted(pairs),
+        mechanism_signature=_mechanism(study, rows, chosen[study.idea]),
+        budget=dict(spec["budget"]),
+        failures=[dict(model=row.model, lr=row.lr, seed=row.seed, status=row.status, error=row.error)
+                  for row in study_rows if row.status != "ok"],
+        timings=_timings(study_rows),
+        versions=study_rows[0].versions if study_rows else {},
+        device=study.device,
+        threads=study.threads,
+    )
+    report.update(ledger.fetch("analyses") or {})
+    return report
+
+
+def _study_keys(study: Study, chosen: dict) -> set[str]:
+    tasks = study.sweep_tasks() + study.final_tasks(chosen)
+    return {task.key for task in tasks}
+
+
+def _timings(rows: list[RunRow]) -> dict:
+    per_model: dict[str, list[float]] = {}
+    for row in rows:
+        per_model.setdefault(row.model, []).append(row.wall_s)
+    return dict(method="wall-clock seconds of each training run (train + per-epoch validation + test)",
+                threads=sorted({row.threads for row in rows}),
+                per_model={m: dict(runs=len(t), total_s=float(np.sum(t)), median_run_s=float(np.median(t)))
+                           for m, t in per_model.items()},
+                total_s=float(sum(row.wall_s for row in rows)))
+
+
+def write_report(report: dict, out: str | Path) -> list[Path]:
+    """Write ``bench_report.json``, ``report.md`` and the PNG plots into ``out``; return the paths."""
+    from gridmix.report_plots import plot_report
+
+    out = Path(out)
+    paths = [out / "bench_report.json", out / "report.md"]
+    paths[0].write_text(json.dumps(report, indent=2, sort_keys=False) + "\n")
+    figures = plot_report(report, out)
+    paths[1].write_text(render_markdown(report, figures=[p.name for p in figures]))
+    return paths + figures
+
+
+def _fmt(value, digits: int = 4) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return f"{value:.{digits}g}"
+    return str(value)
+
+
+def render_markdown(report: dict, *, figures: list[str] = ()) -> str:
+    c = report["comparison"]
+    lines = [f"# gridmix: {report['model']} vs {report['baseline']['name'] if report['baseline'] else '–'} "
+             f"on {report['track']} {report['grid']}", ""]
+    if "delta_mean" in c:
+        lines += [f"**Verdict: {c['verdict']}** — {report['metric']} ({report['metric_direction']}): idea "
+                  f"{_fmt(c['idea_mean'])} vs baseline {_fmt(c['baseline_mean'])}, Δ = {_fmt(c['delta_mean'])} "
+                  f"(95% CI {_fmt(c['ci_low'])} … {_fmt(c['ci_high'])}), idea wins {c['idea_wins']}/{c['n_pairs']} "
+                  f"seeds, exact sign-flip p = {_fmt(c['p_value'])} (Holm {_fmt(c['p_holm'])}); minimum "
+                  f"detectable effect at 80% power {_fmt(c['mde'])} ({_fmt(c['mde_rel_pct'], 3)}% of baseline).", ""]
+    else:
+        lines += [f"**Verdict: {c['verdict']}** — {c.get('reason', '')}", ""]
+    lines += ["## All comparisons (idea − baseline, Holm-adjusted together)", "",
+              "| baseline | n | Δ mean | 95% CI | wins | p (exact) | p (Holm) | MDE (80%) | verdict |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    for name, comp in report["comparisons"].items():
+        if "delta_mean" in comp:
+            lines.append(f"| {name} | {comp['n_pairs']} | {_fmt(comp['delta_mean'])} | {_fmt(comp['ci_low'])} … "
+                         f"{_fmt(comp['ci_high'])} | {comp['idea_wins']} | {_fmt(comp['p_value'])} | "
+                         f"{_fmt(comp['p_holm'])} | {_fmt(comp['mde'])} | {comp['verdict']} |")
+        else:
+            lines.append(f"| {name} | – | – | – | – | – | – | – | {comp['verdict']}: {comp['reason']} |")
+    lines += ["", "## Models (test metric over seeds, at each model's chosen learning rate)", "",
+              "| model | role | chosen lr | mean | std | n | per seed |", "|---|---|---|---|---|---|---|"]
+    arms = {report["idea"]["name"]: report["idea"], **report["baselines"]}
+    for name, arm in arms.items():
+        full = arm["full"]
+        role = "idea" if name == report["model"] else "baseline"
+        lines.append(f"| {name} | {role} | {_fmt(arm['best_cfg']['lr'])} | {_fmt(full['mean'])} | "
+                     f"{_fmt(full['std'])} | {full['n']} | {', '.join(_fmt(v) for v in full['per_seed'])} |")
+    lines += ["", "## Learning-rate sweep (validation metric, mean over the sweep seeds)", "",
+              "| model | " + " | ".join(f"lr {_fmt(e['cfg']['lr'])}" for e in report["idea"]["sweep"]) + " |",
+              "|---|" + "---|" * len(report["idea"]["sweep"])]
+    for name, arm in arms.items():
+        cells = [_fmt(e["mean"]) if e["eligible"] else "/".join(e["statuses"]) for e in arm["sweep"]]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    lines += _markdown_sections(report)
+    if figures:
+        lines += ["", "## Plots", ""] + [f"![{name}]({name})" for name in figures]
+    lines += ["", "## Method", "",
+              f"Budget `{report['budget']['name']}`: {report['n_seeds']} paired seeds, learning rates "
+              f"{report['budget']['lrs']} swept on the first {report['budget']['sweep_seeds']} seed(s), chosen on "
+              f"the validation metric; {report['budget']['epochs']} epochs. Paired differences per seed, exact "
+              "two-sided sign-flip permutation test, 95% t-interval, MDE = (t₀.₉₇₅ + t₀.₈)·s/√n, Holm across "
+              f"baselines. Device {report['device']}, {report['threads']} thread(s). Versions: "
+              + ", ".join(f"{k} {v}" for k, v in report["versions"].items()) + ".", ""]
+    return "\n".join(lines)
+
+
+def _markdown_sections(report: dict) -> list[str]:
+    lines = []
+    mech = report.get("mechanism_signature")
+    if mech:
+        lines += ["", "## Mechanism (every seed's trained idea model)", "",
+                  f"Confirmed: **{mech['confirmed']}** — largest factor singular value "
+                  f"{_fmt(mech['observed_max_factor_singular'])} vs predicted bound "
+                  f"{_fmt(mech['predicted_factor_bound'])}; certified ‖M‖₂ ≤ "
+                  f"{_fmt(mech.get('certified_operator_bound'))}; probe ‖Mv‖/‖v‖ "
+                  f"{_fmt(mech['probe_norm_ratio_after_mixing'])}; residual block Lipschitz estimate "
+                  f"{_fmt(mech.get('residual_block_lipschitz'))} (power iteration; the block has no certificate)."]
+    if report["failures"]:
+        lines += ["", "## Failed or diverged runs", "", "| model | lr | seed | status | error |",
+                  "|---|---|---|---|---|"]
+        lines += [f"| {f['model']} | {_fmt(f['lr'])} | {f['seed']} | {f['status']} | {f['error']} |"
+                  for f in report["failures"]]
+    timings = report["timings"]
+    lines += ["", "## Timings", "", f"{timings['method']}; threads {timings['threads']}.", "",
+              "| model | runs | total s | median run s |", "|---|---|---|---|"]
+    lines += [f"| {m} | {t['runs']} | {t['total_s']:.1f} | {t['median_run_s']:.2f} |"
+              for m, t in timings["per_model"].items()]
+    return lines
