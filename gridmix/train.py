@@ -34,6 +34,7 @@ class RunResult:
     epochs_done: int = 0
     wall_s: float = 0.0
     error: str = ""
+    extras: dict = field(default_factory=dict)  # what ``after_training`` measured on the final model
 
 
 def resolve_device(device: str) -> torch.device:
@@ -71,10 +72,12 @@ def warmup_cosine(total_steps: int, warmup_frac: float) -> Callable[[int], float
 
 def train_run(track: Track, spec: ModelSpec, grid: Grid, *, lr: float, seed: int, budget: Budget,
               data: TrackData, device: torch.device, knobs: dict | None = None,
-              on_epoch: Callable[[int, float, float], None] | None = None) -> RunResult:
+              on_epoch: Callable[[int, float, float], None] | None = None,
+              after_training: Callable[[torch.nn.Module, TrackData], dict] | None = None) -> RunResult:
     """Train ``spec`` on ``data`` (made by ``track`` from ``seed``) and measure it; never raises for a bad run.
 
-    ``on_epoch(epoch, train_loss, val_metric)`` is called after every epoch (progress bars).
+    ``on_epoch(epoch, train_loss, val_metric)`` is called after every epoch (progress bars);
+    ``after_training(model, data)`` analyses the final model of a successful run (e.g. its mechanism).
     """
     result = RunResult(status="ok")
     start = time.perf_counter()
@@ -97,7 +100,8 @@ def train_run(track: Track, spec: ModelSpec, grid: Grid, *, lr: float, seed: int
                 loss = track.loss(model(x), y)
                 if not torch.isfinite(loss):
                     result.status = "diverged"
-                    result.error = f"non-finite training loss ({loss.item()}) at epoch {epoch}, step {i // budget.batch_size}"
+                    step = i // budget.batch_size
+                    result.error = f"non-finite training loss ({loss.item()}) at epoch {epoch}, step {step}"
                     return result
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
@@ -119,6 +123,8 @@ def train_run(track: Track, spec: ModelSpec, grid: Grid, *, lr: float, seed: int
                                       device=device)
         if not math.isfinite(result.test_metric):
             result.status, result.error = "diverged", "non-finite test metric"
+        elif after_training is not None:
+            result.extras = after_training(model, data)
     except Exception as error:  # a broken model or plugin is a recorded failure, not a crashed sweep
         result.status, result.error = "failed", f"{type(error).__name__}: {error}"
     finally:
