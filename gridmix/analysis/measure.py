@@ -1,0 +1,464 @@
+"""Measuring one training step honestly: wall-clock, FLOPs and peak memory (DESIGN.md section 5, Scaling).
+
+Three measurements, each usable on its own (the scaling study and the benchmarks both build on them):
+
+* :func:`time_fn`: wall-clock of a step, after warm-up, as the median and quartiles of repeats, with the
+  thread count set and recorded (CUDA is synchronised around every repeat).
+* :func:`count_flops`: forward and backward FLOPs with ``torch.utils.flop_counter.FlopCounterMode``, plus
+  :data:`FLOP_FORMULAS` for ops it does not count that gridmix's models run (attention on CPU, FFTs, the
+  Householder product behind the mixer's orthonormal bases), and a list of any heavy op that still went
+  uncounted, so an under-count is visible instead of silent. Optionally on fake tensors (shapes only).
+* :func:`peak_memory`: a fresh Python subprocess per measurement builds the step from an importable
+  ``"module:function"`` target and runs it once. On CPU the peak is Linux's ``VmHWM`` (the process's
+  resident-set high-water mark), reset through ``/proc/self/clear_refs`` right before the step; on CUDA
+  it is ``torch.cuda.max_memory_allocated``. :func:`estimate_peak_memory` predicts it beforehand from a
+  fake-tensor dry run. docs/analysis.md states exactly what each figure includes and its caveats.
+
+FLOP convention: FlopCounterMode counts matrix products and convolutions (2 FLOPs per multiply-add) and
+nothing element-wise (norms, activations, softmax), so figures compare token mixers' GEMM work.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import importlib
+import json
+import math
+import os
+import re
+import resource
+import subprocess
+import sys
+import time
+import weakref
+from collections import Counter
+from collections.abc import Callable, Sequence
+from contextlib import nullcontext
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import torch
+from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
+from torch.utils.flop_counter import FlopCounterMode
+
+aten = torch.ops.aten
+MB = 2**20
+_RESULT_MARK = "GRIDMIX_MEMORY "
+
+# ---------------------------------------------------------------- wall-clock
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Wall-clock seconds of one call of a step over ``repeats`` timed calls after ``warmup`` untimed ones."""
+
+    median_s: float
+    p25_s: float
+    p75_s: float
+    min_s: float
+    repeats: int
+    warmup: int
+    threads: int  # torch.get_num_threads() while timing
+    times_s: tuple[float, ...]
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _synchronize(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def time_fn(step: Callable[[], object], *, warmup: int = 2, repeats: int = 5, threads: int,
+            device: str = "cpu") -> Timing:
+    """Time ``step()`` with ``threads`` torch threads (restored afterwards); ``device="cuda"`` synchronises."""
+    if warmup < 0 or repeats < 1 or threads < 1:
+        raise ValueError(f"warmup={warmup}, repeats={repeats}, threads={threads}; expected >= 0, >= 1, >= 1")
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        for _ in range(warmup):
+            step()
+        _synchronize(device)
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            step()
+            _synchronize(device)
+            times.append(time.perf_counter() - start)
+        used = torch.get_num_threads()
+    finally:
+        torch.set_num_threads(previous)
+    p25, median, p75 = np.percentile(times, [25, 50, 75])
+    return Timing(median_s=float(median), p25_s=float(p25), p75_s=float(p75), min_s=min(times), repeats=repeats,
+                  warmup=warmup, threads=used, times_s=tuple(times))
+
+
+# ---------------------------------------------------------------- FLOPs
+# Formulas receive shapes (FlopCounterMode's shape wrapper) and return FLOPs, 2 per multiply-add.
+
+
+def _sdpa_forward_flops(query, key, value, *args, out_shape=None, **kwargs) -> int:
+    """``S = Q Kᵀ`` then ``O = P V``: ``2·b·h·s_q·s_k·(d_qk + d_v)``; 4·B·h·N²·c for self-attention."""
+    heads, s_q, d_qk = math.prod(query[:-2]), query[-2], query[-1]
+    return 2 * heads * s_q * key[-2] * (d_qk + value[-1])
+
+
+def _sdpa_backward_flops(grad_out, query, key, value, *args, out_shape=None, **kwargs) -> int:
+    """Recompute ``S``, then ``dP = dO Vᵀ``, ``dV = Pᵀ dO``, ``dQ = dS K``, ``dK = dSᵀ Q`` (torch's CUDA convention)."""
+    heads, s_q, d_qk = math.prod(query[:-2]), query[-2], query[-1]
+    return 2 * heads * s_q * key[-2] * (3 * d_qk + 2 * value[-1])
+
+
+def _fft_flops(signal_shape, dim) -> int:
+    """``5·n·log2(n)`` per transform of length ``n`` (the radix-2 count; real transforms do about half)."""
+    n = math.prod(signal_shape[d] for d in dim)
+    transforms = math.prod(signal_shape) // max(n, 1)
+    return int(transforms * 5 * n * math.log2(n)) if n > 1 else 0
+
+
+def _fft_r2c_flops(x, dim, *args, out_shape=None, **kwargs) -> int:
+    return _fft_flops(x, dim)  # the real input holds the signal length
+
+
+def _fft_c2r_flops(x, dim, *args, out_shape=None, **kwargs) -> int:
+    return _fft_flops(out_shape, dim)  # the real output holds the signal length
+
+
+def _fft_c2c_flops(x, dim, *args, out_shape=None, **kwargs) -> int:
+    return _fft_flops(x, dim)
+
+
+def _householder_product_flops(a, tau, *args, out_shape=None, **kwargs) -> int:
+    """LAPACK ``orgqr`` on an ``m×n`` matrix with ``k`` reflectors: ``4mnk − 2(m+n)k² + 4k³/3`` per matrix."""
+    m, n, k = a[-2], a[-1], tau[-1]
+    return math.prod(a[:-2]) * int(4 * m * n * k - 2 * (m + n) * k * k + 4 * k**3 / 3)
+
+
+FLOP_FORMULAS: dict = {
+    # CPU scaled_dot_product_attention (flash kernel): FlopCounterMode 2.x counts only the CUDA kernels.
+    aten._scaled_dot_product_flash_attention_for_cpu: _sdpa_forward_flops,
+    aten._scaled_dot_product_flash_attention_for_cpu_backward: _sdpa_backward_flops,
+    aten._fft_r2c: _fft_r2c_flops,
+    aten._fft_c2r: _fft_c2r_flops,
+    aten._fft_c2c: _fft_c2c_flops,
+    aten.linalg_householder_product: _householder_product_flops,  # the mixer's orthogonal parametrisation
+}
+"""Formulas gridmix adds to FlopCounterMode's registry (passed as its ``custom_mapping``)."""
+
+# Op names that do real arithmetic (products, transforms, factorisations); one without a formula is reported.
+_HEAVY_OP = re.compile(r"mm|\bmv|addmv|\bdot|vdot|conv|attention|fft|householder|orgqr|ormqr|geqrf|svd|eig|"
+                       r"cholesky|solve|lu_factor|matmul|einsum|tensordot|bilinear")
+
+
+@dataclass(frozen=True)
+class Flops:
+    """FLOPs of one forward (+ backward) pass; ``per_op`` sums both; ``uncounted`` names heavy ops left out."""
+
+    forward: int
+    backward: int
+    per_op: dict[str, int]
+    uncounted: dict[str, int] = field(default_factory=dict)  # op name -> calls seen without a formula
+
+    @property
+    def total(self) -> int:
+        return self.forward + self.backward
+
+    def to_dict(self) -> dict:
+        return dict(forward=self.forward, backward=self.backward, total=self.total, per_op=self.per_op,
+                    uncounted=self.uncounted)
+
+
+class _OpLog(TorchDispatchMode):
+    """Counts every op that reaches the dispatcher, by overload packet."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: Counter = Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.calls[func._overloadpacket] += 1
+        return func(*args, **(kwargs or {}))
+
+
+def _as_tuple(inputs: torch.Tensor | Sequence[torch.Tensor]) -> tuple:
+    return (inputs,) if isinstance(inputs, torch.Tensor) else tuple(inputs)
+
+
+def _default_loss(out) -> torch.Tensor:
+    return sum(t.float().sum() for t in tree_leaves(out) if isinstance(t, torch.Tensor))
+
+
+def _fake_mode():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    return FakeTensorMode(allow_non_fake_inputs=True)  # real parameters become fake on first use
+
+
+# ---------------------------------------------------------------- tracing: FLOPs and the memory estimate
+
+
+class _LiveBytes(TorchDispatchMode):
+    """Peak bytes of live tensor storages created by ops (views and in-place results share one storage)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.live = self.peak = 0
+        self._refs: dict[int, weakref.ref] = {}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for tensor in tree_leaves(out):
+            if isinstance(tensor, torch.Tensor):
+                storage = tensor.untyped_storage()
+                key = id(storage)
+                if key not in self._refs:
+                    nbytes = storage.nbytes()
+                    self._refs[key] = weakref.ref(storage, lambda _, key=key, nbytes=nbytes: self._free(key, nbytes))
+                    self.live += nbytes
+                    self.peak = max(self.peak, self.live)
+        return out
+
+    def _free(self, key: int, nbytes: int) -> None:
+        self.live -= nbytes
+        self._refs.pop(key, None)
+
+
+def count_flops(model: nn.Module, inputs: torch.Tensor | Sequence[torch.Tensor], *, backward: bool = True,
+                loss: Callable[[object], torch.Tensor] | None = None, fake: bool = False) -> Flops:
+    """FLOPs of ``model(*inputs)`` and, with ``backward``, of the gradient of ``loss(output)`` (default: sum).
+
+    The backward pass is taken with ``torch.autograd.grad`` with respect to the parameters that require
+    gradients, so ``.grad`` is left untouched. ``fake=True`` runs on fake tensors: shapes only, nothing
+    computed or allocated, the same counts (a model that branches on tensor values cannot run this way).
+    """
+    return _trace(model, inputs, backward=backward, loss=loss, fake=fake)[0]
+
+
+def estimate_peak_memory(model: nn.Module, inputs: torch.Tensor | Sequence[torch.Tensor], *,
+                         loss: Callable[[object], torch.Tensor] | None = None) -> int:
+    """Predicted peak bytes of one forward+backward, from a fake-tensor dry run (nothing is allocated).
+
+    The estimate is the bytes of the parameters and buffers, one gradient per trainable parameter and
+    the inputs, plus the peak of live tensors the ops create (activations saved for backward,
+    temporaries, gradients). It leaves out what no op returns: kernels' internal workspaces, allocator
+    fragmentation, the interpreter. Raises whatever the model raises on fake tensors.
+    """
+    return dry_run(model, inputs, loss=loss)[1]
+
+
+def dry_run(model: nn.Module, inputs: torch.Tensor | Sequence[torch.Tensor], *,
+            loss: Callable[[object], torch.Tensor] | None = None) -> tuple[Flops, int]:
+    """``count_flops(..., fake=True)`` and :func:`estimate_peak_memory` of a forward+backward in one fake pass."""
+    flops, live_peak = _trace(model, inputs, backward=True, loss=loss, fake=True, live_bytes=True)
+    params = [p for p in model.parameters() if p.requires_grad]
+    resident = sum(t.numel() * t.element_size() for t in [*model.parameters(), *model.buffers(), *params])
+    resident += sum(x.numel() * x.element_size() for x in _as_tuple(inputs))
+    return flops, resident + live_peak
+
+
+def _trace(model: nn.Module, inputs, *, backward: bool, loss, fake: bool,
+           live_bytes: bool = False) -> tuple[Flops, int]:
+    """Run the model (and the loss's gradient) under the FLOP counter; with ``live_bytes``, the peak of op outputs."""
+    inputs, loss = _as_tuple(inputs), loss or _default_loss
+    params = [p for p in model.parameters() if p.requires_grad]
+    counters = []
+    tracker = _LiveBytes() if live_bytes else nullcontext()
+    with (_fake_mode() if fake else nullcontext()), _OpLog() as log, tracker:
+        with FlopCounterMode(display=False, custom_mapping=FLOP_FORMULAS) as forward:
+            value = loss(model(*inputs))
+        counters.append(forward)
+        if backward and params:
+            with FlopCounterMode(display=False, custom_mapping=FLOP_FORMULAS) as grads:
+                torch.autograd.grad(value, params, allow_unused=True)
+            counters.append(grads)
+        del value
+    per_op: Counter = Counter()
+    for counter in counters:
+        per_op.update({str(op): n for op, n in counter.get_flop_counts().get("Global", {}).items()})
+    registry = counters[0].flop_registry
+    uncounted = {str(op): n for op, n in log.calls.items() if op not in registry and _HEAVY_OP.search(str(op))}
+    flops = Flops(forward=counters[0].get_total_flops(),
+                  backward=counters[1].get_total_flops() if len(counters) > 1 else 0,
+                  per_op=dict(per_op), uncounted=uncounted)
+    return flops, tracker.peak if live_bytes else 0
+
+
+def available_memory(device: str = "cpu") -> int:
+    """Bytes free for a new process: ``MemAvailable`` of /proc/meminfo on Linux, free CUDA memory on a GPU."""
+    if device.startswith("cuda"):
+        return torch.cuda.mem_get_info(torch.device(device))[0]
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+# ---------------------------------------------------------------- peak memory in a subprocess
+
+
+@dataclass(frozen=True)
+class Memory:
+    """Peak memory of one step measured in a fresh process (see :func:`peak_memory`), in bytes.
+
+    ``peak_bytes = setup_bytes + step_bytes``: everything the target allocated (model, data, its own
+    warm-up) plus the step's growth above that. ``baseline_bytes`` (interpreter and imports) is not in it.
+    """
+
+    peak_bytes: int
+    setup_bytes: int
+    step_bytes: int
+    baseline_bytes: int
+    device: str
+    method: str
+
+    @property
+    def peak_mb(self) -> float:
+        return self.peak_bytes / MB
+
+    def to_dict(self) -> dict:
+        return dict(asdict(self), peak_mb=self.peak_mb)
+
+
+class MemoryMeasurementError(RuntimeError):
+    """The measuring subprocess failed, timed out or was killed (for instance by the out-of-memory killer)."""
+
+
+def peak_memory(target: str, kwargs: dict, *, threads: int, device: str = "cpu", timeout_s: float = 600.0,
+                preload: str | None = None) -> Memory:
+    """Peak memory of ``step()`` where ``step = module.function(**kwargs)`` for ``target="module:function"``.
+
+    The target runs in a fresh interpreter (``python -m gridmix.analysis.measure``) that sees this
+    process's ``sys.path``; it must build everything on ``device`` and return a zero-argument callable
+    that runs one step (a forward and backward pass). ``kwargs`` must be JSON-serialisable.
+    ``preload``, another ``"module:function"``, is called with the same ``kwargs`` before the baseline is
+    read: what it loads (plugin modules, a registry) counts as interpreter, not as the target's setup.
+    Raises :class:`MemoryMeasurementError` when the subprocess fails, times out or is killed.
+    """
+    _parse_target(target)
+    if preload:
+        _parse_target(preload)
+    if threads < 1:
+        raise ValueError(f"threads={threads}; expected >= 1")
+    command = [sys.executable, "-m", "gridmix.analysis.measure", "--target", target, "--kwargs", json.dumps(kwargs),
+               "--threads", str(threads), "--device", device] + (["--preload", preload] if preload else [])
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p),
+               OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, env=env)
+    except subprocess.TimeoutExpired as error:
+        raise MemoryMeasurementError(f"{target}({kwargs}) ran past {timeout_s:g} s") from error
+    if done.returncode != 0:
+        killed = " (killed: out of memory?)" if done.returncode in (-9, 137) else ""
+        tail = done.stderr.strip().splitlines()[-1:] or ["no error output"]
+        raise MemoryMeasurementError(f"{target}({kwargs}) exited with {done.returncode}{killed}: {tail[0]}")
+    lines = [line for line in done.stdout.splitlines() if line.startswith(_RESULT_MARK)]
+    if not lines:
+        raise MemoryMeasurementError(f"{target}({kwargs}) printed no measurement; stdout: {done.stdout[-300:]!r}")
+    return Memory(**json.loads(lines[-1][len(_RESULT_MARK):]))
+
+
+def _parse_target(target: str) -> tuple[str, str]:
+    module, sep, name = target.partition(":")
+    if not sep or not module or not name.isidentifier():
+        raise ValueError(f"target {target!r}; expected an importable 'module:function', e.g. "
+                         "'gridmix.analysis.scaling:memory_step'")
+    return module, name
+
+
+def _load_target(target: str) -> Callable:
+    module, name = _parse_target(target)
+    return getattr(importlib.import_module(module), name)
+
+
+def _proc_status_bytes(key: str) -> int | None:
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1]) * 1024  # kB
+    except OSError:
+        return None
+    return None
+
+
+def _ru_maxrss_bytes() -> int:
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024  # bytes on macOS, kB on Linux
+
+
+def _reset_rss_peak() -> bool:
+    try:
+        with open("/proc/self/clear_refs", "w") as clear:
+            clear.write("5")  # Linux >= 4.0: reset VmHWM to the current RSS
+        return True
+    except OSError:
+        return False
+
+
+def _measure_in_this_process(target: str, kwargs: dict, *, threads: int, device: str, preload: str | None) -> Memory:
+    """The subprocess side of :func:`peak_memory`."""
+    torch.set_num_threads(threads)
+    make_step = _load_target(target)  # imports the target's module: part of the baseline
+    if preload:
+        _load_target(preload)(**kwargs)
+    cuda = device.startswith("cuda")
+    gc.collect()
+    if cuda:
+        torch.cuda.synchronize()
+        baseline = torch.cuda.memory_allocated()
+        step = make_step(**kwargs)
+        torch.cuda.synchronize()
+        gc.collect()
+        before = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        step()
+        torch.cuda.synchronize()
+        peak = torch.cuda.max_memory_allocated()
+        method = "torch.cuda.max_memory_allocated (tensors only, not the CUDA context or allocator cache)"
+    elif _proc_status_bytes("VmRSS") is not None:
+        baseline = _proc_status_bytes("VmRSS")
+        step = make_step(**kwargs)
+        gc.collect()
+        before = _proc_status_bytes("VmRSS")
+        reset = _reset_rss_peak()
+        step()
+        peak = _proc_status_bytes("VmHWM")
+        method = ("VmHWM reset via /proc/self/clear_refs before the step" if reset else
+                  "VmHWM over setup and step (clear_refs unavailable: step_bytes may include setup transients)")
+    else:
+        baseline = _ru_maxrss_bytes()
+        step = make_step(**kwargs)
+        gc.collect()
+        before = _ru_maxrss_bytes()
+        step()
+        peak = _ru_maxrss_bytes()
+        method = "ru_maxrss lifetime peak (no /proc: baseline and setup are peaks, not current sizes)"
+    peak = max(peak, before)
+    return Memory(peak_bytes=peak - baseline, setup_bytes=before - baseline, step_bytes=peak - before,
+                  baseline_bytes=baseline, device=device, method=method)
+
+
+def _main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Measure the peak memory of one step (used by peak_memory).")
+    parser.add_argument("--target", required=True)
+    parser.add_argument("--kwargs", default="{}")
+    parser.add_argument("--threads", type=int, required=True)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--preload", default=None)
+    args = parser.parse_args(argv)
+    memory = _measure_in_this_process(args.target, json.loads(args.kwargs), threads=args.threads, device=args.device,
+                                      preload=args.preload)
+    print(_RESULT_MARK + json.dumps(asdict(memory)), flush=True)
+
+
+if __name__ == "__main__":
+    _main()

@@ -1,0 +1,167 @@
+"""Parity audit: is the idea model compared with baselines of the same size? (DESIGN.md section 3)
+
+On one grid, every model's parameter count and forward+backward FLOPs of one training batch
+(:func:`gridmix.analysis.measure.count_flops`), with the idea's ratio to each baseline
+(``idea / baseline``) and a warning when either ratio is off 1 by more than the tolerance (10%).
+:func:`match_parameters` removes a parameter gap: it bisects a model's ``ModelSpec.width_knob`` (a float
+keyword of ``build``, e.g. ``mlp_ratio``) until the count is within 2% of a target, e.g. a baseline's.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+from torch import nn
+
+from gridmix.analysis.measure import count_flops
+from gridmix.analysis.scaling import prepare
+from gridmix.grid import Grid, GridLike
+from gridmix.tracks import ModelSpec, Track
+
+TOLERANCE = 0.10
+
+
+@dataclass(frozen=True)
+class ParityRow:
+    """One model; ratios are the idea's figure over this model's (1.0 for the idea itself)."""
+
+    model: str
+    role: str
+    params: int | None
+    flops: int | None  # forward + backward of one batch
+    params_ratio: float | None
+    flops_ratio: float | None
+    warning: str | None = None
+    skipped: str | None = None
+
+
+@dataclass(frozen=True)
+class Parity:
+    track: str
+    grid: str
+    batch: int
+    idea: str
+    tolerance: float
+    rows: list[ParityRow]
+
+    @property
+    def warnings(self) -> list[str]:
+        return [row.warning for row in self.rows if row.warning]
+
+    def to_dict(self) -> dict:
+        return dict(track=self.track, grid=self.grid, batch=self.batch, idea=self.idea, tolerance=self.tolerance,
+                    rows=[asdict(row) for row in self.rows], warnings=self.warnings)
+
+
+def _measure(track: Track, spec: ModelSpec, grid: Grid, *, batch: int, seed: int,
+             knobs: dict | None = None) -> tuple[int, int]:
+    model, inputs, targets = prepare(track, spec, grid, batch=batch, seed=seed, device="cpu", **(knobs or {}))
+    loss = lambda out: track.loss(out, targets)  # noqa: E731
+    try:
+        flops = count_flops(model, inputs, loss=loss, fake=True)
+    except Exception:  # a model that branches on tensor values: count on the real batch instead
+        flops = count_flops(model, inputs, loss=loss)
+    return count_parameters(model), flops.total
+
+
+def count_parameters(model: nn.Module) -> int:
+    """Trainable and frozen parameters alike (a parametrised weight counts its stored ``original``)."""
+    return sum(p.numel() for p in model.parameters())
+
+
+def audit_parity(track: Track, grid: GridLike, *, models: Sequence[str] | None = None, batch: int = 8, seed: int = 0,
+                 tolerance: float = TOLERANCE, knobs: dict[str, dict] | None = None) -> Parity:
+    """Parameters and FLOPs of the idea against each baseline of ``track`` on ``grid`` (default: all models).
+
+    ``knobs`` maps a model name to keyword overrides of its builder (e.g. the idea's matched width).
+    """
+    knobs = knobs or {}
+    grid = track.check_grid(grid)
+    if not 0 < tolerance < 1:
+        raise ValueError(f"tolerance={tolerance}; expected a fraction in (0, 1), e.g. 0.1")
+    names = list(models) if models else [m.name for m in track.models]
+    if track.idea.name not in names:
+        names.insert(0, track.idea.name)
+    idea_params, idea_flops = _measure(track, track.idea, grid, batch=batch, seed=seed,
+                                       knobs=knobs.get(track.idea.name))
+    rows = []
+    for name in names:
+        spec = track.model(name)
+        if spec.role == "idea":
+            rows.append(ParityRow(name, spec.role, idea_params, idea_flops, 1.0, 1.0))
+            continue
+        reason = spec.supports(grid)
+        if reason:
+            rows.append(ParityRow(name, spec.role, None, None, None, None, skipped=f"unsupported: {reason}"))
+            continue
+        params, flops = _measure(track, spec, grid, batch=batch, seed=seed, knobs=knobs.get(name))
+        params_ratio, flops_ratio = idea_params / params, idea_flops / flops
+        off = [f"{what} {ratio:.2f}x" for what, ratio in (("parameters", params_ratio), ("FLOPs", flops_ratio))
+               if abs(ratio - 1) > tolerance]
+        warning = (f"{track.idea.name} vs {name} on {grid}: {' and '.join(off)} (beyond ±{tolerance:.0%})"
+                   if off else None)
+        rows.append(ParityRow(name, spec.role, params, flops, params_ratio, flops_ratio, warning))
+    return Parity(track=track.name, grid=str(grid), batch=batch, idea=track.idea.name, tolerance=tolerance, rows=rows)
+
+
+def parity_report(track: Track, grid: GridLike, *, models: Sequence[str] | None = None, batch: int = 8,
+                  seed: int = 0, tolerance: float = TOLERANCE, knobs: dict[str, dict] | None = None) -> dict:
+    """:func:`audit_parity` as a JSON-ready dict (the report's ``parity`` key), with the knobs used."""
+    parity = audit_parity(track, grid, models=models, batch=batch, seed=seed, tolerance=tolerance, knobs=knobs)
+    return dict(parity.to_dict(), knobs=knobs or {})
+
+
+@dataclass(frozen=True)
+class WidthMatch:
+    """The knob value whose model has ``params`` parameters, ``rel_error`` off ``target``."""
+
+    knob: str
+    value: float
+    params: int
+    target: int
+    rel_error: float
+
+
+def match_parameters(spec: ModelSpec, grid: GridLike, target_params: int, *, tolerance: float = 0.02,
+                     start: float = 1.0, max_builds: int = 60) -> WidthMatch:
+    """Bisect ``spec.width_knob`` (assumed to grow the parameter count) to within ``tolerance`` of the target.
+
+    The knob is first doubled or halved from ``start`` until the target is bracketed, then bisected
+    geometrically. ``ValueError`` if the spec has no knob, or no value within ``max_builds`` builds matches.
+    """
+    if not spec.width_knob:
+        raise ValueError(f"model {spec.name!r} has no width_knob; parameter matching needs a float build keyword")
+    if target_params < 1 or not 0 < tolerance < 1 or start <= 0:
+        raise ValueError(f"target_params={target_params}, tolerance={tolerance}, start={start}; expected "
+                         "a positive count, a fraction in (0, 1) and a positive start")
+    grid = Grid.parse(grid)
+    tried: dict[float, int] = {}
+
+    def params_at(value: float) -> int:
+        if value not in tried:
+            tried[value] = count_parameters(spec.build(grid, **{spec.width_knob: value}))
+        return tried[value]
+
+    def close(value: float) -> bool:
+        return abs(params_at(value) - target_params) <= tolerance * target_params
+
+    low = high = start
+    while params_at(low) > target_params and len(tried) < max_builds:
+        low /= 2
+    while params_at(high) < target_params and len(tried) < max_builds:
+        high *= 2
+    value = min((low, high), key=lambda v: abs(params_at(v) - target_params))
+    while not close(value) and len(tried) < max_builds:
+        value = math.sqrt(low * high)
+        if params_at(value) < target_params:
+            low = value
+        else:
+            high = value
+    best = min(tried, key=lambda v: abs(tried[v] - target_params))
+    rel_error = abs(tried[best] - target_params) / target_params
+    if rel_error > tolerance:
+        raise ValueError(f"cannot bring {spec.name!r} within {tolerance:.0%} of {target_params} parameters with "
+                         f"{spec.width_knob}: the closest, {spec.width_knob}={best:.4g}, gives {tried[best]}")
+    return WidthMatch(knob=spec.width_knob, value=best, params=tried[best], target=target_params, rel_error=rel_error)

@@ -1,0 +1,352 @@
+"""Scaling study: how parameters, FLOPs, wall-clock and peak memory of a training step grow with the grid.
+
+DESIGN.md section 5 (Scaling). For a track, a list of grids and its models, every point (model, grid)
+gets: parameters; forward+backward FLOPs of one batch (:func:`gridmix.analysis.measure.count_flops`,
+on fake tensors, so even a point too large to run has them); a memory estimate from a fake-tensor dry
+run, made *before* anything large is allocated; then, if the estimate fits (and the time extrapolated
+from the model's previous grid is under a cap), the wall-clock of a step in this process
+(:func:`~gridmix.analysis.measure.time_fn`) and its peak memory in a fresh subprocess
+(:func:`~gridmix.analysis.measure.peak_memory` running :func:`memory_step`, which rebuilds the point
+from ``(track, model, grid)``). A point that is unsupported, would not fit or fails is kept with the
+reason, never a crash.
+
+Exponents: least squares of ``log y = a·log N + b`` per model and quantity (time, FLOPs, memory) with
+its R², over all measured grids and over the largest ``tail`` grids only (small grids are dominated by
+per-call overhead, so the tail exponent is the asymptotic one).
+
+Shape legend:
+    B: batch; N: tokens on the grid (n_1·…·n_d); inputs are the track's, e.g. (B, C, *grid)
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import torch
+from torch import nn
+
+from gridmix.analysis.measure import (
+    MB,
+    Flops,
+    Memory,
+    MemoryMeasurementError,
+    Timing,
+    available_memory,
+    count_flops,
+    dry_run,
+    peak_memory,
+    time_fn,
+)
+from gridmix.grid import Grid, GridLike
+from gridmix.tracks import DataSizes, ModelSpec, Track
+
+MEMORY_TARGET = "gridmix.analysis.scaling:memory_step"
+MEMORY_PRELOAD = "gridmix.analysis.scaling:load_track"
+QUANTITIES = ("time", "flops", "memory")
+
+
+@dataclass
+class ScalingPoint:
+    """One model on one grid. ``skipped`` says why time and memory were not measured (None: they were)."""
+
+    model: str
+    grid: str
+    tokens: int
+    params: int | None = None
+    flops: Flops | None = None  # forward + backward of one batch
+    timing: Timing | None = None  # one forward + backward step
+    memory: Memory | None = None
+    memory_estimate_bytes: int | None = None
+    skipped: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def value(self, quantity: str) -> float | None:
+        """The figure the exponent fits use: seconds, FLOPs or peak bytes (None when not measured)."""
+        if quantity == "time":
+            return self.timing.median_s if self.timing else None
+        if quantity == "flops":
+            return float(self.flops.total) if self.flops else None
+        if quantity == "memory":
+            return float(self.memory.peak_bytes) if self.memory else None
+        raise ValueError(f"quantity={quantity!r}; expected one of {QUANTITIES}")
+
+    def to_dict(self) -> dict:
+        return dict(
+            model=self.model, grid=self.grid, tokens=self.tokens, params=self.params,
+            gflops=self.flops.total / 1e9 if self.flops else None,
+            time_ms=self.timing.median_s * 1e3 if self.timing else None,
+            peak_mb=self.memory.peak_mb if self.memory else None,
+            memory_estimate_mb=self.memory_estimate_bytes / MB if self.memory_estimate_bytes is not None else None,
+            skipped=self.skipped, notes=list(self.notes),
+            flops=self.flops.to_dict() if self.flops else None,
+            timing=self.timing.to_dict() if self.timing else None,
+            memory=self.memory.to_dict() if self.memory else None,
+        )
+
+
+@dataclass(frozen=True)
+class Fit:
+    """``y ≈ e^intercept · N^exponent`` over ``points`` grids; ``tail_exponent`` over the largest ``tail_points``."""
+
+    model: str
+    quantity: str
+    exponent: float | None
+    intercept: float | None
+    r2: float | None
+    points: int
+    tail_exponent: float | None
+    tail_points: int
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class ScalingResult:
+    """Every point and fit. ``load_average``: the 1-minute load before and after, next to ``cpu_count``
+    (timings taken while other processes compete for the cores are slower and noisier)."""
+
+    track: str
+    device: str
+    threads: int
+    batch: int
+    repeats: int
+    warmup: int
+    grids: list[str]
+    models: list[str]
+    points: list[ScalingPoint]
+    fits: list[Fit]
+    load_average: tuple[float | None, float | None] = (None, None)
+    cpu_count: int | None = None
+
+    def fit(self, model: str, quantity: str) -> Fit:
+        for fit in self.fits:
+            if fit.model == model and fit.quantity == quantity:
+                return fit
+        raise ValueError(f"no fit for model {model!r} and quantity {quantity!r}; models {self.models}")
+
+    def to_dict(self) -> dict:
+        return dict(track=self.track, device=self.device, threads=self.threads, batch=self.batch,
+                    repeats=self.repeats, warmup=self.warmup, grids=self.grids, models=self.models,
+                    load_average=list(self.load_average), cpu_count=self.cpu_count,
+                    points=[p.to_dict() for p in self.points], fits=[f.to_dict() for f in self.fits])
+
+
+def fit_power_law(tokens: Sequence[float], values: Sequence[float]) -> tuple[float, float, float]:
+    """Least squares of ``log y = a·log N + b``: ``(a, b, R²)``; R² is 1 for two points or a perfect fit."""
+    if len(tokens) != len(values) or len(set(tokens)) < 2:
+        raise ValueError(f"need >= 2 distinct token counts with one value each; got {list(tokens)}, {list(values)}")
+    if min(tokens) <= 0 or min(values) <= 0:
+        raise ValueError(f"a log-log fit needs positive values; got tokens {list(tokens)}, values {list(values)}")
+    x, y = np.log(np.asarray(tokens, float)), np.log(np.asarray(values, float))
+    slope, intercept = np.polyfit(x, y, 1)
+    total = float(((y - y.mean()) ** 2).sum())
+    residual = float(((y - (slope * x + intercept)) ** 2).sum())
+    return float(slope), float(intercept), 1.0 - residual / total if total > 0 else 1.0
+
+
+def fit_exponents(points: Sequence[ScalingPoint], *, tail: int = 2) -> list[Fit]:
+    """One :class:`Fit` per model and quantity over the points that have the quantity."""
+    if tail < 2:
+        raise ValueError(f"tail={tail}; a slope needs at least 2 grids")
+    fits = []
+    for model in dict.fromkeys(p.model for p in points):
+        for quantity in QUANTITIES:
+            pairs = sorted((p.tokens, p.value(quantity)) for p in points
+                           if p.model == model and p.value(quantity) is not None)
+            exponent = intercept = r2 = tail_exponent = None
+            if len({n for n, _ in pairs}) >= 2:
+                exponent, intercept, r2 = fit_power_law(*zip(*pairs))
+                ends = pairs[-tail:]
+                if len({n for n, _ in ends}) >= 2:
+                    tail_exponent = fit_power_law(*zip(*ends))[0]
+            fits.append(Fit(model=model, quantity=quantity, exponent=exponent, intercept=intercept, r2=r2,
+                            points=len(pairs), tail_exponent=tail_exponent, tail_points=min(tail, len(pairs))))
+    return fits
+
+
+def scaling_grids(grid: GridLike, *, count: int = 3) -> list[Grid]:
+    """``grid`` and up to ``count - 1`` successive halvings of every axis (never below 2), smallest first."""
+    grid = Grid.parse(grid)
+    if count < 1:
+        raise ValueError(f"count={count}; expected >= 1")
+    grids = [Grid(tuple(max(min(n, 2), n >> k) for n in grid)) for k in reversed(range(count))]
+    return list(dict.fromkeys(grids))
+
+
+def resolve_track(ref: str) -> Track:
+    """A track from a registered name (through the plugin registry) or an importable ``"module:attribute"``.
+
+    The attribute is a :class:`Track` or a function returning one; that is how a subprocess rebuilds a
+    track that is not installed as a plugin (e.g. one defined in a test).
+    """
+    module, sep, name = ref.partition(":")
+    if not sep:
+        from gridmix.plugins import load_registry
+
+        return load_registry().track(ref)
+    found = getattr(importlib.import_module(module), name)
+    track = found if isinstance(found, Track) else found()
+    if not isinstance(track, Track):
+        raise ValueError(f"{ref!r} gave a {type(track).__name__}; expected a gridmix Track")
+    return track
+
+
+def prepare(track: Track, spec: ModelSpec, grid: Grid, *, batch: int, seed: int, device: str,
+            **build_kwargs) -> tuple[nn.Module, torch.Tensor, torch.Tensor]:
+    """The model (train mode) and one training batch ``(inputs, targets)`` for a point, on ``device``."""
+    split = track.make_data(grid, seed, DataSizes(n_train=batch, n_val=1, n_test=1)).train
+    torch.manual_seed(seed)
+    model = spec.build(grid, **build_kwargs).to(device).train()
+    return model, split.inputs[:batch].to(device), split.targets[:batch].to(device)
+
+
+def train_step(model: nn.Module, loss: Callable, inputs: torch.Tensor, targets: torch.Tensor) -> Callable[[], None]:
+    """One forward+backward: ``loss(model(inputs), targets).backward()`` after clearing the gradients."""
+
+    def step() -> None:
+        model.zero_grad(set_to_none=True)
+        loss(model(inputs), targets).backward()
+
+    return step
+
+
+def load_track(*, track: str, **point) -> Track:
+    """:func:`~gridmix.analysis.measure.peak_memory` preload: the track's plugin imports are not the step's memory."""
+    return resolve_track(track)
+
+
+def memory_step(*, track: str, model: str, grid: str, batch: int, seed: int = 0,
+                device: str = "cpu") -> Callable[[], None]:
+    """:func:`~gridmix.analysis.measure.peak_memory` target: builds the point and returns its step.
+
+    A one-sample step runs here, during setup, so that kernels, thread pools and lazily initialised
+    libraries are part of the setup figure and the measured step is the batch's own memory.
+    """
+    resolved = resolve_track(track)
+    net, inputs, targets = prepare(resolved, resolved.model(model), resolved.check_grid(grid), batch=batch,
+                                   seed=seed, device=device)
+    train_step(net, resolved.loss, inputs[:1], targets[:1])()
+    net.zero_grad(set_to_none=True)
+    return train_step(net, resolved.loss, inputs, targets)
+
+
+def scale_track(track: Track, grids: Sequence[GridLike], *, models: Sequence[str] | None = None, batch: int = 8,
+                threads: int | None = None, repeats: int = 5, warmup: int = 2, seed: int = 0, device: str = "cpu",
+                memory: bool = True, track_ref: str | None = None, memory_fraction: float = 0.8,
+                time_cap_s: float = 300.0, timeout_s: float = 600.0, tail: int = 2,
+                on_start: Callable[[str, Grid], None] | None = None,
+                on_point: Callable[[ScalingPoint], None] | None = None) -> ScalingResult:
+    """Measure every (model, grid) point of ``track``; see the module docstring.
+
+    Args:
+        models: model names (default: all the track offers); grids are measured smallest first.
+        threads: torch threads for timing and memory (default: the current ``torch.get_num_threads()``).
+        memory: measure peak memory (one subprocess per point, a few seconds each).
+        track_ref: how the memory subprocess finds the track (default: its registered name), see
+            :func:`resolve_track`.
+        memory_fraction: skip a point whose estimated peak exceeds this fraction of the available memory.
+        time_cap_s: skip a point whose warm-up and repeats, extrapolated from the model's previous grid at
+            that grid's FLOP throughput, would take longer.
+        on_start, on_point: called with ``(model name, grid)`` before and with each finished point after it
+            (progress bars).
+    """
+    parsed = sorted((track.check_grid(g) for g in grids), key=lambda g: g.numel)
+    if not parsed:
+        raise ValueError("grids is empty; expected at least one grid, e.g. ['16x16', '32x32']")
+    specs = [track.model(name) for name in models] if models else list(track.models)
+    threads = threads or torch.get_num_threads()
+    if batch < 1 or not 0 < memory_fraction <= 1:
+        raise ValueError(f"batch={batch}, memory_fraction={memory_fraction}; expected >= 1 and in (0, 1]")
+    load_before, points = _load_average(), []
+    for spec in specs:
+        throughput = None  # FLOP/s of this model's largest measured grid so far
+        for grid in parsed:
+            if on_start:
+                on_start(spec.name, grid)
+            point = _measure_point(track, spec, grid, batch=batch, threads=threads, repeats=repeats, warmup=warmup,
+                                   seed=seed, device=device, memory=memory, track_ref=track_ref or track.name,
+                                   memory_fraction=memory_fraction, time_cap_s=time_cap_s, timeout_s=timeout_s,
+                                   throughput=throughput)
+            if point.timing and point.flops:
+                throughput = point.flops.total / point.timing.median_s
+            points.append(point)
+            if on_point:
+                on_point(point)
+    return ScalingResult(track=track.name, device=device, threads=threads, batch=batch, repeats=repeats,
+                         warmup=warmup, grids=[str(g) for g in parsed], models=[s.name for s in specs],
+                         points=points, fits=fit_exponents(points, tail=tail),
+                         load_average=(load_before, _load_average()), cpu_count=os.cpu_count())
+
+
+def _load_average() -> float | None:
+    return os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+
+
+def _measure_point(track: Track, spec: ModelSpec, grid: Grid, *, batch: int, threads: int, repeats: int,
+                   warmup: int, seed: int, device: str, memory: bool, track_ref: str, memory_fraction: float,
+                   time_cap_s: float, timeout_s: float, throughput: float | None) -> ScalingPoint:
+    point = ScalingPoint(model=spec.name, grid=str(grid), tokens=grid.numel)
+    reason = spec.supports(grid)
+    if reason:
+        point.skipped = f"unsupported: {reason}"
+        return point
+    try:
+        _count_and_time(point, track, spec, grid, batch=batch, threads=threads, repeats=repeats, warmup=warmup,
+                        seed=seed, device=device, memory_fraction=memory_fraction, time_cap_s=time_cap_s,
+                        throughput=throughput)
+        gc.collect()  # the timed model is gone before the memory subprocess starts
+        if memory and not point.skipped:
+            kwargs = dict(track=track_ref, model=spec.name, grid=str(grid), batch=batch, seed=seed, device=device)
+            try:
+                point.memory = peak_memory(MEMORY_TARGET, kwargs, threads=threads, device=device, timeout_s=timeout_s,
+                                           preload=MEMORY_PRELOAD)
+            except MemoryMeasurementError as error:
+                point.notes.append(f"memory not measured: {error}")
+    except Exception as error:  # a broken model is this point's recorded failure, not a crashed study
+        point.skipped = f"failed: {type(error).__name__}: {error}"
+    return point
+
+
+def _count_and_time(point: ScalingPoint, track: Track, spec: ModelSpec, grid: Grid, *, batch: int, threads: int,
+                    repeats: int, warmup: int, seed: int, device: str, memory_fraction: float, time_cap_s: float,
+                    throughput: float | None) -> None:
+    """Fill in parameters, FLOPs and the memory estimate; then, unless the point is too big, its timing."""
+    net, inputs, targets = prepare(track, spec, grid, batch=batch, seed=seed, device=device)
+    point.params = sum(p.numel() for p in net.parameters())
+
+    def loss(out):
+        return track.loss(out, targets)
+
+    try:
+        point.flops, point.memory_estimate_bytes = dry_run(net, inputs, loss=loss)
+    except Exception as error:  # a model that branches on values cannot run on fake tensors
+        point.notes.append(f"no fake-tensor dry run ({type(error).__name__}: {error}); memory not estimated")
+    point.skipped = _too_big(point, device=device, memory_fraction=memory_fraction, time_cap_s=time_cap_s,
+                             steps=warmup + repeats, throughput=throughput)
+    if point.skipped:
+        return
+    if point.flops is None:
+        point.flops = count_flops(net, inputs, loss=loss)
+    point.timing = time_fn(train_step(net, track.loss, inputs, targets), warmup=warmup, repeats=repeats,
+                           threads=threads, device=device)
+
+
+def _too_big(point: ScalingPoint, *, device: str, memory_fraction: float, time_cap_s: float, steps: int,
+             throughput: float | None) -> str | None:
+    if point.memory_estimate_bytes is not None:
+        available = available_memory(device)
+        if point.memory_estimate_bytes > memory_fraction * available:
+            return (f"too big: estimated peak {point.memory_estimate_bytes / MB:.0f} MB > {memory_fraction:.0%} "
+                    f"of {available / MB:.0f} MB available")
+    if throughput and point.flops:
+        seconds = steps * point.flops.total / throughput
+        if seconds > time_cap_s:
+            return (f"too slow: estimated {seconds:.0f} s for {steps} steps > {time_cap_s:g} s cap "
+                    f"(at {throughput / 1e9:.2g} GFLOP/s, the previous grid's)")
+    return None

@@ -1,0 +1,139 @@
+"""``gridmix scale``: time, FLOPs and peak memory of every model of a track against the grid size.
+
+``gridmix scale --track image --grids 16x16,32x32,64x64`` runs :func:`gridmix.analysis.scaling.scale_track`
+(DESIGN.md section 5, Scaling; definitions in docs/analysis.md), shows a table of the points and of the
+fitted log-log exponents, and writes ``scaling.json`` and ``scaling.png`` to ``--out``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from gridmix.cli.app import app
+
+console = Console(stderr=True)
+
+
+def _fail(message: str) -> None:
+    """A user mistake: one line on stderr, exit status 2."""
+    console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    raise typer.Exit(2)
+
+
+def _number(value: float | None, spec: str) -> str:
+    return "–" if value is None else format(value, spec)
+
+
+def _ms(value: float) -> str:
+    """Milliseconds without exponents: 3 significant digits below 100, whole numbers above."""
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+
+
+def _table(title: str, headers: list[str], rows: list[list[str]], *, text_columns: int) -> Table:
+    """A rich table whose first ``text_columns`` columns (names, notes) fold and whose numbers never do."""
+    table = Table(title=title)
+    for index, header in enumerate(headers):
+        if index < text_columns:
+            table.add_column(header, overflow="fold")
+        else:
+            width = max(len(header), *(len(row[index]) for row in rows)) if rows else len(header)
+            table.add_column(header, justify="right", no_wrap=True, min_width=width)
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+def points_table(result: dict) -> tuple[Table, list[str]]:
+    """The points, and the notes (skip reasons, failures) the table refers to by number."""
+    rows, notes = [], []
+    for p in result["points"]:
+        timing = p["timing"]
+        time = f"{_ms(p['time_ms'])} ({_ms((timing['p75_s'] - timing['p25_s']) * 1e3)})" if timing else "–"
+        text = p["skipped"] or "; ".join(p["notes"])
+        if text:
+            notes.append(f"[{len(notes) + 1}] {p['model']} {p['grid']}: {text}")
+        rows.append([p["model"], p["grid"], str(p["tokens"]), _number(p["params"], ","), _number(p["gflops"], ".3g"),
+                     time, _number(p["peak_mb"], ".1f"), f"[{len(notes)}]" if text else ""])
+    title = (f"scaling on {result['track']}: forward+backward, batch {result['batch']}, {result['device']}, "
+             f"{result['threads']} thread(s)")
+    headers = ["model", "grid", "N", "params", "GFLOP", "ms (IQR)", "peak MB", "note"]
+    return _table(title, headers, rows, text_columns=2), notes
+
+
+def fits_table(result: dict) -> Table:
+    rows = [[f["model"], f["quantity"], _number(f["exponent"], ".2f"), _number(f["r2"], ".3f"),
+             _number(f["tail_exponent"], ".2f"), str(f["points"])] for f in result["fits"]]
+    return _table("log-log exponents against N (y ∝ N^a); tail: the largest 2 grids",
+                  ["model", "quantity", "a", "R²", "a tail", "grids"], rows, text_columns=2)
+
+
+@app.command("scale")
+def scale(
+    track: str = typer.Option(..., help="Track name (see `gridmix tracks`)."),
+    grids: str = typer.Option(None, help="Comma-separated grids, e.g. 16x16,32x32,64x64 (default: the track's "
+                                         "default grid and two halvings)."),
+    models: str = typer.Option(None, help="Comma-separated models (default: all the track offers)."),
+    out: str = typer.Option(None, help="Output directory for scaling.json and scaling.png (default: "
+                                        "runs/scale-TRACK)."),
+    threads: int = typer.Option(None, min=1, help="Torch threads, recorded with every timing (default: torch's)."),
+    repeats: int = typer.Option(5, min=1, help="Timed forward+backward steps per point (the median is reported)."),
+    warmup: int = typer.Option(2, min=0, help="Untimed steps before timing."),
+    batch: int = typer.Option(8, min=1, help="Samples per step."),
+    device: str = typer.Option("cpu", help="auto, cpu or cuda."),
+    memory: bool = typer.Option(True, "--memory/--no-memory", help="Measure peak memory (a subprocess per point)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout instead of tables."),
+) -> None:
+    """Measure time, FLOPs and peak memory of a track's models over grid sizes; fit exponents against N."""
+    from gridmix.analysis.plots import plot_scaling
+    from gridmix.analysis.scaling import scale_track, scaling_grids
+    from gridmix.grid import Grid
+    from gridmix.plugins import load_registry
+    from gridmix.train import resolve_device
+
+    try:
+        chosen = load_registry().track(track)
+        parsed = ([chosen.check_grid(Grid.parse(g.strip())) for g in grids.split(",") if g.strip()] if grids
+                  else scaling_grids(chosen.default_grid))
+        names = [m.strip() for m in models.split(",") if m.strip()] if models else [m.name for m in chosen.models]
+        for name in names:
+            chosen.model(name)
+        resolved = resolve_device(device).type
+    except ValueError as error:
+        _fail(str(error))
+    if not parsed:
+        _fail(f"--grids {grids!r} names no grid; expected e.g. 16x16,32x32,64x64")
+    out = Path(out) if out else Path("runs") / f"scale-{chosen.name}"
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                        console=console, disable=as_json)
+    with progress:
+        task = progress.add_task("scaling", total=len(parsed) * len(names))
+
+        def on_start(model: str, grid) -> None:
+            progress.update(task, description=f"{model} {grid}")
+
+        result = scale_track(chosen, parsed, models=names, batch=batch, threads=threads, repeats=repeats,
+                             warmup=warmup, device=resolved, memory=memory, on_start=on_start,
+                             on_point=lambda point: progress.advance(task)).to_dict()
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "scaling.json").write_text(json.dumps(result, indent=2))
+    plot_scaling(result, out / "scaling.png")
+    if as_json:
+        typer.echo(json.dumps(result, indent=2))
+        return
+    stdout = Console()
+    table, notes = points_table(result)
+    stdout.print(table)
+    for note in notes:
+        stdout.print(note, highlight=False, soft_wrap=True)
+    stdout.print(fits_table(result))
+    loads = [load for load in result["load_average"] if load is not None]
+    if loads and result["cpu_count"] and max(loads) > result["cpu_count"]:
+        console.print(f"[yellow]warning:[/] 1-minute load average {max(loads):.1f} on {result['cpu_count']} CPUs: "
+                      "other processes competed for the cores, so the timings are inflated and noisy", highlight=False)
+    console.print(f"wrote {out / 'scaling.json'} and {out / 'scaling.png'}", highlight=False)

@@ -1,0 +1,144 @@
+"""Timing, FLOP counting (nothing gridmix runs is under-counted) and subprocess peak memory."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from gridmix import ConcentrationMixer, tucker_flops
+from gridmix.analysis.measure import (
+    FLOP_FORMULAS,
+    MemoryMeasurementError,
+    count_flops,
+    estimate_peak_memory,
+    peak_memory,
+    time_fn,
+)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Small tensors: one thread avoids OpenMP hand-off stalls when other processes share the cores."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
+def tiny_vit(side: int, *, mixer: bool, dim: int = 16) -> torch.nn.Module:
+    from timm.models.vision_transformer import VisionTransformer  # here: the memory subprocesses import this module
+
+    layer = dict(attn_layer=ConcentrationMixer.configure((side, side), rank=4)) if mixer else {}
+    return VisionTransformer(img_size=side, patch_size=1, in_chans=1, embed_dim=dim, depth=1, num_heads=2,
+                             num_classes=3, class_token=False, global_pool="avg", **layer)
+
+
+def mixer_step(side: int, batch: int = 8, dim: int = 32):
+    """peak_memory target: a mixer's training step on a side x side grid (no timm: the subprocess starts faster)."""
+    torch.manual_seed(0)
+    model, x = ConcentrationMixer(dim, (side, side), num_heads=2, rank=4), torch.randn(batch, side * side, dim)
+    model(x[:1]).sum().backward()  # warm-up: kernels and thread pools belong to the setup
+    return lambda: model(x).sum().backward()
+
+
+def failing_step():
+    raise RuntimeError("broken target")
+
+
+def test_time_fn_sets_and_records_threads_and_orders_quantiles():
+    calls = []
+    before = torch.get_num_threads()
+    timing = time_fn(lambda: calls.append(torch.get_num_threads()), warmup=3, repeats=7, threads=1)
+    assert len(calls) == 10 and set(calls) == {1} and timing.threads == 1
+    assert torch.get_num_threads() == before
+    assert timing.min_s <= timing.p25_s <= timing.median_s <= timing.p75_s and len(timing.times_s) == 7
+    with pytest.raises(ValueError, match="repeats=0"):
+        time_fn(lambda: None, repeats=0, threads=1)
+
+
+def test_time_fn_measures_the_step():
+    slow = time_fn(lambda: torch.randn(256, 256) @ torch.randn(256, 256), repeats=3, threads=1)
+    fast = time_fn(lambda: None, repeats=3, threads=1)
+    assert slow.median_s > 10 * fast.median_s
+
+
+def test_sdpa_on_cpu_is_counted_as_four_b_h_n2_c_forward():
+    B, h, N, c = 2, 3, 64, 8
+    q = torch.randn(B, h, N, c, requires_grad=True)
+    module = torch.nn.Module()
+    module.forward = lambda x: F.scaled_dot_product_attention(x, x, x)
+    flops = count_flops(module, q, backward=False)
+    assert flops.forward == 4 * B * h * N**2 * c
+    assert flops.per_op == {"aten._scaled_dot_product_flash_attention_for_cpu": 4 * B * h * N**2 * c}
+    assert not flops.uncounted
+
+
+def test_sdpa_backward_is_counted_and_stock_flop_counter_misses_cpu_attention():
+    from torch.utils.flop_counter import FlopCounterMode
+
+    q = torch.randn(1, 2, 32, 4, requires_grad=True)
+    with FlopCounterMode(display=False) as stock:
+        F.scaled_dot_product_attention(q, q, q).sum().backward()
+    assert stock.get_total_flops() == 0  # why FLOP_FORMULAS exists
+    model = torch.nn.Linear(4, 4)
+    model.forward = lambda x, w=model.weight: F.scaled_dot_product_attention(x @ w, x @ w, x @ w)
+    backward = count_flops(model, q).per_op["aten._scaled_dot_product_flash_attention_for_cpu_backward"]
+    assert backward == 2 * 2 * 32 * 32 * (3 * 4 + 2 * 4)  # B·h · N² · (3·d_qk + 2·d_v), 2 FLOPs per multiply-add
+
+
+@pytest.mark.parametrize("mixer", [False, True])
+def test_vit_flops_leave_nothing_uncounted_and_fake_equals_real(mixer):
+    model, x = tiny_vit(8, mixer=mixer), torch.randn(2, 1, 8, 8)
+    real, fake = count_flops(model, x), count_flops(model, x, fake=True)
+    assert real.uncounted == {} and fake.uncounted == {}
+    assert (real.forward, real.backward, real.per_op) == (fake.forward, fake.backward, fake.per_op)
+    assert real.backward > real.forward > 0 and real.total == real.forward + real.backward
+    assert all(p.grad is None for p in model.parameters())  # counting leaves .grad alone
+
+
+def test_mixer_flops_cover_the_tucker_cost():
+    grid, dim, batch = (32, 16), 16, 4
+    mixer = ConcentrationMixer(dim, grid, num_heads=2, rank=4)
+    mix = torch.nn.Module()
+    mix.forward = mixer.mix
+    flops = count_flops(mix, torch.randn(batch, *grid, dim), backward=False)
+    assert flops.forward >= batch * tucker_flops(grid, dim=dim, rank=4)
+    assert flops.per_op.get("aten.linalg_householder_product", 0) > 0  # the orthonormal basis, registered
+    assert not flops.uncounted
+
+
+def test_fft_formula_is_five_n_log2_n_per_transform():
+    model = torch.nn.Module()
+    model.forward = lambda x: torch.fft.irfft(torch.fft.rfft(x), n=64)
+    flops = count_flops(model, torch.randn(3, 64), backward=False)
+    per_transform = 5 * 64 * math.log2(64)
+    assert flops.per_op == {"aten._fft_r2c": 3 * per_transform, "aten._fft_c2r": 3 * per_transform}
+    assert set(FLOP_FORMULAS) >= {torch.ops.aten._fft_r2c, torch.ops.aten._fft_c2r}
+
+
+def test_an_op_without_formula_is_reported_uncounted():
+    model = torch.nn.Module()
+    model.forward = lambda x: torch.linalg.svdvals(x)
+    assert "aten._linalg_svd" in count_flops(model, torch.randn(4, 4), backward=False).uncounted
+
+
+def test_memory_estimate_grows_with_the_grid_and_allocates_nothing():
+    small = estimate_peak_memory(tiny_vit(8, mixer=False), torch.randn(8, 1, 8, 8))
+    large = estimate_peak_memory(tiny_vit(32, mixer=False), torch.randn(8, 1, 32, 32))
+    assert 8 * small < large  # 16x the tokens
+
+
+def test_peak_memory_in_a_subprocess_sees_the_steps_activations():
+    memory = peak_memory("tests.test_measure:mixer_step", dict(side=64), threads=1, timeout_s=120)
+    assert memory.device == "cpu" and "VmHWM" in memory.method and memory.baseline_bytes > 50 * 2**20
+    assert memory.peak_bytes == memory.setup_bytes + memory.step_bytes
+    # W_v x, the mixed tensor and the projection are (8, 4096, 32) float32 = 4 MB each; the step keeps them all.
+    assert 12 * 2**20 < memory.step_bytes < 500 * 2**20  # growth with the grid: tests/test_scaling.py
+
+
+def test_peak_memory_reports_a_failing_target_and_a_malformed_one():
+    with pytest.raises(MemoryMeasurementError, match="broken target"):
+        peak_memory("tests.test_measure:failing_step", {}, threads=1, timeout_s=120)
+    with pytest.raises(ValueError, match="module:function"):
+        peak_memory("no_colon_here", {}, threads=1)

@@ -1,0 +1,70 @@
+"""Parity audit: ratios and warnings are right, and width matching reaches a baseline's parameter count."""
+
+import dataclasses
+
+import pytest
+import torch
+
+from gridmix import Grid
+from gridmix.analysis.measure import count_flops
+from gridmix.analysis.parity import audit_parity, count_parameters, match_parameters, parity_report
+from gridmix.analysis.scaling import prepare
+from tests.test_scaling import TOY
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Small tensors: one thread avoids OpenMP hand-off stalls when other processes share the cores."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
+GRID = Grid((16, 16))
+
+
+def test_ratios_are_the_idea_over_each_baseline_with_warnings_beyond_ten_percent():
+    parity = audit_parity(TOY, GRID, models=["toy-attention", "toy-small-only"], batch=4)
+    rows = {row.model: row for row in parity.rows}
+    assert list(rows) == ["toy-mixer", "toy-attention", "toy-small-only"]
+    idea, attention = rows["toy-mixer"], rows["toy-attention"]
+    for row in (idea, attention):  # independent recomputation on the real batch
+        model, inputs, targets = prepare(TOY, TOY.model(row.model), GRID, batch=4, seed=0, device="cpu")
+        assert row.params == count_parameters(model)
+        assert row.flops == count_flops(model, inputs, loss=lambda out, t=targets: TOY.loss(out, t)).total
+    assert idea.params_ratio == idea.flops_ratio == 1.0 and idea.warning is None
+    assert attention.params_ratio == pytest.approx(idea.params / attention.params)
+    assert attention.flops_ratio == pytest.approx(idea.flops / attention.flops)
+    # Attention at 256 tokens costs far more FLOPs than the mixer: flagged. Parameters differ by more too.
+    assert attention.flops_ratio < 0.9 and "FLOPs" in attention.warning and "toy-attention" in attention.warning
+    assert rows["toy-small-only"].skipped == "unsupported: only up to 64 tokens; got 256"
+    assert parity.warnings == [attention.warning]
+
+
+def test_no_warning_within_tolerance_and_report_is_plain_data():
+    twin = dataclasses.replace(TOY, models=(TOY.model("toy-mixer"),
+                                            dataclasses.replace(TOY.model("toy-mixer"), name="twin", role="baseline")),
+                               matched_baseline="twin")
+    report = parity_report(twin, "8x8", batch=2)
+    assert report["warnings"] == [] and [r["params_ratio"] for r in report["rows"]] == [1.0, 1.0]
+    with pytest.raises(ValueError, match="tolerance=1.5"):
+        audit_parity(TOY, GRID, tolerance=1.5)
+
+
+def test_match_parameters_brings_the_idea_within_two_percent_of_a_baseline():
+    target = count_parameters(TOY.model("toy-attention").build(GRID))
+    match = match_parameters(TOY.idea, GRID, target)
+    assert match.knob == "mlp_ratio" and match.rel_error <= 0.02
+    assert count_parameters(TOY.idea.build(GRID, mlp_ratio=match.value)) == match.params
+    assert abs(match.params - target) <= 0.02 * target
+    smaller = match_parameters(TOY.idea, GRID, count_parameters(TOY.idea.build(GRID)) - 300)
+    assert smaller.value < 2.0
+
+
+@pytest.mark.filterwarnings("ignore:Initializing zero-element tensors")  # mlp_ratio halved to 0 hidden units
+def test_match_parameters_needs_a_knob_and_a_reachable_target():
+    with pytest.raises(ValueError, match="no width_knob"):
+        match_parameters(TOY.model("toy-attention"), GRID, 1000)
+    with pytest.raises(ValueError, match="cannot bring 'toy-mixer' within 2% of 10 parameters"):
+        match_parameters(TOY.idea, GRID, 10, max_builds=12)
