@@ -9,7 +9,8 @@ Plugins build these through the hooks in :mod:`gridmix.hookspecs`; :mod:`gridmix
 what they hand over and names the plugin when something is wrong.
 
 Shape legend:
-    S: samples in a split; the rest of ``inputs``/``targets`` is the track's own (documented per track)
+    S: samples in a split; *grid: the grid's axes, which end every ``inputs`` tensor (the built-in tracks
+    use channels first, ``(S, C, *grid)``); the rest of ``inputs``/``targets`` is the track's own
 """
 
 from __future__ import annotations
@@ -28,7 +29,11 @@ ROLES = ("idea", "baseline")
 
 @dataclass(frozen=True)
 class Split:
-    """One split of a track's data: ``inputs`` (S, …) and ``targets`` (S, …), on the CPU."""
+    """One split of a track's data, on the CPU.
+
+    ``inputs`` (S, …, *grid): floating point (or int64, e.g. token ids), finite; ``targets`` (S, …): int64
+    class labels or floating point values. :func:`gridmix.plugins.validate_data` checks all of this.
+    """
 
     inputs: torch.Tensor
     targets: torch.Tensor
@@ -39,6 +44,8 @@ class Split:
 
 @dataclass(frozen=True)
 class TrackData:
+    """The three splits; the learning-rate sweep chooses on ``val``, the comparison reports ``test``."""
+
     train: Split
     val: Split
     test: Split
@@ -57,8 +64,9 @@ class DataSizes:
 class ModelSpec:
     """A model a track offers: ``build(grid)`` returns a fresh ``nn.Module`` mapping inputs to predictions.
 
-    ``role`` is ``"idea"`` for the concentration-mixer model and ``"baseline"`` otherwise; ``plugin`` is
-    filled in by the plugin manager with the name of the plugin that contributed the model.
+    ``role`` is ``"idea"`` for the concentration-mixer model and ``"baseline"`` otherwise; ``plugin`` and
+    ``plugin_version`` are filled in by the plugin manager: the entry-point name of the plugin that contributed
+    the model and the version of the distribution that ships it.
     ``supports(grid)`` says whether the model can be built for a grid (e.g. MLP-Mixer's dense N×N token
     MLP only on small grids); it returns ``None`` when it can, else a one-line reason.
     ``width_knob``, when set, names a float keyword argument of ``build`` that scales the parameter
@@ -72,6 +80,7 @@ class ModelSpec:
     supports: Callable[[Grid], str | None] = lambda grid: None
     width_knob: str | None = None
     plugin: str = ""
+    plugin_version: str = ""
 
 
 @dataclass(frozen=True)
@@ -92,7 +101,9 @@ class Track:
         matched_baseline: the baseline that differs from the idea in the token mixer only.
         budget_overrides: per budget name, fields of :class:`gridmix.budget.Budget` this track changes
             (e.g. more epochs for a harder task).
-        plugin: filled in by the plugin manager.
+        supports: ``grid → None`` when the track can generate data on ``grid``, else a one-line reason
+            (e.g. an axis too short for the task); :meth:`check_grid` applies it.
+        plugin, plugin_version: filled in by the plugin manager (entry-point name, distribution version).
     """
 
     name: str
@@ -107,7 +118,9 @@ class Track:
     models: tuple[ModelSpec, ...]
     matched_baseline: str
     budget_overrides: dict[str, dict] = field(default_factory=dict)
+    supports: Callable[[Grid], str | None] = lambda grid: None
     plugin: str = ""
+    plugin_version: str = ""
 
     @property
     def idea(self) -> ModelSpec:
@@ -124,9 +137,12 @@ class Track:
         raise ValueError(f"track {self.name!r} has no model {name!r}; it offers {[m.name for m in self.models]}")
 
     def check_grid(self, grid: Grid | str | int | tuple[int, ...]) -> Grid:
-        """Parse ``grid`` and check its dimensionality; ``ValueError`` says what the track accepts."""
+        """Parse ``grid``, check its dimensionality and :attr:`supports`; ``ValueError`` says what the track accepts."""
         grid = Grid.parse(grid)
         if grid.ndim != self.ndim:
             raise ValueError(f"track {self.name!r} takes {self.ndim}-d grids (e.g. {self.default_grid}); "
                              f"got the {grid.ndim}-d grid {grid}")
+        reason = self.supports(grid)
+        if reason is not None:
+            raise ValueError(f"track {self.name!r} cannot use grid {grid}: {reason}")
         return grid

@@ -1,6 +1,8 @@
 """The ``gridmix`` command line: ``tracks``, ``run``, ``scale``, ``report`` (DESIGN.md section 7)."""
 
 from gridmix.cli import run as _run  # noqa: F401  (registers `run` and `report`)
+from gridmix.cli import scale as _scale  # noqa: F401
+from gridmix.cli import tracks as _tracks  # noqa: F401  (registers `tracks`)
 from gridmix.cli.app import app
 
 __all__ = ["app"]

@@ -1,0 +1,79 @@
+"""``gridmix tracks``: the installed tracks, their models and plugins of origin, and the broken plugins."""
+
+from __future__ import annotations
+
+import json
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from gridmix.cli.app import app
+from gridmix.plugins import Registry, load_registry
+from gridmix.tracks import Track
+
+
+def registry_summary(registry: Registry) -> dict:
+    """The registry as plain JSON-ready data (what ``gridmix tracks --json`` prints)."""
+    return {
+        "tracks": [_track_summary(track) for track in registry.tracks.values()],
+        "broken": [{"name": b.name, "version": b.version, "error": b.error} for b in registry.broken],
+    }
+
+
+def _track_summary(track: Track) -> dict:
+    return {
+        "name": track.name,
+        "description": track.description,
+        "ndim": track.ndim,
+        "default_grid": str(track.default_grid),
+        "metric": track.metric_name,
+        "direction": track.direction,
+        "plugin": track.plugin,
+        "plugin_version": track.plugin_version,
+        "matched_baseline": track.matched_baseline,
+        "models": [
+            {"name": spec.name, "role": spec.role, "description": spec.description, "plugin": spec.plugin,
+             "plugin_version": spec.plugin_version, "matched_baseline": spec.name == track.matched_baseline}
+            for spec in track.models
+        ],
+    }
+
+
+def _model_label(track: Track, name: str, role: str, plugin: str) -> str:
+    if role == "idea":
+        label = f"[bold green]{name}[/] (idea)"
+    elif name == track.matched_baseline:
+        label = f"{name} (matched baseline)"
+    else:
+        label = name
+    return label if plugin == track.plugin else f"{label} [dim]+{plugin}[/]"
+
+
+@app.command("tracks")
+def tracks(as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON, not tables.")) -> None:
+    """List installed tracks (grid, metric, models, plugin of origin) and plugins that failed to load."""
+    registry = load_registry()
+    if as_json:
+        typer.echo(json.dumps(registry_summary(registry), indent=2))
+        return
+    console = Console()
+    table = Table(title="gridmix tracks")
+    for column in ("track", "dims", "default grid", "metric", "models", "plugin"):
+        table.add_column(column, overflow="fold")
+    for track in registry.tracks.values():
+        better = "↓ lower is better" if track.direction == "lower" else "↑ higher is better"
+        models = "\n".join(_model_label(track, m.name, m.role, m.plugin) for m in track.models)
+        plugin = f"{track.plugin} {track.plugin_version}".strip()
+        table.add_row(f"[bold]{track.name}[/]\n[dim]{track.description}[/]", f"{track.ndim}-d",
+                      str(track.default_grid), f"{track.metric_name}\n{better}", models, plugin)
+    if not registry.tracks:
+        table.add_row("[dim](none installed)[/]", "", "", "", "", "")
+    console.print(table)
+    if registry.broken:
+        broken = Table(title="broken plugins", title_style="bold red")
+        broken.add_column("plugin")
+        broken.add_column("error", overflow="fold")
+        for plugin in registry.broken:
+            broken.add_row(f"{plugin.name} {plugin.version}".strip(), plugin.error)
+        console.print(broken)

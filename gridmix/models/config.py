@@ -1,0 +1,37 @@
+"""Small configs shared by the model builders: the transformer backbone and the concentration mixer."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from gridmix.grid import Grid
+from gridmix.mixer import ConcentrationMixer
+
+
+@dataclass(frozen=True)
+class BackboneConfig:
+    """Width, depth and MLP of a pre-norm transformer; identical for the idea and its matched baseline."""
+
+    embed_dim: int = 32
+    depth: int = 2
+    num_heads: int = 2
+    mlp_ratio: float = 2.0
+
+    def __post_init__(self) -> None:
+        if self.embed_dim % self.num_heads != 0:
+            raise ValueError(f"embed_dim={self.embed_dim} must be divisible by num_heads={self.num_heads}")
+        if self.depth < 1 or self.mlp_ratio <= 0:
+            raise ValueError(f"depth={self.depth}, mlp_ratio={self.mlp_ratio}; expected depth >= 1, mlp_ratio > 0")
+
+
+@dataclass(frozen=True)
+class MixerConfig:
+    """How the concentration mixer is set up when it replaces attention (see :class:`ConcentrationMixer`)."""
+
+    rank: int = 16
+    causal_axes: tuple[int, ...] = ()
+
+    def attn_layer(self, grid: Grid | Sequence[int]) -> type[ConcentrationMixer]:
+        """The mixer class bound to ``grid``, constructible as timm's ``attn_layer``."""
+        return ConcentrationMixer.configure(grid, rank=self.rank, causal_axes=self.causal_axes)

@@ -1,0 +1,46 @@
+"""Helpers the built-in tracks share: seeded per-split random generators, losses and metrics."""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from gridmix.tracks import DataSizes, Split, TrackData
+
+SPLITS = ("train", "val", "test")
+
+
+def split_rng(seed: int, split: str, *, task: str) -> np.random.Generator:
+    """An independent generator per (task, seed, split): splits never share samples or random streams."""
+    return np.random.default_rng([zlib.crc32(task.encode()), seed, SPLITS.index(split)])
+
+
+def generated_data(generate: Callable[[np.random.Generator, int], Split], *, seed: int, sizes: DataSizes,
+                   task: str) -> TrackData:
+    """Draw each split with ``generate(rng, n)`` from its own generator (see :func:`split_rng`)."""
+    counts = {"train": sizes.n_train, "val": sizes.n_val, "test": sizes.n_test}
+    return TrackData(**{split: generate(split_rng(seed, split, task=task), counts[split]) for split in SPLITS})
+
+
+def cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Classification loss: logits (S, K), labels (S,) int64."""
+    return F.cross_entropy(logits, labels)
+
+
+def accuracy(logits: torch.Tensor, labels: torch.Tensor) -> float:
+    """Fraction of samples whose arg-max logit is the label."""
+    return (logits.argmax(dim=-1) == labels).float().mean().item()
+
+
+def mse_loss(predictions: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Regression loss: mean squared error over every predicted value."""
+    return F.mse_loss(predictions, targets)
+
+
+def mse(predictions: torch.Tensor, targets: torch.Tensor) -> float:
+    """Mean squared error over a whole split."""
+    return F.mse_loss(predictions, targets).item()

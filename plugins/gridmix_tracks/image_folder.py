@@ -1,0 +1,114 @@
+"""The ``image-folder`` track: classify the user's own images, stored in torchvision's ``ImageFolder`` layout.
+
+Point ``GRIDMIX_IMAGE_FOLDER`` at a root holding one sub-folder per class (``root/cat/001.png``, …); the
+track then appears in ``gridmix tracks`` (unset, this plugin adds nothing). Images are converted to RGB
+and resized (bilinear) to exactly the grid, one pixel per token; channels are standardised with the
+training split's mean and standard deviation. The seed shuffles the images into train / validation /
+test (60 / 20 / 20 %, each capped at the budget's sizes), so the split is deterministic per seed.
+Models: the ``image`` track's (ViT, the same ViT with the concentration mixer, MLP-Mixer).
+
+Shape legend:
+    S: samples, H, W: the grid; inputs (S, 3, H, W) float32, targets (S,) int64 class indices
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from PIL import Image
+from torchvision.datasets import ImageFolder
+from torchvision.transforms.functional import pil_to_tensor
+
+from gridmix import hookimpl
+from gridmix.grid import Grid
+from gridmix.tracks import DataSizes, Split, Track, TrackData
+from gridmix_tracks.common import accuracy, cross_entropy, split_rng
+from gridmix_tracks.image import ImageModels
+
+ENV = "GRIDMIX_IMAGE_FOLDER"
+FRACTIONS = {"train": 0.6, "val": 0.2, "test": 0.2}
+
+
+@dataclass(frozen=True)
+class ImageFolderSource:
+    """An ``ImageFolder``-layout directory, its class names and its (path, class index) samples."""
+
+    root: Path
+    classes: tuple[str, ...]
+    samples: tuple[tuple[str, int], ...]
+
+    @classmethod
+    def open(cls, root: str | os.PathLike) -> ImageFolderSource:
+        """Scan ``root``; ``ValueError`` if it is no directory, has under 2 classes or under 3 images."""
+        root = Path(root)
+        if not root.is_dir():
+            raise ValueError(f"{ENV}={str(root)!r} is not a directory; expected root/<class>/<image>")
+        try:
+            folder = ImageFolder(str(root))
+        except (FileNotFoundError, RuntimeError) as error:  # no class folders, or class folders without images
+            raise ValueError(f"{ENV}={str(root)!r}: {error}") from None
+        if len(folder.classes) < 2:
+            raise ValueError(f"{ENV}={str(root)!r} has {len(folder.classes)} class folder(s) {folder.classes}; "
+                             f"classification needs at least 2")
+        if len(folder.samples) < len(FRACTIONS):
+            raise ValueError(f"{ENV}={str(root)!r} has {len(folder.samples)} images; need at least {len(FRACTIONS)}")
+        return cls(root, tuple(folder.classes), tuple(folder.samples))
+
+    def load(self, grid: Grid, seed: int, sizes: DataSizes) -> TrackData:
+        """The seeded split, resized to ``grid`` and standardised with the training split's statistics."""
+        order = split_rng(seed, "train", task=f"image-folder:{self.root}").permutation(len(self.samples))
+        n_val = max(1, round(FRACTIONS["val"] * len(order)))
+        n_test = max(1, round(FRACTIONS["test"] * len(order)))
+        chosen = {
+            "test": order[:n_test][: sizes.n_test],
+            "val": order[n_test : n_test + n_val][: sizes.n_val],
+            "train": order[n_test + n_val :][: sizes.n_train],
+        }
+        if len(chosen["train"]) == 0:
+            raise ValueError(f"{ENV}={str(self.root)!r}: {len(order)} images leave none for training")
+        images = {split: self._read(index, grid) for split, index in chosen.items()}
+        train = images["train"][0]
+        mean = train.mean(dim=(0, 2, 3), keepdim=True)
+        std = train.std(dim=(0, 2, 3), keepdim=True).clamp_min(1e-6) if len(train) > 1 else torch.ones_like(mean)
+        return TrackData(**{split: Split(inputs=(x - mean) / std, targets=y) for split, (x, y) in images.items()})
+
+    def _read(self, index: np.ndarray, grid: Grid) -> tuple[torch.Tensor, torch.Tensor]:
+        H, W = grid.shape
+        pixels, labels = [], []
+        for i in index:
+            path, label = self.samples[i]
+            with Image.open(path) as image:
+                resized = image.convert("RGB").resize((W, H), Image.Resampling.BILINEAR)
+            pixels.append(pil_to_tensor(resized).float() / 255.0)
+            labels.append(label)
+        return torch.stack(pixels), torch.tensor(labels, dtype=torch.int64)
+
+
+def image_folder_track(root: str | os.PathLike) -> Track:
+    """A classification track on the images under ``root`` (``ValueError`` if it is no usable ImageFolder)."""
+    source = ImageFolderSource.open(root)
+    return Track(
+        name="image-folder",
+        description=f"classify the images in {source.root} ({len(source.classes)} classes, "
+                    f"{len(source.samples)} images)",
+        ndim=2,
+        default_grid=Grid((32, 32)),
+        make_data=source.load,
+        loss=cross_entropy,
+        metric=accuracy,
+        metric_name="accuracy",
+        direction="higher",
+        models=ImageModels(in_chans=3, num_classes=len(source.classes)).specs(),
+        matched_baseline="vit",
+    )
+
+
+@hookimpl
+def gridmix_tracks() -> list[Track]:
+    """The ``image-folder`` track when ``GRIDMIX_IMAGE_FOLDER`` is set, else nothing."""
+    root = os.environ.get(ENV, "").strip()
+    return [image_folder_track(root)] if root else []

@@ -1,0 +1,157 @@
+"""The built-in ``sequence`` track: multi-token forecasting of synthetic series, context → next H values.
+
+The grid is the context length ``L`` (one token per time step). Every sample is an independent series
+of ``L + H`` steps from one of three generators, each scaled to unit variance by its known (not its
+empirical) scale, plus observation noise:
+
+- ``sines``: a sum of one to three sinusoids with random periods (4 to L steps), amplitudes and phases;
+- ``ar``: a stable AR(2) process with random complex roots (quasi-periodic, stochastic);
+- ``mackey-glass``: the chaotic Mackey–Glass delay equation (τ = 17) from a random initial history.
+
+The input is the first ``L`` values, the target the next ``H``: targets are never inside the input, and
+since samples are independent series, no split shares any value with another. Models: a small pre-norm
+transformer (timm ``Block``s, dense attention; the matched baseline) and the same network with the
+concentration mixer as token mixer (the idea; symmetric along time, which is safe because the whole
+input is the past), both with a linear forecasting head on all tokens.
+
+Shape legend:
+    S: samples, L: context (the grid), H: horizon; inputs (S, 1, L) float32, targets (S, H) float32
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from gridmix import hookimpl
+from gridmix.grid import Grid
+from gridmix.models import BackboneConfig, GridTransformer, MixerConfig
+from gridmix.tracks import DataSizes, ModelSpec, Split, Track, TrackData
+from gridmix_tracks.common import generated_data, mse, mse_loss
+
+HORIZON = 16
+MIN_CONTEXT = 8
+KINDS = ("sines", "ar", "mackey-glass")
+# Mackey–Glass (β = 0.2, γ = 0.1, n = 10, τ = 17, Euler steps of 1): its attractor's mean and spread.
+MACKEY_GLASS = {"tau": 17, "burn_in": 300, "stride": 2, "mean": 0.92, "std": 0.23}
+
+
+@dataclass(frozen=True)
+class ForecastTask:
+    """Knobs of the synthetic forecasting task."""
+
+    horizon: int = HORIZON
+    noise: float = 0.1  # observation noise, on inputs and targets alike
+
+    def generate(self, rng: np.random.Generator, n: int, context: int) -> Split:
+        length = context + self.horizon
+        kinds = rng.integers(0, len(KINDS), size=n)
+        series = np.empty((n, length))
+        for k, generator in enumerate((_sines, _ar, _mackey_glass)):
+            chosen = np.flatnonzero(kinds == k)
+            series[chosen] = generator(rng, len(chosen), length, context)
+        series += rng.normal(0.0, self.noise, size=series.shape)
+        series = torch.from_numpy(series.astype(np.float32))
+        return Split(inputs=series[:, None, :context], targets=series[:, context:])
+
+
+def _sines(rng: np.random.Generator, n: int, length: int, context: int) -> np.ndarray:
+    count = rng.integers(1, 4, size=(n, 1))
+    present = np.arange(3)[None, :] < count  # (n, 3): which of three components are on
+    periods = np.exp(rng.uniform(np.log(4), np.log(max(context, 5)), size=(n, 3)))
+    amplitudes = rng.uniform(0.5, 1.5, size=(n, 3)) * present
+    phases = rng.uniform(0, 2 * np.pi, size=(n, 3))
+    t = np.arange(length)[None, :, None]
+    waves = amplitudes[:, None] * np.sin(2 * np.pi * t / periods[:, None] + phases[:, None])
+    return waves.sum(-1) / np.sqrt((amplitudes**2).sum(-1, keepdims=True) / 2)
+
+
+def _ar(rng: np.random.Generator, n: int, length: int, context: int) -> np.ndarray:
+    radius, angle = rng.uniform(0.8, 0.98, size=n), rng.uniform(0.1, 1.0, size=n)
+    a1, a2 = 2 * radius * np.cos(angle), -(radius**2)
+    variance = (1 - a2) / ((1 + a2) * ((1 - a2) ** 2 - a1**2))  # stationary variance for unit innovations
+    burn_in = 200
+    x = np.zeros((n, burn_in + length))
+    shocks = rng.normal(size=x.shape)
+    for t in range(2, x.shape[1]):
+        x[:, t] = a1 * x[:, t - 1] + a2 * x[:, t - 2] + shocks[:, t]
+    return x[:, burn_in:] / np.sqrt(variance)[:, None]
+
+
+def _mackey_glass(rng: np.random.Generator, n: int, length: int, context: int) -> np.ndarray:
+    tau, burn_in, stride = MACKEY_GLASS["tau"], MACKEY_GLASS["burn_in"], MACKEY_GLASS["stride"]
+    steps = burn_in + length * stride
+    x = np.empty((n, tau + steps))
+    x[:, : tau + 1] = rng.uniform(0.5, 1.3, size=(n, tau + 1))
+    for t in range(tau, tau + steps - 1):
+        delayed = x[:, t - tau]
+        x[:, t + 1] = x[:, t] + 0.2 * delayed / (1 + delayed**10) - 0.1 * x[:, t]
+    kept = x[:, tau + burn_in :: stride][:, :length]
+    return (kept - MACKEY_GLASS["mean"]) / MACKEY_GLASS["std"]
+
+
+@dataclass(frozen=True)
+class SequenceModels:
+    """The forecasting models (matched pair) for a horizon; ``specs()`` gives their ModelSpecs."""
+
+    horizon: int = HORIZON
+    backbone: BackboneConfig = BackboneConfig(embed_dim=32, depth=2, num_heads=2, mlp_ratio=2.0)
+    mixer: MixerConfig = field(default_factory=MixerConfig)
+
+    def build(self, grid: Grid, *, token_mixer: str, mlp_ratio: float | None = None) -> GridTransformer:
+        backbone = self.backbone if mlp_ratio is None else dataclasses.replace(self.backbone, mlp_ratio=mlp_ratio)
+        return GridTransformer(Grid.parse(grid), in_chans=1, num_outputs=self.horizon, backbone=backbone,
+                               token_mixer=token_mixer, mixer=self.mixer, readout="flatten")
+
+    def transformer(self, grid: Grid, *, mlp_ratio: float | None = None) -> GridTransformer:
+        return self.build(grid, token_mixer="attention", mlp_ratio=mlp_ratio)
+
+    def transformer_concentration(self, grid: Grid, *, mlp_ratio: float | None = None) -> GridTransformer:
+        return self.build(grid, token_mixer="mixer", mlp_ratio=mlp_ratio)
+
+    def specs(self) -> tuple[ModelSpec, ...]:
+        b = self.backbone
+        size = f"dim {b.embed_dim}, depth {b.depth}, {b.num_heads} heads, MLP x{b.mlp_ratio:g}, flatten head"
+        return (
+            ModelSpec("transformer", self.transformer, description=f"pre-norm transformer, dense attention ({size})"),
+            ModelSpec("transformer-concentration", self.transformer_concentration, role="idea",
+                      width_knob="mlp_ratio", description=f"the same transformer with ConcentrationMixer "
+                                                          f"(rank {self.mixer.rank}) as token mixer"),
+        )
+
+
+def context_supported(grid: Grid) -> str | None:
+    """Contexts shorter than ``MIN_CONTEXT`` steps leave nothing to learn from."""
+    return None if grid[0] >= MIN_CONTEXT else f"the context must be at least {MIN_CONTEXT} steps; got {grid[0]}"
+
+
+def make_track(task: ForecastTask = ForecastTask()) -> Track:
+    """The ``sequence`` track with the given task knobs."""
+
+    def make_data(grid: Grid, seed: int, sizes: DataSizes) -> TrackData:
+        return generated_data(lambda rng, n: task.generate(rng, n, grid[0]), seed=seed, sizes=sizes, task="sequence")
+
+    return Track(
+        name="sequence",
+        description=f"forecast the next {task.horizon} values of sines / AR(2) / Mackey-Glass series from the context",
+        ndim=1,
+        default_grid=Grid((64,)),
+        make_data=make_data,
+        loss=mse_loss,
+        metric=mse,
+        metric_name="test MSE",
+        direction="lower",
+        models=SequenceModels(horizon=task.horizon).specs(),
+        matched_baseline="transformer",
+        budget_overrides={},
+        supports=context_supported,
+    )
+
+
+@hookimpl
+def gridmix_tracks() -> list[Track]:
+    """The synthetic ``sequence`` track."""
+    return [make_track()]

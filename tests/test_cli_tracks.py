@@ -1,0 +1,74 @@
+"""``gridmix tracks``: the rich tables and ``--json``, through Typer's runner and as a real subprocess."""
+
+import json
+import os
+import subprocess
+import sys
+import types
+
+import pytest
+from typer.testing import CliRunner
+
+from gridmix.cli import app
+from gridmix.hookspecs import hookimpl
+from gridmix.plugins import ALLOW_ENV, DISABLE_AUTOLOAD_ENV, load_registry
+
+
+@pytest.fixture
+def fresh_registry(monkeypatch):
+    monkeypatch.delenv(DISABLE_AUTOLOAD_ENV, raising=False)
+    monkeypatch.delenv(ALLOW_ENV, raising=False)
+    load_registry(refresh=True)
+    yield
+    monkeypatch.undo()
+    load_registry(refresh=True)
+
+
+def test_tracks_table_lists_builtin_tracks_models_and_plugins(fresh_registry):
+    result = CliRunner().invoke(app, ["tracks"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    for text in ("sequence", "image", "video", "1-d", "2-d", "3-d", "32x32", "8x8x8", "test MSE",
+                 "lower is better", "higher is better", "vit-concentration (idea)", "vit (matched baseline)",
+                 "mlp-mixer", "divided-attention", "transformer-concentration (idea)", "gridmix"):
+        assert text in result.output, text
+    assert "broken plugins" not in result.output
+
+
+def test_tracks_json_is_machine_readable(fresh_registry):
+    result = CliRunner().invoke(app, ["tracks", "--json"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.output)
+    tracks = {track["name"]: track for track in summary["tracks"]}
+    assert {"sequence", "image", "video"} <= set(tracks)
+    image = tracks["image"]
+    assert (image["ndim"], image["default_grid"], image["metric"], image["direction"]) == (2, "32x32", "accuracy",
+                                                                                          "higher")
+    assert image["plugin"] == "image" and image["plugin_version"]
+    roles = {model["name"]: (model["role"], model["matched_baseline"]) for model in image["models"]}
+    assert roles == {"vit": ("baseline", True), "vit-concentration": ("idea", False), "mlp-mixer": ("baseline", False)}
+    assert summary["broken"] == []
+
+
+def test_broken_plugins_get_their_own_table(fresh_registry):
+    def explode():
+        raise ImportError("needs a GPU driver")
+
+    broken = types.SimpleNamespace(__name__="fragile", gridmix_tracks=hookimpl(explode))
+    load_registry(refresh=True, extra_plugins=[broken])
+    result = CliRunner().invoke(app, ["tracks"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0
+    assert "broken plugins" in result.output and "fragile" in result.output
+    assert "ImportError: needs a GPU driver" in result.output and "image" in result.output
+    summary = json.loads(CliRunner().invoke(app, ["tracks", "--json"]).output)
+    assert summary["broken"] == [{"name": "fragile", "version": "", "error": "ImportError: needs a GPU driver"}]
+
+
+def test_tracks_json_as_a_subprocess():
+    env = {k: v for k, v in os.environ.items() if k not in (DISABLE_AUTOLOAD_ENV, ALLOW_ENV)}
+    done = subprocess.run([sys.executable, "-m", "gridmix", "tracks", "--json"], capture_output=True, text=True,
+                          env=env, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert {"sequence", "image", "video"} <= {track["name"] for track in json.loads(done.stdout)["tracks"]}
+    only = subprocess.run([sys.executable, "-m", "gridmix", "tracks", "--json"], capture_output=True, text=True,
+                          env={**env, ALLOW_ENV: "video"}, timeout=120, check=False)
+    assert [track["name"] for track in json.loads(only.stdout)["tracks"]] == ["video"]

@@ -1,0 +1,117 @@
+"""Every model of every built-in track trains; the idea and its matched baseline differ in the token mixer only."""
+
+import pytest
+import torch
+from timm.models.vision_transformer import VisionTransformer
+from torch.utils.flop_counter import FlopCounterMode
+
+from gridmix import ConcentrationMixer
+from gridmix.grid import Grid
+from gridmix.models import BackboneConfig, GridTransformer, build_mlp_mixer, mlp_mixer_supports
+from gridmix.tracks import DataSizes
+from gridmix_tracks.image import make_track as image_track
+from gridmix_tracks.sequence import make_track as sequence_track
+from gridmix_tracks.video import make_track as video_track
+
+TRACKS = [(sequence_track(), Grid((16,))), (image_track(), Grid((8, 8))), (video_track(), Grid((4, 4, 4)))]
+MODELS = [(track, grid, spec) for track, grid in TRACKS for spec in track.models]
+
+
+
+@pytest.mark.parametrize("case", MODELS, ids=[f"{t.name}-{s.name}" for t, _, s in MODELS])
+def test_every_model_trains_a_few_steps_with_falling_loss(case):
+    track, grid, spec = case
+    data = track.make_data(grid, 0, DataSizes(16, 2, 2)).train
+    torch.manual_seed(0)
+    model = spec.build(grid)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=5e-3)
+    losses = []
+    for _ in range(15):
+        loss = track.loss(model(data.inputs), data.targets)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.85 * losses[0], losses
+
+
+@pytest.mark.parametrize("case", MODELS, ids=[f"{t.name}-{s.name}" for t, _, s in MODELS])
+def test_parameters_and_flops_are_countable(case):
+    track, grid, spec = case
+    model = spec.build(grid)
+    inputs = track.make_data(grid, 0, DataSizes(2, 1, 1)).train.inputs
+    with FlopCounterMode(display=False) as counter:
+        model(inputs).sum().backward()
+    assert sum(p.numel() for p in model.parameters()) > 0 and counter.get_total_flops() > 0
+
+
+def mixer_paths(model):
+    return {name for name, module in model.named_modules() if isinstance(module, ConcentrationMixer)}
+
+
+@pytest.mark.parametrize(("track", "grid"), TRACKS, ids=[t.name for t, _ in TRACKS])
+def test_idea_and_matched_baseline_differ_in_the_token_mixer_only(track, grid):
+    idea, baseline = track.idea.build(grid), track.model(track.matched_baseline).build(grid)
+    mixers = mixer_paths(idea)
+    assert mixers and not mixer_paths(baseline)
+    assert {name.rsplit(".", 1)[-1] for name in mixers} == {"attn"}
+
+    def outside_mixers(model):
+        return {name: (type(module).__name__, tuple((n, tuple(p.shape)) for n, p in module.named_parameters(
+                    recurse=False)))
+                for name, module in model.named_modules() if not any(name.startswith(m) for m in mixers)}
+
+    assert outside_mixers(idea) == outside_mixers(baseline)
+    assert type(idea) is type(baseline)
+    for name in mixers:
+        assert type(baseline.get_submodule(name)).__name__ == "Attention"
+
+
+def test_image_idea_is_timm_vision_transformer_with_the_mixer_as_attn_layer():
+    track = image_track()
+    model = track.idea.build(Grid((8, 12)))
+    assert isinstance(model, VisionTransformer) and model.global_pool == "avg" and model.num_prefix_tokens == 0
+    assert all(isinstance(block.attn, ConcentrationMixer) and block.attn.grid.shape == (8, 12)
+               for block in model.blocks)
+    assert track.idea.width_knob == "mlp_ratio"
+    wider = track.idea.build(Grid((8, 12)), mlp_ratio=4.0)
+    assert sum(p.numel() for p in wider.parameters()) > sum(p.numel() for p in model.parameters())
+
+
+def test_mlp_mixer_refuses_grids_beyond_its_dense_token_mlp():
+    assert mlp_mixer_supports(Grid((64, 64))) is None
+    reason = mlp_mixer_supports(Grid((65, 64)))
+    assert "dense in N = 4160 tokens (> 4096)" in reason
+    assert image_track().model("mlp-mixer").supports(Grid((128, 128))) is not None
+    with pytest.raises(ValueError, match="4160"):
+        build_mlp_mixer(Grid((65, 64)), in_chans=1, num_outputs=2, backbone=BackboneConfig())
+
+
+def test_video_mixer_time_axis_is_symmetric_for_clip_classification():
+    model = video_track().idea.build(Grid((4, 4, 4)))
+    assert all(block.attn.causal_axes == () for block in model.blocks)
+
+
+def test_grid_transformer_checks_its_arguments_and_input():
+    with pytest.raises(ValueError, match="token_mixer='conv'; expected one of"):
+        GridTransformer(Grid((4,)), in_chans=1, num_outputs=1, backbone=BackboneConfig(), token_mixer="conv")
+    with pytest.raises(ValueError, match="divided space-time attention needs a grid with time and space axes"):
+        GridTransformer(Grid((4,)), in_chans=1, num_outputs=1, backbone=BackboneConfig(), token_mixer="divided")
+    with pytest.raises(ValueError, match="embed_dim=30 must be divisible by num_heads=4"):
+        BackboneConfig(embed_dim=30, num_heads=4)
+    model = GridTransformer(Grid((4, 5)), in_chans=2, num_outputs=3, backbone=BackboneConfig(), token_mixer="mixer")
+    assert model(torch.randn(2, 2, 4, 5)).shape == (2, 3)
+    with pytest.raises(ValueError, match=r"expected input \(B, 2, 4, 5\); got \(2, 2, 5, 4\)"):
+        model(torch.randn(2, 2, 5, 4))
+
+
+def test_divided_attention_mixes_time_per_location_then_space_per_frame():
+    model = GridTransformer(Grid((3, 2, 2)), in_chans=1, num_outputs=1, backbone=BackboneConfig(depth=1),
+                            token_mixer="divided")
+    block = model.blocks[0]
+    x = torch.randn(1, 12, 32, requires_grad=True)
+    t = x.reshape(1, 3, 4, 32).transpose(1, 2).reshape(4, 3, 32)
+    out = block.attn_time(block.norm_time(t))  # location 0 only sees its own 3 frames
+    out[0].sum().backward()
+    touched = x.grad.reshape(3, 4, 32).abs().sum(-1) > 0
+    assert touched[:, 0].all() and not touched[:, 1:].any()

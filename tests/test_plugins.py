@@ -1,0 +1,247 @@
+"""The plugin manager: loading one plugin at a time, broken plugins reported by name, validation, env vars."""
+
+import dataclasses
+import inspect
+import types
+
+import pytest
+import torch
+
+import gridmix
+from gridmix import hookspecs
+from gridmix.grid import Grid
+from gridmix.hookspecs import hookimpl
+from gridmix.plugins import (
+    ALLOW_ENV,
+    DISABLE_AUTOLOAD_ENV,
+    build_registry,
+    load_registry,
+    validate_data,
+    validate_track,
+)
+from gridmix.tracks import DataSizes, ModelSpec, Split, Track, TrackData
+
+BUILTIN = {"sequence", "image", "video"}
+
+
+def tiny_track(name: str = "tiny", **changes) -> Track:
+    """A valid 1-D track whose models are trivial linear maps."""
+
+    def make_data(grid, seed, sizes):
+        gen = torch.Generator().manual_seed(seed)
+
+        def split(n):
+            x = torch.randn(n, 1, grid[0], generator=gen)
+            return Split(x, x.sum(dim=(1, 2)))
+
+        return TrackData(split(sizes.n_train), split(sizes.n_val), split(sizes.n_test))
+
+    def build(grid):
+        return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(grid[0], 1), torch.nn.Flatten(0))
+
+    fields = dict(
+        name=name, description="a tiny track", ndim=1, default_grid=Grid((8,)), make_data=make_data,
+        loss=torch.nn.functional.mse_loss, metric=lambda p, t: torch.nn.functional.mse_loss(p, t).item(),
+        metric_name="MSE", direction="lower",
+        models=(ModelSpec("base", build), ModelSpec("idea", build, role="idea")), matched_baseline="base",
+    )
+    return Track(**{**fields, **changes})
+
+
+def plugin(name: str, **hooks) -> types.SimpleNamespace:
+    """A plugin object named ``name`` with the given hook functions, marked with ``@hookimpl``."""
+    return types.SimpleNamespace(__name__=name, **{hook: hookimpl(function) for hook, function in hooks.items()})
+
+
+@pytest.fixture
+def clean_env(monkeypatch):
+    monkeypatch.delenv(DISABLE_AUTOLOAD_ENV, raising=False)
+    monkeypatch.delenv(ALLOW_ENV, raising=False)
+    yield monkeypatch
+    monkeypatch.undo()
+    load_registry(refresh=True)
+
+
+def test_every_hook_is_documented():
+    specs = [obj for name, obj in vars(hookspecs).items()
+             if inspect.isfunction(obj) and hasattr(obj, f"{hookspecs.PROJECT_NAME}_spec")]
+    assert {spec.__name__ for spec in specs} == {"gridmix_tracks", "gridmix_models"}
+    for spec in specs:
+        assert spec.__doc__ and len(spec.__doc__.strip()) > 40, f"hook {spec.__name__} has no docstring"
+
+
+def test_builtin_tracks_load_through_entry_points(clean_env):
+    registry = load_registry(refresh=True)
+    assert BUILTIN <= set(registry.tracks)
+    assert list(registry.tracks) == sorted(registry.tracks)
+    for name in BUILTIN:
+        track = registry.track(name)
+        assert track.plugin == name and track.plugin_version == gridmix.__version__
+        assert all(spec.plugin == name and spec.plugin_version == gridmix.__version__ for spec in track.models)
+    assert {(p.name, p.distribution) for p in registry.plugins} >= {(n, "gridmix") for n in BUILTIN}
+    assert not [b for b in registry.broken if b.name in BUILTIN]
+
+
+def test_registry_is_cached_until_refreshed(clean_env):
+    first = load_registry(refresh=True)
+    assert load_registry() is first
+    assert load_registry(refresh=True) is not first
+
+
+def test_unknown_track_suggests_the_closest_name(clean_env):
+    registry = load_registry(refresh=True)
+    with pytest.raises(ValueError, match=r"unknown track 'imag'; did you mean 'image'\? installed: image, "):
+        registry.track("imag")
+
+
+def test_disable_autoload_loads_no_entry_point_but_extra_plugins_register(clean_env):
+    clean_env.setenv(DISABLE_AUTOLOAD_ENV, "1")
+    registry = load_registry(refresh=True, extra_plugins=[plugin("mine", gridmix_tracks=lambda: [tiny_track()])])
+    assert list(registry.tracks) == ["tiny"] and registry.broken == []
+    assert registry.track("tiny").plugin == "mine"
+
+
+def test_allow_list_loads_only_named_plugins_and_reports_unknown_names(clean_env):
+    clean_env.setenv(ALLOW_ENV, "image, vidoe")
+    registry = load_registry(refresh=True)
+    assert list(registry.tracks) == ["image"]
+    assert [b.name for b in registry.broken] == ["vidoe"]
+    assert "did you mean 'video'?" in registry.broken[0].error
+    clean_env.setenv(ALLOW_ENV, "gridmix")  # a distribution name allows all of its entry points
+    assert BUILTIN <= set(load_registry(refresh=True).tracks)
+
+
+def test_extra_plugins_replace_the_cache_until_refresh(clean_env):
+    registry = load_registry(refresh=True, extra_plugins=[plugin("mine", gridmix_tracks=lambda: [tiny_track()])])
+    assert load_registry() is registry and "tiny" in load_registry().tracks
+    assert "tiny" not in load_registry(refresh=True).tracks
+
+
+def broken_plugins():
+    def raises():
+        raise RuntimeError("database not found\nsecond line")
+
+    return {
+        "raises": plugin("raises", gridmix_tracks=raises),
+        "not-a-list": plugin("not-a-list", gridmix_tracks=lambda: tiny_track("single")),
+        "not-a-track": plugin("not-a-track", gridmix_tracks=lambda: ["image"]),
+        "bad-direction": plugin("bad-direction", gridmix_tracks=lambda: [tiny_track("dir", direction="up")]),
+        "duplicate": plugin("duplicate", gridmix_tracks=lambda: [tiny_track("image")]),
+        "typo-hook": plugin("typo-hook", gridmix_track=lambda: [tiny_track("typo")]),
+        "no-hooks": types.SimpleNamespace(__name__="no-hooks", gridmix_tracks=lambda: [tiny_track("unmarked")]),
+        "adds-idea": plugin("adds-idea", gridmix_models=lambda track: [ModelSpec("x", print, role="idea")]),
+        "models-raise": plugin("models-raise", gridmix_models=lambda track: 1 / 0),
+    }
+
+
+def test_broken_plugins_are_reported_by_name_and_the_others_keep_working(clean_env):
+    good = plugin("good", gridmix_tracks=lambda: [tiny_track("good"), tiny_track("half", matched_baseline="x")])
+    registry = load_registry(refresh=True, extra_plugins=[*broken_plugins().values(), good])
+    errors = {}
+    for broken in registry.broken:
+        errors.setdefault(broken.name, []).append(broken.error)
+    assert set(errors) == set(broken_plugins()) | {"good"}
+    assert errors["raises"] == ["RuntimeError: database not found"]  # one line
+    assert "returned Track" in errors["not-a-list"][0] and "expected a list" in errors["not-a-list"][0]
+    assert "returned str 'image'" in errors["not-a-track"][0]
+    assert "direction 'up'" in errors["bad-direction"][0] and "plugin 'bad-direction'" in errors["bad-direction"][0]
+    assert "already provided by plugin 'image'" in errors["duplicate"][0]
+    assert "unknown hook 'gridmix_track'; did you mean 'gridmix_tracks'?" in errors["typo-hook"][0]
+    assert "implements no gridmix hook" in errors["no-hooks"][0]
+    assert all("a plugin may add baselines only" in e for e in errors["adds-idea"])
+    assert all("ZeroDivisionError" in e for e in errors["models-raise"])
+    assert errors["good"] == ["ValueError: track 'half' (plugin 'good'): matched_baseline 'x' is not one of its "
+                              "baselines ['base']"]
+    assert BUILTIN | {"good"} == set(registry.tracks)
+    assert [m.name for m in registry.track("image").models] == ["vit", "vit-concentration", "mlp-mixer"]
+
+
+def test_gridmix_models_adds_a_baseline_to_an_existing_track(clean_env):
+    extra = ModelSpec("linear", lambda grid: torch.nn.Linear(1, 1), description="a plugin's baseline")
+    adder = plugin("adder", gridmix_models=lambda track: [extra] if track.name == "sequence" else None)
+    registry = load_registry(refresh=True, extra_plugins=[adder])
+    sequence = registry.track("sequence")
+    assert sequence.models[-1].name == "linear" and sequence.models[-1].plugin == "adder"
+    assert sequence.plugin == "sequence" and sequence.idea.plugin == "sequence"
+    assert "linear" not in [m.name for m in registry.track("image").models]
+
+
+def test_build_registry_reads_only_the_environment_it_is_given():
+    registry = build_registry(environ={DISABLE_AUTOLOAD_ENV: "1"})
+    assert registry.tracks == {} and registry.broken == [] and registry.plugins == []
+
+
+@pytest.mark.parametrize(("changes", "message"), [
+    (dict(name=""), "name ''"),
+    (dict(name="has space"), "name 'has space'"),
+    (dict(ndim=0), "ndim 0"),
+    (dict(default_grid=Grid((8, 8))), "default_grid 8x8 does not have ndim=1"),
+    (dict(direction="up"), "direction 'up'; expected one of ('lower', 'higher')"),
+    (dict(metric_name=""), "metric_name non-empty"),
+    (dict(loss="mse"), "loss is 'mse'; expected a callable"),
+    (dict(models=()), "expected a non-empty tuple"),
+    (dict(matched_baseline="idea"), "matched_baseline 'idea' is not one of its baselines ['base']"),
+    (dict(budget_overrides={"huge": {}}), "unknown budget 'huge'"),
+    (dict(budget_overrides={"smoke": {"epoch": 3}}), "overrides unknown budget fields ['epoch']"),
+    (dict(supports=lambda grid: "too short"), "its own default_grid 8 is unsupported: too short"),
+])
+def test_validate_track_rejects_malformed_fields(changes, message):
+    track = dataclasses.replace(tiny_track(), plugin="p", **changes)
+    with pytest.raises(ValueError, match="plugin 'p'") as error:
+        validate_track(track)
+    assert message in str(error.value)
+
+
+@pytest.mark.parametrize(("models", "message"), [
+    (lambda b: (ModelSpec("base", b), ModelSpec("base", b, role="idea")), "model names ['base'] appear more than once"),
+    (lambda b: (ModelSpec("base", b),), "0 models with role 'idea'"),
+    (lambda b: (ModelSpec("base", b), ModelSpec("i", b, role="idea"), ModelSpec("j", b, role="idea")),
+     "2 models with role 'idea'"),
+    (lambda b: (ModelSpec("base", b), ModelSpec("idea", b, role="hero")), "role 'hero'"),
+    (lambda b: (ModelSpec("base", b), ModelSpec("idea", None, role="idea")), "build is None; expected a callable"),
+    (lambda b: (ModelSpec("base", b), "idea"), "models holds str 'idea'"),
+])
+def test_validate_track_rejects_malformed_models(models, message):
+    track = tiny_track()
+    with pytest.raises(ValueError, match="track 'tiny'") as error:
+        validate_track(dataclasses.replace(track, models=models(track.models[0].build)))
+    assert message in str(error.value)
+
+
+def test_validate_data_accepts_a_tracks_data_and_rejects_bad_values():
+    track = dataclasses.replace(tiny_track(), plugin="p")
+    grid = Grid((8,))
+    data = track.make_data(grid, 0, DataSizes(8, 4, 4))
+    assert validate_data(track, data, grid) is data
+
+    def broken(split="train", **parts):
+        return dataclasses.replace(data, **{split: dataclasses.replace(getattr(data, split), **parts)})
+
+    x, y = data.train.inputs, data.train.targets
+    cases = [
+        (("not data",), "make_data returned tuple; expected gridmix.TrackData"),
+        (broken(inputs=x.numpy()), "train.inputs is ndarray; expected a torch.Tensor"),
+        (broken(inputs=x.int()), "train.inputs has dtype torch.int32"),
+        (broken(targets=y[:5]), "train has 8 inputs and 5 targets"),
+        (broken(inputs=x[:0], targets=y[:0]), "train has 0 inputs and 0 targets"),
+        (broken(inputs=torch.where(x > 1, float("nan"), x)), "train.inputs holds"),
+        (broken("test", targets=y[:4] * float("inf")), "test.targets holds 4 non-finite values"),
+        (broken(inputs=x[..., :7]), "train.inputs has shape (8, 1, 7); expected (S, …, 8) ending in the grid"),
+        (broken("val", targets=data.val.targets[:, None]), "val has per-sample inputs (1, 8) torch.float32, "
+                                                         "targets (1,) torch.float32; train has"),
+    ]
+    for bad, message in cases:
+        with pytest.raises(ValueError, match="track 'tiny' \\(plugin 'p'\\) on grid 8") as error:
+            validate_data(track, bad, grid)
+        assert message in str(error.value), (message, str(error.value))
+
+
+def test_check_grid_rejects_other_dimensionalities_and_unsupported_grids(clean_env):
+    registry = load_registry(refresh=True)
+    assert registry.track("image").check_grid("16x8").shape == (16, 8)
+    with pytest.raises(ValueError, match=r"track 'image' takes 2-d grids \(e.g. 32x32\); got the 1-d grid 64"):
+        registry.track("image").check_grid(64)
+    with pytest.raises(ValueError, match="track 'video' cannot use grid 2x8x8: needs at least 3 frames"):
+        registry.track("video").check_grid("2x8x8")
+    with pytest.raises(ValueError, match="invalid grid"):
+        registry.track("sequence").check_grid("64x")

@@ -1,0 +1,220 @@
+"""The built-in tracks' data: deterministic per seed, different across seeds, well-formed; the CSV and image
+folder loaders; no leakage in forecasting windows."""
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from gridmix.grid import Grid
+from gridmix.plugins import load_registry, validate_data
+from gridmix.tracks import DataSizes
+from gridmix_tracks import image_folder, sequence_csv
+from gridmix_tracks.image import SameColourTask
+from gridmix_tracks.image import make_track as image_track
+from gridmix_tracks.sequence import ForecastTask
+from gridmix_tracks.sequence import make_track as sequence_track
+from gridmix_tracks.sequence_csv import csv_sequence_track, read_series, window_indices
+from gridmix_tracks.video import DIRECTIONS, MotionTask
+from gridmix_tracks.video import make_track as video_track
+
+SIZES = DataSizes(n_train=12, n_val=6, n_test=6)
+CASES = [  # track, small grid, input shape per sample, target shape per sample, target dtype
+    (sequence_track, Grid((16,)), (1, 16), (16,), torch.float32),
+    (image_track, Grid((8, 12)), (4, 8, 12), (), torch.int64),
+    (video_track, Grid((4, 6, 6)), (1, 4, 6, 6), (), torch.int64),
+]
+
+
+@pytest.fixture
+def registry_env(monkeypatch):
+    for name in ("GRIDMIX_PLUGINS", "GRIDMIX_DISABLE_PLUGIN_AUTOLOAD", sequence_csv.ENV, sequence_csv.COLUMN_ENV,
+                 image_folder.ENV):
+        monkeypatch.delenv(name, raising=False)
+    yield monkeypatch
+    monkeypatch.undo()
+    load_registry(refresh=True)
+
+
+@pytest.mark.parametrize(("make", "grid", "x_shape", "y_shape", "y_dtype"), CASES)
+def test_data_is_deterministic_per_seed_and_well_formed(make, grid, x_shape, y_shape, y_dtype):
+    track = make()
+    first, again, other = (track.make_data(grid, seed, SIZES) for seed in (0, 0, 1))
+    validate_data(track, first, grid)
+    for split, n in (("train", 12), ("val", 6), ("test", 6)):
+        a, b, c = getattr(first, split), getattr(again, split), getattr(other, split)
+        assert a.inputs.shape == (n, *x_shape) and a.inputs.dtype == torch.float32
+        assert a.targets.shape == (n, *y_shape) and a.targets.dtype == y_dtype
+        assert torch.equal(a.inputs, b.inputs) and torch.equal(a.targets, b.targets)
+        assert not torch.equal(a.inputs, c.inputs)
+    assert not torch.equal(first.train.inputs[:6], first.val.inputs)  # splits are independent draws
+
+
+@pytest.mark.parametrize(("make", "grid", "classes"), [(image_track, Grid((32, 32)), 2),
+                                                       (video_track, Grid((8, 8, 8)), 8)])
+def test_classification_labels_cover_every_class_evenly(make, grid, classes):
+    labels = make().make_data(grid, 0, DataSizes(400, 8, 8)).train.targets
+    counts = torch.bincount(labels, minlength=classes)
+    assert len(counts) == classes and counts.min() > 0.5 * counts.float().mean()
+
+
+def test_image_squares_are_far_apart_and_the_label_says_same_colour():
+    split = SameColourTask(noise=0.0).generate(np.random.default_rng(0), 32, Grid((32, 32)))
+    for image, label in zip(split.inputs, split.targets):
+        colours, rows, cols = torch.nonzero(image, as_tuple=True)
+        assert len(rows) == 2 * 8 * 8 and (image[image > 0] == 1).all()  # two 8x8 squares, no overlap
+        y0, x0 = int(rows.min()), int(cols[rows == rows.min()].min())
+        first = (rows - y0 >= 0) & (rows - y0 < 8) & (cols - x0 >= 0) & (cols - x0 < 8)
+        assert first.sum() == 64
+        y1, x1 = int(rows[~first].min()), int(cols[~first].min())
+        assert max(abs(y1 - y0), abs(x1 - x0)) >= 12
+        assert bool(label) == (len(set(colours.tolist())) == 1)
+
+
+def test_video_label_is_the_direction_of_motion():
+    task = MotionTask(noise=0.0, static_distractors=0, jumping_distractors=0)
+    split = task.generate(np.random.default_rng(0), 16, Grid((5, 8, 8)))
+    for video, label in zip(split.inputs[:, 0], split.targets):
+        dy, dx = (int(d) for d in DIRECTIONS[int(label)])
+        for t in range(4):
+            assert torch.equal(torch.roll(video[t], shifts=(dy, dx), dims=(0, 1)), video[t + 1])
+
+
+def test_sequence_windows_never_leak_targets(tmp_path):
+    n, context, horizon = 200, 16, 4
+    windows = window_indices(n, context=context, horizon=horizon)
+    start_val, start_test = int(0.7 * n), int(0.85 * n)
+    for inputs, targets in windows.values():
+        assert (inputs.max(axis=1) + 1 == targets.min(axis=1)).all()  # the input is exactly the past
+        assert (np.diff(inputs, axis=1) == 1).all() and (np.diff(targets, axis=1) == 1).all()
+    train_rows = set(np.concatenate([windows["train"][0].ravel(), windows["train"][1].ravel()]))
+    assert max(train_rows) < start_val
+    assert windows["val"][1].min() >= start_val and windows["val"][1].max() < start_test
+    assert windows["test"][1].min() >= start_test and windows["test"][1].max() == n - 1
+    # Through the loader: a column holding its own row index shows which rows each sample read.
+    path = tmp_path / "rows.csv"
+    path.write_text("t,value\n" + "".join(f"{i},{i}\n" for i in range(n)))
+    data = csv_sequence_track(path, "value", horizon=horizon).make_data(Grid((context,)), 0, DataSizes(999, 999, 999))
+    train_part = np.arange(start_val)  # standardised with the training part's mean and std
+
+    def rows(z):
+        return (z.double() * train_part.std() + train_part.mean()).round().long()
+
+    seen_in_training = set(rows(data.train.inputs).ravel().tolist()) | set(rows(data.train.targets).ravel().tolist())
+    assert max(seen_in_training) < start_val
+    for split, first_target in (("val", start_val), ("test", start_test)):
+        inputs, targets = rows(getattr(data, split).inputs[:, 0]), rows(getattr(data, split).targets)
+        assert (targets[:, 0] == inputs[:, -1] + 1).all() and targets.min() >= first_target
+        assert not set(targets.ravel().tolist()) & seen_in_training
+    assert len(data.train) == len(windows["train"][0]) and len(data.test) == len(windows["test"][0])
+
+
+def test_synthetic_sequence_targets_continue_the_input():
+    # Noise-free sines: the series is smooth, so the first target continues the context's last steps.
+    split = ForecastTask(noise=0.0).generate(np.random.default_rng(0), 64, 32)
+    x, y = split.inputs[:, 0].double(), split.targets.double()
+    step_in = (x[:, -1] - x[:, -2]).abs()
+    step_across = (y[:, 0] - x[:, -1]).abs()
+    assert torch.median(step_across / (step_in + 1e-3)) < 3
+
+
+def test_csv_loader_reads_columns_by_name_or_index(tmp_path):
+    path = tmp_path / "series.csv"
+    path.write_text("date,load,temp\n2024-01-01,1.5,3\n2024-01-02,2.5,4\n")
+    assert read_series(path, None)[1] == "temp"
+    values, name = read_series(path, "load")
+    assert name == "load" and values.tolist() == [1.5, 2.5]
+    assert read_series(path, "1")[0].tolist() == [1.5, 2.5]
+    headless = tmp_path / "headless.csv"
+    headless.write_text("1,2\n3,4\n")
+    assert read_series(headless, "0") == (pytest.approx(np.array([1.0, 3.0])), "0")
+
+
+@pytest.mark.parametrize(("text", "column", "message"), [
+    ("a,b\n1,2\n3,nan\n", "b", "row 3, column 'b': missing value 'nan'"),
+    ("a,b\n1,2\n3,\n", "b", "row 3, column 'b': missing value ''"),
+    ("a,b\n1,2\n3,x7\n", "b", "row 3, column 'b': 'x7' is not a number"),
+    ("a,b\n1,2\n3\n", "b", "row 3 has 1 cells; column 'b' is cell 2"),
+    ("a,value\n1,2\n", "valeu", "no column 'valeu'; did you mean 'value'? columns: a, value"),
+    ("a,b\n1,inf\n", "b", "row 2, column 'b': 'inf' is not a finite number"),
+])
+def test_csv_loader_errors_name_the_row_and_column(tmp_path, text, column, message):
+    path = tmp_path / "bad.csv"
+    path.write_text(text)
+    with pytest.raises(ValueError) as error:
+        read_series(path, column)
+    assert message in str(error.value) and "\n" not in str(error.value)
+
+
+def test_csv_too_short_and_constant_series_give_clear_errors(tmp_path):
+    path = tmp_path / "short.csv"
+    path.write_text("v\n" + "".join(f"{i}\n" for i in range(40)))
+    track = csv_sequence_track(path)
+    with pytest.raises(ValueError, match="a series of 40 values is too short for context 64 \\+ horizon 16: "
+                                         "the train, val, test split\\(s\\) get no window; need at least 115 values"):
+        track.make_data(Grid((64,)), 0, SIZES)
+    constant = tmp_path / "constant.csv"
+    constant.write_text("v\n" + "1\n" * 200)
+    with pytest.raises(ValueError, match="is constant over the training part"):
+        csv_sequence_track(constant).make_data(Grid((16,)), 0, SIZES)
+    with pytest.raises(ValueError, match="no such file"):
+        read_series(tmp_path / "missing.csv")
+
+
+def test_csv_track_registers_through_the_environment_and_a_bad_file_breaks_only_itself(tmp_path, registry_env):
+    good = tmp_path / "good.csv"
+    good.write_text("t,y\n" + "".join(f"{i},{np.sin(i / 5):.4f}\n" for i in range(300)))
+    registry_env.setenv(sequence_csv.ENV, str(good))
+    registry_env.setenv(sequence_csv.COLUMN_ENV, "y")
+    registry = load_registry(refresh=True)
+    track = registry.track("sequence-csv")
+    assert track.plugin == "sequence-csv" and "column 'y'" in track.description
+    data = track.make_data(Grid((32,)), 0, SIZES)
+    validate_data(track, data, Grid((32,)))
+    assert data.train.inputs.shape == (12, 1, 32) and data.test.targets.shape == (6, 16)
+    bad = tmp_path / "bad.csv"
+    bad.write_text("t,y\n1,2\n2,oops\n")
+    registry_env.setenv(sequence_csv.ENV, str(bad))
+    registry = load_registry(refresh=True)
+    assert "sequence-csv" not in registry.tracks and "sequence" in registry.tracks
+    assert [(b.name, b.error) for b in registry.broken] == [
+        ("sequence-csv", f"ValueError: {bad}: row 3, column 'y': 'oops' is not a number")]
+
+
+def write_image_folder(root, classes=("blue", "red"), per_class=5):
+    for k, name in enumerate(classes):
+        (root / name).mkdir(parents=True)
+        for i in range(per_class):
+            pixels = np.zeros((10 + i, 14, 3), dtype=np.uint8)
+            pixels[..., 2 * k] = 100 + 20 * i
+            Image.fromarray(pixels).save(root / name / f"{i}.png")
+    return root
+
+
+def test_image_folder_loads_resizes_and_splits_by_seed(tmp_path):
+    track = image_folder.image_folder_track(write_image_folder(tmp_path / "pics"))
+    assert [m.name for m in track.models] == ["vit", "vit-concentration", "mlp-mixer"]
+    grid = Grid((8, 6))
+    data = track.make_data(grid, 0, SIZES)
+    validate_data(track, data, grid)
+    assert (len(data.train), len(data.val), len(data.test)) == (6, 2, 2)
+    assert data.train.inputs.shape == (6, 3, 8, 6) and data.train.targets.dtype == torch.int64
+    assert torch.allclose(data.train.inputs.mean(dim=(0, 2, 3)), torch.zeros(3), atol=1e-5)
+    assert torch.equal(track.make_data(grid, 0, SIZES).test.inputs, data.test.inputs)
+    other = [track.make_data(grid, seed, SIZES).test.inputs for seed in range(1, 4)]
+    assert any(not torch.equal(o, data.test.inputs) for o in other)
+    model = track.model("vit").build(grid)
+    assert model(data.train.inputs).shape == (6, 2)
+
+
+def test_image_folder_errors_and_environment(tmp_path, registry_env):
+    with pytest.raises(ValueError, match="is not a directory"):
+        image_folder.image_folder_track(tmp_path / "missing")
+    one = write_image_folder(tmp_path / "one", classes=("only",))
+    with pytest.raises(ValueError, match=r"has 1 class folder\(s\) \['only'\]; classification needs at least 2"):
+        image_folder.image_folder_track(one)
+    registry_env.setenv(image_folder.ENV, str(write_image_folder(tmp_path / "ok")))
+    assert load_registry(refresh=True).track("image-folder").plugin == "image-folder"
+    registry_env.setenv(image_folder.ENV, str(tmp_path / "missing"))
+    registry = load_registry(refresh=True)
+    assert "image" in registry.tracks and [b.name for b in registry.broken] == ["image-folder"]
