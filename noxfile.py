@@ -1,18 +1,26 @@
-"""nox sessions: ``tests`` (what CI and the README run), ``lint``.
+"""nox sessions: ``tests`` (what CI and the README run), ``lint``, ``bench`` (CI-sized benchmark).
 
 Each session installs gridmix the way the README does (``pip install -e .[dev]``) and reuses its
-environment between runs (``nox.options.reuse_existing_virtualenvs``).
+environment between runs (``nox.options.reuse_existing_virtualenvs``). Times on the 2-core machine
+are in docs/ci.md.
 """
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
 
 import nox
 
 nox.options.reuse_existing_virtualenvs = True
 nox.options.sessions = ["tests", "lint"]
 
+EXAMPLE_PLUGIN = "plugins/gridmix-example-track"
+
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """The test suite (a few minutes on 2 CPU cores)."""
+    """The test suite."""
     session.install("-e", ".[dev]")
     session.run("pytest", "-q", *session.posargs)
 
@@ -22,3 +30,44 @@ def lint(session: nox.Session) -> None:
     """ruff over the whole tree."""
     session.install("ruff")
     session.run("ruff", "check", ".")
+
+
+def _small_grids(default_grid: str) -> str:
+    """The track's default grid and its half along every axis (never below 2): the CI scaling points."""
+    sizes = [int(n) for n in default_grid.split("x")]
+    half = "x".join(str(max(2, n // 2)) for n in sizes)
+    return ",".join(dict.fromkeys([half, default_grid]))
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Every installed track (the example third-party plugin too) through `gridmix run --budget smoke`, the
+    scaling analysis at small grids, and the mixer micro-benchmarks, into one artifact directory
+    (``nox -s bench -- DIR``, default ``bench-artifacts``). Fails if any analysis fails, never because the
+    idea lost."""
+    session.install("-e", ".[dev]")
+    session.install(EXAMPLE_PLUGIN)
+    artifacts = Path(session.posargs[0] if session.posargs else "bench-artifacts").resolve()
+    shutil.rmtree(artifacts, ignore_errors=True)
+    listing = session.run("python", "-m", "gridmix", "tracks", "--json", silent=True, stderr=subprocess.DEVNULL)
+    tracks = json.loads(listing)["tracks"]
+    failed = []
+    for track in tracks:
+        name = track["name"]
+        for label, command in [
+            ("run", ["gridmix", "run", "--track", name, "--budget", "smoke", "--out", str(artifacts / "runs" / name)]),
+            ("scale", ["gridmix", "scale", "--track", name, "--grids", _small_grids(track["default_grid"]),
+                       "--repeats", "2", "--out", str(artifacts / "scaling" / name)]),
+        ]:
+            try:
+                session.run(*command)
+            except nox.command.CommandFailed:
+                failed.append(f"{label} {name}")
+    try:
+        session.run("python", "benchmarks/bench_mixer.py", "--quick", "--out", str(artifacts / "micro"))
+    except nox.command.CommandFailed:
+        failed.append("micro-benchmarks")
+    (artifacts / "summary.json").write_text(json.dumps(dict(tracks=[t["name"] for t in tracks], failed=failed),
+                                                       indent=2))
+    if failed:
+        session.error(f"failed: {', '.join(failed)}")

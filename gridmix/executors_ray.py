@@ -27,8 +27,7 @@ class RayExecutor:
 
     def _connect(self) -> None:
         if not ray.is_initialized():
-            ray.init(address=self.address, log_to_driver=False, include_dashboard=False,
-                     configure_logging=False)
+            ray.init(address=self.address, log_to_driver=False, configure_logging=False)
 
     def run(self, tasks: list[RunTask], *, on_done, on_start=None, on_epoch=None) -> None:
         if not tasks:

@@ -9,6 +9,7 @@ with a learning-rate sweep (:mod:`gridmix.harness`), writes every finished run t
 from __future__ import annotations
 
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -57,9 +58,12 @@ def results_table(report: dict) -> Table:
     for column in ("model", "lr", "mean", "std", "n", "vs idea: Δ", "p (Holm)", "MDE 80%", "verdict"):
         table.add_column(column, justify="left" if column in ("model", "verdict") else "right")
     arms = {report["idea"]["name"]: report["idea"], **report["baselines"]}
+
+    def fmt(value) -> str:
+        return "–" if value is None else f"{value:.4g}"
+
     for name, arm in arms.items():
         full, comp = arm["full"], arm.get("comparison", {})
-        fmt = (lambda v: "–" if v is None else f"{v:.4g}")
         table.add_row(name + (" (idea)" if name == report["model"] else ""), fmt(arm["best_cfg"]["lr"]),
                       fmt(full["mean"]), fmt(full["std"]), str(full["n"]), fmt(comp.get("delta_mean")),
                       fmt(comp.get("p_holm")), fmt(comp.get("mde")), comp.get("verdict", ""))
@@ -81,6 +85,7 @@ def run(
     address: str = typer.Option(None, help="Ray cluster address HOST:PORT (with --executor ray)."),
     threads: int = typer.Option(None, min=1, help="Torch threads per run (default: all cores / jobs)."),
     scaling: bool = typer.Option(True, help="Measure time, FLOPs and memory at this grid and smaller ones."),
+    match_params: str = typer.Option(None, help="Scale the idea's width knob to this baseline's parameter count."),
 ) -> None:
     """Compare the idea model with its baselines on a track: paired seeds, LR sweep, exact statistics."""
     from gridmix.budget import resolve_budget
@@ -101,10 +106,11 @@ def run(
         fail(str(error))
     names = _choose_models(chosen_track, chosen_grid, models)
     run_threads = threads or max(1, (os.cpu_count() or 1) // jobs)
+    knobs = _match_knobs(chosen_track, chosen_grid, match_params) if match_params else {}
     study = Study(track=chosen_track.name, grid=str(chosen_grid), models=names, idea=chosen_track.idea.name,
                   matched_baseline=chosen_track.matched_baseline, metric_name=chosen_track.metric_name,
                   direction=chosen_track.direction, budget=chosen_budget, device=resolved_device,
-                  threads=run_threads)
+                  threads=run_threads, knobs=knobs)
     out = out or Path("runs") / f"{study.track}-{study.grid}-{chosen_budget.name}"
     try:
         ledger = Ledger(out)
@@ -137,12 +143,32 @@ def run(
                on_done=on_done).run()
         progress.update(current, visible=False)
         if scaling:
-            _store_analyses(ledger, chosen_track, chosen_grid, names, progress)
+            _store_analyses(ledger, chosen_track, chosen_grid, names, chosen_budget, knobs, progress)
         report = build_report(ledger)
         paths = write_report(report, out)
-    Console().print(results_table(report))
+    Console(width=None if sys.stdout.isatty() else 140).print(results_table(report))
     console.print(f"verdict: [bold]{report['comparison']['verdict']}[/]; report: {paths[1]} "
                   f"({time.perf_counter() - started:.0f} s)", highlight=False)
+    errors = analysis_errors(report)
+    for line in errors:
+        console.print(f"[red]{line}[/]", highlight=False)
+    if errors:
+        raise typer.Exit(1)
+
+
+def _match_knobs(track, grid, baseline: str) -> dict[str, dict]:
+    """The idea's width knob set so its parameter count matches ``baseline``'s (within 2%)."""
+    from gridmix.analysis.parity import count_parameters, match_parameters
+
+    try:
+        spec = track.model(baseline)
+        target = count_parameters(spec.build(grid))
+        match = match_parameters(track.idea, grid, target)
+    except ValueError as error:
+        fail(str(error))
+    console.print(f"parity: {track.idea.name} {match.knob}={match.value:.4g} gives {match.params} parameters, "
+                  f"{match.rel_error:.1%} off {baseline}'s {target}", highlight=False)
+    return {track.idea.name: {match.knob: match.value}}
 
 
 def _choose_models(track, grid, models: str | None) -> tuple[str, ...]:
@@ -175,18 +201,39 @@ def _progress() -> Progress:
                     console=console)
 
 
-def _store_analyses(ledger, track, grid, names, progress) -> None:
-    """Parity and scaling, measured once per study and kept in the ledger for `gridmix report`."""
-    from gridmix.analysis.parity import parity_report
-    from gridmix.analysis.scaling import scaling_grids, scale_track
+def _store_analyses(ledger, track, grid, names, budget, knobs, progress) -> None:
+    """Parity and scaling, measured once per study and kept in the ledger for `gridmix report`.
 
-    if ledger.fetch("analyses") is not None:
-        return
+    A failing analysis is stored as ``{"error": …}`` and reported; the study's results are kept.
+    """
+    from gridmix.analysis.parity import parity_report
+    from gridmix.analysis.scaling import scale_track, scaling_grids
+
+    stored = ledger.fetch("analyses")
+    if stored is not None and stored.get("parity", {}).get("knobs") == knobs:
+        return  # measured by an earlier run of this study (a resumed sweep measures nothing twice)
+    smoke = budget.name == "smoke"
+    grids = [g for g in scaling_grids(grid, count=2 if smoke else 3) if track.supports(g) is None]
     task = progress.add_task("parity and scaling", total=None)
-    analyses = dict(parity=parity_report(track, grid, models=names),
-                    scaling=scale_track(track, scaling_grids(grid), models=names).to_dict())
+    analyses = {}
+    for name, measure in (("parity", lambda: parity_report(track, grid, models=names, knobs=knobs)),
+                          ("scaling", lambda: scale_track(track, grids, models=names, repeats=2 if smoke else 3,
+                                                          warmup=1).to_dict())):
+        try:
+            analyses[name] = measure()
+        except Exception as error:  # recorded and reported; the finished runs stay valid
+            analyses[name] = {"error": f"{type(error).__name__}: {error}"}
     ledger.put("analyses", analyses)
     progress.update(task, visible=False)
+
+
+def analysis_errors(report: dict) -> list[str]:
+    """What went wrong in the study itself (never that the idea lost): failed runs and failed analyses."""
+    errors = [f"run {f['model']} lr={f['lr']:g} seed={f['seed']} failed: {f['error']}"
+              for f in report["failures"] if f["status"] == "failed"]
+    errors += [f"{name} analysis failed: {report[name]['error']}" for name in ("parity", "scaling")
+               if isinstance(report.get(name), dict) and "error" in report[name]]
+    return errors
 
 
 @app.command("report")
@@ -201,5 +248,5 @@ def report(directory: Path = typer.Argument(..., help="An output directory of `g
     except ValueError as error:
         fail(str(error))
     paths = write_report(rebuilt, directory)
-    Console().print(results_table(rebuilt))
+    Console(width=None if sys.stdout.isatty() else 140).print(results_table(rebuilt))
     console.print(f"wrote {', '.join(str(p) for p in paths)}", highlight=False)

@@ -1,0 +1,83 @@
+"""A tiny in-test track plugin: a 1-D regression with a mixer idea, an attention baseline and a model
+that diverges (non-finite output) at the larger learning rate only, so the harness's handling of
+divergence is exercised deterministically."""
+
+import torch
+from timm.layers import Attention
+from torch import nn
+
+from gridmix import ConcentrationMixer, Grid
+from gridmix.hookspecs import hookimpl
+from gridmix.tracks import DataSizes, ModelSpec, Split, Track, TrackData
+
+
+def make_data(grid: Grid, seed: int, sizes: DataSizes) -> TrackData:
+    gen = torch.Generator().manual_seed(seed)
+    n = grid[0]
+
+    def split(count):
+        x = torch.randn(count, n, generator=gen)
+        y = torch.stack([x[:, : n // 2].mean(1) - x[:, n // 2 :].mean(1), x.roll(1, 1)[:, 0] * 0.5], dim=1)
+        return Split(x, y)
+
+    return TrackData(split(sizes.n_train), split(sizes.n_val), split(sizes.n_test))
+
+
+class Net(nn.Module):
+    def __init__(self, grid: Grid, mixer: nn.Module, dim: int = 8):
+        super().__init__()
+        self.embed = nn.Linear(1, dim)
+        self.pos = nn.Parameter(torch.zeros(1, grid[0], dim))
+        self.norm = nn.LayerNorm(dim)
+        self.attn = mixer
+        self.head = nn.Linear(dim, 2)
+
+    def forward(self, x):  # (B, n) -> (B, 2)
+        h = self.embed(x[..., None]) + self.pos  # (B, n, C)
+        h = h + self.attn(self.norm(h))
+        return self.head(h.mean(1))
+
+
+class _UnitGradient(torch.autograd.Function):
+    """Forward 0, backward 1: AdamW then moves the weight by about lr per step, whatever the loss."""
+
+    @staticmethod
+    def forward(ctx, w):
+        return torch.zeros_like(w)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return torch.ones_like(grad)
+
+
+class Fragile(Net):
+    """Turns non-finite once its drift weight passes a threshold: after ~8 steps at lr 3e-3, never at 1e-3."""
+
+    def __init__(self, grid):
+        super().__init__(grid, Attention(8, num_heads=2))
+        self.drift = nn.Parameter(torch.zeros(()))
+
+    def forward(self, x):
+        out = super().forward(x) + _UnitGradient.apply(self.drift)
+        return out * float("nan") if self.drift.abs() > 0.008 else out
+
+
+def _mse(pred, target):
+    return float(((pred - target) ** 2).mean())
+
+
+TRACK = Track(
+    name="fake", description="tiny 1-D regression for harness tests", ndim=1, default_grid=Grid((8,)),
+    make_data=make_data, loss=nn.functional.mse_loss, metric=_mse, metric_name="test MSE", direction="lower",
+    models=(
+        ModelSpec("fake-mixer", lambda grid: Net(grid, ConcentrationMixer(8, grid, num_heads=2, rank=4)), role="idea"),
+        ModelSpec("fake-attention", lambda grid: Net(grid, Attention(8, num_heads=2))),
+        ModelSpec("fake-fragile", Fragile),
+    ),
+    matched_baseline="fake-attention",
+)
+
+
+@hookimpl
+def gridmix_tracks():
+    return [TRACK]

@@ -1,0 +1,110 @@
+"""The paired-seed harness end to end on a tiny in-test track: sweep on validation, divergence recorded and
+excluded, ledger resume, deterministic numbers, and a report with the seed's keys."""
+
+import dataclasses
+import json
+
+import pytest
+
+from gridmix.budget import BUDGETS
+from gridmix.executors import InProcessExecutor
+from gridmix.harness import Runner, Study
+from gridmix.plugins import load_registry
+from gridmix.report import build_report, write_report
+from gridmix.store import Ledger
+from tests import fake_track
+
+BUDGET = dataclasses.replace(BUDGETS["smoke"], seeds=3, sweep_seeds=1, lrs=(1e-3, 3e-3), epochs=2, n_train=128)
+
+
+@pytest.fixture(autouse=True)
+def registry():
+    yield load_registry(extra_plugins=[fake_track], refresh=True)
+    load_registry(refresh=True)
+
+
+def study(models=("fake-mixer", "fake-attention", "fake-fragile"), budget=BUDGET) -> Study:
+    return Study(track="fake", grid="8", models=models, idea="fake-mixer", matched_baseline="fake-attention",
+                 metric_name="test MSE", direction="lower", budget=budget, device="cpu", threads=1)
+
+
+class CountingExecutor(InProcessExecutor):
+    def __init__(self, stop_after=None):
+        self.executed, self.stop_after = [], stop_after
+
+    def run(self, tasks, *, on_done, on_start=None, on_epoch=None):
+        def done(task, row):
+            self.executed.append(task.key)
+            on_done(task, row)
+            if self.stop_after is not None and len(self.executed) >= self.stop_after:
+                raise KeyboardInterrupt  # an interrupted sweep, after `stop_after` finished runs
+
+        super().run(tasks, on_done=done, on_start=on_start, on_epoch=on_epoch)
+
+
+def run_study(out, spec=None, executor=None):
+    executor = executor or CountingExecutor()
+    with Ledger(out) as ledger:
+        chosen = Runner(spec or study(), ledger, executor).run()
+        return chosen, build_report(ledger), executor
+
+
+def test_sweep_divergence_and_report(tmp_path):
+    chosen, report, executor = run_study(tmp_path / "a")
+    # 3 models x 2 lrs x 1 sweep seed, then 2 more seeds for each model at its chosen rate
+    assert len(executor.executed) == 6 + 3 * 2
+    assert chosen["fake-fragile"] == 1e-3  # 3e-3 diverged, so it cannot be chosen
+    fragile = report["baselines"]["fake-fragile"]
+    statuses = {entry["cfg"]["lr"]: entry["statuses"] for entry in fragile["sweep"]}
+    assert statuses[3e-3] == ["diverged"] and statuses[1e-3] == ["ok"]
+    assert any(f["model"] == "fake-fragile" and f["status"] == "diverged" for f in report["failures"])
+    for key in ("bench_version", "track", "metric_direction", "n_seeds", "baseline", "idea", "comparison",
+                "mechanism_signature", "comparisons", "budget", "timings", "versions"):
+        assert key in report, key
+    assert report["baseline"]["name"] == "fake-attention"
+    assert set(report["baseline"]) >= {"best_cfg", "sweep", "full"}
+    assert report["idea"]["n"] == 3 and len(report["idea"]["per_seed"]) == 3
+    comparison = report["comparison"]
+    assert comparison["n_pairs"] == 3 and len(comparison["per_seed_diffs"]) == 3
+    # three pairs: 2^3 exact sign patterns, so p can never fall below 2/8 and nothing is significant
+    assert comparison["p_method"] == "exact" and comparison["n_patterns"] == 8
+    assert comparison["p_value"] >= 0.25 and comparison["verdict"] == "no significant difference"
+    assert set(report["comparisons"]) == {"fake-attention", "fake-fragile"}
+    assert report["holm_adjusted_over"] == ["fake-attention", "fake-fragile"]
+    # the sweep reports validation means, and the chosen rate is the best one of them
+    idea_sweep = report["idea"]["sweep"]
+    best = min((e for e in idea_sweep if e["eligible"]), key=lambda e: e["mean"])
+    assert best["cfg"]["lr"] == report["idea"]["best_cfg"]["lr"]
+    mech = report["mechanism_signature"]
+    assert mech["confirmed"] is True and len(mech["per_seed"]) == 3
+    paths = write_report(report, tmp_path / "a")
+    names = {p.name for p in paths}
+    assert {"bench_report.json", "report.md", "paired.png", "sweep.png", "curves.png"} <= names
+    markdown = (tmp_path / "a" / "report.md").read_text()
+    assert markdown.splitlines()[2].startswith("**Verdict: ")
+    assert json.loads((tmp_path / "a" / "bench_report.json").read_text())["track"] == "fake"
+
+
+def test_same_study_twice_gives_identical_numbers(tmp_path):
+    spec = study(models=("fake-mixer", "fake-attention"))
+    _, first, _ = run_study(tmp_path / "a", spec)
+    _, second, _ = run_study(tmp_path / "b", spec)
+    for model in ("fake-mixer", "fake-attention"):
+        arm = first["idea"] if model == "fake-mixer" else first["baselines"][model]
+        other = second["idea"] if model == "fake-mixer" else second["baselines"][model]
+        assert arm["full"]["per_seed"] == other["full"]["per_seed"]
+    strip = lambda r: {k: v for k, v in r.items() if k not in ("timings",)}  # noqa: E731
+    assert strip(first) == strip(second)
+
+
+def test_interrupted_sweep_resumes_without_redoing_finished_runs(tmp_path):
+    spec = study(models=("fake-mixer", "fake-attention"))
+    with pytest.raises(KeyboardInterrupt):
+        run_study(tmp_path / "r", spec, CountingExecutor(stop_after=3))
+    with Ledger(tmp_path / "r") as ledger:
+        assert len(ledger.rows()) == 3
+    _, resumed, executor = run_study(tmp_path / "r", spec)
+    assert len(executor.executed) == 4 + 2 * 2 - 3  # only what was missing
+    _, uninterrupted, _ = run_study(tmp_path / "u", spec)
+    strip = lambda r: {k: v for k, v in r.items() if k not in ("timings",)}  # noqa: E731
+    assert strip(resumed) == strip(uninterrupted)
