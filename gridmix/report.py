@@ -217,6 +217,7 @@ def _markdown_sections(report: dict) -> list[str]:
                   f"{_fmt(mech.get('certified_operator_bound'))}; probe ‖Mv‖/‖v‖ "
                   f"{_fmt(mech['probe_norm_ratio_after_mixing'])}; residual block Lipschitz estimate "
                   f"{_fmt(mech.get('residual_block_lipschitz'))} (power iteration; the block has no certificate)."]
+    lines += _parity_lines(report.get("parity")) + _scaling_lines(report.get("scaling"))
     if report["failures"]:
         lines += ["", "## Failed or diverged runs", "", "| model | lr | seed | status | error |",
                   "|---|---|---|---|---|"]
@@ -227,4 +228,42 @@ def _markdown_sections(report: dict) -> list[str]:
               "| model | runs | total s | median run s |", "|---|---|---|---|"]
     lines += [f"| {m} | {t['runs']} | {t['total_s']:.1f} | {t['median_run_s']:.2f} |"
               for m, t in timings["per_model"].items()]
+    return lines
+
+
+def _parity_lines(parity: dict | None) -> list[str]:
+    if not parity:
+        return []
+    if "error" in parity:
+        return ["", "## Parity", "", f"Parity audit failed: {parity['error']}"]
+    lines = ["", f"## Parity (idea / model, grid {parity['grid']}, batch {parity['batch']}; FLOPs of forward+backward "
+             "by FlopCounterMode)", "", "| model | role | parameters | GFLOPs | params ratio | FLOPs ratio |",
+             "|---|---|---|---|---|---|"]
+    for row in parity["rows"]:
+        if row["skipped"]:
+            lines.append(f"| {row['model']} | {row['role']} | – | – | – | {row['skipped']} |")
+            continue
+        lines.append(f"| {row['model']} | {row['role']} | {row['params']:,} | {row['flops'] / 1e9:.4g} | "
+                     f"{row['params_ratio']:.3g} | {row['flops_ratio']:.3g} |")
+    lines += [""] + [f"- ⚠ {warning}" for warning in parity["warnings"]]
+    if parity.get("knobs"):
+        lines.append(f"- width matched with {parity['knobs']}")
+    return lines
+
+
+def _scaling_lines(scaling: dict | None) -> list[str]:
+    if not scaling:
+        return []
+    if "error" in scaling:
+        return ["", "## Scaling", "", f"Scaling analysis failed: {scaling['error']}"]
+    lines = ["", f"## Scaling (forward+backward at batch {scaling['batch']}, {scaling['threads']} thread(s), median "
+             f"of {scaling['repeats']}; peak memory of a fresh subprocess per point, see docs/analysis.md)", "",
+             "| model | grid | parameters | GFLOPs | time ms | peak MB | note |", "|---|---|---|---|---|---|---|"]
+    for point in scaling["points"]:
+        lines.append(f"| {point['model']} | {point['grid']} | {point['params']:,} | {_fmt(point['gflops'])} | "
+                     f"{_fmt(point['time_ms'])} | {_fmt(point['peak_mb'])} | {point['skipped'] or ''} |")
+    lines += ["", "| model | quantity | exponent vs N (all points) | R² | exponent (largest two grids) |",
+              "|---|---|---|---|---|"]
+    lines += [f"| {fit['model']} | {fit['quantity']} | {_fmt(fit['exponent'], 3)} | {_fmt(fit['r2'], 3)} | "
+              f"{_fmt(fit['tail_exponent'], 3)} |" for fit in scaling["fits"]]
     return lines
