@@ -19,11 +19,15 @@ Shape legend:
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
 from torch import nn
+from torch.autograd.function import once_differentiable
 from torch.nn.utils import parametrizations
+
+_DENSE_DCT_MAX = 128 * 128  # n·m above which dct_columns uses the FFT (measured crossover on CPU)
 
 
 def dct_basis(n: int, m: int, *, dtype: torch.dtype = torch.float32, device=None) -> torch.Tensor:
@@ -36,24 +40,143 @@ def dct_basis(n: int, m: int, *, dtype: torch.dtype = torch.float32, device=None
     return basis.to(dtype)
 
 
+@functools.lru_cache(maxsize=32)
+def _cached_dct_basis(n: int, m: int, *, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """:func:`dct_basis`, built once per shape, dtype and device (every forward needs it; it never changes)."""
+    with torch.inference_mode(False):  # a tensor first built under inference_mode could not be saved for backward
+        return dct_basis(n, m, dtype=dtype, device=device)
+
+
+def dct_columns(q: torch.Tensor, length: int) -> torch.Tensor:
+    """``D_n[:, :m] @ q`` for ``q`` (m, r) and ``n = length``: (n, r), in ``q``'s dtype.
+
+    Small bases are built and multiplied densely; beyond 128×128 the product is one length-2n FFT per
+    column (``D_n[i, k] ∝ Re e^{iπk(2i+1)/2n}``), O(n log n) instead of the O(n·m) basis, which at
+    n = m = 16384 would be 2 GiB of float64.
+    """
+    m = q.shape[0]
+    if length * m <= _DENSE_DCT_MAX:
+        # under torch.compile the basis is traced into the graph (and constant-folded) instead of cached
+        build = dct_basis if torch.compiler.is_compiling() else _cached_dct_basis
+        return build(length, m, dtype=q.dtype, device=q.device) @ q
+    k = torch.arange(m, dtype=torch.float64, device=q.device)
+    twiddle = torch.exp(1j * math.pi * k / (2 * length)) * math.sqrt(2.0 / length)  # (m,) complex128
+    twiddle[0] /= math.sqrt(2.0)
+    twiddle = twiddle.to(torch.complex128 if q.dtype == torch.float64 else torch.complex64)
+    # ifft's 1/(2n) normalisation is undone by the factor 2n; rows n..2n-1 are the mirror image, dropped.
+    return torch.fft.ifft(twiddle[:, None] * q, n=2 * length, dim=0)[:length].real * (2 * length)
+
+
+class _ModeProduct(torch.autograd.Function):
+    """``out[p] = A @ x[p]`` for ``x`` viewed as (P, n, S), with a backward of two GEMMs and no layout copies.
+
+    Autograd's generic backward of a broadcast ``matmul`` transposes and copies its operands; here the
+    input gradient is ``Aᵀ @ grad[p]`` (the forward's GEMM shape) and the matrix gradient ``Σ_p grad[p] x[p]ᵀ``.
+    """
+
+    @staticmethod
+    def forward(ctx, x3: torch.Tensor, matrix: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(x3, matrix)
+        # bmm on a stride-0 expand: torch.matmul(2-D, 3-D) would fold through a transposed copy of x3
+        return torch.bmm(matrix.expand(x3.shape[0], -1, -1), x3)  # (P, o, S)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        x3, matrix = ctx.saved_tensors
+        grad_x = torch.bmm(matrix.t().expand(x3.shape[0], -1, -1), grad) if ctx.needs_input_grad[0] else None
+        grad_matrix = torch.bmm(grad, x3.transpose(1, 2)).sum(0) if ctx.needs_input_grad[1] else None  # (o, n)
+        return grad_x, grad_matrix
+
+
 def mode_product(x: torch.Tensor, matrix: torch.Tensor, axis: int) -> torch.Tensor:
     """Contract dimension ``axis`` of ``x`` with a shared ``matrix`` (out, in): ``x[.., i, ..] → Σ A[o, i] x``.
 
-    ``x`` is viewed as ``(P, in, S)`` without copying, so the contraction is one batched GEMM.
+    ``x`` is viewed as ``(P, in, S)`` without copying, so the contraction is one batched GEMM each way.
     """
     shape = x.shape
     x3 = x.reshape(math.prod(shape[:axis]), shape[axis], -1)  # (P, n, S)
-    out = torch.matmul(matrix, x3)  # (P, r, S)
+    out = _ModeProduct.apply(x3, matrix)  # (P, o, S)
     return out.reshape(*shape[:axis], matrix.shape[0], *shape[axis + 1 :])
 
 
 def mode_product_per_head(x: torch.Tensor, matrices: torch.Tensor, axis: int) -> torch.Tensor:
     """Like :func:`mode_product` with one matrix per head: ``matrices`` (h, out, in), ``x`` (..., h, c)."""
     shape = x.shape  # (B, ..., n, ..., h, c)
-    heads, head_dim = shape[-2], shape[-1]
-    x5 = x.reshape(math.prod(shape[:axis]), shape[axis], -1, heads, head_dim)  # (P, n, S, h, c)
-    out = torch.einsum("hon,pnshc->poshc", matrices, x5)  # (P, o, S, h, c)
-    return out.reshape(*shape[:axis], matrices.shape[1], *shape[axis + 1 :])
+    heads, head_dim, out_len = shape[-2], shape[-1], matrices.shape[1]
+    prefix, suffix = math.prod(shape[:axis]), math.prod(shape[axis + 1 : -2])
+    x5 = x.reshape(prefix, shape[axis], suffix, heads, head_dim)  # (P, n, S, h, c)
+    # One layout copy puts each head's columns behind its axis: one GEMM per head, (o, n) @ (n, P·S·c).
+    # (A broadcast matmul over (h, P) would instead materialise the matrices P times.)
+    cols = x5.permute(3, 1, 0, 2, 4).reshape(heads, shape[axis], -1)  # (h, n, P·S·c)
+    out = torch.bmm(matrices, cols).view(heads, out_len, prefix, suffix, head_dim)  # (h, o, P, S, c)
+    return out.permute(2, 1, 3, 0, 4).reshape(*shape[:axis], out_len, *shape[axis + 1 :])
+
+
+def _wy_factor(v: torch.Tensor, tau: torch.Tensor) -> torch.Tensor:
+    """``T`` (r, r) of the compact-WY form ``H_1⋯H_r = I − V T Vᵀ`` of reflectors ``H_i = I − τ_i v_i v_iᵀ``.
+
+    ``T⁻¹ = R = diag(1/τ) + striu(VᵀV)`` (Schreiber & Van Loan 1989, Puglisi 1992), so ``T = (I − K)⁻¹
+    diag(τ)`` with the nilpotent ``K = −diag(τ) striu(VᵀV)`` and ``(I − K)⁻¹ = Π_j (I + K^(2^j))``:
+    ⌈log₂ r⌉ squarings of an r×r matrix, GEMMs only.
+    """
+    r = v.shape[1]
+    k = -tau[:, None] * (v.t() @ v).triu(1)  # (r, r), strictly upper triangular
+    inverse = torch.eye(r, dtype=v.dtype, device=v.device) + k
+    for _ in range(max(r - 1, 1).bit_length() - 1):  # K^r = 0
+        k = k @ k
+        inverse = inverse + inverse @ k
+    return inverse * tau[None, :]
+
+
+class _OrthogonalColumns(torch.autograd.Function):
+    """The Householder map of ``parametrizations.orthogonal`` for a tall ``x`` (m, r), with a closed-form backward.
+
+    Forward, as torch's map: ``A = tril(x, −1)``, ``τ = 2 / (1 + ‖A_j‖²)`` (exact reflections), ``Q =
+    householder_product(A, τ) · diag(signs)`` with LAPACK's ``orgqr``. torch's backward walks the r
+    reflectors in many small kernels (≈0.7 ms for a 64×16 basis on a 2-core CPU, per axis and step);
+    here the gradient comes from the WY form ``Q = (E − V T V₁ᵀ) S`` (``V = A + E``, ``E = I[:, :r]``,
+    ``V₁`` its first r rows, ``T = R⁻¹`` as in :func:`_wy_factor`) in a dozen small GEMMs:
+    ``∂V = −Q̄ V₁ Tᵀ − [Q̄ᵀ V T; 0] + V (R̄ᵤ + R̄ᵤᵀ)`` with ``R̄ = Tᵀ Vᵀ Q̄ V₁ Tᵀ`` (ᵤ: strictly upper),
+    and through ``1/τ_j = (1 + ‖A_j‖²) / 2``: ``∂A_ij += R̄_jj A_ij``.
+    """
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor) -> torch.Tensor:
+        a = x.tril(diagonal=-1)  # (m, r): the reflectors below the unit diagonal
+        tau = 2.0 / (1.0 + (a * a).sum(dim=-2))  # (r,)
+        # The diagonal of x holds the column signs ±1 and gets no gradient. torch's map reads it as
+        # x.diagonal().int(), which turns 0.9999 into 0: AdamW's decoupled weight decay shrinks that diagonal,
+        # and the columns of U would vanish. Reading only its sign keeps U orthonormal under any optimiser.
+        signs = torch.where(x.diagonal() < 0, -1.0, 1.0).to(x.dtype)  # (r,)
+        ctx.save_for_backward(a, tau, signs)
+        return torch.linalg.householder_product(a, tau) * signs
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
+        a, tau, signs = ctx.saved_tensors
+        r = a.shape[1]
+        v = a + torch.eye(*a.shape, dtype=a.dtype, device=a.device)  # (m, r)
+        t = _wy_factor(v, tau)  # (r, r)
+        grad = grad * signs  # (m, r): Q̄ before the column signs
+        vtg = v.t() @ grad  # (r, r): Vᵀ Q̄
+        grad_v = -(grad @ (v[:r] @ t.t()))  # through V in V T V₁ᵀ
+        grad_v[:r] -= vtg.t() @ t  # through V₁
+        grad_r = t.t() @ (vtg @ v[:r]) @ t.t()  # ∂L/∂R = −Tᵀ T̄ Tᵀ with T̄ = −Vᵀ Q̄ V₁
+        upper = grad_r.triu(1)
+        grad_v += v @ (upper + upper.t())  # through striu(VᵀV)
+        return grad_v.tril(-1) + a * grad_r.diagonal()  # through 1/τ = (1 + ‖A_j‖²) / 2 on the diagonal of R
+
+
+def orthogonal_columns(rotation: nn.Linear) -> torch.Tensor:
+    """The weight of ``rotation`` under its ``orthogonal(householder, no trivialization)`` parametrisation.
+
+    torch's map for a tall weight (column signs read robustly, see :class:`_OrthogonalColumns`),
+    computed in at least float32 (``orgqr`` has no bf16/fp16 kernel), with a faster backward.
+    """
+    param = rotation.parametrizations.weight
+    assert param[0].orthogonal_map.name == "householder" and not hasattr(param[0], "base"), "see SymmetricFactor"
+    return _OrthogonalColumns.apply(param.original.to(torch.promote_types(param.original.dtype, torch.float32)))
 
 
 class SymmetricFactor(nn.Module):
@@ -75,11 +198,8 @@ class SymmetricFactor(nn.Module):
 
     def basis(self) -> torch.Tensor:
         """``U``: (n, r) with orthonormal columns, in float32 or float64 (whichever the parameters need)."""
-        param = self.rotation.parametrizations.weight
-        dtype = torch.promote_types(param.original.dtype, torch.float32)  # orgqr has no bf16/fp16 kernel
-        rotation = param[0](param.original.to(dtype))  # (m, r)
         # The DCT is rebuilt in the working dtype so U is orthonormal to that dtype's precision.
-        return dct_basis(self.length, self.modes, dtype=dtype, device=rotation.device) @ rotation
+        return dct_columns(orthogonal_columns(self.rotation), self.length)  # (n, r)
 
     def eigenvalues(self) -> torch.Tensor:
         """``λ``: (h, r) in (0, 1)."""
@@ -96,8 +216,14 @@ class SymmetricFactor(nn.Module):
         return self.eigenvalues().amax(dim=-1)
 
     def prefers_dense(self) -> bool:
-        """Dense ``n×n`` costs ``n²`` per column, down-and-up projection ``2·n·r``: dense wins when ``n ≤ 2r``."""
-        return self.length <= 2 * self.rank
+        """Whether the mixer should apply this factor as dense per-head ``n×n`` matrices: never.
+
+        By FLOPs a dense factor wins when ``n ≤ 2r`` (``n²`` against ``2·n·r`` per column), but it is per
+        head, so its GEMMs need the heads as a batch: layout copies of the whole tensor, while the
+        Tucker bases are shared by all heads (the per-head ``λ`` scale only the small core). Dense was
+        no faster at any benchmark grid (docs/benchmarks.md, "what did not help"), so one path serves all.
+        """
+        return False
 
 
 class CausalFactor(nn.Module):
@@ -116,14 +242,16 @@ class CausalFactor(nn.Module):
         return torch.sigmoid(self.gain_logit)[:, None] * torch.softmax(self.kernel_logits, dim=-1)
 
     def dense(self) -> torch.Tensor:
-        """The factor as dense lower-triangular Toeplitz matrices (h, n, n)."""
-        kappa = self.kernel()
-        lag = torch.arange(self.length, device=kappa.device)
-        lag = lag[:, None] - lag[None, :]  # (n, n): i - j
-        inside = (lag >= 0) & (lag < self.modes)
-        padded = torch.cat([kappa, kappa.new_zeros(kappa.shape[0], 1)], dim=-1)  # index m reads zero
-        index = torch.where(inside, lag, torch.full_like(lag, self.modes))
-        return padded[:, index]  # (h, n, n)
+        """The factor as dense lower-triangular Toeplitz matrices (h, n, n).
+
+        Built as sliding windows of one padded vector ``u = [0 (n−m), κ reversed, 0 (n−1)]``: window
+        ``i'`` is row ``n−1−i'`` of ``T``, so its backward is ``unfold``'s overlap-add, not a scatter
+        over n² indices.
+        """
+        kappa = self.kernel()  # (h, m)
+        heads, n, m = kappa.shape[0], self.length, self.modes
+        u = torch.cat([kappa.new_zeros(heads, n - m), kappa.flip(-1), kappa.new_zeros(heads, n - 1)], dim=-1)
+        return u.unfold(-1, n, 1).flip(-2)  # (h, n, n): [i, j] = u[n−1−i+j] = κ[i−j] for 0 ≤ i−j < m
 
     def bound(self) -> torch.Tensor:
         """Certified ``‖T‖₂ ≤ ‖κ‖₁`` per head (h,)."""

@@ -14,8 +14,11 @@ entry-point group ``"gridmix"``; its hook implementations carry the ``gridmix.ho
     def gridmix_tracks():
         return [Track(...)]
 
-The built-in tracks (``sequence``, ``image``, ``video``) are plugins of exactly this kind. Every hook
-below must have a docstring: a test fails otherwise.
+The built-in tracks (``sequence``, ``image``, ``video``, and ``sequence-csv`` / ``image-folder`` on the
+user's data) are plugins of exactly this kind. :mod:`gridmix.plugins` loads entry points one at a time and
+calls each plugin's hooks separately, so a plugin that raises or returns something malformed is reported
+by name (``gridmix tracks``) without affecting the others. docs/plugins.md walks through a complete
+plugin. Every hook below must have a docstring: a test fails otherwise.
 """
 
 from __future__ import annotations
@@ -36,7 +39,9 @@ def gridmix_tracks() -> list[Track]:
     """Return the tracks this plugin adds (a list of :class:`gridmix.tracks.Track`).
 
     Each track must have a unique name across all plugins, exactly one model with ``role="idea"``, and
-    a ``matched_baseline`` naming one of its baselines. The plugin manager fills in ``plugin``.
+    a ``matched_baseline`` naming one of its baselines; :func:`gridmix.plugins.validate_track` lists every
+    rule. The plugin manager fills in ``plugin`` and ``plugin_version`` (entry-point name, distribution
+    version) on the track and its models. Return ``[]`` to add nothing (e.g. when unconfigured).
     """
 
 
@@ -44,6 +49,7 @@ def gridmix_tracks() -> list[Track]:
 def gridmix_models(track: Track) -> list[ModelSpec] | None:
     """Return extra models (usually baselines) to add to an existing ``track``, or ``None``.
 
-    Called once per installed track, after every plugin's :func:`gridmix_tracks`. Names must not clash
-    with the track's own models. A plugin may add models to tracks it did not define.
+    Called once per installed track, after every plugin's :func:`gridmix_tracks`. The models must have
+    ``role="baseline"`` (a track has exactly one idea) and names that do not clash with the track's own
+    models. A plugin may add models to tracks it did not define; their ``plugin`` is this plugin's name.
     """

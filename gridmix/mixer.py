@@ -4,9 +4,10 @@ Token mixing is one linear operator per head, a Kronecker product of per-axis fa
 ``M = M_1 ⊗ … ⊗ M_d`` (:mod:`gridmix.factors`): symmetric ``U diag(sigmoid(θ)) Uᵀ`` factors in a
 DCT (resolution-free) basis, or causal Toeplitz factors on axes that must not see the future. Every
 factor has ``‖M_k‖₂ < 1``, so ``‖M‖₂ ≤ Π_k ‖M_k‖₂ < 1``. The operator is never materialised: it is
-applied in Tucker form (project each low-rank axis down, scale the core per head, expand back), with
-dense per-head factors on short axes where they are cheaper. As a drop-in for attention the block is
-``y = W_o · M(W_v · x)`` per head. DESIGN.md section 2 holds the mathematics.
+applied in Tucker form (project each symmetric axis down with a basis shared by the heads, scale the
+core per head, expand back), causal axes as dense per-head Toeplitz factors on the projected tensor.
+As a drop-in for attention the block is ``y = W_o · M(W_v · x)`` per head. DESIGN.md section 2 holds
+the mathematics; docs/benchmarks.md the measured speed and what the fast path does.
 
 Prefix tokens (class / register tokens) are not on the grid. With ``prefix_mode="mean"`` (default)
 each prefix token's mixed value is ``½ (v_p + mean over the grid of M v)``, so a class token still
@@ -156,23 +157,43 @@ class ConcentrationMixer(nn.Module):
             scale = lam if scale is None else scale * lam
         return scale
 
+    def _plan(self) -> tuple[list[int], list[int]]:
+        """Axes applied in Tucker form (in projection order) and axes applied as dense per-head factors.
+
+        Projecting axis ``k`` down costs ``C·N·r_k·Π ρ_j`` over the axes ``j`` projected before it
+        (``ρ_j = r_j / n_j``); swapping two neighbours shows the total is least when the axes go in
+        increasing ``r / (1 − ρ)`` (stable in axis order, so equal axes keep the outer one first, whose
+        GEMMs are the largest). The expansion runs in reverse, at the same cost.
+        """
+        factors = self.axis_factors
+        low_rank = [k for k, f in enumerate(factors) if isinstance(f, SymmetricFactor) and not f.prefers_dense()]
+        dense = [k for k in range(self.grid.ndim) if k not in low_rank]
+
+        def key(k: int) -> float:  # r / (1 − r/n); an axis that does not shrink (r = n) goes last
+            n, r = self.grid[k], factors[k].rank
+            return math.inf if r == n else r * n / (n - r)
+
+        return sorted(low_rank, key=key), dense
+
     def mix(self, v: torch.Tensor) -> torch.Tensor:
-        """Apply the bare operator ``M`` per head: (B, *grid, C) → (B, *grid, C), never materialising it."""
+        """Apply the bare operator ``M`` per head: (B, *grid, C) → (B, *grid, C), never materialising it.
+
+        Tucker-form axes are projected down (shared bases: one GEMM per mode product, heads and
+        channels folded into its columns), dense per-head factors act on the smallest tensor, the core
+        is scaled by the per-head eigenvalues, and the Tucker axes are expanded back.
+        """
         if tuple(v.shape[1:-1]) != self.grid.shape or v.shape[-1] != self.dim:
             raise ValueError(f"mix expects (B, {', '.join(map(str, self.grid))}, {self.dim}); got {tuple(v.shape)}")
         x = v.reshape(*v.shape[:-1], self.num_heads, self.head_dim)  # (B, *grid, h, c)
-        low_rank = [k for k, f in enumerate(self.axis_factors)
-                    if isinstance(f, SymmetricFactor) and not f.prefers_dense()]
-        dense = [k for k in range(self.grid.ndim) if k not in low_rank]
+        low_rank, dense = self._plan()
         bases = {k: self.axis_factors[k].basis().to(x.dtype) for k in low_rank}  # (n_k, r_k)
-        # Project the axes that shrink most first, so every later GEMM runs on a smaller tensor.
-        for k in sorted(low_rank, key=lambda k: bases[k].shape[1] / bases[k].shape[0]):
+        for k in low_rank:
             x = mode_product(x, bases[k].t(), axis=k + 1)  # n_k -> r_k
         for k in dense:
             x = mode_product_per_head(x, self.axis_factors[k].dense().to(x.dtype), axis=k + 1)
         if low_rank:
             x = x * self._core_scale(low_rank).to(x.dtype)  # (B, *core, h, c)
-            for k in low_rank:
+            for k in reversed(low_rank):
                 x = mode_product(x, bases[k], axis=k + 1)  # r_k -> n_k
         return x.reshape(v.shape)
 

@@ -27,9 +27,9 @@ def fresh_registry(monkeypatch):
 def test_tracks_table_lists_builtin_tracks_models_and_plugins(fresh_registry):
     result = CliRunner().invoke(app, ["tracks"], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
-    for text in ("sequence", "image", "video", "1-d", "2-d", "3-d", "32x32", "8x8x8", "test MSE",
-                 "lower is better", "higher is better", "vit-concentration (idea)", "vit (matched baseline)",
-                 "mlp-mixer", "divided-attention", "transformer-concentration (idea)", "gridmix"):
+    for text in ("sequence", "image", "video", "1-d", "2-d", "3-d", "32x32", "8x8x8", "test MSE ↓", "accuracy ↑",
+                 "vit-concentration (idea)", "vit (matched)", "mlp-mixer", "divided-attention",
+                 "transformer-concentration (idea)", "image 0.1.0", "far-apart squares"):
         assert text in result.output, text
     assert "broken plugins" not in result.output
 

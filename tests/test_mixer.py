@@ -209,3 +209,18 @@ def test_tucker_flops_counts_each_mode_product():
     # 64x64, C=64, r=16: down axis 0: 64·16·64 MACs·C, axis 1: 16·16·64·C, the same up again.
     per_pass = 2 * 64 * (64 * 16 * 64 + 16 * 16 * 64)
     assert tucker_flops("64x64", dim=64, rank=16) == 2 * per_pass
+
+
+def test_basis_survives_adamw_weight_decay():
+    # Regression: torch's Householder map reads the (gradient-free) diagonal with .int(); weight decay shrank it
+    # below 1 and every column of U became zero after the first AdamW step.
+    mixer = ConcentrationMixer(8, "40", num_heads=2, rank=16)
+    opt = torch.optim.AdamW(mixer.parameters(), lr=1e-2, weight_decay=0.5)
+    v = torch.randn(2, 40, 8)
+    for _ in range(20):
+        opt.zero_grad()
+        mixer.mix(v).pow(2).mean().backward()
+        opt.step()
+    u = mixer.axis_factors[0].basis()
+    torch.testing.assert_close(u.T @ u, torch.eye(16), rtol=1e-5, atol=1e-5)
+    assert (mixer.mix(v).norm() / v.norm()) > 0.05

@@ -2,6 +2,9 @@
 
 import pytest
 import torch
+from gridmix_tracks.image import make_track as image_track
+from gridmix_tracks.sequence import make_track as sequence_track
+from gridmix_tracks.video import make_track as video_track
 from timm.models.vision_transformer import VisionTransformer
 from torch.utils.flop_counter import FlopCounterMode
 
@@ -9,9 +12,6 @@ from gridmix import ConcentrationMixer
 from gridmix.grid import Grid
 from gridmix.models import BackboneConfig, GridTransformer, build_mlp_mixer, mlp_mixer_supports
 from gridmix.tracks import DataSizes
-from gridmix_tracks.image import make_track as image_track
-from gridmix_tracks.sequence import make_track as sequence_track
-from gridmix_tracks.video import make_track as video_track
 
 TRACKS = [(sequence_track(), Grid((16,))), (image_track(), Grid((8, 8))), (video_track(), Grid((4, 4, 4)))]
 MODELS = [(track, grid, spec) for track, grid in TRACKS for spec in track.models]
@@ -21,18 +21,18 @@ MODELS = [(track, grid, spec) for track, grid in TRACKS for spec in track.models
 @pytest.mark.parametrize("case", MODELS, ids=[f"{t.name}-{s.name}" for t, _, s in MODELS])
 def test_every_model_trains_a_few_steps_with_falling_loss(case):
     track, grid, spec = case
-    data = track.make_data(grid, 0, DataSizes(16, 2, 2)).train
+    data = track.make_data(grid, 0, DataSizes(8, 2, 2)).train  # fitting 8 samples: the loss must fall
     torch.manual_seed(0)
     model = spec.build(grid)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=5e-3)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
     losses = []
-    for _ in range(15):
+    for _ in range(40):
         loss = track.loss(model(data.inputs), data.targets)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
         losses.append(loss.item())
-    assert losses[-1] < 0.85 * losses[0], losses
+    assert losses[-1] < 0.8 * losses[0], losses
 
 
 @pytest.mark.parametrize("case", MODELS, ids=[f"{t.name}-{s.name}" for t, _, s in MODELS])

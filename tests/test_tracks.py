@@ -4,24 +4,24 @@ folder loaders; no leakage in forecasting windows."""
 import numpy as np
 import pytest
 import torch
-from PIL import Image
-
-from gridmix.grid import Grid
-from gridmix.plugins import load_registry, validate_data
-from gridmix.tracks import DataSizes
 from gridmix_tracks import image_folder, sequence_csv
 from gridmix_tracks.image import SameColourTask
 from gridmix_tracks.image import make_track as image_track
 from gridmix_tracks.sequence import ForecastTask
 from gridmix_tracks.sequence import make_track as sequence_track
 from gridmix_tracks.sequence_csv import csv_sequence_track, read_series, window_indices
-from gridmix_tracks.video import DIRECTIONS, MotionTask
+from gridmix_tracks.video import MotionTask
 from gridmix_tracks.video import make_track as video_track
+from PIL import Image
+
+from gridmix.grid import Grid
+from gridmix.plugins import load_registry, validate_data
+from gridmix.tracks import DataSizes
 
 SIZES = DataSizes(n_train=12, n_val=6, n_test=6)
 CASES = [  # track, small grid, input shape per sample, target shape per sample, target dtype
     (sequence_track, Grid((16,)), (1, 16), (16,), torch.float32),
-    (image_track, Grid((8, 12)), (4, 8, 12), (), torch.int64),
+    (image_track, Grid((8, 12)), (2, 8, 12), (), torch.int64),
     (video_track, Grid((4, 6, 6)), (1, 4, 6, 6), (), torch.int64),
 ]
 
@@ -51,7 +51,7 @@ def test_data_is_deterministic_per_seed_and_well_formed(make, grid, x_shape, y_s
 
 
 @pytest.mark.parametrize(("make", "grid", "classes"), [(image_track, Grid((32, 32)), 2),
-                                                       (video_track, Grid((8, 8, 8)), 8)])
+                                                       (video_track, Grid((8, 8, 8)), 4)])
 def test_classification_labels_cover_every_class_evenly(make, grid, classes):
     labels = make().make_data(grid, 0, DataSizes(400, 8, 8)).train.targets
     counts = torch.bincount(labels, minlength=classes)
@@ -62,22 +62,24 @@ def test_image_squares_are_far_apart_and_the_label_says_same_colour():
     split = SameColourTask(noise=0.0).generate(np.random.default_rng(0), 32, Grid((32, 32)))
     for image, label in zip(split.inputs, split.targets):
         colours, rows, cols = torch.nonzero(image, as_tuple=True)
-        assert len(rows) == 2 * 8 * 8 and (image[image > 0] == 1).all()  # two 8x8 squares, no overlap
+        assert len(rows) == 2 * 12 * 12 and (image[image > 0] == 1).all()  # two 12x12 squares, no overlap
         y0, x0 = int(rows.min()), int(cols[rows == rows.min()].min())
-        first = (rows - y0 >= 0) & (rows - y0 < 8) & (cols - x0 >= 0) & (cols - x0 < 8)
-        assert first.sum() == 64
+        first = (rows - y0 >= 0) & (rows - y0 < 12) & (cols - x0 >= 0) & (cols - x0 < 12)
+        assert first.sum() == 144
         y1, x1 = int(rows[~first].min()), int(cols[~first].min())
-        assert max(abs(y1 - y0), abs(x1 - x0)) >= 12
+        assert max(abs(y1 - y0), abs(x1 - x0)) >= 16  # half the grid
         assert bool(label) == (len(set(colours.tolist())) == 1)
 
 
-def test_video_label_is_the_direction_of_motion():
-    task = MotionTask(noise=0.0, static_distractors=0, jumping_distractors=0)
-    split = task.generate(np.random.default_rng(0), 16, Grid((5, 8, 8)))
-    for video, label in zip(split.inputs[:, 0], split.targets):
-        dy, dx = (int(d) for d in DIRECTIONS[int(label)])
-        for t in range(4):
-            assert torch.equal(torch.roll(video[t], shifts=(dy, dx), dims=(0, 1)), video[t + 1])
+def test_video_label_counts_the_squares_that_move():
+    # Noise-free, 5 frames of 16x16 with 4x4 squares: a moving square lights no pixel in every frame, a static
+    # one lights 16 (fewer only where squares overlap), so the label is 3 minus the static squares.
+    split = MotionTask(noise=0.0).generate(np.random.default_rng(0), 64, Grid((5, 16, 16)))
+    persistent = (split.inputs[:, 0] > 0.5).all(dim=1).sum(dim=(1, 2))  # pixels lit in every frame
+    static = torch.round(persistent / 16)
+    assert ((3 - static) == split.targets).float().mean() > 0.9
+    lit = (split.inputs[:, 0] > 0.5).sum(dim=(2, 3)).float()  # per frame: the same whatever moves
+    assert (lit <= 48).all() and lit.mean() > 40
 
 
 def test_sequence_windows_never_leak_targets(tmp_path):

@@ -44,7 +44,7 @@ def _model_label(track: Track, name: str, role: str, plugin: str) -> str:
     if role == "idea":
         label = f"[bold green]{name}[/] (idea)"
     elif name == track.matched_baseline:
-        label = f"{name} (matched baseline)"
+        label = f"{name} (matched)"
     else:
         label = name
     return label if plugin == track.plugin else f"{label} [dim]+{plugin}[/]"
@@ -58,21 +58,26 @@ def tracks(as_json: bool = typer.Option(False, "--json", help="Print machine-rea
         typer.echo(json.dumps(registry_summary(registry), indent=2))
         return
     console = Console()
-    table = Table(title="gridmix tracks")
-    for column in ("track", "dims", "default grid", "metric", "models", "plugin"):
-        table.add_column(column, overflow="fold")
+    table = Table(title="gridmix tracks", show_lines=True,
+                  caption="↓ lower / ↑ higher is better; (idea): the concentration mixer; (matched): the baseline "
+                          "it differs from in the token mixer only; +name: added by that plugin")
+    table.add_column("track", overflow="fold", ratio=3)
+    table.add_column("grid", no_wrap=True)
+    table.add_column("metric", overflow="fold", ratio=1)
+    table.add_column("models", overflow="fold", ratio=3)
+    table.add_column("plugin", overflow="fold", ratio=1)
     for track in registry.tracks.values():
-        better = "↓ lower is better" if track.direction == "lower" else "↑ higher is better"
+        arrow = "↓" if track.direction == "lower" else "↑"
         models = "\n".join(_model_label(track, m.name, m.role, m.plugin) for m in track.models)
         plugin = f"{track.plugin} {track.plugin_version}".strip()
-        table.add_row(f"[bold]{track.name}[/]\n[dim]{track.description}[/]", f"{track.ndim}-d",
-                      str(track.default_grid), f"{track.metric_name}\n{better}", models, plugin)
+        table.add_row(f"[bold]{track.name}[/]\n[dim]{track.description}[/]", f"{track.ndim}-d\n{track.default_grid}",
+                      f"{track.metric_name} {arrow}", models, plugin)
     if not registry.tracks:
-        table.add_row("[dim](none installed)[/]", "", "", "", "", "")
+        table.add_row("[dim](none installed)[/]", "", "", "", "")
     console.print(table)
     if registry.broken:
         broken = Table(title="broken plugins", title_style="bold red")
-        broken.add_column("plugin")
+        broken.add_column("plugin", no_wrap=True)
         broken.add_column("error", overflow="fold")
         for plugin in registry.broken:
             broken.add_row(f"{plugin.name} {plugin.version}".strip(), plugin.error)

@@ -27,7 +27,7 @@ from gridmix import hookimpl
 from gridmix.grid import Grid
 from gridmix.tracks import DataSizes, Split, Track, TrackData
 from gridmix_tracks.common import accuracy, cross_entropy, split_rng
-from gridmix_tracks.image import ImageModels
+from gridmix_tracks.image import BUDGET_OVERRIDES, ImageModels
 
 ENV = "GRIDMIX_IMAGE_FOLDER"
 FRACTIONS = {"train": 0.6, "val": 0.2, "test": 0.2}
@@ -104,6 +104,7 @@ def image_folder_track(root: str | os.PathLike) -> Track:
         direction="higher",
         models=ImageModels(in_chans=3, num_classes=len(source.classes)).specs(),
         matched_baseline="vit",
+        budget_overrides=BUDGET_OVERRIDES,
     )
 
 

@@ -1,0 +1,190 @@
+"""What gridmix's benchmark scripts share: the environment record, a contention monitor, interleaved timing.
+
+Method (docs/benchmarks.md): every case of a point is timed in one process, round-robin — repeat ``i``
+of every case runs before repeat ``i + 1`` of any — after untimed warm-up rounds, so slow drifts of
+the machine (other processes, frequency, caches) hit all cases alike; a case reports the median and
+quartiles of its repeats. The thread count is fixed and recorded. Because the machine may be shared,
+:class:`CpuShare` records how much CPU other processes took while we measured, so a noisy run is visible
+in its own output instead of silently biasing it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import resource
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from gridmix.analysis.measure import Timing
+
+
+def environment(*, threads: int) -> dict:
+    """The machine and software a run measured on; ``threads`` is ``torch.get_num_threads()`` after setting it."""
+    cpu = platform.processor()
+    try:
+        with open("/proc/cpuinfo") as info:
+            cpu = next((line.split(":", 1)[1].strip() for line in info if line.startswith("model name")), cpu)
+    except OSError:
+        pass
+    return dict(
+        torch=torch.__version__, python=platform.python_version(), cpu=cpu, cpu_count=os.cpu_count(),
+        torch_threads=threads, mkl=torch.backends.mkl.is_available(), platform=platform.platform(),
+        started=time.strftime("%Y-%m-%d %H:%M:%S %z"), loadavg_at_start=_loadavg(),
+        allocator_env={k: v for k, v in os.environ.items() if k.startswith(("MALLOC_", "LD_PRELOAD", "THP_"))},
+    )
+
+
+def _loadavg() -> list[float] | None:
+    try:
+        return [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]]
+    except OSError:
+        return None
+
+
+def _busy_jiffies() -> int | None:
+    """Non-idle CPU time of the whole machine, in clock ticks (Linux ``/proc/stat``)."""
+    try:
+        fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    except OSError:
+        return None
+    return sum(fields) - fields[3] - fields[4]  # minus idle and iowait
+
+
+class CpuShare:
+    """Context manager: how much CPU *other* processes used while it was open.
+
+    Other = all non-idle time (``/proc/stat``) minus this process's own user+system time (children
+    included, for the memory subprocesses): ``other_s`` seconds, and ``other`` as a share of wall time ×
+    cores. Both count in clock ticks (10 ms), so :meth:`quiet` allows two ticks of rounding noise.
+    """
+
+    def __enter__(self) -> CpuShare:
+        self._wall, self._busy, self._own = time.perf_counter(), _busy_jiffies(), self._own_seconds()
+        self.other = self.other_s = None
+        return self
+
+    @staticmethod
+    def _own_seconds() -> float:
+        t = os.times()
+        return t.user + t.system + t.children_user + t.children_system
+
+    def __exit__(self, *exc) -> None:
+        busy = _busy_jiffies()
+        self.wall_s = time.perf_counter() - self._wall
+        if busy is None or self._busy is None:
+            return
+        others = (busy - self._busy) / os.sysconf("SC_CLK_TCK") - (self._own_seconds() - self._own)
+        self.other_s = max(0.0, others)
+        self.other = self.other_s / max(self.wall_s * (os.cpu_count() or 1), 1e-9)
+
+    def quiet(self, max_share: float) -> bool:
+        """Whether others took at most ``max_share`` of the CPU (or two clock ticks); True without /proc."""
+        if self.other_s is None:
+            return True
+        allowed = max(max_share * self.wall_s * (os.cpu_count() or 1), 2 / os.sysconf("SC_CLK_TCK"))
+        return self.other_s <= allowed
+
+
+def wait_for_quiet(*, max_wait_s: float, busy_below: float = 0.05, sample_s: float = 3.0) -> float | None:
+    """Wait (up to ``max_wait_s``) until the machine's busy CPU share over ``sample_s`` is below ``busy_below``.
+
+    Returns the last share seen (None without ``/proc/stat``). On a shared 2-core machine another
+    process's threads stall every OpenMP parallel region of ours for a whole scheduler slice, which
+    makes an operator of many small kernels look tens of times slower: better to measure when quiet.
+    """
+    deadline = time.perf_counter() + max_wait_s
+    while True:
+        start, total = _busy_jiffies(), os.sysconf("SC_CLK_TCK") * sample_s * (os.cpu_count() or 1)
+        time.sleep(sample_s)
+        end = _busy_jiffies()
+        if start is None or end is None:
+            return None
+        share = (end - start) / total
+        if share < busy_below or time.perf_counter() > deadline:
+            return share
+        time.sleep(5.0)
+
+
+def interleaved(steps: Mapping[str, Callable[[], object]], *, repeats: Mapping[str, int], warmup: int,
+                threads: int, max_other_share: float | None = None, max_rounds: int | None = None) -> dict:
+    """Time every step round-robin, keeping only rounds in which the machine was otherwise quiet.
+
+    After ``warmup`` untimed rounds, each round runs every step that still lacks quiet repeats once.
+    A round in which other processes took more than ``max_other_share`` of the CPU (None: never) is
+    discarded and run again, up to ``max_rounds`` rounds (default 3 × the most repeats); a step left
+    without ``repeats`` quiet repeats then keeps its contended ones too (``quiet_repeats`` says how many
+    were quiet). Returns per step: ``timing`` (:class:`Timing`), ``page_faults`` per call (a fresh large
+    tensor costs one minor fault per 4 KiB page, docs/benchmarks.md), ``quiet_repeats``,
+    ``discarded_rounds`` and ``others_share`` (the largest share seen in its kept rounds).
+    """
+    assert torch.get_num_threads() == threads, "set the thread count before timing"
+    for _ in range(warmup):
+        for step in steps.values():
+            step()
+    kept: dict[str, list[tuple[float, float | None, bool]]] = {name: [] for name in steps}  # (s, share, quiet)
+    faults = dict.fromkeys(steps, 0)
+    discarded = dict.fromkeys(steps, 0)
+    max_rounds = max_rounds or 3 * max(repeats.values(), default=1)
+
+    def missing(name: str) -> bool:
+        return sum(quiet for _, _, quiet in kept[name]) < repeats[name]
+
+    for _ in range(max_rounds):
+        todo = [name for name in steps if missing(name)]
+        if not todo:
+            break
+        times = {}
+        with CpuShare() as share:
+            for name in todo:
+                before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+                start = time.perf_counter()
+                steps[name]()
+                times[name] = time.perf_counter() - start
+                faults[name] += resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+        quiet = max_other_share is None or share.quiet(max_other_share)
+        for name, seconds in times.items():
+            kept[name].append((seconds, share.other, quiet))
+            discarded[name] += not quiet
+    result = {}
+    for name, samples in kept.items():
+        chosen = [s for s in samples if s[2]] or samples
+        result[name] = dict(
+            timing=_timing([s[0] for s in chosen], warmup=warmup, threads=threads),
+            page_faults=faults[name] / len(samples), quiet_repeats=sum(s[2] for s in samples),
+            discarded_rounds=discarded[name], others_share=max((s[1] or 0.0) for s in chosen))
+    return result
+
+
+def _timing(times: Sequence[float], *, warmup: int, threads: int) -> Timing:
+    p25, median, p75 = np.percentile(times, [25, 50, 75])
+    return Timing(median_s=float(median), p25_s=float(p25), p75_s=float(p75), min_s=min(times), repeats=len(times),
+                  warmup=warmup, threads=threads, times_s=tuple(times))
+
+
+def fit_exponent(tokens: Sequence[int], seconds: Sequence[float]) -> dict:
+    """Least-squares slope of ``log t = a·log N + b``, with its R² and the token range it covers."""
+    if len(tokens) < 2:
+        raise ValueError(f"an exponent needs at least two points; got {len(tokens)}")
+    x, y = np.log(np.asarray(tokens, dtype=float)), np.log(np.asarray(seconds, dtype=float))
+    slope, intercept = np.polyfit(x, y, 1)
+    residual = y - (slope * x + intercept)
+    total = ((y - y.mean()) ** 2).sum()
+    r2 = 1.0 - (residual**2).sum() / total if total > 0 else 1.0
+    return dict(exponent=float(slope), r2=float(r2), tokens=[int(n) for n in tokens])
+
+
+def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def write_json(path: Path, data: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1, default=lambda o: o.to_dict() if hasattr(o, "to_dict") else str(o)))

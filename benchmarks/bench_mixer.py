@@ -1,0 +1,385 @@
+"""Micro-benchmarks: the concentration mixer against every token mixer a user would pick instead (issue 6).
+
+    python benchmarks/bench_mixer.py --out DIR [--quick] [--threads N]
+
+On the same tokens (batch 8, C = 64 channels, 4 heads, rank 16 unless varied), forward+backward and
+forward-only, at 1-D, 2-D and 3-D grids:
+
+* ``mix``, ``mix_r4``, ``mix_causal``: the bare operator ``M`` (DESIGN.md section 2) at rank 16, at
+  rank 4, and with axis 0 causal; ``layer``: the full mixer, ``W_o · M(W_v · x)``;
+* ``sdpa``: ``scaled_dot_product_attention`` on (B, h, N, C/h), the dense baseline, held to its flash
+  kernel so it never falls back to materialising the N×N matrix;
+* ``fft``: a GFNet global filter (Rao et al. 2021): ``rfftn`` over the grid, a learned complex filter
+  per channel, ``irfftn`` — the fastest structured peer;
+* ``mlp_mixer``: timm's ``Mlp`` over the token axis (MLP-Mixer, Tolstikhin et al. 2021; hidden N/2,
+  timm's token ratio 0.5), up to 4096 tokens;
+* ``axial``: attention along each grid axis in turn (Ho et al. 2019);
+* ``gemm``: a 2048³ float32 ``matmul``, the machine's achievable FLOP rate, timed in the same rounds.
+
+Every case's data are parameters, so its backward (timed and FLOP-counted) includes the gradient with
+respect to the input, as inside a network. Per point: FLOPs (``FlopCounterMode`` through
+``gridmix.analysis.measure``, on fake tensors) and a memory estimate come first; a case that would not
+fit, or would run past the time cap, is skipped with its reason. Then all cases of a grid are timed
+interleaved (``bench_common.interleaved``), and each one's peak memory is measured in a fresh subprocess
+(``gridmix.analysis.measure.peak_memory``). Writes ``DIR/bench_mixer.json`` and ``DIR/bench_mixer.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from bench_common import (
+    environment,
+    fit_exponent,
+    interleaved,
+    markdown_table,
+    wait_for_quiet,
+    write_json,
+)
+from timm.layers import Mlp
+from torch import nn
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from gridmix import ConcentrationMixer, Grid, tucker_flops
+from gridmix.analysis.measure import MemoryMeasurementError, available_memory, dry_run, peak_memory
+
+BATCH, DIM, HEADS, RANK = 8, 64, 4, 16
+GEMM_SIZE = 2048
+MLP_MAX_TOKENS = 4096  # beyond, the token MLP has > 2^25 weights per layer: no usable model, as issue 6 allows
+GRIDS = ["256", "512", "1024", "2048", "4096", "8192", "16384",
+         "8x8", "16x16", "32x32", "48x48", "64x64", "96x96", "128x128",
+         "8x16x16", "16x16x16", "16x32x32"]
+QUICK_GRIDS = ["1024", "16x16", "32x32", "64x64", "8x16x16"]
+FIT_RANGES = {"1-D": ("1024", "16384"), "2-D": ("32x32", "128x128"), "3-D": ("8x16x16", "16x32x32")}
+CASES = ["mix", "mix_r4", "mix_causal", "layer", "sdpa", "fft", "mlp_mixer", "axial", "gemm"]
+MEMORY_TARGET = "bench_mixer:memory_step"
+
+
+class BareMix(nn.Module):
+    def __init__(self, grid: Grid, *, rank: int, causal: bool) -> None:
+        super().__init__()
+        self.mixer = ConcentrationMixer(DIM, grid, num_heads=HEADS, rank=rank, causal_axes=(0,) if causal else ())
+        self.v = nn.Parameter(torch.randn(BATCH, *grid, DIM))  # (B, *grid, C)
+
+    def forward(self) -> torch.Tensor:
+        return self.mixer.mix(self.v)
+
+
+class CompiledMix(BareMix):
+    """``mix`` under ``torch.compile`` (inductor, CPU): the ``--compile`` check of whether compilation pays."""
+
+    def __init__(self, grid: Grid) -> None:
+        super().__init__(grid, rank=RANK, causal=False)
+        self.compiled = torch.compile(self.mixer.mix)
+
+    def forward(self) -> torch.Tensor:
+        return self.compiled(self.v)
+
+
+class Layer(nn.Module):
+    def __init__(self, grid: Grid) -> None:
+        super().__init__()
+        self.mixer = ConcentrationMixer(DIM, grid, num_heads=HEADS, rank=RANK)
+        self.x = nn.Parameter(torch.randn(BATCH, grid.numel, DIM))  # (B, N, C)
+
+    def forward(self) -> torch.Tensor:
+        return self.mixer(self.x)
+
+
+class Attention(nn.Module):
+    def __init__(self, grid: Grid) -> None:
+        super().__init__()
+        shape = (BATCH, HEADS, grid.numel, DIM // HEADS)  # (B, h, N, c)
+        self.q, self.k, self.v = (nn.Parameter(torch.randn(shape)) for _ in range(3))
+
+    def forward(self) -> torch.Tensor:
+        with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):  # an error, never a silent N×N fallback
+            return F.scaled_dot_product_attention(self.q, self.k, self.v)
+
+
+class GlobalFilter(nn.Module):
+    def __init__(self, grid: Grid) -> None:
+        super().__init__()
+        self.grid, self.axes = grid.shape, tuple(range(1, grid.ndim + 1))
+        half = (*grid.shape[:-1], grid.shape[-1] // 2 + 1)  # rfftn keeps half the last axis
+        self.weight = nn.Parameter(0.02 * torch.randn(*half, DIM, 2))  # GFNet's init; (…, C, re/im)
+        self.x = nn.Parameter(torch.randn(BATCH, *grid, DIM))  # (B, *grid, C)
+
+    def forward(self) -> torch.Tensor:
+        spectrum = torch.fft.rfftn(self.x, dim=self.axes, norm="ortho")  # (B, *half, C) complex
+        spectrum = spectrum * torch.view_as_complex(self.weight)
+        return torch.fft.irfftn(spectrum, s=self.grid, dim=self.axes, norm="ortho")
+
+
+class TokenMlp(nn.Module):
+    def __init__(self, grid: Grid) -> None:
+        super().__init__()
+        self.mlp = Mlp(grid.numel, hidden_features=grid.numel // 2)  # timm MixerBlock's mlp_tokens
+        self.x = nn.Parameter(torch.randn(BATCH, grid.numel, DIM))  # (B, N, C)
+
+    def forward(self) -> torch.Tensor:
+        return self.mlp(self.x.transpose(1, 2)).transpose(1, 2)  # mixes along N, per channel
+
+
+class Axial(nn.Module):
+    def __init__(self, grid: Grid) -> None:
+        super().__init__()
+        self.x = nn.Parameter(torch.randn(BATCH, *grid, HEADS, DIM // HEADS))  # (B, *grid, h, c)
+
+    def forward(self) -> torch.Tensor:
+        y = self.x
+        with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
+            for axis in range(1, y.dim() - 2):
+                t = y.movedim(axis, -2)  # (B, other axes, h, n_k, c)
+                flat = t.reshape(-1, *t.shape[-3:])  # (B·others, h, n_k, c): the fused kernels take 4-D only
+                y = F.scaled_dot_product_attention(flat, flat, flat).reshape(t.shape).movedim(-2, axis)
+        return y
+
+
+def build(case: str, grid: Grid) -> nn.Module:
+    """The case's module; ``ValueError`` with the reason when the case does not apply to the grid."""
+    if case == "mix_compiled":
+        return CompiledMix(grid)
+    if case in ("mix", "mix_r4", "mix_causal"):
+        return BareMix(grid, rank=4 if case == "mix_r4" else RANK, causal=case == "mix_causal")
+    if case == "mlp_mixer" and grid.numel > MLP_MAX_TOKENS:
+        raise ValueError(f"token MLP of N={grid.numel} would hold {grid.numel**2:,} weights per layer "
+                         f"(> {MLP_MAX_TOKENS} tokens)")
+    if case == "axial" and grid.ndim == 1:
+        raise ValueError("on a 1-D grid axial attention is full attention (see sdpa)")
+    classes = dict(layer=Layer, sdpa=Attention, fft=GlobalFilter, mlp_mixer=TokenMlp, axial=Axial)
+    return classes[case](grid)
+
+
+def steps(module: nn.Module) -> tuple:
+    """(forward+backward, forward-only) closures; the backward takes every parameter's gradient."""
+    params = list(module.parameters())
+    with torch.no_grad():
+        grad_out = torch.randn_like(module())
+
+    def forward_backward() -> None:
+        torch.autograd.grad(module(), params, grad_outputs=grad_out, allow_unused=True)  # bare mix: W_v, W_o unused
+
+    def forward() -> None:
+        with torch.no_grad():
+            module()
+
+    return forward_backward, forward
+
+
+def memory_step(case: str, grid: str, threads: int) -> object:
+    """Target of ``peak_memory``: build one point in a fresh process and return its forward+backward step."""
+    torch.manual_seed(0)
+    torch.set_num_threads(threads)
+    return steps(build(case, Grid.parse(grid)))[0]
+
+
+def gemm_steps() -> tuple:
+    """The reference GEMM as (step, step): it has no backward, so both timings run the same product."""
+    a, b = torch.randn(GEMM_SIZE, GEMM_SIZE), torch.randn(GEMM_SIZE, GEMM_SIZE)
+
+    def step() -> None:
+        torch.matmul(a, b)
+
+    return step, step
+
+
+def plan_grid(grid: Grid, args, gemm_rate: float) -> tuple[list[dict], dict]:
+    """Every case's point (FLOPs, memory estimate, or the reason it is skipped) and the steps to time."""
+    points, timed = [], {}
+    for case in args.cases:
+        point = dict(case=case, grid=str(grid), tokens=grid.numel, ndim=grid.ndim, skipped=None)
+        points.append(point)
+        if case == "gemm":
+            point["flops_fwd"] = point["flops_fwdbwd"] = 2 * GEMM_SIZE**3
+            timed[case] = gemm_steps()
+            continue
+        try:
+            torch.manual_seed(0)
+            module = build(case, grid)
+        except ValueError as reason:
+            point["skipped"] = str(reason)
+            continue
+        # FLOPs and memory of mix_compiled are those of eager mix: a fake-tensor run cannot go through inductor
+        flops, estimate = dry_run(module if case != "mix_compiled" else build("mix", grid), ())
+        point.update(params=sum(p.numel() for p in module.parameters()), flops_fwd=flops.forward,
+                     flops_fwdbwd=flops.total, flops_uncounted=flops.uncounted, memory_estimate_bytes=estimate)
+        if case.startswith("mix"):
+            rank = 4 if case == "mix_r4" else RANK
+            point["tucker_flops_fwdbwd"] = 3 * BATCH * tucker_flops(grid, dim=DIM, rank=rank)
+        # half the GEMM rate: about what SDPA's flash kernel reaches here (the slowest case at large N)
+        point["estimated_fwdbwd_s"] = flops.total / (0.5 * gemm_rate)
+        if estimate > 0.6 * available_memory():
+            point["skipped"] = f"estimated peak {estimate / 2**30:.1f} GiB > 60% of available memory"
+        elif point["estimated_fwdbwd_s"] > args.cap_s:
+            point["skipped"] = f"estimated {point['estimated_fwdbwd_s']:.0f} s per step > cap {args.cap_s:g} s"
+        else:
+            timed[case] = steps(module)
+    return points, timed
+
+
+def time_grid(points: list[dict], timed: dict, args) -> None:
+    """Time the planned steps interleaved, forward+backward then forward-only, in quiet rounds only."""
+    repeats = {}
+    for point in points:
+        estimate = point.get("estimated_fwdbwd_s", 0.0)
+        repeats[point["case"]] = max(args.min_repeats, min(args.repeats, int(args.cap_s / max(estimate, 1e-9))))
+    options = dict(repeats=repeats, warmup=args.warmup, threads=args.threads, max_other_share=args.max_other_share)
+    fwdbwd = interleaved({n: s[0] for n, s in timed.items()}, **options)
+    fwd = interleaved({n: s[1] for n, s in timed.items()}, **options)
+    for point in points:
+        if point["case"] in timed:
+            both = fwdbwd[point["case"]], fwd[point["case"]]
+            point.update(fwdbwd=both[0].pop("timing"), fwd=both[1].pop("timing"), fwdbwd_rounds=both[0],
+                         fwd_rounds=both[1])
+
+
+def measure_memory(points: list[dict], args) -> None:
+    """Peak memory of each timed point's forward+backward, each in a fresh subprocess."""
+    for point in points:
+        if "fwdbwd" not in point or point["case"] == "gemm":
+            continue
+        try:
+            memory = peak_memory(MEMORY_TARGET, dict(case=point["case"], grid=point["grid"], threads=args.threads),
+                                 threads=args.threads, timeout_s=max(120.0, 20 * point["fwdbwd"].median_s))
+            point["memory"] = memory.to_dict()
+        except MemoryMeasurementError as error:
+            point["memory_error"] = str(error)
+
+
+def measure_grid(grid: Grid, args, gemm_rate: float) -> list[dict]:
+    """Plan and time every case on one grid (after waiting for a quiet machine), then its peak memory."""
+    busy = wait_for_quiet(max_wait_s=args.wait_quiet_s) if args.wait_quiet_s else None
+    points, timed = plan_grid(grid, args, gemm_rate)
+    time_grid(points, timed, args)
+    for point in points:
+        point["busy_before"] = busy
+    if str(grid) in args.memory_grids:
+        measure_memory(points, args)
+    return points
+
+
+def summarise(points: list[dict], grids: list[Grid], cases: list[str]) -> dict:
+    """Ratios to SDPA and to the FFT filter, FLOP rates against the same grid's GEMM, and fitted exponents."""
+    at = {(p["grid"], p["case"]): p for p in points if "fwdbwd" in p}
+    summary: dict = dict(per_grid={}, exponents={})
+    for grid in map(str, grids):
+        gemm = at[(grid, "gemm")]["fwdbwd"].median_s
+        rounds = [p["fwdbwd_rounds"] for (g, _), p in at.items() if g == grid]
+        row = dict(gemm_gflops=2 * GEMM_SIZE**3 / gemm / 1e9, others_share=max(r["others_share"] for r in rounds),
+                   discarded_rounds=max(r["discarded_rounds"] for r in rounds))
+        for case in cases:
+            p = at.get((grid, case))
+            if p is None or case == "gemm":
+                continue
+            t = p["fwdbwd"].median_s
+            row[case] = dict(fwdbwd_ms=1e3 * t, fwd_ms=1e3 * p["fwd"].median_s,
+                             counted_fraction_of_gemm=p["flops_fwdbwd"] / t / (row["gemm_gflops"] * 1e9))
+            for ref in ("sdpa", "fft"):
+                if (grid, ref) in at:
+                    row[case][f"speedup_vs_{ref}"] = at[(grid, ref)]["fwdbwd"].median_s / t
+                    row[case][f"fwd_speedup_vs_{ref}"] = at[(grid, ref)]["fwd"].median_s / p["fwd"].median_s
+            if "tucker_flops_fwdbwd" in p:
+                row[case]["tucker_fraction_of_gemm"] = p["tucker_flops_fwdbwd"] / t / (row["gemm_gflops"] * 1e9)
+        summary["per_grid"][grid] = row
+    for label, (lo, hi) in FIT_RANGES.items():
+        span = [g for g in grids if Grid.parse(lo).numel <= g.numel <= Grid.parse(hi).numel
+                and g.ndim == Grid.parse(lo).ndim]
+        for case in cases:
+            pts = [at[(str(g), case)] for g in span if (str(g), case) in at]
+            if len(pts) >= 2 and case != "gemm":
+                fit = fit_exponent([p["tokens"] for p in pts], [p["fwdbwd"].median_s for p in pts])
+                summary["exponents"].setdefault(case, {})[f"{label} {pts[0]['grid']}..{pts[-1]['grid']}"] = fit
+    target = summary["per_grid"].get("64x64", {}).get("mix")
+    if target:
+        summary["issue6_64x64"] = dict(
+            speedup_vs_sdpa=target.get("speedup_vs_sdpa"), speedup_vs_fft=target.get("speedup_vs_fft"),
+            tucker_fraction_of_gemm=target["tucker_fraction_of_gemm"],
+            counted_fraction_of_gemm=target["counted_fraction_of_gemm"],
+            exponent_2d=summary["exponents"].get("mix", {}).get("2-D 32x32..128x128", {}).get("exponent"))
+    return summary
+
+
+def render(result: dict) -> str:
+    """The Markdown tables: forward+backward and forward-only milliseconds, and speed-ups over SDPA."""
+    env, summary = result["environment"], result["summary"]
+    text = (f"torch {env['torch']}, {env['torch_threads']} threads, {env['cpu']}; batch {BATCH}, C={DIM}, "
+            f"{HEADS} heads, rank {RANK} (mix_r4: 4). Median of interleaved repeats; ×: speed-up over SDPA.\n\n")
+    cases = [c for c in result["settings"]["cases"] if c != "gemm"]
+    for key, title in (("fwdbwd_ms", "forward+backward, ms"), ("fwd_ms", "forward only, ms")):
+        rows = []
+        for grid, row in summary["per_grid"].items():
+            ratio = "speedup_vs_sdpa" if key == "fwdbwd_ms" else "fwd_speedup_vs_sdpa"
+            cells = [f"{row[c][key]:.3g} ({row[c][ratio]:.0f}×)" if c in row and ratio in row[c] and c != "sdpa"
+                     else (f"{row[c][key]:.3g}" if c in row else "skip") for c in cases]
+            rows.append([grid, Grid.parse(grid).numel, *cells, f"{row['gemm_gflops']:.0f}",
+                         f"{row['others_share']:.0%} ({row['discarded_rounds']})"])
+        headers = ["grid", "N", *cases, "GEMM GFLOP/s", "others' CPU (rounds redone)"]
+        text += f"### {title}\n\n" + markdown_table(headers, rows) + "\n"
+    rows = [[g, f"{r['mix']['tucker_fraction_of_gemm']:.0%}", f"{r['mix']['counted_fraction_of_gemm']:.0%}"]
+            for g, r in summary["per_grid"].items() if "mix" in r]
+    text += "### mix: achieved FLOP rate / same-run GEMM rate\n\n"
+    text += markdown_table(["grid", "Tucker-minimum FLOPs", "FlopCounterMode FLOPs"], rows) + "\n"
+    rows = [[case, span, f"{fit['exponent']:.2f}", f"{fit['r2']:.3f}"]
+            for case, fits in summary["exponents"].items() for span, fit in fits.items()]
+    text += "### fitted log-log exponent of forward+backward time vs N\n\n"
+    text += markdown_table(["case", "range", "exponent", "R²"], rows) + "\n"
+    skipped = [f"- {p['case']} at {p['grid']}: {p['skipped']}" for p in result["points"] if p["skipped"]]
+    return text + ("### skipped\n\n" + "\n".join(skipped) + "\n" if skipped else "")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", type=Path, required=True, help="directory for bench_mixer.json and .md")
+    parser.add_argument("--quick", action="store_true", help="CI size: a few grids and repeats (< 2 minutes)")
+    parser.add_argument("--threads", type=int, default=os.cpu_count(), help="torch threads (default: all cores)")
+    parser.add_argument("--grids", nargs="*", help="override the grid list, e.g. 32x32 64x64")
+    parser.add_argument("--cases", nargs="*", choices=CASES, help="override the case list (gemm is always kept)")
+    parser.add_argument("--compile", action="store_true", help="also time mix under torch.compile (mix_compiled)")
+    parser.add_argument("--no-memory", action="store_true", help="skip the peak-memory subprocesses")
+    parser.add_argument("--wait-quiet-s", type=float, default=None,
+                        help="before each grid, wait up to this long for an idle machine (default: 0 quick, 600)")
+    parser.add_argument("--max-other-share", type=float, default=0.02,
+                        help="a timing round in which other processes took more of the CPU is run again")
+    args = parser.parse_args()
+    if args.threads < 1:
+        raise SystemExit(f"--threads={args.threads}; expected >= 1")
+    grids = [Grid.parse(g) for g in (args.grids or (QUICK_GRIDS if args.quick else GRIDS))]
+    args.cases = [c for c in CASES if not args.cases or c in args.cases or c == "gemm"]
+    if args.compile:
+        args.cases.insert(1, "mix_compiled")
+    args.repeats, args.min_repeats, args.warmup = (3, 2, 1) if args.quick else (9, 3, 2)
+    args.cap_s = 5.0 if args.quick else 60.0
+    if args.wait_quiet_s is None:
+        args.wait_quiet_s = 0.0 if args.quick else 600.0
+    args.memory_grids = set() if args.no_memory else {"32x32"} if args.quick else {str(g) for g in grids}
+    torch.set_num_threads(args.threads)
+    args.threads = torch.get_num_threads()
+    result = dict(environment=environment(threads=args.threads), points=[],
+                  settings=dict(batch=BATCH, dim=DIM, heads=HEADS, rank=RANK, gemm_size=GEMM_SIZE, quick=args.quick,
+                                repeats=args.repeats, min_repeats=args.min_repeats, warmup=args.warmup,
+                                cap_s=args.cap_s, memory_grids=sorted(args.memory_grids), cases=args.cases,
+                                wait_quiet_s=args.wait_quiet_s, max_other_share=args.max_other_share))
+    if args.wait_quiet_s:
+        wait_for_quiet(max_wait_s=args.wait_quiet_s)
+    gemm = gemm_steps()[0]
+    calibration = interleaved({"gemm": gemm}, repeats={"gemm": 3}, warmup=1, threads=args.threads)["gemm"]
+    gemm_rate = 2 * GEMM_SIZE**3 / calibration["timing"].median_s
+    for grid in grids:
+        points = measure_grid(grid, args, gemm_rate)
+        result["points"] += points
+        done = {p["case"]: f"{p['fwdbwd'].median_s * 1e3:.3g}" for p in points if "fwdbwd" in p}
+        print(f"{grid}: fwd+bwd ms {done}", flush=True)
+    result["summary"] = summarise(result["points"], grids, args.cases)
+    result["environment"]["loadavg_at_end"] = environment(threads=args.threads)["loadavg_at_start"]
+    write_json(args.out / "bench_mixer.json", result)
+    (args.out / "bench_mixer.md").write_text(render(result))
+    print(render(result))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,159 @@
+"""The mixer's fast path against plain references, in float64: every code path the optimisations added.
+
+``tests/test_mixer.py`` pins the operator; here each piece behind ``mix`` (the copy-free mode product
+and its hand-written backward, the compact-WY backward of the Householder basis, the FFT form of the
+DCT, the cost-ordered projections) is checked for values and gradients against autograd through
+torch's own ops, so a fast path cannot silently drift from the mathematics.
+"""
+
+import pytest
+import torch
+
+from gridmix import ConcentrationMixer, dct_basis
+from gridmix.factors import (
+    _DENSE_DCT_MAX,
+    CausalFactor,
+    _wy_factor,
+    dct_columns,
+    mode_product,
+    orthogonal_columns,
+)
+
+F64 = dict(rtol=1e-10, atol=1e-10)
+
+
+def randomised(mixer: ConcentrationMixer) -> ConcentrationMixer:
+    """Move every factor parameter off its symmetric initialisation so heads and modes differ.
+
+    The Householder parameters move below the diagonal only: the diagonal holds the column signs ±1,
+    which torch's map reads with ``.int()`` and gridmix's with their sign (equal on ±1).
+    """
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for name, p in mixer.named_parameters():
+            if "axis_factors" in name:
+                noise = 0.3 * torch.randn_like(p)
+                p.add_(noise.tril(-1) if name.endswith("original") else noise)
+    return mixer
+
+
+def reference_mix(mixer: ConcentrationMixer, v: torch.Tensor) -> torch.Tensor:
+    """``M v`` with M = kron of per-axis factors built through torch's own ops only (no gridmix fast path)."""
+    heads = []
+    for h in range(mixer.num_heads):
+        op = torch.ones(1, 1, dtype=v.dtype)
+        for f in mixer.axis_factors:
+            if isinstance(f, CausalFactor):
+                factor = f.dense()[h]
+            else:
+                param = f.rotation.parametrizations.weight
+                u = dct_basis(f.length, f.modes, dtype=v.dtype) @ param[0](param.original)  # torch's householder
+                factor = u @ torch.diag(f.eigenvalues()[h]) @ u.t()
+            op = torch.kron(op, factor)
+        heads.append(op)
+    b, grid = v.shape[0], mixer.grid
+    vh = v.reshape(b, grid.numel, mixer.num_heads, mixer.head_dim)
+    return torch.einsum("hij,bjhc->bihc", torch.stack(heads), vh).reshape(v.shape)
+
+
+@pytest.mark.parametrize("grid,rank,causal", [
+    ("48", 5, ()),  # 1-D Tucker
+    ("30x60", (12, 4), ()),  # projection order differs from axis order (axis 1 first)
+    ("160", 3, ()),  # n·m > the dense-DCT limit: the FFT basis
+    ("6x20x24", 4, (0,)),  # causal time, Tucker space: middle and last axis products
+    ("20x6", 4, ()),  # Tucker axis then a dense per-head axis
+])
+def test_mix_values_and_every_gradient_match_autograd_through_torch_ops(grid, rank, causal):
+    mixer = randomised(ConcentrationMixer(8, grid, num_heads=2, rank=rank, causal_axes=causal).double())
+    v = torch.randn(2, *mixer.grid, 8, dtype=torch.float64, requires_grad=True)
+    weight = torch.randn(2, *mixer.grid, 8, dtype=torch.float64)
+    params = [v, *mixer.axis_factors.parameters()]
+    fast = mixer.mix(v)
+    expected = reference_mix(mixer, v)
+    torch.testing.assert_close(fast, expected, **F64)
+    grads = torch.autograd.grad((fast * weight).sum(), params)
+    expected_grads = torch.autograd.grad((expected * weight).sum(), params)
+    for got, want in zip(grads, expected_grads):
+        torch.testing.assert_close(got, want, **F64)
+
+
+def test_projection_order_minimises_the_tucker_cost():
+    # axis 1 shrinks 60 -> 4 (key 4·60/56 ≈ 4.3), axis 0 30 -> 12 (key 12·30/18 = 20): axis 1 goes first
+    assert ConcentrationMixer(8, "30x60", num_heads=2, rank=(12, 4))._plan() == ([1, 0], [])
+    assert ConcentrationMixer(8, "64x64", num_heads=2, rank=16)._plan() == ([0, 1], [])  # ties keep axis order
+    assert ConcentrationMixer(8, "8x64x64", num_heads=2, rank=16, causal_axes=(0,))._plan() == ([1, 2], [0])
+
+
+@pytest.mark.parametrize("m,r", [(5, 1), (6, 2), (7, 3), (20, 5), (64, 16), (40, 17)])
+def test_wy_form_equals_lapack_for_any_tau(m, r):
+    torch.manual_seed(m * r)
+    a, tau = torch.randn(m, r, dtype=torch.float64).tril(-1), torch.rand(r, dtype=torch.float64) + 0.5
+    v = a + torch.eye(m, r, dtype=torch.float64)
+    wy = torch.eye(m, r, dtype=torch.float64) - v @ _wy_factor(v, tau) @ v[:r].t()
+    torch.testing.assert_close(wy, torch.linalg.householder_product(a, tau), **F64)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_orthogonal_columns_is_the_parametrisation_and_its_gradient(dtype):
+    factor = randomised(ConcentrationMixer(8, "24", num_heads=2, rank=6).to(dtype)).axis_factors[0]
+    param = factor.rotation.parametrizations.weight
+    fast, torch_map = orthogonal_columns(factor.rotation), param[0](param.original)
+    assert torch.equal(fast, torch_map)  # the forward is torch's own orgqr: bit-identical
+    weight = torch.randn_like(fast)
+    got = torch.autograd.grad((fast * weight).sum(), param.original)[0]
+    want = torch.autograd.grad((torch_map * weight).sum(), param.original)[0]
+    tol = F64 if dtype == torch.float64 else dict(rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(got, want, **tol)
+
+
+@pytest.mark.parametrize("n,m", [(200, 200), (300, 90)])
+def test_fft_dct_columns_equal_the_dense_basis(n, m):
+    assert n * m > _DENSE_DCT_MAX
+    q = torch.randn(m, 4, dtype=torch.float64, requires_grad=True)
+    dense = dct_basis(n, m, dtype=torch.float64) @ q
+    fast = dct_columns(q, n)
+    torch.testing.assert_close(fast, dense, **F64)
+    weight = torch.randn_like(dense)
+    got, want = (torch.autograd.grad((y * weight).sum(), q)[0] for y in (fast, dense))
+    torch.testing.assert_close(got, want, **F64)
+    assert dct_columns(q.float(), n).dtype == torch.float32
+
+
+@pytest.mark.parametrize("axis", [0, 1, 2])
+def test_mode_product_backward_matches_einsum(axis):
+    x = torch.randn(3, 5, 4, dtype=torch.float64, requires_grad=True)
+    matrix = torch.randn(2, x.shape[axis], dtype=torch.float64, requires_grad=True)
+    out = mode_product(x, matrix, axis=axis)
+    letters = "abc"
+    expected = torch.einsum(f"o{letters[axis]},abc->{letters.replace(letters[axis], 'o')}", matrix, x)
+    torch.testing.assert_close(out, expected, **F64)
+    weight = torch.randn_like(out)
+    got = torch.autograd.grad((out * weight).sum(), (x, matrix))
+    want = torch.autograd.grad((expected * weight).sum(), (x, matrix))
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, **F64)
+    # only the matrix needs a gradient: the input's GEMM is skipped, the matrix's is unchanged
+    frozen = x.detach()
+    grad_matrix = torch.autograd.grad((mode_product(frozen, matrix, axis=axis) * weight).sum(), matrix)[0]
+    torch.testing.assert_close(grad_matrix, want[1], **F64)
+
+
+def test_cached_dct_basis_built_under_inference_mode_still_trains():
+    mixer = ConcentrationMixer(8, "12x10", num_heads=2, rank=4)
+    with torch.inference_mode():  # the first call builds and caches the DCT bases
+        mixer.mix(torch.randn(1, 12, 10, 8))
+    mixer.mix(torch.randn(1, 12, 10, 8)).sum().backward()
+    assert all(p.grad is not None for p in mixer.axis_factors.parameters())
+
+
+@pytest.mark.parametrize("n,m", [(1, 1), (6, 6), (9, 4)])
+def test_causal_toeplitz_from_sliding_windows_equals_its_definition(n, m):
+    factor = CausalFactor(length=n, modes=m, num_heads=2).double()
+    with torch.no_grad():
+        factor.kernel_logits.add_(torch.randn_like(factor.kernel_logits))
+    kappa = factor.kernel()
+    expected = torch.zeros(2, n, n, dtype=torch.float64)
+    for i in range(n):
+        for j in range(max(0, i - m + 1), i + 1):
+            expected[:, i, j] = kappa[:, i - j]  # T[i, j] = κ[i − j], zero outside 0 ≤ i − j < m
+    assert torch.equal(factor.dense(), expected)
