@@ -16,14 +16,7 @@ from gridmix.analysis.measure import (
     time_fn,
 )
 
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Small tensors: one thread avoids OpenMP hand-off stalls when other processes share the cores."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("one_thread")  # see conftest.py
 
 
 def tiny_vit(side: int, *, mixer: bool, dim: int = 16) -> torch.nn.Module:

@@ -10,14 +10,7 @@ from timm.models.vision_transformer import VisionTransformer
 from gridmix import ConcentrationMixer
 from gridmix.analysis.mechanism import block_lipschitz, combine_signatures, mechanism_signature
 
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Small tensors: one thread avoids OpenMP hand-off stalls when other processes share the cores."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("one_thread")  # see conftest.py
 
 
 SEED_KEYS = {"factor_largest_singular_values", "predicted_factor_bound", "observed_max_factor_singular",

@@ -3,7 +3,6 @@
 import dataclasses
 
 import pytest
-import torch
 
 from gridmix import Grid
 from gridmix.analysis.measure import count_flops
@@ -11,14 +10,7 @@ from gridmix.analysis.parity import audit_parity, count_parameters, match_parame
 from gridmix.analysis.scaling import prepare
 from tests.test_scaling import TOY
 
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Small tensors: one thread avoids OpenMP hand-off stalls when other processes share the cores."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("one_thread")  # see conftest.py
 
 
 GRID = Grid((16, 16))

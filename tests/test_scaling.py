@@ -26,14 +26,7 @@ from gridmix.cli import app
 from gridmix.plugins import load_registry
 from gridmix.tracks import DataSizes, ModelSpec, Split, Track, TrackData
 
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Small tensors: one thread avoids OpenMP hand-off stalls when other processes share the cores."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("one_thread")  # see conftest.py
 
 
 DIM = 16
