@@ -10,16 +10,17 @@ Each grid axis ``k`` of size ``n`` carries one factor, with learned parameters p
   ``κ = sigmoid(ρ) · softmax(w)``, so ``‖T‖₂ ≤ ‖κ‖₁ = sigmoid(ρ) < 1``.
 
 The parameter shapes depend on ``m`` (modes, or kernel length), never on ``n``, which is what makes
-the same factor valid on any ``n ≥ m`` (resolution transfer). See DESIGN.md section 2.
+the same factor valid on any ``n ≥ m`` (resolution transfer). See DESIGN.md section 2;
+:mod:`gridmix.tucker` applies the factors to a tensor.
 
 Shape legend:
     h: heads, n: axis length, m: modes (DCT columns, or causal kernel length), r: rank (≤ m)
-    P: product of the dimensions before the contracted axis, S: product of those after it
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import torch
 from torch import nn
@@ -40,13 +41,13 @@ def dct_basis(n: int, m: int, *, dtype: torch.dtype = torch.float32, device=None
 
 
 def dct_columns(q: torch.Tensor, length: int) -> torch.Tensor:
-    """``D_n[:, :m] @ q`` for ``q`` (m, r) and ``n = length``: (n, r), in ``q``'s dtype.
+    """``D_n[:, :m] @ q`` for ``q`` (..., m, r) and ``n = length``: (..., n, r), in ``q``'s dtype.
 
     Small bases are built and multiplied densely; beyond 128×128 the product is one length-2n FFT per
     column (``D_n[i, k] ∝ Re e^{iπk(2i+1)/2n}``), O(n log n) instead of the O(n·m) basis, which at
     n = m = 16384 would be 2 GiB of float64.
     """
-    m = q.shape[0]
+    m = q.shape[-2]
     if length * m <= _DENSE_DCT_MAX:
         # Rebuilt every call (≈50 µs at 64×64): a cached basis would outlive the tracing modes it was
         # built under (a fake-tensor dry run once cached a fake basis, and every later call ran fake).
@@ -56,68 +57,23 @@ def dct_columns(q: torch.Tensor, length: int) -> torch.Tensor:
     twiddle[0] /= math.sqrt(2.0)
     twiddle = twiddle.to(torch.complex128 if q.dtype == torch.float64 else torch.complex64)
     # ifft's 1/(2n) normalisation is undone by the factor 2n; rows n..2n-1 are the mirror image, dropped.
-    return torch.fft.ifft(twiddle[:, None] * q, n=2 * length, dim=0)[:length].real * (2 * length)
-
-
-class _ModeProduct(torch.autograd.Function):
-    """``out[p] = A @ x[p]`` for ``x`` viewed as (P, n, S), with a backward of two GEMMs and no layout copies.
-
-    Autograd's generic backward of a broadcast ``matmul`` transposes and copies its operands; here the
-    input gradient is ``Aᵀ @ grad[p]`` (the forward's GEMM shape) and the matrix gradient ``Σ_p grad[p] x[p]ᵀ``.
-    """
-
-    @staticmethod
-    def forward(ctx, x3: torch.Tensor, matrix: torch.Tensor) -> torch.Tensor:
-        ctx.save_for_backward(x3, matrix)
-        # bmm on a stride-0 expand: torch.matmul(2-D, 3-D) would fold through a transposed copy of x3
-        return torch.bmm(matrix.expand(x3.shape[0], -1, -1), x3)  # (P, o, S)
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor):
-        x3, matrix = ctx.saved_tensors
-        grad_x = torch.bmm(matrix.t().expand(x3.shape[0], -1, -1), grad) if ctx.needs_input_grad[0] else None
-        grad_matrix = torch.bmm(grad, x3.transpose(1, 2)).sum(0) if ctx.needs_input_grad[1] else None  # (o, n)
-        return grad_x, grad_matrix
-
-
-def mode_product(x: torch.Tensor, matrix: torch.Tensor, axis: int) -> torch.Tensor:
-    """Contract dimension ``axis`` of ``x`` with a shared ``matrix`` (out, in): ``x[.., i, ..] → Σ A[o, i] x``.
-
-    ``x`` is viewed as ``(P, in, S)`` without copying, so the contraction is one batched GEMM each way.
-    """
-    shape = x.shape
-    x3 = x.reshape(math.prod(shape[:axis]), shape[axis], -1)  # (P, n, S)
-    out = _ModeProduct.apply(x3, matrix)  # (P, o, S)
-    return out.reshape(*shape[:axis], matrix.shape[0], *shape[axis + 1 :])
-
-
-def mode_product_per_head(x: torch.Tensor, matrices: torch.Tensor, axis: int) -> torch.Tensor:
-    """Like :func:`mode_product` with one matrix per head: ``matrices`` (h, out, in), ``x`` (..., h, c)."""
-    shape = x.shape  # (B, ..., n, ..., h, c)
-    heads, head_dim, out_len = shape[-2], shape[-1], matrices.shape[1]
-    prefix, suffix = math.prod(shape[:axis]), math.prod(shape[axis + 1 : -2])
-    x5 = x.reshape(prefix, shape[axis], suffix, heads, head_dim)  # (P, n, S, h, c)
-    # One layout copy puts each head's columns behind its axis: one GEMM per head, (o, n) @ (n, P·S·c).
-    # (A broadcast matmul over (h, P) would instead materialise the matrices P times.)
-    cols = x5.permute(3, 1, 0, 2, 4).reshape(heads, shape[axis], -1)  # (h, n, P·S·c)
-    out = torch.bmm(matrices, cols).view(heads, out_len, prefix, suffix, head_dim)  # (h, o, P, S, c)
-    return out.permute(2, 1, 3, 0, 4).reshape(*shape[:axis], out_len, *shape[axis + 1 :])
+    return torch.fft.ifft(twiddle[:, None] * q, n=2 * length, dim=-2)[..., :length, :].real * (2 * length)
 
 
 def _wy_factor(v: torch.Tensor, tau: torch.Tensor) -> torch.Tensor:
-    """``T`` (r, r) of the compact-WY form ``H_1⋯H_r = I − V T Vᵀ`` of reflectors ``H_i = I − τ_i v_i v_iᵀ``.
+    """``T`` (..., r, r) of the compact-WY form ``H_1⋯H_r = I − V T Vᵀ`` of reflectors ``H_i = I − τ_i v_i v_iᵀ``.
 
     ``T⁻¹ = R = diag(1/τ) + striu(VᵀV)`` (Schreiber & Van Loan 1989, Puglisi 1992), so ``T = (I − K)⁻¹
     diag(τ)`` with the nilpotent ``K = −diag(τ) striu(VᵀV)`` and ``(I − K)⁻¹ = Π_j (I + K^(2^j))``:
     ⌈log₂ r⌉ squarings of an r×r matrix, GEMMs only.
     """
-    r = v.shape[1]
-    k = -tau[:, None] * (v.t() @ v).triu(1)  # (r, r), strictly upper triangular
+    r = v.shape[-1]
+    k = -tau[..., :, None] * (v.mT @ v).triu(1)  # (..., r, r), strictly upper triangular
     inverse = torch.eye(r, dtype=v.dtype, device=v.device) + k
     for _ in range(max(r - 1, 1).bit_length() - 1):  # K^r = 0
         k = k @ k
         inverse = inverse + inverse @ k
-    return inverse * tau[None, :]
+    return inverse * tau[..., None, :]
 
 
 class _OrthogonalColumns(torch.autograd.Function):
@@ -134,12 +90,12 @@ class _OrthogonalColumns(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x: torch.Tensor) -> torch.Tensor:
-        a = x.tril(diagonal=-1)  # (m, r): the reflectors below the unit diagonal
-        tau = 2.0 / (1.0 + (a * a).sum(dim=-2))  # (r,)
+        a = x.tril(diagonal=-1)  # (..., m, r): the reflectors below the unit diagonal
+        tau = 2.0 / (1.0 + (a * a).sum(dim=-2))  # (..., r)
         # The diagonal of x holds the column signs ±1 and gets no gradient. torch's map reads it as
         # x.diagonal().int(), which turns 0.9999 into 0: AdamW's decoupled weight decay shrinks that diagonal,
         # and the columns of U would vanish. Reading only its sign keeps U orthonormal under any optimiser.
-        signs = torch.where(x.diagonal() < 0, -1.0, 1.0).to(x.dtype)  # (r,)
+        signs = torch.where(x.diagonal(dim1=-2, dim2=-1) < 0, -1.0, 1.0).to(x.dtype)[..., None, :]  # (..., 1, r)
         ctx.save_for_backward(a, tau, signs)
         return torch.linalg.householder_product(a, tau) * signs
 
@@ -147,28 +103,50 @@ class _OrthogonalColumns(torch.autograd.Function):
     @once_differentiable
     def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
         a, tau, signs = ctx.saved_tensors
-        r = a.shape[1]
-        v = a + torch.eye(*a.shape, dtype=a.dtype, device=a.device)  # (m, r)
-        t = _wy_factor(v, tau)  # (r, r)
-        grad = grad * signs  # (m, r): Q̄ before the column signs
-        vtg = v.t() @ grad  # (r, r): Vᵀ Q̄
-        grad_v = -(grad @ (v[:r] @ t.t()))  # through V in V T V₁ᵀ
-        grad_v[:r] -= vtg.t() @ t  # through V₁
-        grad_r = t.t() @ (vtg @ v[:r]) @ t.t()  # ∂L/∂R = −Tᵀ T̄ Tᵀ with T̄ = −Vᵀ Q̄ V₁
+        r = a.shape[-1]
+        v = a + torch.eye(*a.shape[-2:], dtype=a.dtype, device=a.device)  # (..., m, r)
+        v1 = v[..., :r, :]  # (..., r, r)
+        t = _wy_factor(v, tau)  # (..., r, r)
+        grad = grad * signs  # (..., m, r): Q̄ before the column signs
+        vtg = v.mT @ grad  # (..., r, r): Vᵀ Q̄
+        grad_v = -(grad @ (v1 @ t.mT))  # through V in V T V₁ᵀ
+        grad_v[..., :r, :] -= vtg.mT @ t  # through V₁
+        grad_r = t.mT @ (vtg @ v1) @ t.mT  # ∂L/∂R = −Tᵀ T̄ Tᵀ with T̄ = −Vᵀ Q̄ V₁
         upper = grad_r.triu(1)
-        grad_v += v @ (upper + upper.t())  # through striu(VᵀV)
-        return grad_v.tril(-1) + a * grad_r.diagonal()  # through 1/τ = (1 + ‖A_j‖²) / 2 on the diagonal of R
+        grad_v += v @ (upper + upper.mT)  # through striu(VᵀV)
+        # through 1/τ = (1 + ‖A_j‖²) / 2 on the diagonal of R
+        return grad_v.tril(-1) + a * grad_r.diagonal(dim1=-2, dim2=-1)[..., None, :]
 
 
-def orthogonal_columns(rotation: nn.Linear) -> torch.Tensor:
-    """The weight of ``rotation`` under its ``orthogonal(householder, no trivialization)`` parametrisation.
+def orthogonal_columns(*rotations: nn.Linear) -> torch.Tensor:
+    """The weights of ``rotations`` (all (m, r)) under their ``orthogonal(householder, no trivialization)``
+    parametrisation, stacked: (len(rotations), m, r), or (m, r) for one.
 
     torch's map for a tall weight (column signs read robustly, see :class:`_OrthogonalColumns`),
-    computed in at least float32 (``orgqr`` has no bf16/fp16 kernel), with a faster backward.
+    computed in at least float32 (``orgqr`` has no bf16/fp16 kernel), with a faster backward. Several
+    rotations of one shape go through one batched call, which halves the per-call cost of a square grid.
     """
-    param = rotation.parametrizations.weight
-    assert param[0].orthogonal_map.name == "householder" and not hasattr(param[0], "base"), "see SymmetricFactor"
-    return _OrthogonalColumns.apply(param.original.to(torch.promote_types(param.original.dtype, torch.float32)))
+    originals = []
+    for rotation in rotations:
+        param = rotation.parametrizations.weight
+        assert param[0].orthogonal_map.name == "householder" and not hasattr(param[0], "base"), "see SymmetricFactor"
+        originals.append(param.original)
+    x = originals[0] if len(originals) == 1 else torch.stack(originals)  # (k, m, r)
+    return _OrthogonalColumns.apply(x.to(torch.promote_types(x.dtype, torch.float32)))
+
+
+def symmetric_bases(factors: Sequence[SymmetricFactor]) -> list[torch.Tensor]:
+    """``[f.basis() for f in factors]``, with factors of equal (length, modes, rank) computed in one batched call."""
+    groups: dict[tuple[int, int, int], list[int]] = {}
+    for i, f in enumerate(factors):
+        groups.setdefault((f.length, f.modes, f.rank), []).append(i)
+    bases: list[torch.Tensor | None] = [None] * len(factors)
+    for (length, _, _), members in groups.items():
+        q = orthogonal_columns(*(factors[i].rotation for i in members))
+        stacked = dct_columns(q, length)  # (k, n, r) or (n, r)
+        for j, i in enumerate(members):
+            bases[i] = stacked if len(members) == 1 else stacked[j]
+    return bases
 
 
 class SymmetricFactor(nn.Module):
@@ -191,7 +169,7 @@ class SymmetricFactor(nn.Module):
     def basis(self) -> torch.Tensor:
         """``U``: (n, r) with orthonormal columns, in float32 or float64 (whichever the parameters need)."""
         # The DCT is rebuilt in the working dtype so U is orthonormal to that dtype's precision.
-        return dct_columns(orthogonal_columns(self.rotation), self.length)  # (n, r)
+        return symmetric_bases([self])[0]  # (n, r)
 
     def eigenvalues(self) -> torch.Tensor:
         """``λ``: (h, r) in (0, 1)."""

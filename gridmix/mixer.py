@@ -27,8 +27,9 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from gridmix.factors import CausalFactor, SymmetricFactor, mode_product, mode_product_per_head
+from gridmix.factors import CausalFactor, SymmetricFactor, symmetric_bases
 from gridmix.grid import Grid
+from gridmix.tucker import expand, mode_product_per_head, project
 
 PREFIX_MODES = ("mean", "identity")
 # timm's Block passes these to every attention layer; they have no meaning without queries and keys.
@@ -179,22 +180,23 @@ class ConcentrationMixer(nn.Module):
         """Apply the bare operator ``M`` per head: (B, *grid, C) → (B, *grid, C), never materialising it.
 
         Tucker-form axes are projected down (shared bases: one GEMM per mode product, heads and
-        channels folded into its columns), dense per-head factors act on the smallest tensor, the core
-        is scaled by the per-head eigenvalues, and the Tucker axes are expanded back.
+        channels folded into its columns, :mod:`gridmix.tucker`), dense per-head factors act on the
+        smallest tensor, the core is scaled by the per-head eigenvalues, and the Tucker axes are
+        expanded back.
         """
         if tuple(v.shape[1:-1]) != self.grid.shape or v.shape[-1] != self.dim:
             raise ValueError(f"mix expects (B, {', '.join(map(str, self.grid))}, {self.dim}); got {tuple(v.shape)}")
         x = v.reshape(*v.shape[:-1], self.num_heads, self.head_dim)  # (B, *grid, h, c)
         low_rank, dense = self._plan()
-        bases = {k: self.axis_factors[k].basis().to(x.dtype) for k in low_rank}  # (n_k, r_k)
-        for k in low_rank:
-            x = mode_product(x, bases[k].t(), axis=k + 1)  # n_k -> r_k
+        bases = [u.to(x.dtype) for u in symmetric_bases([self.axis_factors[k] for k in low_rank])]  # (n_k, r_k)
+        axes = [k + 1 for k in low_rank]
+        if low_rank:
+            x = project(x, bases, axes)  # (B, *core, h, c): n_k -> r_k on the Tucker axes
         for k in dense:
             x = mode_product_per_head(x, self.axis_factors[k].dense().to(x.dtype), axis=k + 1)
         if low_rank:
-            x = x * self._core_scale(low_rank).to(x.dtype)  # (B, *core, h, c)
-            for k in reversed(low_rank):
-                x = mode_product(x, bases[k], axis=k + 1)  # r_k -> n_k
+            x = x * self._core_scale(low_rank).to(x.dtype)  # per-head eigenvalues on the core
+            x = expand(x, bases[::-1], axes[::-1])  # r_k -> n_k, in reverse order
         return x.reshape(v.shape)
 
     def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None = None, is_causal: bool = False) -> torch.Tensor:

@@ -16,9 +16,10 @@ from gridmix.factors import (
     CausalFactor,
     _wy_factor,
     dct_columns,
-    mode_product,
     orthogonal_columns,
+    symmetric_bases,
 )
+from gridmix.tucker import expand, project
 
 F64 = dict(rtol=1e-10, atol=1e-10)
 
@@ -63,6 +64,8 @@ def reference_mix(mixer: ConcentrationMixer, v: torch.Tensor) -> torch.Tensor:
     ("160", 3, ()),  # n·m > the dense-DCT limit: the FFT basis
     ("6x20x24", 4, (0,)),  # causal time, Tucker space: middle and last axis products
     ("20x6", 4, ()),  # Tucker axis then a dense per-head axis
+    ("10x10", 3, ()),  # equal axes: both bases from one batched Householder call
+    ("4x9x9", 3, (0,)),  # two equal Tucker axes behind a causal one
 ])
 def test_mix_values_and_every_gradient_match_autograd_through_torch_ops(grid, rank, causal):
     mixer = randomised(ConcentrationMixer(8, grid, num_heads=2, rank=rank, causal_axes=causal).double())
@@ -107,6 +110,21 @@ def test_orthogonal_columns_is_the_parametrisation_and_its_gradient(dtype):
     torch.testing.assert_close(got, want, **tol)
 
 
+def test_bases_of_equal_axes_are_batched_and_equal_the_one_by_one_bases():
+    mixer = randomised(ConcentrationMixer(8, (200, 30, 200), num_heads=2, rank=5, modes=(100, 30, 100)).double())
+    factors = list(mixer.axis_factors)  # axes 0 and 2 share (length, modes, rank): one batched, FFT-form call
+    params = [p for f in factors for p in f.rotation.parameters()]
+    weights = [torch.randn(f.length, f.rank, dtype=torch.float64) for f in factors]
+    batched = symmetric_bases(factors)
+    alone = [symmetric_bases([f])[0] for f in factors]
+    for got, want in zip(batched, alone):
+        torch.testing.assert_close(got, want, **F64)
+    got = torch.autograd.grad(sum((u * w).sum() for u, w in zip(batched, weights)), params)
+    want = torch.autograd.grad(sum((u * w).sum() for u, w in zip(alone, weights)), params)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, **F64)
+
+
 @pytest.mark.parametrize("n,m", [(200, 200), (300, 90)])
 def test_fft_dct_columns_equal_the_dense_basis(n, m):
     assert n * m > _DENSE_DCT_MAX
@@ -120,23 +138,29 @@ def test_fft_dct_columns_equal_the_dense_basis(n, m):
     assert dct_columns(q.float(), n).dtype == torch.float32
 
 
-@pytest.mark.parametrize("axis", [0, 1, 2])
-def test_mode_product_backward_matches_einsum(axis):
-    x = torch.randn(3, 5, 4, dtype=torch.float64, requires_grad=True)
-    matrix = torch.randn(2, x.shape[axis], dtype=torch.float64, requires_grad=True)
-    out = mode_product(x, matrix, axis=axis)
-    letters = "abc"
-    expected = torch.einsum(f"o{letters[axis]},abc->{letters.replace(letters[axis], 'o')}", matrix, x)
+@pytest.mark.parametrize("axes", [(0,), (1,), (2,), (1, 0), (0, 2, 1)])
+@pytest.mark.parametrize("direction", ["project", "expand"])
+def test_mode_product_chain_and_its_backward_match_einsum(axes, direction):
+    x = torch.randn(5, 6, 7, dtype=torch.float64, requires_grad=True)
+    sizes = dict(project=lambda n: (n, n - 2), expand=lambda n: (n + 3, n))  # basis (long, short) per axis
+    bases = [torch.randn(*sizes[direction](x.shape[a]), dtype=torch.float64, requires_grad=True) for a in axes]
+    expected, letters = x, "abc"
+    for axis, basis in zip(axes, bases):  # one einsum per mode product, through autograd
+        matrix = basis.t() if direction == "project" else basis
+        out_letters = letters.replace(letters[axis], "o")
+        expected = torch.einsum(f"o{letters[axis]},{letters}->{out_letters}", matrix, expected)
+    out = (project if direction == "project" else expand)(x, bases, axes)
     torch.testing.assert_close(out, expected, **F64)
     weight = torch.randn_like(out)
-    got = torch.autograd.grad((out * weight).sum(), (x, matrix))
-    want = torch.autograd.grad((expected * weight).sum(), (x, matrix))
+    got = torch.autograd.grad((out * weight).sum(), (x, *bases))
+    want = torch.autograd.grad((expected * weight).sum(), (x, *bases))
     for g, w in zip(got, want):
         torch.testing.assert_close(g, w, **F64)
-    # only the matrix needs a gradient: the input's GEMM is skipped, the matrix's is unchanged
-    frozen = x.detach()
-    grad_matrix = torch.autograd.grad((mode_product(frozen, matrix, axis=axis) * weight).sum(), matrix)[0]
-    torch.testing.assert_close(grad_matrix, want[1], **F64)
+    # only the bases need gradients: the input's last GEMM is skipped, the bases' are unchanged
+    frozen = (project if direction == "project" else expand)(x.detach(), bases, axes)
+    grads = torch.autograd.grad((frozen * weight).sum(), bases)
+    for g, w in zip(grads, want[1:]):
+        torch.testing.assert_close(g, w, **F64)
 
 
 def test_runs_under_inference_mode_and_fake_tensors_leave_the_real_path_intact():
