@@ -10,7 +10,10 @@ in its own output instead of silently biasing it.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import json
+import math
 import os
 import platform
 import resource
@@ -38,6 +41,33 @@ def environment(*, threads: int) -> dict:
         started=time.strftime("%Y-%m-%d %H:%M:%S %z"), loadavg_at_start=_loadavg(),
         allocator_env={k: v for k, v in os.environ.items() if k.startswith(("MALLOC_", "LD_PRELOAD", "THP_"))},
     )
+
+
+# glibc's mallopt parameters (malloc.h) and the largest mmap threshold it accepts on 64-bit (32 MiB)
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD, _MMAP_THRESHOLD_MAX = -1, -3, 32 * 2**20
+
+
+def configure_allocator(mode: str) -> dict:
+    """Set how this process's malloc returns freed memory; returns the record for the environment.
+
+    ``"retain"``: glibc keeps freed memory for reuse (``mallopt``: trim threshold 2 GiB, mmap threshold
+    at its 32 MiB maximum), so a step that frees and re-allocates the same large tensors does not
+    page-fault them in again each call, as a long training loop runs in steady state. PyTorch's CPU
+    performance guide recommends the same effect by preloading jemalloc or tcmalloc. ``"default"``:
+    glibc as configured. The peak-memory subprocesses are fresh processes and keep glibc's defaults.
+    """
+    if mode not in ("retain", "default"):
+        raise ValueError(f"allocator={mode!r}; expected 'retain' or 'default'")
+    record = dict(mode=mode, applied=False)
+    if mode == "retain":
+        path = ctypes.util.find_library("c")
+        try:
+            libc = ctypes.CDLL(path)
+            record["applied"] = bool(libc.mallopt(_M_TRIM_THRESHOLD, 2**31 - 1)) and bool(
+                libc.mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD_MAX))
+        except (OSError, AttributeError, TypeError) as error:  # not glibc: nothing to configure
+            record["error"] = f"{type(error).__name__}: {error}"
+    return record
 
 
 def _loadavg() -> list[float] | None:
@@ -111,31 +141,48 @@ def wait_for_quiet(*, max_wait_s: float, busy_below: float = 0.05, sample_s: flo
         time.sleep(5.0)
 
 
+def calls_per_block(step: Callable[[], object], *, min_block_s: float, max_calls: int = 1000) -> int:
+    """How many back-to-back calls of ``step`` take at least ``min_block_s`` (timeit's autorange, from one call)."""
+    start = time.perf_counter()
+    step()
+    return max(1, min(max_calls, math.ceil(min_block_s / max(time.perf_counter() - start, 1e-9))))
+
+
 def interleaved(steps: Mapping[str, Callable[[], object]], *, repeats: Mapping[str, int], warmup: int,
-                threads: int, max_other_share: float | None = None, max_rounds: int | None = None) -> dict:
+                threads: int, max_other_share: float | None = None, max_rounds: int | None = None,
+                min_block_s: float = 0.0) -> dict:
     """Time every step round-robin, keeping only rounds in which the machine was otherwise quiet.
 
-    After ``warmup`` untimed rounds, each round runs every step that still lacks quiet repeats once.
+    A repeat of a step is a block of back-to-back calls lasting about ``min_block_s`` (one call when 0;
+    :func:`calls_per_block`), timed as a whole and divided by the calls, as ``timeit`` does: a step of a
+    few milliseconds then reports its steady-state cost per call instead of the cold start that follows
+    another case (evicted caches, fresh pages; docs/benchmarks.md), which a layer called every training
+    step does not pay. After ``warmup`` untimed rounds, each round runs every step that still lacks quiet
+    repeats once.
     A round in which other processes took more than ``max_other_share`` of the CPU (None: never) is
-    discarded and run again, up to ``max_rounds`` rounds (default 3 × the most repeats); a step left
+    discarded and run again, up to ``max_rounds`` rounds (default 2 × the most repeats); a step left
     without ``repeats`` quiet repeats then keeps its contended ones too (``quiet_repeats`` says how many
-    were quiet). Returns per step: ``timing`` (:class:`Timing`), ``page_faults`` per call (a fresh large
-    tensor costs one minor fault per 4 KiB page, docs/benchmarks.md), ``quiet_repeats``,
-    ``discarded_rounds`` and ``others_share`` (the largest share seen in its kept rounds).
+    were quiet). Returns per step: ``timing`` (:class:`Timing`, per call), ``rounds`` (the round of each
+    of its ``timing.times_s``, for :func:`paired_ratio`), ``calls_per_block``,
+    ``page_faults`` per call (a fresh large tensor costs one minor fault per 4 KiB page,
+    docs/benchmarks.md), ``quiet_repeats``, ``discarded_rounds`` and ``others_share`` (the largest share
+    seen in its kept rounds).
     """
     assert torch.get_num_threads() == threads, "set the thread count before timing"
     for _ in range(warmup):
         for step in steps.values():
             step()
-    kept: dict[str, list[tuple[float, float | None, bool]]] = {name: [] for name in steps}  # (s, share, quiet)
+    calls = {name: calls_per_block(step, min_block_s=min_block_s) for name, step in steps.items()}
+    # per step: (seconds per call, others' share, quiet, round index)
+    kept: dict[str, list[tuple[float, float | None, bool, int]]] = {name: [] for name in steps}
     faults = dict.fromkeys(steps, 0)
     discarded = dict.fromkeys(steps, 0)
-    max_rounds = max_rounds or 3 * max(repeats.values(), default=1)
+    max_rounds = max_rounds or 2 * max(repeats.values(), default=1)
 
     def missing(name: str) -> bool:
-        return sum(quiet for _, _, quiet in kept[name]) < repeats[name]
+        return sum(sample[2] for sample in kept[name]) < repeats[name]
 
-    for _ in range(max_rounds):
+    for round_index in range(max_rounds):
         todo = [name for name in steps if missing(name)]
         if not todo:
             break
@@ -144,21 +191,37 @@ def interleaved(steps: Mapping[str, Callable[[], object]], *, repeats: Mapping[s
             for name in todo:
                 before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
                 start = time.perf_counter()
-                steps[name]()
-                times[name] = time.perf_counter() - start
-                faults[name] += resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+                for _ in range(calls[name]):
+                    steps[name]()
+                times[name] = (time.perf_counter() - start) / calls[name]
+                faults[name] += (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / calls[name]
         quiet = max_other_share is None or share.quiet(max_other_share)
         for name, seconds in times.items():
-            kept[name].append((seconds, share.other, quiet))
+            kept[name].append((seconds, share.other, quiet, round_index))
             discarded[name] += not quiet
     result = {}
     for name, samples in kept.items():
         chosen = [s for s in samples if s[2]] or samples
         result[name] = dict(
-            timing=_timing([s[0] for s in chosen], warmup=warmup, threads=threads),
+            timing=_timing([s[0] for s in chosen], warmup=warmup, threads=threads), calls_per_block=calls[name],
+            rounds=[s[3] for s in chosen],
             page_faults=faults[name] / len(samples), quiet_repeats=sum(s[2] for s in samples),
             discarded_rounds=discarded[name], others_share=max((s[1] or 0.0) for s in chosen))
     return result
+
+
+def paired_ratio(slow: dict, fast: dict) -> float:
+    """Median over the rounds both were timed in of ``slow / fast`` per-call time (two :func:`interleaved` entries).
+
+    A ratio taken within a round cancels what the machine did to both during it (a slow phase of a shared
+    host stretches every case of the round); with fewer than three common rounds it falls back to the
+    ratio of the medians.
+    """
+    slow_by_round = dict(zip(slow["rounds"], slow["timing"].times_s))
+    pairs = [slow_by_round[r] / t for r, t in zip(fast["rounds"], fast["timing"].times_s) if r in slow_by_round]
+    if len(pairs) < 3:
+        return slow["timing"].median_s / fast["timing"].median_s
+    return float(np.median(pairs))
 
 
 def _timing(times: Sequence[float], *, warmup: int, threads: int) -> Timing:

@@ -33,10 +33,12 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from bench_common import (
+    configure_allocator,
     environment,
     fit_exponent,
     interleaved,
     markdown_table,
+    paired_ratio,
     wait_for_quiet,
     write_json,
 )
@@ -74,6 +76,7 @@ class CompiledMix(BareMix):
 
     def __init__(self, grid: Grid) -> None:
         super().__init__(grid, rank=RANK, causal=False)
+        torch._dynamo.reset()  # a fresh cache per grid: past the recompile limit dynamo would silently run eager
         self.compiled = torch.compile(self.mixer.mix)
 
     def forward(self) -> torch.Tensor:
@@ -228,7 +231,8 @@ def time_grid(points: list[dict], timed: dict, args) -> None:
     for point in points:
         estimate = point.get("estimated_fwdbwd_s", 0.0)
         repeats[point["case"]] = max(args.min_repeats, min(args.repeats, int(args.cap_s / max(estimate, 1e-9))))
-    options = dict(repeats=repeats, warmup=args.warmup, threads=args.threads, max_other_share=args.max_other_share)
+    options = dict(repeats=repeats, warmup=args.warmup, threads=args.threads, max_other_share=args.max_other_share,
+                   min_block_s=args.min_block_s)
     fwdbwd = interleaved({n: s[0] for n, s in timed.items()}, **options)
     fwd = interleaved({n: s[1] for n, s in timed.items()}, **options)
     for point in points:
@@ -263,8 +267,20 @@ def measure_grid(grid: Grid, args, gemm_rate: float) -> list[dict]:
     return points
 
 
+def _ratio(at: dict, grid: str, slow: str, fast: str, kind: str = "fwdbwd") -> float:
+    """``slow`` time / ``fast`` time on ``grid``, paired by round (:func:`bench_common.paired_ratio`)."""
+    def entry(case: str) -> dict:
+        return dict(timing=at[(grid, case)][kind], rounds=at[(grid, case)][f"{kind}_rounds"]["rounds"])
+
+    return paired_ratio(entry(slow), entry(fast))
+
+
 def summarise(points: list[dict], grids: list[Grid], cases: list[str]) -> dict:
-    """Ratios to SDPA and to the FFT filter, FLOP rates against the same grid's GEMM, and fitted exponents."""
+    """Ratios to SDPA and to the FFT filter, FLOP rates against the same grid's GEMM, and fitted exponents.
+
+    Every ratio, the FLOP-rate fractions included, is the median of per-round ratios: the GEMM and the
+    case ran in the same rounds, so a slow phase of the machine cancels out.
+    """
     at = {(p["grid"], p["case"]): p for p in points if "fwdbwd" in p}
     summary: dict = dict(per_grid={}, exponents={})
     for grid in map(str, grids):
@@ -276,15 +292,15 @@ def summarise(points: list[dict], grids: list[Grid], cases: list[str]) -> dict:
             p = at.get((grid, case))
             if p is None or case == "gemm":
                 continue
-            t = p["fwdbwd"].median_s
-            row[case] = dict(fwdbwd_ms=1e3 * t, fwd_ms=1e3 * p["fwd"].median_s,
-                             counted_fraction_of_gemm=p["flops_fwdbwd"] / t / (row["gemm_gflops"] * 1e9))
+            rate_vs_gemm = _ratio(at, grid, "gemm", case) / (2 * GEMM_SIZE**3)  # (1 / case time) / GEMM FLOP rate
+            row[case] = dict(fwdbwd_ms=1e3 * p["fwdbwd"].median_s, fwd_ms=1e3 * p["fwd"].median_s,
+                             counted_fraction_of_gemm=p["flops_fwdbwd"] * rate_vs_gemm)
             for ref in ("sdpa", "fft"):
                 if (grid, ref) in at:
-                    row[case][f"speedup_vs_{ref}"] = at[(grid, ref)]["fwdbwd"].median_s / t
-                    row[case][f"fwd_speedup_vs_{ref}"] = at[(grid, ref)]["fwd"].median_s / p["fwd"].median_s
+                    row[case][f"speedup_vs_{ref}"] = _ratio(at, grid, ref, case)
+                    row[case][f"fwd_speedup_vs_{ref}"] = _ratio(at, grid, ref, case, kind="fwd")
             if "tucker_flops_fwdbwd" in p:
-                row[case]["tucker_fraction_of_gemm"] = p["tucker_flops_fwdbwd"] / t / (row["gemm_gflops"] * 1e9)
+                row[case]["tucker_fraction_of_gemm"] = p["tucker_flops_fwdbwd"] * rate_vs_gemm
         summary["per_grid"][grid] = row
     for label, (lo, hi) in FIT_RANGES.items():
         span = [g for g in grids if Grid.parse(lo).numel <= g.numel <= Grid.parse(hi).numel
@@ -343,6 +359,11 @@ def main() -> None:
     parser.add_argument("--no-memory", action="store_true", help="skip the peak-memory subprocesses")
     parser.add_argument("--wait-quiet-s", type=float, default=None,
                         help="before each grid, wait up to this long for an idle machine (default: 0 quick, 600)")
+    parser.add_argument("--allocator", choices=("retain", "default"), default="retain",
+                        help="retain: glibc keeps freed memory for reuse (bench_common.configure_allocator)")
+    parser.add_argument("--min-block-s", type=float, default=None,
+                        help="a repeat runs a step back to back for at least this long (timeit-style; 0: one call; "
+                             "default 0.05 quick, 0.3)")
     parser.add_argument("--max-other-share", type=float, default=0.02,
                         help="a timing round in which other processes took more of the CPU is run again")
     args = parser.parse_args()
@@ -354,15 +375,19 @@ def main() -> None:
         args.cases.insert(1, "mix_compiled")
     args.repeats, args.min_repeats, args.warmup = (3, 2, 1) if args.quick else (9, 3, 2)
     args.cap_s = 5.0 if args.quick else 60.0
+    if args.min_block_s is None:
+        args.min_block_s = 0.05 if args.quick else 0.3
     if args.wait_quiet_s is None:
         args.wait_quiet_s = 0.0 if args.quick else 600.0
     args.memory_grids = set() if args.no_memory else {"32x32"} if args.quick else {str(g) for g in grids}
     torch.set_num_threads(args.threads)
     args.threads = torch.get_num_threads()
-    result = dict(environment=environment(threads=args.threads), points=[],
+    allocator = configure_allocator(args.allocator)
+    result = dict(environment=dict(environment(threads=args.threads), allocator=allocator), points=[],
                   settings=dict(batch=BATCH, dim=DIM, heads=HEADS, rank=RANK, gemm_size=GEMM_SIZE, quick=args.quick,
                                 repeats=args.repeats, min_repeats=args.min_repeats, warmup=args.warmup,
-                                cap_s=args.cap_s, memory_grids=sorted(args.memory_grids), cases=args.cases,
+                                cap_s=args.cap_s, min_block_s=args.min_block_s, memory_grids=sorted(args.memory_grids),
+                                cases=args.cases,
                                 wait_quiet_s=args.wait_quiet_s, max_other_share=args.max_other_share))
     if args.wait_quiet_s:
         wait_for_quiet(max_wait_s=args.wait_quiet_s)

@@ -26,10 +26,12 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from bench_common import (
+    configure_allocator,
     environment,
     fit_exponent,
     interleaved,
     markdown_table,
+    paired_ratio,
     wait_for_quiet,
     write_json,
 )
@@ -91,6 +93,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=os.cpu_count(), help="torch threads (default: all cores)")
     parser.add_argument("--max-other-share", type=float, default=0.02,
                         help="a timing round in which other processes took more of the CPU is run again")
+    parser.add_argument("--allocator", choices=("retain", "default"), default="retain",
+                        help="retain: glibc keeps freed memory for reuse (bench_common.configure_allocator)")
     parser.add_argument("--confirm", nargs=2, type=int, default=(256, 64), metavar=("MIXER_SIDE", "ATTENTION_SIDE"),
                         help="square sides at which the memory prediction is checked by a measured step")
     args = parser.parse_args()
@@ -98,19 +102,21 @@ def main() -> None:
         raise SystemExit(f"--threads={args.threads}; expected >= 1")
     torch.set_num_threads(args.threads)
     threads = torch.get_num_threads()
+    allocator = configure_allocator(args.allocator)
     sides = (16, 32) if args.quick else (16, 32, 64)
-    repeats, warmup = (2, 1) if args.quick else (5, 1)
-    result = dict(environment=environment(threads=threads), rows=[], settings=dict(
+    repeats, warmup, min_block_s = (2, 1, 0.05) if args.quick else (5, 1, 0.3)
+    result = dict(environment=dict(environment(threads=threads), allocator=allocator), rows=[], settings=dict(
         batch=BATCH, dim=DIM, depth=DEPTH, heads=HEADS, rank=16, patch_size=1, optimizer="AdamW",
-        repeats=repeats, warmup=warmup, budget_gib=BUDGET_BYTES / 2**30, max_other_share=args.max_other_share))
+        repeats=repeats, warmup=warmup, min_block_s=min_block_s, budget_gib=BUDGET_BYTES / 2**30,
+        max_other_share=args.max_other_share))
     for side in sides:
         busy = wait_for_quiet(max_wait_s=0 if args.quick else 600)
         steps = {model: train_step(model, side, threads) for model in MODELS}
         rounds = interleaved(steps, repeats=dict.fromkeys(MODELS, repeats), warmup=warmup, threads=threads,
-                             max_other_share=args.max_other_share)
+                             max_other_share=args.max_other_share, min_block_s=min_block_s)
+        row = dict(grid=f"{side}x{side}", tokens=side * side, busy_before=busy,
+                   speedup=paired_ratio(rounds["attention"], rounds["mixer"]))  # median of per-round ratios
         timing = {model: rounds[model].pop("timing") for model in MODELS}
-        row = dict(grid=f"{side}x{side}", tokens=side * side, busy_before=busy, speedup=(
-            timing["attention"].median_s / timing["mixer"].median_s))
         for model in MODELS:
             row[model] = dict(step=timing[model], params=sum(p.numel() for p in build(model, side).parameters()),
                               predicted_bytes=predicted_bytes(model, side), rounds=rounds[model])

@@ -33,10 +33,10 @@ _DENSE_DCT_MAX = 128 * 128  # n·m above which dct_columns uses the FFT (measure
 def dct_basis(n: int, m: int, *, dtype: torch.dtype = torch.float32, device=None) -> torch.Tensor:
     """First ``m`` columns of the orthonormal DCT-II basis of size ``n``: ``(n, m)``, orthonormal columns."""
     assert 1 <= m <= n, f"need 1 <= m <= n, got m={m}, n={n}"
-    i = torch.arange(n, dtype=torch.float64, device=device)[:, None]
-    k = torch.arange(m, dtype=torch.float64, device=device)[None, :]
-    basis = torch.cos(math.pi * (2 * i + 1) * k / (2 * n)) * math.sqrt(2.0 / n)  # (n, m)
-    basis[:, 0] /= math.sqrt(2.0)
+    odd = torch.arange(1, 2 * n, 2, dtype=torch.float64, device=device)  # 2i + 1
+    k = torch.arange(m, dtype=torch.float64, device=device)
+    basis = torch.outer(odd, k).mul_(math.pi / (2 * n)).cos_().mul_(math.sqrt(2.0 / n))  # (n, m)
+    basis[:, 0].mul_(math.sqrt(0.5))
     return basis.to(dtype)
 
 
@@ -63,75 +63,72 @@ def dct_columns(q: torch.Tensor, length: int) -> torch.Tensor:
 def _wy_factor(v: torch.Tensor, tau: torch.Tensor) -> torch.Tensor:
     """``T`` (..., r, r) of the compact-WY form ``H_1⋯H_r = I − V T Vᵀ`` of reflectors ``H_i = I − τ_i v_i v_iᵀ``.
 
-    ``T⁻¹ = R = diag(1/τ) + striu(VᵀV)`` (Schreiber & Van Loan 1989, Puglisi 1992), so ``T = (I − K)⁻¹
-    diag(τ)`` with the nilpotent ``K = −diag(τ) striu(VᵀV)`` and ``(I − K)⁻¹ = Π_j (I + K^(2^j))``:
-    ⌈log₂ r⌉ squarings of an r×r matrix, GEMMs only.
+    ``T⁻¹ = R = diag(1/τ) + striu(VᵀV)`` (Schreiber & Van Loan 1989, Puglisi 1992): one triangular solve.
     """
     r = v.shape[-1]
-    k = -tau[..., :, None] * (v.mT @ v).triu(1)  # (..., r, r), strictly upper triangular
-    inverse = torch.eye(r, dtype=v.dtype, device=v.device) + k
-    for _ in range(max(r - 1, 1).bit_length() - 1):  # K^r = 0
-        k = k @ k
-        inverse = inverse + inverse @ k
-    return inverse * tau[..., None, :]
+    inverse = (v.mT @ v).triu_(1)  # (..., r, r)
+    inverse.diagonal(dim1=-2, dim2=-1).copy_(tau.reciprocal())
+    eye = torch.eye(r, dtype=v.dtype, device=v.device).expand_as(inverse)
+    return torch.linalg.solve_triangular(inverse, eye, upper=True)
 
 
 class _OrthogonalColumns(torch.autograd.Function):
-    """The Householder map of ``parametrizations.orthogonal`` for a tall ``x`` (m, r), with a closed-form backward.
+    """Householder map of ``parametrizations.orthogonal`` for tall ``x`` (k, m, r), with a closed-form backward.
 
     Forward, as torch's map: ``A = tril(x, −1)``, ``τ = 2 / (1 + ‖A_j‖²)`` (exact reflections), ``Q =
     householder_product(A, τ) · diag(signs)`` with LAPACK's ``orgqr``. torch's backward walks the r
     reflectors in many small kernels (≈0.7 ms for a 64×16 basis on a 2-core CPU, per axis and step);
     here the gradient comes from the WY form ``Q = (E − V T V₁ᵀ) S`` (``V = A + E``, ``E = I[:, :r]``,
-    ``V₁`` its first r rows, ``T = R⁻¹`` as in :func:`_wy_factor`) in a dozen small GEMMs:
+    ``V₁`` its first r rows, ``T = R⁻¹`` as in :func:`_wy_factor`) in a dozen batched GEMMs:
     ``∂V = −Q̄ V₁ Tᵀ − [Q̄ᵀ V T; 0] + V (R̄ᵤ + R̄ᵤᵀ)`` with ``R̄ = Tᵀ Vᵀ Q̄ V₁ Tᵀ`` (ᵤ: strictly upper),
-    and through ``1/τ_j = (1 + ‖A_j‖²) / 2``: ``∂A_ij += R̄_jj A_ij``.
+    and through ``1/τ_j = (1 + ‖A_j‖²) / 2``: ``∂A_ij += R̄_jj A_ij``. The k matrices go through every
+    call together, so the per-call cost of these small kernels is paid once for all axes of one shape.
     """
 
     @staticmethod
     def forward(ctx, x: torch.Tensor) -> torch.Tensor:
-        a = x.tril(diagonal=-1)  # (..., m, r): the reflectors below the unit diagonal
-        tau = 2.0 / (1.0 + (a * a).sum(dim=-2))  # (..., r)
+        a = x.tril(diagonal=-1)  # (k, m, r): the reflectors below the unit diagonal
+        tau = 2.0 / (1.0 + (a * a).sum(dim=-2))  # (k, r)
         # The diagonal of x holds the column signs ±1 and gets no gradient. torch's map reads it as
         # x.diagonal().int(), which turns 0.9999 into 0: AdamW's decoupled weight decay shrinks that diagonal,
         # and the columns of U would vanish. Reading only its sign keeps U orthonormal under any optimiser.
-        signs = torch.where(x.diagonal(dim1=-2, dim2=-1) < 0, -1.0, 1.0).to(x.dtype)[..., None, :]  # (..., 1, r)
+        signs = torch.where(x.diagonal(dim1=-2, dim2=-1) < 0, -1.0, 1.0).to(x.dtype).unsqueeze(-2)  # (k, 1, r)
         ctx.save_for_backward(a, tau, signs)
-        return torch.linalg.householder_product(a, tau) * signs
+        return torch.linalg.householder_product(a, tau).mul_(signs)
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
         a, tau, signs = ctx.saved_tensors
         r = a.shape[-1]
-        v = a + torch.eye(*a.shape[-2:], dtype=a.dtype, device=a.device)  # (..., m, r)
-        v1 = v[..., :r, :]  # (..., r, r)
-        t = _wy_factor(v, tau)  # (..., r, r)
-        grad = grad * signs  # (..., m, r): Q̄ before the column signs
-        vtg = v.mT @ grad  # (..., r, r): Vᵀ Q̄
-        grad_v = -(grad @ (v1 @ t.mT))  # through V in V T V₁ᵀ
-        grad_v[..., :r, :] -= vtg.mT @ t  # through V₁
-        grad_r = t.mT @ (vtg @ v1) @ t.mT  # ∂L/∂R = −Tᵀ T̄ Tᵀ with T̄ = −Vᵀ Q̄ V₁
+        v = a + torch.eye(*a.shape[-2:], dtype=a.dtype, device=a.device)  # (k, m, r)
+        v1 = v[:, :r]  # (k, r, r)
+        t = _wy_factor(v, tau)  # (k, r, r)
+        grad = grad * signs  # (k, m, r): Q̄ before the column signs
+        vtg = torch.bmm(v.mT, grad)  # (k, r, r): Vᵀ Q̄
+        grad_v = torch.bmm(grad, torch.bmm(v1, t.mT)).neg_()  # through V in V T V₁ᵀ
+        grad_v[:, :r] -= torch.bmm(vtg.mT, t)  # through V₁
+        grad_r = torch.bmm(torch.bmm(t.mT, torch.bmm(vtg, v1)), t.mT)  # ∂L/∂R = −Tᵀ T̄ Tᵀ with T̄ = −Vᵀ Q̄ V₁
         upper = grad_r.triu(1)
-        grad_v += v @ (upper + upper.mT)  # through striu(VᵀV)
+        grad_v += torch.bmm(v, upper + upper.mT)  # through striu(VᵀV)
         # through 1/τ = (1 + ‖A_j‖²) / 2 on the diagonal of R
-        return grad_v.tril(-1) + a * grad_r.diagonal(dim1=-2, dim2=-1)[..., None, :]
+        return grad_v.tril_(-1).addcmul_(a, grad_r.diagonal(dim1=-2, dim2=-1).unsqueeze(-2))
 
 
 def orthogonal_columns(*rotations: nn.Linear) -> torch.Tensor:
-    """The weights of ``rotations`` (all (m, r)) under their ``orthogonal(householder, no trivialization)``
-    parametrisation, stacked: (len(rotations), m, r), or (m, r) for one.
+    """The weights of ``rotations`` (each (m, r)) under their ``orthogonal(householder, no trivialization)``
+    parametrisation, stacked: (len(rotations), m, r).
 
     torch's map for a tall weight (column signs read robustly, see :class:`_OrthogonalColumns`),
-    computed in at least float32 (``orgqr`` has no bf16/fp16 kernel), with a faster backward. Several
-    rotations of one shape go through one batched call, which halves the per-call cost of a square grid.
+    computed in at least float32 (``orgqr`` has no bf16/fp16 kernel), with a faster backward. Rotations
+    of one shape go through one batched call, which halves the per-step cost of a square grid's bases.
     """
     originals = []
     for rotation in rotations:
         param = rotation.parametrizations.weight
         assert param[0].orthogonal_map.name == "householder" and not hasattr(param[0], "base"), "see SymmetricFactor"
         originals.append(param.original)
-    x = originals[0] if len(originals) == 1 else torch.stack(originals)  # (k, m, r)
+    x = torch.stack(originals)  # (k, m, r)
     return _OrthogonalColumns.apply(x.to(torch.promote_types(x.dtype, torch.float32)))
 
 
@@ -142,10 +139,9 @@ def symmetric_bases(factors: Sequence[SymmetricFactor]) -> list[torch.Tensor]:
         groups.setdefault((f.length, f.modes, f.rank), []).append(i)
     bases: list[torch.Tensor | None] = [None] * len(factors)
     for (length, _, _), members in groups.items():
-        q = orthogonal_columns(*(factors[i].rotation for i in members))
-        stacked = dct_columns(q, length)  # (k, n, r) or (n, r)
-        for j, i in enumerate(members):
-            bases[i] = stacked if len(members) == 1 else stacked[j]
+        q = orthogonal_columns(*(factors[i].rotation for i in members))  # (k, m, r)
+        for i, basis in zip(members, dct_columns(q, length).unbind()):  # (n, r) each
+            bases[i] = basis
     return bases
 
 

@@ -110,6 +110,15 @@ def test_fft_formula_is_five_n_log2_n_per_transform():
     assert set(FLOP_FORMULAS) >= {torch.ops.aten._fft_r2c, torch.ops.aten._fft_c2r}
 
 
+def test_triangular_solve_formula_is_n_squared_per_right_hand_side():
+    model = torch.nn.Module()
+    a = torch.eye(6).triu() + 0.1 * torch.ones(6, 6).triu(1)
+    model.forward = lambda b: torch.linalg.solve_triangular(a, b, upper=True)
+    flops = count_flops(model, torch.randn(2, 6, 5), backward=False)
+    assert flops.per_op == {"aten.linalg_solve_triangular": 2 * 6 * 6 * 5}
+    assert not flops.uncounted
+
+
 def test_an_op_without_formula_is_reported_uncounted():
     model = torch.nn.Module()
     model.forward = lambda x: torch.linalg.svdvals(x)

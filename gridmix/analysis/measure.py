@@ -139,6 +139,11 @@ def _householder_product_flops(a, tau, *args, out_shape=None, **kwargs) -> int:
     return math.prod(a[:-2]) * int(4 * m * n * k - 2 * (m + n) * k * k + 4 * k**3 / 3)
 
 
+def _solve_triangular_flops(a, b, *args, out_shape=None, **kwargs) -> int:
+    """Back-substitution of an ``n×n`` triangular system for ``k`` right-hand sides: ``n²·k`` per matrix."""
+    return math.prod(b[:-2]) * a[-1] ** 2 * b[-1]
+
+
 FLOP_FORMULAS: dict = {
     # CPU scaled_dot_product_attention (flash kernel): FlopCounterMode 2.x counts only the CUDA kernels.
     aten._scaled_dot_product_flash_attention_for_cpu: _sdpa_forward_flops,
@@ -147,6 +152,7 @@ FLOP_FORMULAS: dict = {
     aten._fft_c2r: _fft_c2r_flops,
     aten._fft_c2c: _fft_c2c_flops,
     aten.linalg_householder_product: _householder_product_flops,  # the mixer's orthogonal parametrisation
+    aten.linalg_solve_triangular: _solve_triangular_flops,  # its WY-form backward
 }
 """Formulas gridmix adds to FlopCounterMode's registry (passed as its ``custom_mapping``)."""
 
