@@ -159,22 +159,12 @@ class ConcentrationMixer(nn.Module):
         return scale
 
     def _plan(self) -> tuple[list[int], list[int]]:
-        """Axes applied in Tucker form (in projection order) and axes applied as dense per-head factors.
-
-        Projecting axis ``k`` down costs ``C·N·r_k·Π ρ_j`` over the axes ``j`` projected before it
-        (``ρ_j = r_j / n_j``); swapping two neighbours shows the total is least when the axes go in
-        increasing ``r / (1 − ρ)`` (stable in axis order, so equal axes keep the outer one first, whose
-        GEMMs are the largest). The expansion runs in reverse, at the same cost.
-        """
+        """Axes applied in Tucker form (in projection order, :func:`projection_order`) and dense per-head axes."""
         factors = self.axis_factors
         low_rank = [k for k, f in enumerate(factors) if isinstance(f, SymmetricFactor) and not f.prefers_dense()]
         dense = [k for k in range(self.grid.ndim) if k not in low_rank]
-
-        def key(k: int) -> float:  # r / (1 − r/n); an axis that does not shrink (r = n) goes last
-            n, r = self.grid[k], factors[k].rank
-            return math.inf if r == n else r * n / (n - r)
-
-        return sorted(low_rank, key=key), dense
+        order = projection_order([self.grid[k] for k in low_rank], [factors[k].rank for k in low_rank])
+        return [low_rank[i] for i in order], dense
 
     def mix(self, v: torch.Tensor) -> torch.Tensor:
         """Apply the bare operator ``M`` per head: (B, *grid, C) → (B, *grid, C), never materialising it.
@@ -265,17 +255,33 @@ class ConcentrationMixer(nn.Module):
                 f"causal_axes={self.causal_axes}, prefix={self.num_prefix_tokens} ({self.prefix_mode})")
 
 
+def projection_order(lengths: Sequence[int], ranks: Sequence[int]) -> list[int]:
+    """The order of Tucker projections (indices into ``lengths``) with the fewest FLOPs.
+
+    Projecting axis ``k`` down costs ``C·N·r_k·Π ρ_j`` over the axes ``j`` projected before it
+    (``ρ_j = r_j / n_j``); swapping two neighbours shows the total is least when the axes go in
+    increasing ``r / (1 − ρ)`` (stable, so equal axes keep the outer one first, whose GEMMs are the
+    largest). An axis that does not shrink (``r = n``) goes last. The expansion runs in reverse.
+    """
+    def key(i: int) -> float:
+        n, r = lengths[i], ranks[i]
+        return math.inf if r >= n else r * n / (n - r)
+
+    return sorted(range(len(lengths)), key=key)
+
+
 def tucker_flops(grid: Grid | Sequence[int], *, dim: int, rank: int | Sequence[int]) -> int:
     """Minimum multiply-add FLOPs (×2) of one forward ``mix`` in rank-r Tucker form, per batch element.
 
-    Projecting axis ``k`` down (``n_k → r_k``) after axes ``< k`` costs ``C·n_k·Π_{j≤k} r_j·Π_{j>k} n_j``
-    multiply-adds (DESIGN.md section 2's cost model, with the contracted length written out); expanding
-    back costs the same. The backward pass is twice the forward, so forward+backward is 3× this.
+    Projecting axis ``k`` down (``n_k → r_k``) after the axes before it in :func:`projection_order` costs
+    ``C · n_k · Π(ranks of the axes done, this one included) · Π(lengths of the axes still to do)``
+    multiply-adds (DESIGN.md section 2's cost model, with the contracted length written out);
+    expanding back costs the same. The backward pass is twice the forward, so forward+backward is 3× this.
     """
     shape = list(Grid.parse(grid).shape)
-    ranks = _per_axis(rank, Grid(tuple(shape)), "rank")
-    ranks = [min(r, n) for r, n in zip(ranks, shape)]
-    flops = 0
-    for k in range(len(shape)):
-        flops += 2 * dim * math.prod(ranks[: k + 1]) * math.prod(shape[k + 1 :]) * shape[k]
+    ranks = [min(r, n) for r, n in zip(_per_axis(rank, Grid(tuple(shape)), "rank"), shape)]
+    flops, sizes = 0, list(shape)
+    for k in projection_order(shape, ranks):
+        flops += 2 * dim * math.prod(sizes) * ranks[k]  # (Π current sizes / n_k) · n_k · r_k
+        sizes[k] = ranks[k]
     return 2 * flops  # down and up

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from gridmix import ConcentrationMixer, dct_basis, tucker_flops
+from gridmix.mixer import projection_order
 
 CASES = [
     ("16", (), 4),  # 1-D, low-rank path
@@ -203,6 +204,16 @@ def test_bad_arguments_are_value_errors():
         ConcentrationMixer(8, "4x4", num_heads=2, qk_norm=True, norm_layer=torch.nn.LayerNorm)
     with pytest.raises(TypeError, match="unexpected"):
         ConcentrationMixer(8, "4x4", num_heads=2, window=3)
+
+
+def test_tucker_flops_follow_the_cheapest_projection_order():
+    # 16x32x32 at rank 16: axis 0 does not shrink (r = n), so it is projected last, after 32 -> 16 twice
+    c = 8
+    macs = c * (16 * 32 * 32 * 16 + 16 * 16 * 32 * 16 + 16 * 16 * 16 * 16)  # axis 1, axis 2, axis 0
+    assert tucker_flops((16, 32, 32), dim=c, rank=16) == 2 * 2 * macs
+    axis_order = c * (16 * 32 * 32 * 16 + 16 * 32 * 32 * 16 + 16 * 16 * 32 * 16)  # axis 0 first: no saving
+    assert tucker_flops((16, 32, 32), dim=c, rank=16) < 2 * 2 * axis_order
+    assert projection_order([16, 32, 32], [16, 16, 16]) == [1, 2, 0]
 
 
 def test_tucker_flops_counts_each_mode_product():
