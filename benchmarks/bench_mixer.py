@@ -324,7 +324,8 @@ def render(result: dict) -> str:
     """The Markdown tables: forward+backward and forward-only milliseconds, and speed-ups over SDPA."""
     env, summary = result["environment"], result["summary"]
     text = (f"torch {env['torch']}, {env['torch_threads']} threads, {env['cpu']}; batch {BATCH}, C={DIM}, "
-            f"{HEADS} heads, rank {RANK} (mix_r4: 4). Median of interleaved repeats; ×: speed-up over SDPA.\n\n")
+            f"{HEADS} heads, rank {RANK} (mix_r4: 4). Median of interleaved repeats; ×: speed-up over SDPA "
+            "(median of per-round ratios).\n\n")
     cases = [c for c in result["settings"]["cases"] if c != "gemm"]
     for key, title in (("fwdbwd_ms", "forward+backward, ms"), ("fwd_ms", "forward only, ms")):
         rows = []
