@@ -10,6 +10,7 @@ in its own output instead of silently biasing it.
 
 from __future__ import annotations
 
+import argparse
 import ctypes
 import ctypes.util
 import json
@@ -38,7 +39,7 @@ def environment(*, threads: int) -> dict:
     return dict(
         torch=torch.__version__, python=platform.python_version(), cpu=cpu, cpu_count=os.cpu_count(),
         torch_threads=threads, mkl=torch.backends.mkl.is_available(), platform=platform.platform(),
-        started=time.strftime("%Y-%m-%d %H:%M:%S %z"), loadavg_at_start=_loadavg(),
+        started=time.strftime("%Y-%m-%d %H:%M:%S %z"), loadavg_at_start=loadavg(),
         allocator_env={k: v for k, v in os.environ.items() if k.startswith(("MALLOC_", "LD_PRELOAD", "THP_"))},
     )
 
@@ -70,11 +71,30 @@ def configure_allocator(mode: str) -> dict:
     return record
 
 
-def _loadavg() -> list[float] | None:
+def loadavg() -> list[float] | None:
+    """The machine's 1, 5 and 15 minute load averages (None without ``/proc``)."""
     try:
         return [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]]
     except OSError:
         return None
+
+
+def add_machine_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--threads``, ``--allocator`` and ``--max-other-share``: how every benchmark script uses the machine."""
+    parser.add_argument("--threads", type=int, default=os.cpu_count(), help="torch threads (default: all cores)")
+    parser.add_argument("--allocator", choices=("retain", "default"), default="retain",
+                        help="retain: glibc keeps freed memory for reuse (bench_common.configure_allocator)")
+    parser.add_argument("--max-other-share", type=float, default=0.02,
+                        help="a timing round in which other processes took more of the CPU is run again")
+
+
+def set_up_machine(args: argparse.Namespace) -> dict:
+    """Apply ``--threads`` (``args.threads`` becomes what torch reports) and ``--allocator``; the environment record."""
+    if args.threads < 1:
+        raise SystemExit(f"--threads={args.threads}; expected >= 1")
+    torch.set_num_threads(args.threads)
+    args.threads = torch.get_num_threads()
+    return dict(environment(threads=args.threads), allocator=configure_allocator(args.allocator))
 
 
 def _busy_jiffies() -> int | None:

@@ -27,18 +27,18 @@ interleaved (``bench_common.interleaved``), and each one's peak memory is measur
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from bench_common import (
-    configure_allocator,
-    environment,
+    add_machine_arguments,
     fit_exponent,
     interleaved,
+    loadavg,
     markdown_table,
     paired_ratio,
+    set_up_machine,
     wait_for_quiet,
     write_json,
 )
@@ -353,23 +353,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, required=True, help="directory for bench_mixer.json and .md")
     parser.add_argument("--quick", action="store_true", help="CI size: a few grids and repeats (< 2 minutes)")
-    parser.add_argument("--threads", type=int, default=os.cpu_count(), help="torch threads (default: all cores)")
     parser.add_argument("--grids", nargs="*", help="override the grid list, e.g. 32x32 64x64")
     parser.add_argument("--cases", nargs="*", choices=CASES, help="override the case list (gemm is always kept)")
     parser.add_argument("--compile", action="store_true", help="also time mix under torch.compile (mix_compiled)")
     parser.add_argument("--no-memory", action="store_true", help="skip the peak-memory subprocesses")
     parser.add_argument("--wait-quiet-s", type=float, default=None,
                         help="before each grid, wait up to this long for an idle machine (default: 0 quick, 600)")
-    parser.add_argument("--allocator", choices=("retain", "default"), default="retain",
-                        help="retain: glibc keeps freed memory for reuse (bench_common.configure_allocator)")
     parser.add_argument("--min-block-s", type=float, default=None,
                         help="a repeat runs a step back to back for at least this long (timeit-style; 0: one call; "
                              "default 0.05 quick, 0.3)")
-    parser.add_argument("--max-other-share", type=float, default=0.02,
-                        help="a timing round in which other processes took more of the CPU is run again")
+    add_machine_arguments(parser)
     args = parser.parse_args()
-    if args.threads < 1:
-        raise SystemExit(f"--threads={args.threads}; expected >= 1")
+    env = set_up_machine(args)
     grids = [Grid.parse(g) for g in (args.grids or (QUICK_GRIDS if args.quick else GRIDS))]
     args.cases = [c for c in CASES if not args.cases or c in args.cases or c == "gemm"]
     if args.compile:
@@ -381,10 +376,7 @@ def main() -> None:
     if args.wait_quiet_s is None:
         args.wait_quiet_s = 0.0 if args.quick else 600.0
     args.memory_grids = set() if args.no_memory else {"32x32"} if args.quick else {str(g) for g in grids}
-    torch.set_num_threads(args.threads)
-    args.threads = torch.get_num_threads()
-    allocator = configure_allocator(args.allocator)
-    result = dict(environment=dict(environment(threads=args.threads), allocator=allocator), points=[],
+    result = dict(environment=env, points=[],
                   settings=dict(batch=BATCH, dim=DIM, heads=HEADS, rank=RANK, gemm_size=GEMM_SIZE, quick=args.quick,
                                 repeats=args.repeats, min_repeats=args.min_repeats, warmup=args.warmup,
                                 cap_s=args.cap_s, min_block_s=args.min_block_s, memory_grids=sorted(args.memory_grids),
@@ -401,7 +393,7 @@ def main() -> None:
         done = {p["case"]: f"{p['fwdbwd'].median_s * 1e3:.3g}" for p in points if "fwdbwd" in p}
         print(f"{grid}: fwd+bwd ms {done}", flush=True)
     result["summary"] = summarise(result["points"], grids, args.cases)
-    result["environment"]["loadavg_at_end"] = environment(threads=args.threads)["loadavg_at_start"]
+    result["environment"]["loadavg_at_end"] = loadavg()
     write_json(args.out / "bench_mixer.json", result)
     (args.out / "bench_mixer.md").write_text(render(result))
     print(render(result))

@@ -20,18 +20,17 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from bench_common import (
-    configure_allocator,
-    environment,
+    add_machine_arguments,
     fit_exponent,
     interleaved,
     markdown_table,
     paired_ratio,
+    set_up_machine,
     wait_for_quiet,
     write_json,
 )
@@ -90,22 +89,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, required=True, help="directory for bench_vit.json and .md")
     parser.add_argument("--quick", action="store_true", help="CI size: 16x16 and 32x32, few repeats")
-    parser.add_argument("--threads", type=int, default=os.cpu_count(), help="torch threads (default: all cores)")
-    parser.add_argument("--max-other-share", type=float, default=0.02,
-                        help="a timing round in which other processes took more of the CPU is run again")
-    parser.add_argument("--allocator", choices=("retain", "default"), default="retain",
-                        help="retain: glibc keeps freed memory for reuse (bench_common.configure_allocator)")
+    add_machine_arguments(parser)
     parser.add_argument("--confirm", nargs=2, type=int, default=(256, 64), metavar=("MIXER_SIDE", "ATTENTION_SIDE"),
                         help="square sides at which the memory prediction is checked by a measured step")
     args = parser.parse_args()
-    if args.threads < 1:
-        raise SystemExit(f"--threads={args.threads}; expected >= 1")
-    torch.set_num_threads(args.threads)
-    threads = torch.get_num_threads()
-    allocator = configure_allocator(args.allocator)
+    env = set_up_machine(args)
+    threads = args.threads
     sides = (16, 32) if args.quick else (16, 32, 64)
     repeats, warmup, min_block_s = (2, 1, 0.05) if args.quick else (5, 1, 0.3)
-    result = dict(environment=dict(environment(threads=threads), allocator=allocator), rows=[], settings=dict(
+    result = dict(environment=env, rows=[], settings=dict(
         batch=BATCH, dim=DIM, depth=DEPTH, heads=HEADS, rank=16, patch_size=1, optimizer="AdamW",
         repeats=repeats, warmup=warmup, min_block_s=min_block_s, budget_gib=BUDGET_BYTES / 2**30,
         max_other_share=args.max_other_share))
