@@ -27,7 +27,7 @@ from torch import nn
 from torch.autograd.function import once_differentiable
 from torch.nn.utils import parametrizations
 
-_DENSE_DCT_MAX = 128 * 128  # n·m above which dct_columns uses the FFT (measured crossover on CPU)
+_DENSE_DCT_MAX = 128 * 128  # n·m above which bases use the FFT form, dct_columns (measured crossover on CPU)
 
 
 def dct_basis(n: int, m: int, *, dtype: torch.dtype = torch.float32, device=None) -> torch.Tensor:
@@ -41,17 +41,13 @@ def dct_basis(n: int, m: int, *, dtype: torch.dtype = torch.float32, device=None
 
 
 def dct_columns(q: torch.Tensor, length: int) -> torch.Tensor:
-    """``D_n[:, :m] @ q`` for ``q`` (..., m, r) and ``n = length``: (..., n, r), in ``q``'s dtype.
+    """``D_n[:, :m] @ q`` for ``q`` (..., m, r) and ``n = length`` by FFT: (..., n, r), in ``q``'s dtype.
 
-    Small bases are built and multiplied densely; beyond 128×128 the product is one length-2n FFT per
-    column (``D_n[i, k] ∝ Re e^{iπk(2i+1)/2n}``), O(n log n) instead of the O(n·m) basis, which at
-    n = m = 16384 would be 2 GiB of float64.
+    One length-2n FFT per column (``D_n[i, k] ∝ Re e^{iπk(2i+1)/2n}``), O(n log n) instead of the
+    O(n·m) dense basis, which at n = m = 16384 would be 2 GiB of float64. :func:`symmetric_bases` uses
+    it beyond 128×128; below that the dense product is faster on CPU.
     """
     m = q.shape[-2]
-    if length * m <= _DENSE_DCT_MAX:
-        # Rebuilt every call (≈50 µs at 64×64): a cached basis would outlive the tracing modes it was
-        # built under (a fake-tensor dry run once cached a fake basis, and every later call ran fake).
-        return dct_basis(length, m, dtype=q.dtype, device=q.device) @ q
     k = torch.arange(m, dtype=torch.float64, device=q.device)
     twiddle = torch.exp(1j * math.pi * k / (2 * length)) * math.sqrt(2.0 / length)  # (m,) complex128
     twiddle[0] /= math.sqrt(2.0)
@@ -73,33 +69,40 @@ def _wy_factor(v: torch.Tensor, tau: torch.Tensor) -> torch.Tensor:
 
 
 class _OrthogonalColumns(torch.autograd.Function):
-    """Householder map of ``parametrizations.orthogonal`` for tall ``x`` (k, m, r), with a closed-form backward.
+    """Householder map of ``parametrizations.orthogonal`` for k tall weights (m, r), then ``D ·`` (optional).
 
     Forward, as torch's map: ``A = tril(x, −1)``, ``τ = 2 / (1 + ‖A_j‖²)`` (exact reflections), ``Q =
-    householder_product(A, τ) · diag(signs)`` with LAPACK's ``orgqr``. torch's backward walks the r
-    reflectors in many small kernels (≈0.7 ms for a 64×16 basis on a 2-core CPU, per axis and step);
-    here the gradient comes from the WY form ``Q = (E − V T V₁ᵀ) S`` (``V = A + E``, ``E = I[:, :r]``,
-    ``V₁`` its first r rows, ``T = R⁻¹`` as in :func:`_wy_factor`) in a dozen batched GEMMs:
+    householder_product(A, τ) · diag(signs)`` with LAPACK's ``orgqr``; with a DCT ``D`` (n, m) each
+    output is ``D Q`` (n, r). One node for the whole basis: torch's backward walks the r reflectors in
+    many small kernels (≈0.7 ms for a 64×16 basis on a 2-core CPU, per axis and step), and separate
+    stack / matmul / unbind nodes cost about as much again. Here the gradient comes from the WY form
+    ``Q = (E − V T V₁ᵀ) S`` (``V = A + E``, ``E = I[:, :r]``, ``V₁`` its first r rows, ``T = R⁻¹`` as in
+    :func:`_wy_factor`) in a dozen batched GEMMs:
     ``∂V = −Q̄ V₁ Tᵀ − [Q̄ᵀ V T; 0] + V (R̄ᵤ + R̄ᵤᵀ)`` with ``R̄ = Tᵀ Vᵀ Q̄ V₁ Tᵀ`` (ᵤ: strictly upper),
-    and through ``1/τ_j = (1 + ‖A_j‖²) / 2``: ``∂A_ij += R̄_jj A_ij``. The k matrices go through every
+    and through ``1/τ_j = (1 + ‖A_j‖²) / 2``: ``∂A_ij += R̄_jj A_ij``. The k weights go through every
     call together, so the per-call cost of these small kernels is paid once for all axes of one shape.
     """
 
     @staticmethod
-    def forward(ctx, x: torch.Tensor) -> torch.Tensor:
-        a = x.tril(diagonal=-1)  # (k, m, r): the reflectors below the unit diagonal
+    def forward(ctx, dct: torch.Tensor | None, *weights: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        x = torch.stack(weights)  # (k, m, r)
+        a = x.tril(diagonal=-1)  # the reflectors below the unit diagonal
         tau = 2.0 / (1.0 + (a * a).sum(dim=-2))  # (k, r)
         # The diagonal of x holds the column signs ±1 and gets no gradient. torch's map reads it as
         # x.diagonal().int(), which turns 0.9999 into 0: AdamW's decoupled weight decay shrinks that diagonal,
         # and the columns of U would vanish. Reading only its sign keeps U orthonormal under any optimiser.
         signs = torch.where(x.diagonal(dim1=-2, dim2=-1) < 0, -1.0, 1.0).to(x.dtype).unsqueeze(-2)  # (k, 1, r)
-        ctx.save_for_backward(a, tau, signs)
-        return torch.linalg.householder_product(a, tau).mul_(signs)
+        q = torch.linalg.householder_product(a, tau).mul_(signs)  # (k, m, r)
+        ctx.save_for_backward(a, tau, signs, dct)
+        return (q if dct is None else torch.matmul(dct, q)).unbind()  # (m or n, r) each
 
     @staticmethod
     @once_differentiable
-    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
-        a, tau, signs = ctx.saved_tensors
+    def backward(ctx, *grads: torch.Tensor):
+        a, tau, signs, dct = ctx.saved_tensors
+        grad = torch.stack(grads)  # (k, n or m, r)
+        if dct is not None:
+            grad = torch.matmul(dct.t(), grad)  # (k, m, r): Q̄ = Dᵀ Ū
         r = a.shape[-1]
         v = a + torch.eye(*a.shape[-2:], dtype=a.dtype, device=a.device)  # (k, m, r)
         v1 = v[:, :r]  # (k, r, r)
@@ -112,35 +115,41 @@ class _OrthogonalColumns(torch.autograd.Function):
         upper = grad_r.triu(1)
         grad_v += torch.bmm(v, upper + upper.mT)  # through striu(VᵀV)
         # through 1/τ = (1 + ‖A_j‖²) / 2 on the diagonal of R
-        return grad_v.tril_(-1).addcmul_(a, grad_r.diagonal(dim1=-2, dim2=-1).unsqueeze(-2))
+        grad_x = grad_v.tril_(-1).addcmul_(a, grad_r.diagonal(dim1=-2, dim2=-1).unsqueeze(-2))
+        return None, *grad_x.unbind()
 
 
-def orthogonal_columns(*rotations: nn.Linear) -> torch.Tensor:
+def orthogonal_columns(*rotations: nn.Linear, dct: torch.Tensor | None = None) -> tuple[torch.Tensor, ...]:
     """The weights of ``rotations`` (each (m, r)) under their ``orthogonal(householder, no trivialization)``
-    parametrisation, stacked: (len(rotations), m, r).
+    parametrisation (checked when :class:`SymmetricFactor` registers it), each (m, r); or ``dct @`` them.
 
     torch's map for a tall weight (column signs read robustly, see :class:`_OrthogonalColumns`),
     computed in at least float32 (``orgqr`` has no bf16/fp16 kernel), with a faster backward. Rotations
     of one shape go through one batched call, which halves the per-step cost of a square grid's bases.
+    ``dct`` (n, m) must already be in that dtype.
     """
-    originals = []
-    for rotation in rotations:
-        param = rotation.parametrizations.weight
-        assert param[0].orthogonal_map.name == "householder" and not hasattr(param[0], "base"), "see SymmetricFactor"
-        originals.append(param.original)
-    x = torch.stack(originals)  # (k, m, r)
-    return _OrthogonalColumns.apply(x.to(torch.promote_types(x.dtype, torch.float32)))
+    weights = [rotation.parametrizations.weight.original for rotation in rotations]
+    dtype = torch.promote_types(weights[0].dtype, torch.float32)
+    return _OrthogonalColumns.apply(dct, *(w.to(dtype) for w in weights))
 
 
 def symmetric_bases(factors: Sequence[SymmetricFactor]) -> list[torch.Tensor]:
-    """``[f.basis() for f in factors]``, with factors of equal (length, modes, rank) computed in one batched call."""
+    """``[f.basis() for f in factors]``, with factors of equal (length, modes, rank) computed in one batched call.
+
+    ``U = D_n[:, :m] Q``: the dense DCT (the factor's buffer) inside the Householder node up to 128×128,
+    the FFT form (:func:`dct_columns`) beyond.
+    """
     groups: dict[tuple[int, int, int], list[int]] = {}
     for i, f in enumerate(factors):
         groups.setdefault((f.length, f.modes, f.rank), []).append(i)
     bases: list[torch.Tensor | None] = [None] * len(factors)
     for (length, _, _), members in groups.items():
-        q = orthogonal_columns(*(factors[i].rotation for i in members))  # (k, m, r)
-        for i, basis in zip(members, dct_columns(q, length).unbind()):  # (n, r) each
+        rotations = [factors[i].rotation for i in members]
+        dct = factors[members[0]].working_dct()
+        group = orthogonal_columns(*rotations, dct=dct)  # (n, r) each, or (m, r) without a dense DCT
+        if dct is None:
+            group = dct_columns(torch.stack(group), length).unbind()  # (n, r) each
+        for i, basis in zip(members, group):
             bases[i] = basis
     return bases
 
@@ -155,12 +164,35 @@ class SymmetricFactor(nn.Module):
         rotation = nn.Linear(rank, modes, bias=False)  # weight (m, r): orthonormal columns
         # Householder without trivialization keeps U orthonormal to the precision of whatever dtype runs it.
         parametrizations.orthogonal(rotation, "weight", orthogonal_map="householder", use_trivialization=False)
+        householder = rotation.parametrizations.weight[0]  # what orthogonal_columns reimplements, with its backward
+        assert householder.orthogonal_map.name == "householder" and not hasattr(householder, "base")
         with torch.no_grad():
             rotation.weight = torch.eye(modes, rank)  # U starts on the lowest r frequencies
         self.rotation = rotation
+        # D_n[:, :m] for the dense product of dct_columns (None where it uses the FFT): a constant, so it
+        # is not saved; _apply rebuilds it in each new dtype so it stays orthonormal to that precision.
+        dense = length * modes <= _DENSE_DCT_MAX
+        self.register_buffer("dct", dct_basis(length, modes) if dense else None, persistent=False)
         # A low-pass start: λ from sigmoid(2) ≈ 0.88 at the DC mode down to 0.5 at the highest kept mode.
         ramp = torch.linspace(2.0, 0.0, rank) if rank > 1 else torch.full((1,), 2.0)
         self.theta = nn.Parameter(ramp.repeat(num_heads, 1))  # (h, r)
+
+    def _apply(self, fn, recurse: bool = True):
+        super()._apply(fn, recurse)
+        if self.dct is not None:  # rebuilt, not cast: a float32 DCT cast to float64 is orthonormal to 1e-7 only
+            dtype = torch.promote_types(self.dct.dtype, torch.float32)  # the dtype orthogonal_columns works in
+            self.dct = dct_basis(self.length, self.modes, dtype=dtype, device=self.dct.device)
+        return self
+
+    def working_dct(self) -> torch.Tensor | None:
+        """``D_n[:, :m]`` (n, m) in the dtype and device the basis is computed in; None on FFT-sized axes."""
+        if self.dct is None:
+            return None
+        weight = self.rotation.parametrizations.weight.original
+        dtype = torch.promote_types(weight.dtype, torch.float32)
+        if self.dct.dtype == dtype and self.dct.device == weight.device:
+            return self.dct
+        return dct_basis(self.length, self.modes, dtype=dtype, device=weight.device)
 
     def basis(self) -> torch.Tensor:
         """``U``: (n, r) with orthonormal columns, in float32 or float64 (whichever the parameters need)."""

@@ -29,7 +29,7 @@ from torch import nn
 
 from gridmix.factors import CausalFactor, SymmetricFactor, symmetric_bases
 from gridmix.grid import Grid
-from gridmix.tucker import expand, mode_product_per_head, project
+from gridmix.tucker import mode_product_per_head, tucker
 
 PREFIX_MODES = ("mean", "identity")
 # timm's Block passes these to every attention layer; they have no meaning without queries and keys.
@@ -149,15 +149,6 @@ class ConcentrationMixer(nn.Module):
 
     # ---------------------------------------------------------------- the operator
 
-    def _core_scale(self, low_rank: Sequence[int]) -> torch.Tensor:
-        """Outer product over the low-rank axes of the per-head eigenvalues, broadcastable to (..., h, 1)."""
-        d, scale = self.grid.ndim, None
-        for axis in low_rank:
-            lam = self.axis_factors[axis].eigenvalues().transpose(0, 1)  # (r_k, h)
-            lam = lam.reshape([1] * axis + [lam.shape[0]] + [1] * (d - axis - 1) + [self.num_heads, 1])
-            scale = lam if scale is None else scale * lam
-        return scale
-
     def _plan(self) -> tuple[list[int], list[int]]:
         """Axes applied in Tucker form (in projection order, :func:`projection_order`) and dense per-head axes."""
         factors = self.axis_factors
@@ -179,14 +170,26 @@ class ConcentrationMixer(nn.Module):
         x = v.reshape(*v.shape[:-1], self.num_heads, self.head_dim)  # (B, *grid, h, c)
         low_rank, dense = self._plan()
         bases = [u.to(x.dtype) for u in symmetric_bases([self.axis_factors[k] for k in low_rank])]  # (n_k, r_k)
+        eigenvalues = [self.axis_factors[k].eigenvalues().to(x.dtype) for k in low_rank]  # (h, r_k)
         axes = [k + 1 for k in low_rank]
+        if low_rank and not dense:  # project, scale the core per head, expand: one autograd node
+            return tucker(x, bases, axes, eigenvalues=eigenvalues).reshape(v.shape)
         if low_rank:
-            x = project(x, bases, axes)  # (B, *core, h, c): n_k -> r_k on the Tucker axes
-        for k in dense:
+            x = tucker(x, bases, axes, expand=False)  # (B, *core, h, c): n_k -> r_k on the Tucker axes
+        for k in dense:  # per-head dense factors act on the smallest tensor
             x = mode_product_per_head(x, self.axis_factors[k].dense().to(x.dtype), axis=k + 1)
         if low_rank:
-            x = x * self._core_scale(low_rank).to(x.dtype)  # per-head eigenvalues on the core
-            x = expand(x, bases[::-1], axes[::-1])  # r_k -> n_k, in reverse order
+            x = tucker(x, bases, axes, eigenvalues=eigenvalues, project=False)  # scale, then r_k -> n_k
+        return x.reshape(v.shape)
+        bases = [u.to(x.dtype) for u in symmetric_bases([self.axis_factors[k] for k in low_rank])]  # (n_k, r_k)
+        eigenvalues = [self.axis_factors[k].eigenvalues().to(x.dtype) for k in low_rank]  # (h, r_k)
+        axes = [k + 1 for k in low_rank]
+        if not dense:  # project, scale the core per head, expand: one autograd node
+            return tucker(x, bases, axes, eigenvalues=eigenvalues).reshape(v.shape)
+        x = tucker(x, bases, axes, expand=False)  # (B, *core, h, c): n_k -> r_k on the Tucker axes
+        for k in dense:  # per-head dense factors act on the smallest tensor
+            x = mode_product_per_head(x, self.axis_factors[k].dense().to(x.dtype), axis=k + 1)
+        x = tucker(x, bases, axes, eigenvalues=eigenvalues, project=False)  # scale, then r_k -> n_k
         return x.reshape(v.shape)
 
     def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None = None, is_causal: bool = False) -> torch.Tensor:

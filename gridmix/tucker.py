@@ -1,17 +1,20 @@
-"""Mode products: how the mixer's factors act on one grid axis of a (B, *grid, h, c) tensor without copies.
+"""The Tucker form of the mixer as one autograd node: project each axis down, scale the core, expand back.
 
-The Tucker form of the mixer (DESIGN.md section 2) projects each symmetric axis onto its basis,
-``x ×_k U_kᵀ`` (n_k → r_k), and later expands it back, ``x ×_k U_k``. :func:`project` and :func:`expand`
-run a whole chain of such mode products as one autograd node whose backward walks the chain in
-reverse with two GEMMs per axis (input and basis gradient). Per-node autograd and view bookkeeping
-would otherwise cost about as much as the small GEMMs on short axes.
+The mixer's operator on its symmetric axes is ``⊗_k U_k diag(λ_k) U_kᵀ`` (DESIGN.md section 2). Applied
+in Tucker form it projects each axis onto its basis, ``x ×_k U_kᵀ`` (n_k → r_k), multiplies the core by
+the per-head eigenvalues ``Π_k λ_k[h, ρ_k]``, and expands each axis back, ``x ×_k U_k``. :func:`tucker`
+runs that chain (or its project-only / scale-and-expand halves, when dense per-head factors must act
+on the core in between) as a single autograd node with a hand-written backward: two GEMMs per mode
+product (input and basis gradient) and one fused pass for the eigenvalue gradients. Per-node
+autograd bookkeeping, views and broadcast reductions would otherwise cost about as much as the small
+GEMMs on short axes.
 
 A mode product views ``x`` as ``(P, n, S)`` (P: the dimensions before the axis, S: those after it, heads
 and channels included), so every contraction is a batched GEMM on the tensor as it lies in memory.
 
 Shape legend:
     P: product of the dimensions before the contracted axis, S: product of those after it
-    n: axis length, r: rank (basis columns), h: heads, c: channels per head
+    n: axis length, r: rank (basis columns), h: heads, c: channels per head, k: index of a Tucker axis
 """
 
 from __future__ import annotations
@@ -43,44 +46,112 @@ def _basis_gemm(long: torch.Tensor, short: torch.Tensor, axis: int) -> torch.Ten
     return torch.bmm(short3, long3.transpose(1, 2)).sum(0).t()  # (n, r)
 
 
-class _Chain(torch.autograd.Function):
-    """``x ×_{a_1} M_1 ×_{a_2} M_2 …``, ``M_k = U_kᵀ`` (``project``) or ``U_k`` (``expand``), ``U_k`` (n_k, r_k)."""
+def _broadcast_eigenvalues(eigenvalues: Sequence[torch.Tensor], axes: Sequence[int], ndim: int) -> list[torch.Tensor]:
+    """Each ``λ_k`` (h, r_k) as (1, …, r_k at ``axes[k]``, …, h, 1) for a core of ``ndim`` dims (…, h, c)."""
+    views = []
+    for lam, axis in zip(eigenvalues, axes):
+        shape = [1] * ndim
+        shape[axis], shape[-2] = lam.shape[1], lam.shape[0]
+        views.append(lam.t().reshape(shape))  # (r_k, h) in memory order → (…, r_k, …, h, 1)
+    return views
+
+
+def _product(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
+    out = tensors[0]
+    for t in tensors[1:]:
+        out = out * t
+    return out
+
+
+class _Tucker(torch.autograd.Function):
+    """``x ×_{a_1} U_1ᵀ ⋯ ×_{a_d} U_dᵀ`` (project), ``· Π_k λ_k`` (scale), ``×_{a_d} U_d ⋯ ×_{a_1} U_1`` (expand).
+
+    Any of the three stages can be off; ``tensors`` is ``(U_1, …, U_d, λ_1, …, λ_d)`` with the λ only
+    when scaling. The backward walks the stages in reverse: per expanded axis the basis gradient
+    ``Σ grad ⊗ x`` and the input gradient ``U_kᵀ grad``; the eigenvalue gradients from one product
+    ``grad · core`` reduced to (r_1, …, r_d, h); per projected axis ``Σ x ⊗ grad`` and ``U_k grad``.
+    """
 
     @staticmethod
-    def forward(ctx, x: torch.Tensor, axes: tuple[int, ...], project: bool, *bases: torch.Tensor) -> torch.Tensor:
-        inputs = []
-        for axis, basis in zip(axes, bases):
-            inputs.append(x)
-            x = _mode_gemm(x, basis.t() if project else basis, axis)
-        ctx.axes, ctx.project = axes, project
-        ctx.save_for_backward(*inputs, *bases)
+    def forward(ctx, x: torch.Tensor, axes: tuple[int, ...], project: bool, expand: bool, *tensors: torch.Tensor):
+        d = len(axes)
+        bases, eigenvalues = tensors[:d], tensors[d:]
+        project_inputs, expand_inputs = [], [None] * d
+        if project:
+            for axis, basis in zip(axes, bases):
+                project_inputs.append(x)
+                x = _mode_gemm(x, basis.t(), axis)  # n_k -> r_k
+        core = x
+        if eigenvalues:
+            x = core * _product(_broadcast_eigenvalues(eigenvalues, axes, core.dim()))  # (B, *core, h, c)
+        if expand:
+            for k in reversed(range(d)):
+                expand_inputs[k] = x
+                x = _mode_gemm(x, bases[k], axes[k])  # r_k -> n_k
+        ctx.axes, ctx.project, ctx.expand, ctx.scaled = axes, project, expand, bool(eigenvalues)
+        ctx.save_for_backward(*project_inputs, *(expand_inputs if expand else ()),
+                              *((core,) if eigenvalues else ()), *bases, *eigenvalues)
         return x
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
-        count = len(ctx.axes)
-        inputs, bases = ctx.saved_tensors[:count], ctx.saved_tensors[count:]
-        grad_bases: list[torch.Tensor | None] = [None] * count
-        for k in reversed(range(count)):
-            axis, basis, x = ctx.axes[k], bases[k], inputs[k]
-            if ctx.needs_input_grad[3 + k]:
-                # project: out = Uᵀx, so ∂U = Σ x ⊗ grad; expand: out = U x, so ∂U = Σ grad ⊗ x
-                grad_bases[k] = _basis_gemm(x, grad, axis) if ctx.project else _basis_gemm(grad, x, axis)
-            if k > 0 or ctx.needs_input_grad[0]:
-                grad = _mode_gemm(grad, basis if ctx.project else basis.t(), axis)
-            else:
-                grad = None
-        return grad, None, None, *grad_bases
+        axes, d = ctx.axes, len(ctx.axes)
+        saved = list(ctx.saved_tensors)
+        project_inputs = [saved.pop(0) for _ in range(d)] if ctx.project else []
+        expand_inputs = [saved.pop(0) for _ in range(d)] if ctx.expand else []
+        core = saved.pop(0) if ctx.scaled else None
+        bases, eigenvalues = saved[:d], saved[d:]
+        basis_grads: list[torch.Tensor | None] = [None] * d
+        needs_basis = ctx.needs_input_grad[4 : 4 + d]
+        needs_input = ctx.needs_input_grad[0]
+        if ctx.expand:
+            for k in range(d):  # the expansion ran axes[d-1] … axes[0]; its backward runs axes[0] … axes[d-1]
+                if needs_basis[k]:
+                    basis_grads[k] = _basis_gemm(grad, expand_inputs[k], axes[k])  # out = U x: ∂U = Σ grad ⊗ x
+                grad = _mode_gemm(grad, bases[k].t(), axes[k])
+        eigenvalue_grads: list[torch.Tensor | None] = []
+        if ctx.scaled:
+            lams = _broadcast_eigenvalues(eigenvalues, axes, core.dim())
+            # Σ over batch, dense axes and channels of grad · core: one value per (ρ_1, …, ρ_d, h)
+            keep = [*axes, core.dim() - 2]
+            summed = (grad * core).sum(dim=[i for i in range(core.dim()) if i not in keep], keepdim=True)
+            for k in range(d):
+                if ctx.needs_input_grad[4 + d + k]:
+                    others = summed * _product(lams[:k] + lams[k + 1 :]) if d > 1 else summed
+                    other_axes = [a for a in axes if a != axes[k]]
+                    g = others.sum(dim=other_axes, keepdim=True) if other_axes else others
+                    eigenvalue_grads.append(g.reshape(eigenvalues[k].shape[::-1]).t())  # (h, r_k)
+                else:
+                    eigenvalue_grads.append(None)
+            grad = grad * _product(lams)
+        if ctx.project:
+            for k in reversed(range(d)):
+                if needs_basis[k]:
+                    g = _basis_gemm(project_inputs[k], grad, axes[k])  # out = Uᵀ x: ∂U = Σ x ⊗ grad
+                    basis_grads[k] = g if basis_grads[k] is None else basis_grads[k] + g
+                if k > 0 or needs_input:
+                    grad = _mode_gemm(grad, bases[k], axes[k])
+        return (grad if needs_input else None), None, None, None, *basis_grads, *eigenvalue_grads
 
 
-def project(x: torch.Tensor, bases: Sequence[torch.Tensor], axes: Sequence[int]) -> torch.Tensor:
-    """Project ``x`` onto ``bases[k]`` (n_k, r_k) along ``axes[k]`` in turn: each axis n_k → r_k."""
-    return _Chain.apply(x.contiguous(), tuple(axes), True, *bases)
+def tucker(
+    x: torch.Tensor,
+    bases: Sequence[torch.Tensor],
+    axes: Sequence[int],
+    *,
+    eigenvalues: Sequence[torch.Tensor] | None = None,
+    project: bool = True,
+    expand: bool = True,
+) -> torch.Tensor:
+    """``x`` (…, h, c) projected onto ``bases[k]`` (n_k, r_k) along ``axes[k]`` in turn, scaled, expanded back.
 
-
-def expand(x: torch.Tensor, bases: Sequence[torch.Tensor], axes: Sequence[int]) -> torch.Tensor:
-    """Expand ``x`` from ``bases[k]`` (n_k, r_k) along ``axes[k]`` in turn: each axis r_k → n_k."""
-    return _Chain.apply(x.contiguous(), tuple(axes), False, *bases)
+    ``project``: each axis n_k → r_k, in the order given. ``eigenvalues[k]`` (h, r_k): multiply the core
+    by ``Π_k λ_k[h, ρ_k]`` (per head, broadcast over channels). ``expand``: each axis r_k → n_k, in the
+    reverse order. With ``project=False`` the input is the core; with ``expand=False`` the output is.
+    """
+    if not (project or expand or eigenvalues):
+        raise ValueError("tucker needs at least one of project, eigenvalues or expand")
+    return _Tucker.apply(x.contiguous(), tuple(axes), project, expand, *bases, *(eigenvalues or ()))
 
 
 def mode_product_per_head(x: torch.Tensor, matrices: torch.Tensor, axis: int) -> torch.Tensor:

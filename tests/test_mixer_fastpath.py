@@ -19,7 +19,7 @@ from gridmix.factors import (
     orthogonal_columns,
     symmetric_bases,
 )
-from gridmix.tucker import expand, project
+from gridmix.tucker import tucker
 
 F64 = dict(rtol=1e-10, atol=1e-10)
 
@@ -125,6 +125,17 @@ def test_bases_of_equal_axes_are_batched_and_equal_the_one_by_one_bases():
         torch.testing.assert_close(g, w, **F64)
 
 
+def test_the_dct_buffer_is_rebuilt_exactly_in_each_dtype():
+    factor = ConcentrationMixer(8, "24", num_heads=2, rank=6).axis_factors[0]
+    assert factor.dct.dtype == torch.float32 and "dct" not in factor.state_dict()  # a constant, not saved
+    factor.double()
+    assert torch.equal(factor.dct, dct_basis(24, 24, dtype=torch.float64))  # not a float32 basis cast up
+    eye = torch.eye(6, dtype=torch.float64)
+    torch.testing.assert_close(factor.basis().t() @ factor.basis(), eye, rtol=0, atol=1e-14)
+    factor.to(torch.bfloat16)  # orgqr has no bf16 kernel: the basis is built in float32, and so is the DCT
+    assert factor.dct.dtype == torch.float32 and factor.basis().dtype == torch.float32
+
+
 @pytest.mark.parametrize("n,m", [(200, 200), (300, 90)])
 def test_fft_dct_columns_equal_the_dense_basis(n, m):
     assert n * m > _DENSE_DCT_MAX
@@ -138,18 +149,26 @@ def test_fft_dct_columns_equal_the_dense_basis(n, m):
     assert dct_columns(q.float(), n).dtype == torch.float32
 
 
+def _mode_products(x, matrices, axes):
+    """``x ×_{axes[0]} matrices[0] ×_{axes[1]} …``, one einsum per mode product, through autograd."""
+    letters = "abcdefgh"[: x.dim()]
+    for axis, matrix in zip(axes, matrices):
+        x = torch.einsum(f"o{letters[axis]},{letters}->{letters.replace(letters[axis], 'o')}", matrix, x)
+    return x
+
+
 @pytest.mark.parametrize("axes", [(0,), (1,), (2,), (1, 0), (0, 2, 1)])
 @pytest.mark.parametrize("direction", ["project", "expand"])
 def test_mode_product_chain_and_its_backward_match_einsum(axes, direction):
     x = torch.randn(5, 6, 7, dtype=torch.float64, requires_grad=True)
     sizes = dict(project=lambda n: (n, n - 2), expand=lambda n: (n + 3, n))  # basis (long, short) per axis
     bases = [torch.randn(*sizes[direction](x.shape[a]), dtype=torch.float64, requires_grad=True) for a in axes]
-    expected, letters = x, "abc"
-    for axis, basis in zip(axes, bases):  # one einsum per mode product, through autograd
-        matrix = basis.t() if direction == "project" else basis
-        out_letters = letters.replace(letters[axis], "o")
-        expected = torch.einsum(f"o{letters[axis]},{letters}->{out_letters}", matrix, expected)
-    out = (project if direction == "project" else expand)(x, bases, axes)
+    if direction == "project":  # along axes[0], axes[1], …
+        expected = _mode_products(x, [u.t() for u in bases], axes)
+    else:  # the expansion runs in the reverse order of the axes
+        expected = _mode_products(x, bases[::-1], axes[::-1])
+    stages = dict(project=direction == "project", expand=direction == "expand")
+    out = tucker(x, bases, axes, **stages)
     torch.testing.assert_close(out, expected, **F64)
     weight = torch.randn_like(out)
     got = torch.autograd.grad((out * weight).sum(), (x, *bases))
@@ -157,10 +176,44 @@ def test_mode_product_chain_and_its_backward_match_einsum(axes, direction):
     for g, w in zip(got, want):
         torch.testing.assert_close(g, w, **F64)
     # only the bases need gradients: the input's last GEMM is skipped, the bases' are unchanged
-    frozen = (project if direction == "project" else expand)(x.detach(), bases, axes)
+    frozen = tucker(x.detach(), bases, axes, **stages)
     grads = torch.autograd.grad((frozen * weight).sum(), bases)
     for g, w in zip(grads, want[1:]):
         torch.testing.assert_close(g, w, **F64)
+
+
+@pytest.mark.parametrize("axes", [(1,), (2, 0), (0, 1, 2)])
+@pytest.mark.parametrize("stages", ["all", "split"])
+def test_scaled_tucker_and_its_gradients_match_per_head_dense_factors(axes, stages):
+    # x (4, 5, 6, h=2, c=3); reference: per head, x ×_a U_a diag(λ_a[h]) U_aᵀ on every axis a, by einsum
+    x = torch.randn(4, 5, 6, 2, 3, dtype=torch.float64, requires_grad=True)
+    bases = [torch.randn(x.shape[a], x.shape[a] - 2, dtype=torch.float64, requires_grad=True) for a in axes]
+    lams = [torch.rand(2, u.shape[1], dtype=torch.float64, requires_grad=True) for u in bases]
+    if stages == "all":
+        out = tucker(x, bases, axes, eigenvalues=lams)
+    else:  # as the mixer with dense axes: project, (dense factors here), then scale and expand
+        out = tucker(tucker(x, bases, axes, expand=False), bases, axes, eigenvalues=lams, project=False)
+    heads = []
+    for h in range(2):
+        factors = [u @ torch.diag(lam[h]) @ u.t() for u, lam in zip(bases, lams)]
+        heads.append(_mode_products(x[..., h, :], factors, axes))
+    expected = torch.stack(heads, dim=-2)
+    torch.testing.assert_close(out, expected, **F64)
+    weight = torch.randn_like(out)
+    params = (x, *bases, *lams)
+    got = torch.autograd.grad((out * weight).sum(), params)
+    want = torch.autograd.grad((expected * weight).sum(), params)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, **F64)
+    # with the eigenvalues frozen, no eigenvalue gradient is formed and the others are unchanged
+    frozen = tucker(x, bases, axes, eigenvalues=[lam.detach() for lam in lams])
+    for g, w in zip(torch.autograd.grad((frozen * weight).sum(), (x, *bases)), want):
+        torch.testing.assert_close(g, w, **F64)
+
+
+def test_tucker_without_a_stage_is_an_error():
+    with pytest.raises(ValueError, match="at least one"):
+        tucker(torch.randn(3, 4), [torch.randn(3, 2)], [0], project=False, expand=False)
 
 
 def test_runs_under_inference_mode_and_fake_tensors_leave_the_real_path_intact():
