@@ -108,10 +108,11 @@ class _OrthogonalColumns(torch.autograd.Function):
         v1 = v[:, :r]  # (k, r, r)
         t = _wy_factor(v, tau)  # (k, r, r)
         grad = grad * signs  # (k, m, r): Q̄ before the column signs
-        vtg = torch.bmm(v.mT, grad)  # (k, r, r): Vᵀ Q̄
-        grad_v = torch.bmm(grad, torch.bmm(v1, t.mT)).neg_()  # through V in V T V₁ᵀ
-        grad_v[:, :r] -= torch.bmm(vtg.mT, t)  # through V₁
-        grad_r = torch.bmm(torch.bmm(t.mT, torch.bmm(vtg, v1)), t.mT)  # ∂L/∂R = −Tᵀ T̄ Tᵀ with T̄ = −Vᵀ Q̄ V₁
+        vt = torch.bmm(v, t)  # (k, m, r): V T
+        through = torch.bmm(grad, torch.bmm(v1, t.mT))  # (k, m, r): Q̄ V₁ Tᵀ
+        grad_r = torch.bmm(vt.mT, through)  # (k, r, r): ∂L/∂R = −Tᵀ T̄ Tᵀ = Tᵀ Vᵀ Q̄ V₁ Tᵀ (T̄ = −Vᵀ Q̄ V₁)
+        grad_v = through.neg_()  # through V in V T V₁ᵀ
+        grad_v[:, :r] -= torch.bmm(grad.mT, vt)  # through V₁: Q̄ᵀ V T
         upper = grad_r.triu(1)
         grad_v += torch.bmm(v, upper + upper.mT)  # through striu(VᵀV)
         # through 1/τ = (1 + ‖A_j‖²) / 2 on the diagonal of R

@@ -81,16 +81,17 @@ class _Tucker(torch.autograd.Function):
             for axis, basis in zip(axes, bases):
                 project_inputs.append(x)
                 x = _mode_gemm(x, basis.t(), axis)  # n_k -> r_k
-        core = x
+        core, scale = x, None
         if eigenvalues:
-            x = core * _product(_broadcast_eigenvalues(eigenvalues, axes, core.dim()))  # (B, *core, h, c)
+            scale = _product(_broadcast_eigenvalues(eigenvalues, axes, core.dim()))  # (1, …, r_k, …, h, 1)
+            x = core * scale  # (B, *core, h, c)
         if expand:
             for k in reversed(range(d)):
                 expand_inputs[k] = x
                 x = _mode_gemm(x, bases[k], axes[k])  # r_k -> n_k
         ctx.axes, ctx.project, ctx.expand, ctx.scaled = axes, project, expand, bool(eigenvalues)
         ctx.save_for_backward(*project_inputs, *(expand_inputs if expand else ()),
-                              *((core,) if eigenvalues else ()), *bases, *eigenvalues)
+                              *((core, scale) if eigenvalues else ()), *bases, *eigenvalues)
         return x
 
     @staticmethod
@@ -99,7 +100,7 @@ class _Tucker(torch.autograd.Function):
         saved = list(ctx.saved_tensors)
         project_inputs = [saved.pop(0) for _ in range(d)] if ctx.project else []
         expand_inputs = [saved.pop(0) for _ in range(d)] if ctx.expand else []
-        core = saved.pop(0) if ctx.scaled else None
+        core, scale = (saved.pop(0), saved.pop(0)) if ctx.scaled else (None, None)
         bases, eigenvalues = saved[:d], saved[d:]
         basis_grads: list[torch.Tensor | None] = [None] * d
         needs_basis = ctx.needs_input_grad[4 : 4 + d]
@@ -111,19 +112,21 @@ class _Tucker(torch.autograd.Function):
                 grad = _mode_gemm(grad, bases[k].t(), axes[k])
         eigenvalue_grads: list[torch.Tensor | None] = []
         if ctx.scaled:
-            lams = _broadcast_eigenvalues(eigenvalues, axes, core.dim())
-            # Σ over batch, dense axes and channels of grad · core: one value per (ρ_1, …, ρ_d, h)
-            keep = [*axes, core.dim() - 2]
-            summed = (grad * core).sum(dim=[i for i in range(core.dim()) if i not in keep], keepdim=True)
+            needs_eigenvalues = ctx.needs_input_grad[4 + d :]
+            if any(needs_eigenvalues):
+                lams = _broadcast_eigenvalues(eigenvalues, axes, core.dim())
+                # Σ over batch, dense axes and channels of grad · core: one value per (ρ_1, …, ρ_d, h)
+                keep = [*axes, core.dim() - 2]
+                summed = (grad * core).sum(dim=[i for i in range(core.dim()) if i not in keep], keepdim=True)
             for k in range(d):
-                if ctx.needs_input_grad[4 + d + k]:
+                if needs_eigenvalues[k]:
                     others = summed * _product(lams[:k] + lams[k + 1 :]) if d > 1 else summed
                     other_axes = [a for a in axes if a != axes[k]]
                     g = others.sum(dim=other_axes, keepdim=True) if other_axes else others
                     eigenvalue_grads.append(g.reshape(eigenvalues[k].shape[::-1]).t())  # (h, r_k)
                 else:
                     eigenvalue_grads.append(None)
-            grad = grad * _product(lams)
+            grad = grad * scale
         if ctx.project:
             for k in reversed(range(d)):
                 if needs_basis[k]:
