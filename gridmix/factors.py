@@ -170,34 +170,36 @@ class SymmetricFactor(nn.Module):
         with torch.no_grad():
             rotation.weight = torch.eye(modes, rank)  # U starts on the lowest r frequencies
         self.rotation = rotation
-        # D_n[:, :m] for the dense product of dct_columns (None where it uses the FFT): a constant, so it
-        # is not saved; _apply rebuilds it in each new dtype so it stays orthonormal to that precision.
+        # D_n[:, :m] for the dense product inside the Householder node (None where the bases use the FFT
+        # form): a constant, so it is not saved; _apply rebuilds it so it stays orthonormal in each dtype.
         dense = length * modes <= _DENSE_DCT_MAX
-        self.register_buffer("dct", dct_basis(length, modes) if dense else None, persistent=False)
+        self.register_buffer("dct", self._build_dct(torch.float32, None) if dense else None, persistent=False)
         # A low-pass start: λ from sigmoid(2) ≈ 0.88 at the DC mode down to 0.5 at the highest kept mode.
         ramp = torch.linspace(2.0, 0.0, rank) if rank > 1 else torch.full((1,), 2.0)
         self.theta = nn.Parameter(ramp.repeat(num_heads, 1))  # (h, r)
 
+    def _build_dct(self, dtype: torch.dtype, device) -> torch.Tensor:
+        """``D_n[:, :m]`` (n, m) built in the dtype the basis is computed in (at least float32, as orgqr)."""
+        return dct_basis(self.length, self.modes, dtype=torch.promote_types(dtype, torch.float32), device=device)
+
     def _apply(self, fn, recurse: bool = True):
         super()._apply(fn, recurse)
         if self.dct is not None:  # rebuilt, not cast: a float32 DCT cast to float64 is orthonormal to 1e-7 only
-            dtype = torch.promote_types(self.dct.dtype, torch.float32)  # the dtype orthogonal_columns works in
-            self.dct = dct_basis(self.length, self.modes, dtype=dtype, device=self.dct.device)
+            self.dct = self._build_dct(self.dct.dtype, self.dct.device)
         return self
 
     def working_dct(self) -> torch.Tensor | None:
-        """``D_n[:, :m]`` (n, m) in the dtype and device the basis is computed in; None on FFT-sized axes."""
+        """``D_n[:, :m]`` in the dtype and device of this factor's basis (built anew only if the rotation was
+        converted on its own); None on FFT-sized axes."""
         if self.dct is None:
             return None
         weight = self.rotation.parametrizations.weight.original
-        dtype = torch.promote_types(weight.dtype, torch.float32)
-        if self.dct.dtype == dtype and self.dct.device == weight.device:
+        if self.dct.dtype == torch.promote_types(weight.dtype, torch.float32) and self.dct.device == weight.device:
             return self.dct
-        return dct_basis(self.length, self.modes, dtype=dtype, device=weight.device)
+        return self._build_dct(weight.dtype, weight.device)
 
     def basis(self) -> torch.Tensor:
         """``U``: (n, r) with orthonormal columns, in float32 or float64 (whichever the parameters need)."""
-        # The DCT is rebuilt in the working dtype so U is orthonormal to that dtype's precision.
         return symmetric_bases([self])[0]  # (n, r)
 
     def eigenvalues(self) -> torch.Tensor:

@@ -181,16 +181,6 @@ class ConcentrationMixer(nn.Module):
         if low_rank:
             x = tucker(x, bases, axes, eigenvalues=eigenvalues, project=False)  # scale, then r_k -> n_k
         return x.reshape(v.shape)
-        bases = [u.to(x.dtype) for u in symmetric_bases([self.axis_factors[k] for k in low_rank])]  # (n_k, r_k)
-        eigenvalues = [self.axis_factors[k].eigenvalues().to(x.dtype) for k in low_rank]  # (h, r_k)
-        axes = [k + 1 for k in low_rank]
-        if not dense:  # project, scale the core per head, expand: one autograd node
-            return tucker(x, bases, axes, eigenvalues=eigenvalues).reshape(v.shape)
-        x = tucker(x, bases, axes, expand=False)  # (B, *core, h, c): n_k -> r_k on the Tucker axes
-        for k in dense:  # per-head dense factors act on the smallest tensor
-            x = mode_product_per_head(x, self.axis_factors[k].dense().to(x.dtype), axis=k + 1)
-        x = tucker(x, bases, axes, eigenvalues=eigenvalues, project=False)  # scale, then r_k -> n_k
-        return x.reshape(v.shape)
 
     def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None = None, is_causal: bool = False) -> torch.Tensor:
         """``x``: (B, P + N, C) with P prefix tokens first, then the grid in row-major order."""

@@ -19,7 +19,9 @@ Shape legend:
 
 from __future__ import annotations
 
+import functools
 import math
+import operator
 from collections.abc import Sequence
 
 import torch
@@ -56,13 +58,6 @@ def _broadcast_eigenvalues(eigenvalues: Sequence[torch.Tensor], axes: Sequence[i
     return views
 
 
-def _product(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
-    out = tensors[0]
-    for t in tensors[1:]:
-        out = out * t
-    return out
-
-
 class _Tucker(torch.autograd.Function):
     """``x ×_{a_1} U_1ᵀ ⋯ ×_{a_d} U_dᵀ`` (project), ``· Π_k λ_k`` (scale), ``×_{a_d} U_d ⋯ ×_{a_1} U_1`` (expand).
 
@@ -83,7 +78,8 @@ class _Tucker(torch.autograd.Function):
                 x = _mode_gemm(x, basis.t(), axis)  # n_k -> r_k
         core, scale = x, None
         if eigenvalues:
-            scale = _product(_broadcast_eigenvalues(eigenvalues, axes, core.dim()))  # (1, …, r_k, …, h, 1)
+            lams = _broadcast_eigenvalues(eigenvalues, axes, core.dim())
+            scale = functools.reduce(operator.mul, lams)  # (1, …, r_k, …, h, 1)
             x = core * scale  # (B, *core, h, c)
         if expand:
             for k in reversed(range(d)):
@@ -120,7 +116,7 @@ class _Tucker(torch.autograd.Function):
                 summed = (grad * core).sum(dim=[i for i in range(core.dim()) if i not in keep], keepdim=True)
             for k in range(d):
                 if needs_eigenvalues[k]:
-                    others = summed * _product(lams[:k] + lams[k + 1 :]) if d > 1 else summed
+                    others = functools.reduce(operator.mul, lams[:k] + lams[k + 1 :], summed)
                     other_axes = [a for a in axes if a != axes[k]]
                     g = others.sum(dim=other_axes, keepdim=True) if other_axes else others
                     eigenvalue_grads.append(g.reshape(eigenvalues[k].shape[::-1]).t())  # (h, r_k)
