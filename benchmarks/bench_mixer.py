@@ -320,8 +320,15 @@ def summarise(points: list[dict], grids: list[Grid], cases: list[str]) -> dict:
     return summary
 
 
+def _memory_cell(point: dict | None) -> str:
+    """A point's measured peak in MiB, "failed" if its subprocess could not measure it, "–" if not measured."""
+    if point is None or "memory" not in point:
+        return "failed" if point is not None and "memory_error" in point else "–"
+    return f"{point['memory']['peak_bytes'] / 2**20:.1f}"
+
+
 def render(result: dict) -> str:
-    """The Markdown tables: forward+backward and forward-only milliseconds, and speed-ups over SDPA."""
+    """The Markdown tables: milliseconds and speed-ups over SDPA, FLOP-rate fractions, peak memory, exponents."""
     env, summary = result["environment"], result["summary"]
     text = (f"torch {env['torch']}, {env['torch_threads']} threads, {env['cpu']}; batch {BATCH}, C={DIM}, "
             f"{HEADS} heads, rank {RANK} (mix_r4: 4). Median of interleaved repeats; ×: speed-up over SDPA "
@@ -341,6 +348,16 @@ def render(result: dict) -> str:
             for g, r in summary["per_grid"].items() if "mix" in r]
     text += "### mix: achieved FLOP rate / same-run GEMM rate\n\n"
     text += markdown_table(["grid", "Tucker-minimum FLOPs", "FlopCounterMode FLOPs"], rows) + "\n"
+    rows = []
+    for grid in summary["per_grid"]:
+        measured = {p["case"]: p for p in result["points"] if p["grid"] == grid}
+        cells = [_memory_cell(measured.get(case)) for case in cases]
+        if any(cell != "–" for cell in cells):
+            rows.append([grid, Grid.parse(grid).numel, *cells])
+    if rows:
+        text += ("### peak memory of a forward+backward step, MiB above a fresh process's baseline "
+                 "(inputs, weights, step)\n\n")
+        text += markdown_table(["grid", "N", *cases], rows) + "\n"
     rows = [[case, span, f"{fit['exponent']:.2f}", f"{fit['r2']:.3f}"]
             for case, fits in summary["exponents"].items() for span, fit in fits.items()]
     text += "### fitted log-log exponent of forward+backward time vs N\n\n"
