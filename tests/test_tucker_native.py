@@ -1,0 +1,191 @@
+"""The fused native Tucker kernel against the library-GEMM path and float64, its fallback and its integration.
+
+``gridmix.tucker_native`` compiles ``tucker_native.c`` on first use; every float32 CPU mixer call without
+dense axes runs it. These tests pin that it computes the same function and gradients as
+``gridmix.tucker._Tucker`` (itself pinned against einsum in float64 by ``test_mixer_fastpath.py``) over the
+kernel's code paths (vector blocks and scalar tails, packed and strided strips, the long-row basis
+gradient, permuted step orders, 1–3 axes), that results do not depend on the thread count, and that
+without a compiler gridmix warns and still computes.
+"""
+
+import warnings
+
+import pytest
+import torch
+
+from gridmix import ConcentrationMixer
+from gridmix.analysis.measure import _OpLog, count_flops, dry_run
+from gridmix.tucker import _Tucker, tucker
+from gridmix.tucker_native import chain_flops, native_applies, native_library, tucker_chain
+
+F32 = dict(rtol=2e-5, atol=2e-5)
+
+
+@pytest.fixture
+def fresh_library(monkeypatch):
+    """Forget the loaded kernel before and after the test, so environment changes take effect and do not leak."""
+    native_library.cache_clear()
+    yield monkeypatch
+    monkeypatch.undo()
+    native_library.cache_clear()
+
+
+def _problem(shape, axes, ranks, *, seed=0):
+    """x (B, *grid, h, c), orthonormal bases (n, r) per axis in ``axes`` order, eigenvalues (h, r) in (0, 1)."""
+    torch.manual_seed(seed)
+    x = torch.randn(*shape, requires_grad=True)
+    bases = [torch.linalg.qr(torch.randn(shape[a], r))[0].requires_grad_() for a, r in zip(axes, ranks)]
+    lams = [torch.rand(shape[-2], r, requires_grad=True) for r in ranks]
+    return x, bases, lams
+
+
+def _value_and_grads(fn, x, bases, lams, weight):
+    out = fn(x, bases, lams)
+    return (out, *torch.autograd.grad((out * weight).sum(), (x, *bases, *lams)))
+
+
+def _library(x, bases, lams, axes):
+    return _Tucker.apply(x, tuple(axes), True, True, *bases, *lams)
+
+
+CASES = [
+    ((3, 64, 64, 4, 16), (1, 2), (16, 16)),  # the benchmark's shape: packed expansion strips, long-row gradients
+    ((2, 10, 7, 3, 5), (1, 2), (4, 3)),  # scalar tails everywhere (S0 = 15)
+    ((2, 10, 7, 3, 5), (2, 1), (3, 4)),  # the projection order differs from the axis order
+    ((2, 6, 5, 7, 2, 3), (3, 1, 2), (4, 2, 3)),  # three axes in a permuted order
+    ((2, 4, 8, 32, 2, 4), (1, 2, 3), (4, 4, 8)),  # a long-row gradient with P > 1 (axis 2: P = 4, S = 256)
+    ((1, 33, 17, 1, 19), (1, 2), (33, 5)),  # a full-rank axis, one head, odd channels
+    ((2, 48, 2, 3), (1,), (5,)),  # one axis
+]
+
+
+@pytest.mark.parametrize("shape,axes,ranks", CASES)
+def test_native_chain_matches_the_library_path_and_float64(shape, axes, ranks):
+    x, bases, lams = _problem(shape, axes, ranks)
+    assert native_applies(x, bases, axes)
+    weight = torch.randn(shape)
+    native = _value_and_grads(lambda x, b, lam: tucker(x, b, axes, eigenvalues=lam), x, bases, lams, weight)
+    library = _value_and_grads(lambda x, b, lam: _library(x, b, lam, axes), x, bases, lams, weight)
+    def f64(t):
+        return t.detach().double().requires_grad_()
+
+    exact = _value_and_grads(lambda x, b, lam: _library(x, b, lam, axes),
+                             f64(x), [f64(u) for u in bases], [f64(lam) for lam in lams], weight.double())
+    for got, lib, want in zip(native, library, exact):  # output, ∂x, ∂U_k, ∂λ_k
+        torch.testing.assert_close(got, lib, **F32)
+        torch.testing.assert_close(got.double(), want, **F32)
+
+
+def test_results_do_not_depend_on_the_thread_count():
+    shape, axes, ranks = (8, 32, 32, 2, 16), (1, 2), (8, 8)
+    x, bases, lams = _problem(shape, axes, ranks)
+    weight = torch.randn(shape)
+    previous = torch.get_num_threads()
+    runs = []
+    try:
+        for threads in (1, 2, 1):
+            torch.set_num_threads(threads)
+            runs.append(_value_and_grads(lambda x, b, lam: tucker(x, b, axes, eigenvalues=lam), x, bases, lams, weight))
+    finally:
+        torch.set_num_threads(previous)
+    for first, other in zip(runs[0], runs[1]):
+        assert torch.equal(first, other)  # bit for bit: each batch element is one thread's, partials summed in order
+    for first, again in zip(runs[0], runs[2]):
+        assert torch.equal(first, again)
+
+
+def test_a_float32_mixer_runs_the_kernel_and_agrees_with_float64():
+    mixer = ConcentrationMixer(16, "12x20", num_heads=2, rank=(5, 7))
+    with torch.no_grad():
+        for p in mixer.axis_factors.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    v = torch.randn(3, 12, 20, 16, requires_grad=True)
+    with _OpLog() as log:
+        out = mixer.mix(v)
+    assert log.calls[torch.ops.gridmix.tucker_chain] == 1
+    exact = mixer.double().mix(v.detach().double())
+    torch.testing.assert_close(out.double(), exact, **F32)
+    out.sum().backward()
+    assert v.grad is not None and all(p.grad is not None for p in mixer.axis_factors.parameters())
+
+
+def test_other_dtypes_and_dense_axes_keep_the_library_path():
+    x, bases, lams = _problem((2, 6, 5, 2, 3), (1, 2), (3, 3))
+    assert not native_applies(x.double(), [u.double() for u in bases], (1, 2))
+    assert not native_applies(x, bases[:1], (1,))  # axis 2 would be dense (a causal factor): not every grid axis
+    assert native_applies(x, bases, (1, 2))
+
+
+def test_the_custom_ops_pass_torch_opcheck():
+    x, bases, lams = _problem((2, 6, 5, 2, 3), (1, 2), (3, 4))
+    scale = torch.rand(12, 2, requires_grad=True)
+    torch.library.opcheck(tucker_chain, ([x, [u.detach() for u in bases], scale, [1, 2]]))
+
+
+def test_flops_are_counted_on_real_and_fake_tensors():
+    mixer = ConcentrationMixer(16, "16x16", num_heads=2, rank=4)
+    v = torch.randn(2, 16, 16, 16)
+
+    class Mix(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.mixer = mixer
+
+        def forward(self, v):
+            return self.mixer.mix(v.requires_grad_())
+
+    real = count_flops(Mix(), v)
+    fake, _ = dry_run(Mix(), v)
+    chain = chain_flops((2, 16, 16, 2, 8), [1, 2], [4, 4])
+    for flops in (real, fake):
+        assert flops.per_op["gridmix.tucker_chain"] == chain
+        assert flops.per_op["gridmix.tucker_chain_backward"] == 2 * chain
+        assert not flops.uncounted
+
+
+def test_without_a_compiler_gridmix_warns_once_and_uses_library_gemms(fresh_library, tmp_path):
+    fresh_library.setenv("GRIDMIX_CACHE_DIR", str(tmp_path))
+    fresh_library.setenv("CC", "no-such-compiler")
+    x, bases, lams = _problem((2, 6, 5, 2, 3), (1, 2), (3, 3))
+    with pytest.warns(RuntimeWarning, match="no C compiler 'no-such-compiler'.*using library GEMMs"):
+        out = tucker(x, bases, (1, 2), eigenvalues=lams)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert not native_applies(x, bases, (1, 2))  # the verdict is cached: no second warning
+    torch.testing.assert_close(out, _library(x, bases, lams, (1, 2)))
+
+
+def test_a_failing_compile_is_reported_with_its_first_error_line(fresh_library, tmp_path):
+    fresh_library.setenv("GRIDMIX_CACHE_DIR", str(tmp_path))
+    fresh_library.setenv("CC", "false")  # runs, prints nothing, exits 1
+    with pytest.warns(RuntimeWarning, match="unavailable"):
+        assert native_library() is None
+
+
+def test_gridmix_native_0_disables_the_kernel_silently(fresh_library):
+    fresh_library.setenv("GRIDMIX_NATIVE", "0")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert native_library() is None
+
+
+def test_the_kernel_is_built_once_into_the_cache(fresh_library, tmp_path):
+    fresh_library.setenv("GRIDMIX_CACHE_DIR", str(tmp_path))
+    assert native_library() is not None
+    built = list(tmp_path.glob("tucker_native-*.so"))
+    assert len(built) == 1 and not [p for p in tmp_path.iterdir() if p.is_dir()]  # no temporary left behind
+    stamp = built[0].stat().st_mtime_ns
+    native_library.cache_clear()
+    assert native_library() is not None
+    assert built[0].stat().st_mtime_ns == stamp  # loaded from the cache, not rebuilt
+
+
+def test_double_backward_runs_through_the_library_form():
+    # The chain is linear in x: Jᵀu by a backward with create_graph, then J v = ∂⟨Jᵀu, v⟩/∂u = the chain at v.
+    x, bases, lams = _problem((2, 12, 10, 2, 4), (1, 2), (4, 5))
+    y = tucker(x, bases, (1, 2), eigenvalues=lams)
+    u = torch.zeros_like(y, requires_grad=True)
+    (transpose_u,) = torch.autograd.grad(y, x, u, create_graph=True)
+    v = torch.randn_like(x)
+    (jv,) = torch.autograd.grad(transpose_u, u, v)
+    torch.testing.assert_close(jv, tucker(v, bases, (1, 2), eigenvalues=lams).detach(), **F32)
