@@ -52,6 +52,7 @@ static inline float hsum(v16 v) {
             for (int b = 0; b < SV; b++) STORE(out + a * S + LANES * b, acc[a][b]);                    \
     }
 DEF_MODE_BLOCK(4, 4)
+DEF_MODE_BLOCK(16, 1)
 DEF_MODE_BLOCK(1, 4)
 DEF_MODE_BLOCK(4, 1)
 DEF_MODE_BLOCK(1, 1)
@@ -66,6 +67,17 @@ static void mode_product(const float *M, int64_t ms0, int64_t ms1, int64_t O, in
     float packed[PACK_MAX] __attribute__((aligned(64)));
     /* packing costs a pass over the strip; it pays when many row blocks reread it (expanding, O > I) */
     const int pack = S > STRIP && O > I && I * STRIP <= PACK_MAX;
+    if (S <= STRIP && O < I && S % LANES == 0 && I * S > PACK_MAX) {
+        /* short rows of a long axis (beyond L1), projecting down: every output row of a column vector in
+         * one sweep over the rows, so x is read once (4 × 4 blocks would sweep it once per row block) */
+        for (int64_t p = 0; p < P; p++)
+            for (int64_t s = 0; s < S; s += LANES) {
+                int64_t o = 0;
+                for (; o + 16 <= O; o += 16) mode_block_16_1(M + o * ms0, ms0, ms1, I, x + p * I * S + s, S, S, out + (p * O + o) * S + s);
+                for (; o < O; o++) mode_block_1_1(M + o * ms0, ms0, ms1, I, x + p * I * S + s, S, S, out + (p * O + o) * S + s);
+            }
+        return;
+    }
     for (int64_t p = 0; p < P; p++) {
         const float *xp = x + p * I * S;
         float *op = out + p * O * S;
@@ -177,6 +189,36 @@ static void basis_product_long(const float *L, const float *R, int64_t P, int64_
     for (int64_t q = 0; q < n * r; q++) out[q] += hsum(acc[q]);
 }
 
+/* basis_product for one short-row slice (P = 1, S small), as on a long 1-D axis: the reduction over s is
+ * too short to amortise horizontal sums, so R is transposed to (S, 16-column blocks) and eight rows of
+ * out at a time accumulate as vectors along j: out[i, j:j+16] += Σ_s L[i, s] · Rᵀ[s, j:j+16]. */
+static void basis_product_short(const float *L, const float *R, int64_t n, int64_t r, int64_t S, float *out) {
+    float packed[PACK_MAX] __attribute__((aligned(64)));
+    const int64_t rpad = (r + LANES - 1) / LANES * LANES;
+    for (int64_t s = 0; s < S; s++)
+        for (int64_t j = 0; j < rpad; j++) packed[s * rpad + j] = j < r ? R[j * S + s] : 0.0f;
+    for (int64_t j0 = 0; j0 < rpad; j0 += LANES) {
+        const int64_t lanes = r - j0 < LANES ? r - j0 : LANES;
+        for (int64_t i0 = 0; i0 < n; i0 += 8) {
+            const int64_t rows = n - i0 < 8 ? n - i0 : 8;
+            v16 acc[8];
+            for (int a = 0; a < 8; a++) acc[a] = (v16){0};
+            if (rows == 8)
+                for (int64_t s = 0; s < S; s++) {
+                    const v16 rv = LOAD(packed + s * rpad + j0);
+                    for (int a = 0; a < 8; a++) acc[a] += L[(i0 + a) * S + s] * rv;
+                }
+            else
+                for (int64_t s = 0; s < S; s++) {
+                    const v16 rv = LOAD(packed + s * rpad + j0);
+                    for (int a = 0; a < rows; a++) acc[a] += L[(i0 + a) * S + s] * rv;
+                }
+            for (int64_t a = 0; a < rows; a++)
+                for (int64_t l = 0; l < lanes; l++) out[(i0 + a) * r + j0 + l] += acc[a][l];
+        }
+    }
+}
+
 /* out (n×r) += Σ_{p,s} L[p, i, s] R[p, j, s]: L is (P, n, S), R is (P, r, S). */
 static void basis_product(const float *L, const float *R, int64_t P, int64_t n, int64_t r, int64_t S,
                           float *out) {
@@ -187,6 +229,10 @@ static void basis_product(const float *L, const float *R, int64_t P, int64_t n, 
             free(acc);
             return;
         }
+    }
+    if (P == 1 && S < CHUNK && S * ((r + LANES - 1) / LANES * LANES) <= PACK_MAX) {
+        basis_product_short(L, R, n, r, S, out);
+        return;
     }
     const int64_t chunk = 1024; /* columns per pass: the rows of one block stay in L1/L2 */
     for (int64_t s0 = 0; s0 < S; s0 += chunk) {

@@ -56,6 +56,8 @@ CASES = [
     ((2, 4, 8, 32, 2, 4), (1, 2, 3), (4, 4, 8)),  # a long-row gradient with P > 1 (axis 2: P = 4, S = 256)
     ((1, 33, 17, 1, 19), (1, 2), (33, 5)),  # a full-rank axis, one head, odd channels
     ((2, 48, 2, 3), (1,), (5,)),  # one axis
+    ((2, 45, 2, 3), (1,), (18,)),  # one axis: the short-row basis gradient with a row tail and two column blocks
+    ((2, 1100, 2, 8), (1,), (20,)),  # a long axis beyond L1: the one-sweep projection (a 16-row block and a tail)
 ]
 
 
