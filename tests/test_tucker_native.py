@@ -145,6 +145,16 @@ def test_flops_are_counted_on_real_and_fake_tensors():
         assert not flops.uncounted
 
 
+def test_the_kernel_without_its_formula_would_be_reported_uncounted(monkeypatch):
+    from gridmix.analysis import measure
+
+    monkeypatch.delitem(measure.FLOP_FORMULAS, torch.ops.gridmix.tucker_chain)
+    mixer = ConcentrationMixer(16, "8x8", num_heads=2, rank=4)
+    mix = torch.nn.Module()
+    mix.forward = mixer.mix
+    assert "gridmix.tucker_chain" in count_flops(mix, torch.randn(2, 8, 8, 16), backward=False).uncounted
+
+
 def test_without_a_compiler_gridmix_warns_once_and_uses_library_gemms(fresh_library, tmp_path):
     fresh_library.setenv("GRIDMIX_CACHE_DIR", str(tmp_path))
     fresh_library.setenv("CC", "no-such-compiler")

@@ -6,8 +6,9 @@ Three measurements, each usable on its own (the scaling study and the benchmarks
   thread count set and recorded (CUDA is synchronised around every repeat).
 * :func:`count_flops`: forward and backward FLOPs with ``torch.utils.flop_counter.FlopCounterMode``, plus
   :data:`FLOP_FORMULAS` for ops it does not count that gridmix's models run (attention on CPU, FFTs, the
-  Householder product behind the mixer's orthonormal bases), and a list of any heavy op that still went
-  uncounted, so an under-count is visible instead of silent. Optionally on fake tensors (shapes only).
+  Householder product behind the mixer's orthonormal bases, the mixer's fused native kernel), and a list
+  of any heavy op that still went uncounted, so an under-count is visible instead of silent. Optionally
+  on fake tensors (shapes only).
 * :func:`peak_memory`: a fresh Python subprocess per measurement builds the step from an importable
   ``"module:function"`` target and runs it once. On CPU the peak is Linux's ``VmHWM`` (the process's
   resident-set high-water mark), reset through ``/proc/self/clear_refs`` right before the step; on CUDA
@@ -172,7 +173,7 @@ FLOP_FORMULAS: dict = {
 
 # Op names that do real arithmetic (products, transforms, factorisations); one without a formula is reported.
 _HEAVY_OP = re.compile(r"mm|\bmv|addmv|\bdot|vdot|conv|attention|fft|householder|orgqr|ormqr|geqrf|svd|eig|"
-                       r"cholesky|solve|lu_factor|matmul|einsum|tensordot|bilinear")
+                       r"cholesky|solve|lu_factor|matmul|einsum|tensordot|bilinear|tucker")
 
 
 @dataclass(frozen=True)
