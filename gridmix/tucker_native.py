@@ -98,6 +98,12 @@ def native_library() -> ctypes.CDLL | None:
     return library
 
 
+@torch.compiler.assume_constant_result  # torch.compile takes the verdict as a constant instead of tracing the build
+def native_available() -> bool:
+    """Whether the kernel is built and loaded (building it on the first call)."""
+    return native_library() is not None
+
+
 def native_applies(x: torch.Tensor, bases: Sequence[torch.Tensor], axes: Sequence[int]) -> bool:
     """Whether the fused kernel covers this call: float32 on the CPU, and every grid axis is a Tucker axis."""
     d = len(axes)
@@ -106,7 +112,7 @@ def native_applies(x: torch.Tensor, bases: Sequence[torch.Tensor], axes: Sequenc
         and 0 < d <= _MAX_AXES
         and x.dim() == d + 3
         and sorted(axes) == list(range(1, d + 1))
-        and native_library() is not None
+        and native_available()
     )
 
 
@@ -166,7 +172,7 @@ def tucker_chain(x: torch.Tensor, bases: list[torch.Tensor], scale: torch.Tensor
     ax, n, r, S0 = _plan(x.shape, axes, [u.shape[1] for u in bases])
     proj_shapes, core_shape, expd_shapes = _chain_shapes(x.shape, axes, r)
     proj, expd = [x.new_empty(s) for s in proj_shapes], [x.new_empty(s) for s in expd_shapes]
-    core, scaled, y = x.new_empty(core_shape), x.new_empty(core_shape), torch.empty_like(x)
+    core, scaled, y = x.new_empty(core_shape), x.new_empty(core_shape), x.new_empty(x.shape)
     native_library().gm_tucker_forward(
         len(axes), x.shape[0], _int64s(ax), _int64s(n), _int64s(r), S0, x.shape[-2], _pointer(x), _pointers(bases),
         _pointer(scale), _pointers(proj), _pointer(core), _pointer(scaled), _pointers(expd), _pointer(y),
@@ -177,7 +183,7 @@ def tucker_chain(x: torch.Tensor, bases: list[torch.Tensor], scale: torch.Tensor
 @tucker_chain.register_fake
 def _(x, bases, scale, axes):
     proj_shapes, core_shape, expd_shapes = _chain_shapes(x.shape, axes, [u.shape[1] for u in bases])
-    return [torch.empty_like(x), x.new_empty(core_shape), x.new_empty(core_shape),
+    return [x.new_empty(x.shape), x.new_empty(core_shape), x.new_empty(core_shape),  # contiguous, as the kernel's
             *(x.new_empty(s) for s in [*proj_shapes, *expd_shapes])]
 
 
@@ -194,7 +200,7 @@ def tucker_chain_backward(grad: torch.Tensor, x: torch.Tensor, bases: list[torch
     work_size = max(math.prod(s) for s in [*one[0], one[1], *one[2]])  # the largest intermediate of one element
     threads = torch.get_num_threads()
     work = x.new_empty(2 * threads * work_size)  # two ping-pong buffers per thread
-    gx = torch.empty_like(x)
+    gx = x.new_empty(x.shape)
     basis_parts = [x.new_empty(B, nt, rt) for nt, rt in zip(n, r)]  # per batch element: summed in a fixed order
     scale_part = x.new_empty(B, *scale.shape)
     native_library().gm_tucker_backward(
@@ -206,7 +212,7 @@ def tucker_chain_backward(grad: torch.Tensor, x: torch.Tensor, bases: list[torch
 
 @tucker_chain_backward.register_fake
 def _(grad, x, bases, scale, axes, intermediates):
-    return [torch.empty_like(x), *(torch.empty_like(u) for u in bases), torch.empty_like(scale)]
+    return [x.new_empty(x.shape), *(u.new_empty(u.shape) for u in bases), scale.new_empty(scale.shape)]
 
 
 def chain_flops(x_shape: Sequence[int], axes: Sequence[int], ranks: Sequence[int]) -> int:

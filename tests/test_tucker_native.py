@@ -16,7 +16,7 @@ import torch
 from gridmix import ConcentrationMixer
 from gridmix.analysis.measure import _OpLog, count_flops, dry_run
 from gridmix.tucker import _Tucker, tucker
-from gridmix.tucker_native import chain_flops, native_applies, native_library, tucker_chain
+from gridmix.tucker_native import chain_flops, native_applies, native_library, tucker_chain, tucker_chain_backward
 
 F32 = dict(rtol=2e-5, atol=2e-5)
 
@@ -119,9 +119,25 @@ def test_other_dtypes_and_dense_axes_keep_the_library_path():
 
 
 def test_the_custom_ops_pass_torch_opcheck():
+    # non-contiguous inputs (QR's column-major bases, a transposed scale, as compiled graphs produce):
+    # the fake kernels must report the contiguous outputs the real ones return
     x, bases, lams = _problem((2, 6, 5, 2, 3), (1, 2), (3, 4))
-    scale = torch.rand(12, 2, requires_grad=True)
-    torch.library.opcheck(tucker_chain, ([x, [u.detach() for u in bases], scale, [1, 2]]))
+    scale = torch.rand(2, 12).t().requires_grad_()
+    bases = [u.detach() for u in bases]
+    torch.library.opcheck(tucker_chain, (x, bases, scale, [1, 2]))
+    intermediates = tucker_chain(x, bases, scale, [1, 2])[1:]
+    torch.library.opcheck(tucker_chain_backward, (torch.randn(x.shape), x.detach(), bases, scale.detach(), [1, 2],
+                                                  [t.detach() for t in intermediates]))
+
+
+def test_torch_compile_runs_the_kernel_and_matches_eager():
+    mixer = ConcentrationMixer(8, "6x5", num_heads=2, rank=3)
+    v = torch.randn(2, 6, 5, 8, requires_grad=True)
+    compiled = torch.compile(mixer.mix, backend="aot_eager")  # no C++ codegen: the op's fake kernels and autograd
+    out = compiled(v)
+    torch.testing.assert_close(out, mixer.mix(v), **F32)
+    (grad,) = torch.autograd.grad(out.sum(), v)
+    torch.testing.assert_close(grad, torch.autograd.grad(mixer.mix(v).sum(), v)[0], **F32)
 
 
 def test_flops_are_counted_on_real_and_fake_tensors():
