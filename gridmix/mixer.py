@@ -30,6 +30,7 @@ from torch import nn
 from gridmix.factors import CausalFactor, SymmetricFactor, symmetric_bases
 from gridmix.grid import Grid
 from gridmix.tucker import mode_product_per_head, tucker
+from gridmix.tucker_native import chain_flops
 
 PREFIX_MODES = ("mean", "identity")
 # timm's Block passes these to every attention layer; they have no meaning without queries and keys.
@@ -273,8 +274,5 @@ def tucker_flops(grid: Grid | Sequence[int], *, dim: int, rank: int | Sequence[i
     """
     shape = list(Grid.parse(grid).shape)
     ranks = [min(r, n) for r, n in zip(_per_axis(rank, Grid(tuple(shape)), "rank"), shape)]
-    flops, sizes = 0, list(shape)
-    for k in projection_order(shape, ranks):
-        flops += 2 * dim * math.prod(sizes) * ranks[k]  # (Π current sizes / n_k) · n_k · r_k
-        sizes[k] = ranks[k]
-    return 2 * flops  # down and up
+    order = projection_order(shape, ranks)
+    return chain_flops([*shape, dim], order, [ranks[k] for k in order])

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 
 import torch
 
-from gridmix.tucker_native import native_applies, scale_table, tucker_chain, tucker_chain_backward
+from gridmix.tucker_native import native_applies, tucker_chain, tucker_chain_backward
 
 
 def _mode_gemm(x: torch.Tensor, matrix: torch.Tensor, axis: int) -> torch.Tensor:
@@ -60,6 +60,11 @@ def _broadcast_eigenvalues(eigenvalues: Sequence[torch.Tensor], axes: Sequence[i
     return views
 
 
+def _scale(eigenvalues: Sequence[torch.Tensor], axes: Sequence[int], ndim: int) -> torch.Tensor:
+    """``Π_k λ_k[h, ρ_k]`` broadcast over a core of ``ndim`` dims: (1, …, r_k at ``axes[k]``, …, h, 1)."""
+    return functools.reduce(operator.mul, _broadcast_eigenvalues(eigenvalues, axes, ndim))
+
+
 class _Tucker(torch.autograd.Function):
     """``x ×_{a_1} U_1ᵀ ⋯ ×_{a_d} U_dᵀ`` (project), ``· Π_k λ_k`` (scale), ``×_{a_d} U_d ⋯ ×_{a_1} U_1`` (expand).
 
@@ -80,8 +85,7 @@ class _Tucker(torch.autograd.Function):
                 x = _mode_gemm(x, basis.t(), axis)  # n_k -> r_k
         core, scale = x, None
         if eigenvalues:
-            lams = _broadcast_eigenvalues(eigenvalues, axes, core.dim())
-            scale = functools.reduce(operator.mul, lams)  # (1, …, r_k, …, h, 1)
+            scale = _scale(eigenvalues, axes, core.dim())  # (1, …, r_k, …, h, 1)
             x = core * scale  # (B, *core, h, c)
         if expand:
             for k in reversed(range(d)):
@@ -186,7 +190,8 @@ def tucker(
         raise ValueError("tucker needs at least one of project, eigenvalues or expand")
     if project and expand and eigenvalues and native_applies(x, bases, axes):
         # the fused C kernel (gridmix.tucker_native), same function; autograd carries ∂scale on to the λ
-        return tucker_chain(x, list(bases), scale_table(eigenvalues, axes), list(axes))[0]
+        scale = _scale(eigenvalues, axes, x.dim()).reshape(-1, x.shape[-2])  # (R, h), ρ in grid-axis order
+        return tucker_chain(x, list(bases), scale, list(axes))[0]
     return _Tucker.apply(x.contiguous(), tuple(axes), project, expand, *bases, *(eigenvalues or ()))
 
 

@@ -11,7 +11,7 @@
  * Layout: one batch element is (m_1, …, m_d, S0), S0 = heads · channels, row-major. A mode product
  * along axis k views it as (P, n, S): P the dimensions before the axis, S those after it.
  * Every batch element is computed by one thread in a fixed order, and per-element partial sums (basis
- * and eigenvalue gradients) are reduced by the caller, so results do not depend on the thread count.
+ * and scale gradients) are reduced by the caller, so results do not depend on the thread count.
  */
 #include <omp.h>
 #include <stdint.h>
@@ -270,7 +270,7 @@ typedef struct {
     int d;
     const int64_t *ax, *n, *r;
     const float *const *U;
-    int64_t S0, heads;
+    int64_t S0;
 } plan_t;
 
 static shape_t grid_shape(const plan_t *pl) {
@@ -339,7 +339,7 @@ static chain_t element_chain(const plan_t *pl, int64_t b, const float *x, float 
 void gm_tucker_forward(int d, int64_t B, const int64_t *ax, const int64_t *n, const int64_t *r, int64_t S0,
                        int64_t heads, const float *x, const float *const *U, const float *scale,
                        float *const *proj, float *core, float *scaled, float *const *expd, float *y, int threads) {
-    const plan_t pl = {.d = d, .ax = ax, .n = n, .r = r, .U = U, .S0 = S0, .heads = heads};
+    const plan_t pl = {.d = d, .ax = ax, .n = n, .r = r, .U = U, .S0 = S0};
     const int64_t c = S0 / heads;
 #pragma omp parallel for schedule(static) num_threads(threads)
     for (int64_t b = 0; b < B; b++) {
@@ -363,7 +363,7 @@ void gm_tucker_backward(int d, int64_t B, const int64_t *ax, const int64_t *n, c
                         int64_t heads, const float *gy, const float *x, const float *const *U, const float *scale,
                         float *const *proj, float *core, float *scaled, float *const *expd, float *gx,
                         float *const *basis_grads, float *scale_grad, float *work, int64_t work_size, int threads) {
-    const plan_t pl = {.d = d, .ax = ax, .n = n, .r = r, .U = U, .S0 = S0, .heads = heads};
+    const plan_t pl = {.d = d, .ax = ax, .n = n, .r = r, .U = U, .S0 = S0};
     const int64_t c = S0 / heads;
 #pragma omp parallel for schedule(static) num_threads(threads)
     for (int64_t b = 0; b < B; b++) {

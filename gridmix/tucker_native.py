@@ -151,15 +151,6 @@ def _chain_shapes(x_shape: Sequence[int], axes: Sequence[int], ranks: Sequence[i
     return proj, core, expd[::-1]
 
 
-def scale_table(eigenvalues: Sequence[torch.Tensor], axes: Sequence[int]) -> torch.Tensor:
-    """``scale[ρ, h] = Π_k λ_k[h, ρ_k]`` as (R, h), ρ in the core's memory order (grid axes ascending)."""
-    d = len(axes)
-    rank_of = sorted(range(d), key=lambda t: axes[t])  # steps in grid order
-    factors = [eigenvalues[t].t().reshape(*(eigenvalues[t].shape[1] if j == i else 1 for j in range(d)), -1)
-               for i, t in enumerate(rank_of)]  # λ (h, r) → (1, …, r at the axis's place, …, 1, h)
-    return functools.reduce(torch.mul, factors).reshape(-1, eigenvalues[0].shape[0])  # (R, h)
-
-
 @torch.library.custom_op("gridmix::tucker_chain", mutates_args=())
 def tucker_chain(x: torch.Tensor, bases: list[torch.Tensor], scale: torch.Tensor,
                  axes: list[int]) -> list[torch.Tensor]:
@@ -196,8 +187,8 @@ def tucker_chain_backward(grad: torch.Tensor, x: torch.Tensor, bases: list[torch
     B, heads = x.shape[0], x.shape[-2]
     core, scaled, *rest = intermediates
     proj, expd = rest[: len(axes) - 1], rest[len(axes) - 1 :]
-    one = _chain_shapes((1, *x.shape[1:]), axes, r)
-    work_size = max(math.prod(s) for s in [*one[0], one[1], *one[2]])  # the largest intermediate of one element
+    proj_shapes, core_shape, expd_shapes = _chain_shapes((1, *x.shape[1:]), axes, r)  # of one element
+    work_size = max(math.prod(s) for s in [*proj_shapes, core_shape, *expd_shapes])  # the largest intermediate
     threads = torch.get_num_threads()
     work = x.new_empty(2 * threads * work_size)  # two ping-pong buffers per thread
     gx = x.new_empty(x.shape)
@@ -216,7 +207,11 @@ def _(grad, x, bases, scale, axes, intermediates):
 
 
 def chain_flops(x_shape: Sequence[int], axes: Sequence[int], ranks: Sequence[int]) -> int:
-    """Multiply-add FLOPs (×2) of :func:`tucker_chain`'s forward: every step down and back up."""
+    """Multiply-add FLOPs (×2) of the Tucker chain on ``x_shape``: each of ``axes`` down in turn, then back up.
+
+    The fused kernel's forward runs exactly these (:func:`tucker_chain`); :func:`gridmix.tucker_flops` is
+    this count in the cheapest projection order, per batch element.
+    """
     flops, shape = 0, list(x_shape)
     for axis, rank in zip(axes, ranks):
         flops += 2 * math.prod(shape) * rank  # (Π shape / n) · n · r multiply-adds
