@@ -5,7 +5,7 @@
 On the same tokens (batch 8, C = 64 channels, 4 heads, rank 16 unless varied), forward+backward and
 forward-only, at 1-D, 2-D and 3-D grids:
 
-* ``mix``, ``mix_r4``, ``mix_causal``: the bare operator ``M`` (DESIGN.md section 2) at rank 16, at
+* ``mix``, ``mix_r4``, ``mix_causal``: the bare operator ``M`` (docs/design.md section 2) at rank 16, at
   rank 4, and with axis 0 causal; ``layer``: the full mixer, ``W_o · M(W_v · x)``;
 * ``sdpa``: ``scaled_dot_product_attention`` on (B, h, N, C/h), the dense baseline, held to its flash
   kernel so it never falls back to materialising the N×N matrix;

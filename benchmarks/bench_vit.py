@@ -4,7 +4,7 @@
 
 Both models are timm's ``VisionTransformer`` (patch size 1 on images of the grid's size, embed_dim 64,
 depth 4, 4 heads, ``class_token=False``, ``global_pool="avg"``), differing only in ``attn_layer``
-(DESIGN.md section 3): ``ConcentrationMixer.configure(grid)`` (rank 16) or timm's ``Attention`` (fused
+(docs/design.md section 3): ``ConcentrationMixer.configure(grid)`` (rank 16) or timm's ``Attention`` (fused
 SDPA). A step is forward, cross-entropy, backward and an AdamW update at batch 8, timed interleaved
 (``bench_common.interleaved``) at grids 16x16, 32x32, 64x64, with peak memory in a fresh subprocess.
 

@@ -1,6 +1,6 @@
 """gridmix: does a structured token mixer beat attention on your grids?
 
-The public API is listed in ``__all__``; DESIGN.md describes the mathematics and the contracts.
+The public API is listed in ``__all__``; docs/design.md describes the mathematics and the contracts.
 """
 
 from gridmix.factors import CausalFactor, SymmetricFactor, dct_basis

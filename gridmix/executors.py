@@ -4,7 +4,7 @@ Every executor has one method, ``run(tasks, *, on_done, on_start=None, on_epoch=
 each :class:`gridmix.harness.RunTask` with :func:`gridmix.harness.execute` and calls
 ``on_done(task, row)`` in the driver as each finishes, so the driver alone writes the ledger. A worker
 that dies mid-task loses only that task: it is recorded as failed (and retried by the next re-run).
-The Ray executor (:mod:`gridmix.executors_ray`) has the same interface. DESIGN.md section 8.
+The Ray executor (:mod:`gridmix.executors_ray`) has the same interface. docs/design.md section 8.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ when the device is ``cuda``); the worker executes it with :func:`gridmix.harness
 and records the torch thread count. Results come back to the driver, which alone writes the SQLite
 ledger, so resume and reports behave exactly as locally. A worker that dies mid-task is retried by
 Ray (``max_retries``); if it keeps dying, only that task is recorded as failed. Every node needs the
-same gridmix (and plugins) installed. DESIGN.md section 8; docs/ray.md says how to start a cluster.
+same gridmix (and plugins) installed. docs/design.md section 8; docs/ray.md says how to start a cluster.
 """
 
 from __future__ import annotations

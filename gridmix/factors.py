@@ -10,7 +10,7 @@ Each grid axis ``k`` of size ``n`` carries one factor, with learned parameters p
   ``κ = sigmoid(ρ) · softmax(w)``, so ``‖T‖₂ ≤ ‖κ‖₁ = sigmoid(ρ) < 1``.
 
 The parameter shapes depend on ``m`` (modes, or kernel length), never on ``n``, which is what makes
-the same factor valid on any ``n ≥ m`` (resolution transfer). See DESIGN.md section 2;
+the same factor valid on any ``n ≥ m`` (resolution transfer). See docs/design.md section 2;
 :mod:`gridmix.tucker` applies the factors to a tensor.
 
 Shape legend:

@@ -2,7 +2,7 @@
 
 A grid is the shape ``(n_1, …, n_d)`` that tokens live on, in row-major order (last axis fastest,
 as ``reshape`` gives): a sequence is ``d = 1``, an image ``d = 2``, a video ``d = 3`` (time, height,
-width). See DESIGN.md section 2.
+width). See docs/design.md section 2.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The paired-seed study: learning-rate sweep, then every seed at each model's chosen rate.
 
-DESIGN.md section 5. A :class:`Study` names a track, a grid, the models and a budget. Every model
+docs/design.md section 5. A :class:`Study` names a track, a grid, the models and a budget. Every model
 sweeps the same learning rates on the first ``budget.sweep_seeds`` seeds and keeps the rate with the
 best mean *validation* metric (never test); rates where any run diverged or failed are excluded. Then
 every seed runs at the chosen rate; the sweep seeds' runs at that rate are the same runs (same key),

@@ -6,7 +6,7 @@ DCT (resolution-free) basis, or causal Toeplitz factors on axes that must not se
 factor has ``‖M_k‖₂ < 1``, so ``‖M‖₂ ≤ Π_k ‖M_k‖₂ < 1``. The operator is never materialised: it is
 applied in Tucker form (project each symmetric axis down with a basis shared by the heads, scale the
 core per head, expand back), causal axes as dense per-head Toeplitz factors on the projected tensor.
-As a drop-in for attention the block is ``y = W_o · M(W_v · x)`` per head. DESIGN.md section 2 holds
+As a drop-in for attention the block is ``y = W_o · M(W_v · x)`` per head. docs/design.md section 2 holds
 the mathematics; docs/benchmarks.md the measured speed and what the fast path does.
 
 Prefix tokens (class / register tokens) are not on the grid. With ``prefix_mode="mean"`` (default)
@@ -269,7 +269,7 @@ def tucker_flops(grid: Grid | Sequence[int], *, dim: int, rank: int | Sequence[i
 
     Projecting axis ``k`` down (``n_k → r_k``) after the axes before it in :func:`projection_order` costs
     ``C · n_k · Π(ranks of the axes done, this one included) · Π(lengths of the axes still to do)``
-    multiply-adds (DESIGN.md section 2's cost model, with the contracted length written out);
+    multiply-adds (docs/design.md section 2's cost model, with the contracted length written out);
     expanding back costs the same. The backward pass is twice the forward, so forward+backward is 3× this.
     """
     shape = list(Grid.parse(grid).shape)

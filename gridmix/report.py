@@ -4,7 +4,7 @@ The JSON keeps the seed experiment's keys (``bench_version``, ``track``, ``metri
 ``n_seeds``, ``baseline``/``idea`` with ``best_cfg``, ``sweep``, ``full``, ``comparison``,
 ``mechanism_signature``) and adds every baseline's comparison (Holm-adjusted together), the budget,
 timings, versions, failures, and the scaling and parity analyses when the run measured them. The
-Markdown puts the verdict first. DESIGN.md section 6.
+Markdown puts the verdict first. docs/design.md section 6.
 
 Differences to the seed's keys, on purpose: ``sweep`` entries hold the *validation* metric (the seed
 chose on test); ``comparison.mde`` is the true minimum detectable effect at 80% power, and the seed's

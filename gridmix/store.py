@@ -4,7 +4,7 @@ Every run (track, model, grid, config, learning rate, seed) is written in one tr
 ends, keyed by a hash of everything that determines its numbers. A re-run of the same command skips
 the rows already there, so a sweep killed at any point (SIGKILL included: SQLite's journal makes the
 write atomic) resumes and loses nothing. The study's specification is kept too, so ``gridmix report
-DIR`` re-renders from the ledger alone. DESIGN.md section 6.
+DIR`` re-renders from the ledger alone. docs/design.md section 6.
 
 A path that holds something else (a file that is not SQLite, a database without gridmix's marker, a
 non-empty directory without a ledger) is refused with a clear error; nothing is ever overwritten.

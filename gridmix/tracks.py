@@ -1,6 +1,6 @@
 """The track contract: what a plugin hands gridmix so that any task runs through the same analysis.
 
-A :class:`Track` is everything needed to compare models on one task (DESIGN.md section 4): the grid
+A :class:`Track` is everything needed to compare models on one task (docs/design.md section 4): the grid
 dimensionality and default grid, deterministic data for ``(grid, seed, sizes)``, the loss, the metric
 and its direction, and the models it offers (:class:`ModelSpec`), one of which is the idea (the
 concentration mixer) and one its matched baseline (the same model with attention as the mixer).

@@ -1,4 +1,4 @@
-"""The one training path every model and track shares (DESIGN.md section 5, "Paired seeds").
+"""The one training path every model and track shares (docs/design.md section 5, "Paired seeds").
 
 Seed ``s`` fixes the data (the track generates it from ``s``), the batch order (a generator seeded
 with ``s``) and the initialisation (``torch.manual_seed(s)`` right before the model is built), for

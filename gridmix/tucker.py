@@ -1,6 +1,6 @@
 """The Tucker form of the mixer as one autograd node: project each axis down, scale the core, expand back.
 
-The mixer's operator on its symmetric axes is ``⊗_k U_k diag(λ_k) U_kᵀ`` (DESIGN.md section 2). Applied
+The mixer's operator on its symmetric axes is ``⊗_k U_k diag(λ_k) U_kᵀ`` (docs/design.md section 2). Applied
 in Tucker form it projects each axis onto its basis, ``x ×_k U_kᵀ`` (n_k → r_k), multiplies the core by
 the per-head eigenvalues ``Π_k λ_k[h, ρ_k]``, and expands each axis back, ``x ×_k U_k``. :func:`tucker`
 runs that chain (or its project-only / scale-and-expand halves, when dense per-head factors must act

@@ -1,4 +1,4 @@
-"""The mathematics of the concentration mixer (DESIGN.md section 2), pinned in float64."""
+"""The mathematics of the concentration mixer (docs/design.md section 2), pinned in float64."""
 
 import math
 

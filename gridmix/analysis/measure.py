@@ -1,4 +1,4 @@
-"""Measuring one training step honestly: wall-clock, FLOPs and peak memory (DESIGN.md section 5, Scaling).
+"""Measuring one training step honestly: wall-clock, FLOPs and peak memory (docs/design.md section 5, Scaling).
 
 Three measurements, each usable on its own (the scaling study and the benchmarks both build on them):
 

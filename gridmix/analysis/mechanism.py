@@ -1,4 +1,4 @@
-"""Mechanism analysis of a trained idea model: do its mixers keep the certificate DESIGN.md section 2 promises?
+"""Mechanism analysis of a trained idea model: do its mixers keep the certificate docs/design.md section 2 promises?
 
 For every :class:`~gridmix.mixer.ConcentrationMixer` in a model, per axis and head:
 

@@ -1,4 +1,4 @@
-"""Parity audit: is the idea model compared with baselines of the same size? (DESIGN.md section 3)
+"""Parity audit: is the idea model compared with baselines of the same size? (docs/design.md section 3)
 
 On one grid, every model's parameter count and forward+backward FLOPs of one training batch
 (:func:`gridmix.analysis.measure.count_flops`), with the idea's ratio to each baseline

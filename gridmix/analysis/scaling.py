@@ -1,6 +1,6 @@
 """Scaling study: how parameters, FLOPs, wall-clock and peak memory of a training step grow with the grid.
 
-DESIGN.md section 5 (Scaling). For a track, a list of grids and its models, every point (model, grid)
+docs/design.md section 5 (Scaling). For a track, a list of grids and its models, every point (model, grid)
 gets: parameters; forward+backward FLOPs of one batch (:func:`gridmix.analysis.measure.count_flops`,
 on fake tensors, so even a point too large to run has them); a memory estimate from a fake-tensor dry
 run, made *before* anything large is allocated; then, if the estimate fits (and the time extrapolated

@@ -47,7 +47,7 @@ class Summary:
     """Mean and spread of one arm's per-seed metric.
 
     ``std`` is the population standard deviation (ddof=0): that is what the seed
-    bench report (``shared/seed/bench_report.json``) stores, and it reproduces it.
+    reference report (``tests/data/reference_report.json``) stores, and it reproduces it.
     """
 
     mean: float

@@ -1,4 +1,4 @@
-"""The ``gridmix`` command line: ``tracks``, ``run``, ``scale``, ``report`` (DESIGN.md section 7)."""
+"""The ``gridmix`` command line: ``tracks``, ``run``, ``scale``, ``report`` (docs/design.md section 7)."""
 
 from gridmix.cli import run as _run  # noqa: F401  (registers `run` and `report`)
 from gridmix.cli import scale as _scale  # noqa: F401

@@ -1,7 +1,7 @@
 """``gridmix scale``: time, FLOPs and peak memory of every model of a track against the grid size.
 
 ``gridmix scale --track image --grids 16x16,32x32,64x64`` runs :func:`gridmix.analysis.scaling.scale_track`
-(DESIGN.md section 5, Scaling; definitions in docs/analysis.md), shows a table of the points and of the
+(docs/design.md section 5, Scaling; definitions in docs/analysis.md), shows a table of the points and of the
 fitted log-log exponents, and writes ``scaling.json`` and ``scaling.png`` to ``--out``.
 """
 

@@ -2,7 +2,7 @@
 
 Every builder returns a plain ``nn.Module`` (no hidden state outside its parameters and buffers), so the
 harness can count parameters and FLOPs of any model the same way. The idea model and its matched baseline
-are always built by the same function with a different token mixer (DESIGN.md section 3).
+are always built by the same function with a different token mixer (docs/design.md section 3).
 """
 
 from gridmix.models.config import BackboneConfig, MixerConfig
