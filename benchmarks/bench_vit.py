@@ -1,4 +1,4 @@
-"""End to end: a timm ViT training step with the concentration mixer against the same ViT with attention (issue 6).
+"""End to end: a timm ViT training step with the concentration mixer against the same ViT with attention.
 
     python benchmarks/bench_vit.py --out DIR [--quick] [--threads N]
 

@@ -1,9 +1,10 @@
 """Run budgets: how many seeds, learning rates, epochs and samples a comparison spends.
 
 ``smoke`` is for tests and CI (well under a minute a track); ``default`` completes a full paired
-comparison on a 2-core laptop CPU in minutes; ``full`` is the seed experiment's scale (8 seeds, 3
-learning rates). A track may change any field per budget through ``Track.budget_overrides``; the
-command line may change seeds and learning rates (``--seeds``, ``--lrs``).
+comparison on a 2-core laptop CPU in minutes; ``full`` is the scale of the reference study
+(``tests/data/reference_report.json``: 8 seeds, 3 learning rates). A track may change any field per
+budget through ``Track.budget_overrides``; the command line may change seeds and learning rates
+(``--seeds``, ``--lrs``).
 
 Why 6 seeds by default: the exact sign-flip test on n pairs cannot go below ``2/2ⁿ``, so n = 5 can
 never reach p < 0.05 (2/32 = 0.0625); n = 6 can (2/64 ≈ 0.031).

@@ -4,7 +4,7 @@ docs/design.md section 5. A :class:`Study` names a track, a grid, the models and
 sweeps the same learning rates on the first ``budget.sweep_seeds`` seeds and keeps the rate with the
 best mean *validation* metric (never test); rates where any run diverged or failed are excluded. Then
 every seed runs at the chosen rate; the sweep seeds' runs at that rate are the same runs (same key),
-so they are reused, as in the seed experiment. Each run is a :class:`RunTask`, executed anywhere
+so they are reused, as in the reference study. Each run is a :class:`RunTask`, executed anywhere
 (in-process, a process pool, Ray) by :func:`execute`, and lands in the ledger as one row.
 """
 

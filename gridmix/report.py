@@ -1,14 +1,15 @@
 """The study report, rebuilt from the ledger alone: ``bench_report.json`` and ``report.md``.
 
-The JSON keeps the seed experiment's keys (``bench_version``, ``track``, ``metric_direction``,
+The JSON keeps the reference report's keys (``bench_version``, ``track``, ``metric_direction``,
 ``n_seeds``, ``baseline``/``idea`` with ``best_cfg``, ``sweep``, ``full``, ``comparison``,
 ``mechanism_signature``) and adds every baseline's comparison (Holm-adjusted together), the budget,
 timings, versions, failures, and the scaling and parity analyses when the run measured them. The
 Markdown puts the verdict first. docs/design.md section 6.
 
-Differences to the seed's keys, on purpose: ``sweep`` entries hold the *validation* metric (the seed
-chose on test); ``comparison.mde`` is the true minimum detectable effect at 80% power, and the seed's
-"mde" (the 95% t half-width) is ``comparison.ci_half_width``; ``p_value`` is the exact sign-flip p.
+Differences to the reference report's keys, on purpose: ``sweep`` entries hold the *validation* metric
+(the reference study chose on test); ``comparison.mde`` is the true minimum detectable effect at 80% power,
+and the reference report's "mde" (the 95% t half-width) is ``comparison.ci_half_width``; ``p_value`` is
+the exact sign-flip p.
 """
 
 from __future__ import annotations

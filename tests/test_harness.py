@@ -1,5 +1,5 @@
 """The paired-seed harness end to end on a tiny in-test track: sweep on validation, divergence recorded and
-excluded, ledger resume, deterministic numbers, and a report with the seed's keys."""
+excluded, ledger resume, deterministic numbers, and a report with the reference report's keys."""
 
 import dataclasses
 import json

@@ -1,4 +1,4 @@
-"""Tests for gridmix.analysis.stats: the seed report, the sign-flip test, Holm and the verdicts."""
+"""Tests for gridmix.analysis.stats: the reference report, the sign-flip test, Holm and the verdicts."""
 
 import itertools
 import json
@@ -25,7 +25,7 @@ from gridmix.analysis.stats import (
 
 # The report of the one-off experiment gridmix grew from (8 seeds, sequence forecasting), kept in the repo.
 SEED_REPORT = Path(__file__).resolve().parent / "data" / "reference_report.json"
-# The seed report's "mde" is a 95% t half-width computed with t rounded to 2.365
+# The reference report's "mde" is a 95% t half-width computed with t rounded to 2.365
 # instead of t_{0.975,7} = 2.36462..., which puts it 1.6e-4 (relative) above the exact value.
 SEED_T_CRIT = 2.365
 SEED_T_RTOL = 2e-4
@@ -46,7 +46,7 @@ def test_reproduces_seed_report(seed_report):
 
     # The per-seed values are float32 results stored as float64; the difference of two float32
     # values this close together is exact in float64, so plain float64 subtraction reproduces
-    # the seed's float32-computed differences bit for bit.
+    # the reference report's float32-computed differences bit for bit.
     assert np.array_equal(np.array(result.per_seed_diffs), np.array(seed["per_seed_diffs"]))
     assert result.delta_mean == pytest.approx(seed["delta_mean"], rel=1e-12)
     assert result.n_pairs == seed["n_pairs"] == 8
@@ -62,7 +62,7 @@ def test_reproduces_seed_report(seed_report):
     assert seed["mde"] == pytest.approx(SEED_T_CRIT * se, rel=1e-12)
     assert result.ci_half_width == pytest.approx(seed["mde"], rel=SEED_T_RTOL)
     assert result.ci_half_width == pytest.approx(sps.t.ppf(0.975, 7) * se, rel=1e-12)
-    # The seed's "mde_rel_pct" is its half-width relative to the baseline mean, in percent.
+    # The reference report's "mde_rel_pct" is its half-width relative to the baseline mean, in percent.
     assert seed["mde_rel_pct"] == pytest.approx(100 * seed["mde"] / baseline["mean"], rel=1e-12)
     assert result.ci_half_width_rel_pct == pytest.approx(seed["mde_rel_pct"], rel=SEED_T_RTOL)
     assert result.mde_rel_pct == pytest.approx(100 * result.mde / baseline["mean"], rel=1e-12)

@@ -15,7 +15,7 @@ For every :class:`~gridmix.mixer.ConcentrationMixer` in a model, per axis and he
   Lipschitz constant, which has no certificate (``1 + ‖W_o‖‖W_v‖``-like). Power iteration on ``JᵀJ``
   with backward passes (Golub & Van Loan, *Matrix Computations*, §8.2).
 
-:func:`mechanism_signature` returns the seed report's keys (``factor_largest_singular_values``,
+:func:`mechanism_signature` returns the reference report's keys (``factor_largest_singular_values``,
 ``predicted_factor_bound``, ``observed_max_factor_singular``, ``probe_norm_ratio_after_mixing``,
 ``confirmed``) plus ``certified_operator_bound``, ``residual_block_lipschitz`` and the per-layer detail;
 :func:`combine_signatures` merges every seed's: "confirmed" only if every factor respected its bound on
@@ -159,7 +159,7 @@ def _max_or_none(values) -> float | None:
 
 
 def _summarise(layers: list[dict]) -> dict:
-    """The seed report's keys, computed from per-layer detail."""
+    """The reference report's keys, computed from per-layer detail."""
     largest = [max(axis["largest"]) for layer in layers for axis in layer["axes"]]
     return dict(
         factor_largest_singular_values=largest,
@@ -174,7 +174,7 @@ def _summarise(layers: list[dict]) -> dict:
 
 
 def combine_signatures(per_seed: Mapping[int, dict]) -> dict:
-    """Every seed's signature in one: the seed report's keys as the worst case over seeds, plus ``per_seed``.
+    """Every seed's signature in one: the reference report's keys as the worst case over seeds, plus ``per_seed``.
 
     ``confirmed`` is recomputed from the detail: true only if every factor respected its bound on every seed.
     ``factor_largest_singular_values`` keeps one entry per (layer, axis), the largest over seeds.
