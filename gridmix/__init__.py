@@ -8,6 +8,7 @@ from gridmix.grid import Grid, GridLike
 from gridmix.hookspecs import hookimpl
 from gridmix.mixer import ConcentrationMixer, tucker_flops
 from gridmix.plugins import BrokenPlugin, Registry, load_registry, validate_data
+from gridmix.tokenwise import TokenwiseMixer
 from gridmix.tracks import DataSizes, ModelSpec, Split, Track, TrackData
 
 __version__ = "0.1.0"
@@ -23,6 +24,7 @@ __all__ = [
     "Registry",
     "Split",
     "SymmetricFactor",
+    "TokenwiseMixer",
     "Track",
     "TrackData",
     "__version__",

@@ -9,6 +9,11 @@ Each grid axis ``k`` of size ``n`` carries one factor, with learned parameters p
 * :class:`CausalFactor`: lower-triangular Toeplitz ``T[i, j] = κ[i − j]`` with
   ``κ = sigmoid(ρ) · softmax(w)``, so ``‖T‖₂ ≤ ‖κ‖₁ = sigmoid(ρ) < 1``.
 
+``capped=False`` builds the ablation of the mechanism (docs/design.md section 2): the cap map
+``sigmoid`` becomes ``softplus`` (eigenvalues, resp. the kernel's ℓ1 norm, in ``(0, ∞)``), started at the
+same values as the capped factor, so the two differ in the cap alone. ``bound()`` is then still the
+factor's norm (resp. an upper bound on it) but no longer below 1.
+
 The parameter shapes depend on ``m`` (modes, or kernel length), never on ``n``, which is what makes
 the same factor valid on any ``n ≥ m`` (resolution transfer). See docs/design.md section 2;
 :mod:`gridmix.tucker` applies the factors to a tensor.
@@ -23,6 +28,7 @@ import math
 from collections.abc import Sequence
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 from torch.autograd.function import once_differentiable
 from torch.nn.utils import parametrizations
@@ -155,13 +161,26 @@ def symmetric_bases(factors: Sequence[SymmetricFactor]) -> list[torch.Tensor]:
     return bases
 
 
-class SymmetricFactor(nn.Module):
-    """``M = U diag(sigmoid(θ_h)) Uᵀ`` on an axis of length ``n`` with ``m`` DCT modes and rank ``r``."""
+def _cap(logits: torch.Tensor, capped: bool) -> torch.Tensor:
+    """``sigmoid`` (values in (0, 1): the certificate) or, for the ablation, ``softplus`` (values in (0, ∞))."""
+    return torch.sigmoid(logits) if capped else F.softplus(logits)
 
-    def __init__(self, *, length: int, modes: int, rank: int, num_heads: int) -> None:
+
+def _uncap_logits(logits: torch.Tensor) -> torch.Tensor:
+    """Logits ``x`` with ``softplus(x) = sigmoid(logits)``: the ablation starts where the capped factor does."""
+    return torch.log(torch.expm1(torch.sigmoid(logits)))
+
+
+class SymmetricFactor(nn.Module):
+    """``M = U diag(sigmoid(θ_h)) Uᵀ`` on an axis of length ``n`` with ``m`` DCT modes and rank ``r``.
+
+    ``capped=False``: ``softplus(θ_h)`` instead of ``sigmoid(θ_h)`` (the ablation; see the module docstring).
+    """
+
+    def __init__(self, *, length: int, modes: int, rank: int, num_heads: int, capped: bool = True) -> None:
         super().__init__()
         assert 1 <= rank <= modes <= length, f"need rank <= modes <= length, got {rank}, {modes}, {length}"
-        self.length, self.modes, self.rank = length, modes, rank
+        self.length, self.modes, self.rank, self.capped = length, modes, rank, capped
         rotation = nn.Linear(rank, modes, bias=False)  # weight (m, r): orthonormal columns
         # Householder without trivialization keeps U orthonormal to the precision of whatever dtype runs it.
         parametrizations.orthogonal(rotation, "weight", orthogonal_map="householder", use_trivialization=False)
@@ -176,7 +195,7 @@ class SymmetricFactor(nn.Module):
         self.register_buffer("dct", self._build_dct(torch.float32, None) if dense else None, persistent=False)
         # A low-pass start: λ from sigmoid(2) ≈ 0.88 at the DC mode down to 0.5 at the highest kept mode.
         ramp = torch.linspace(2.0, 0.0, rank) if rank > 1 else torch.full((1,), 2.0)
-        self.theta = nn.Parameter(ramp.repeat(num_heads, 1))  # (h, r)
+        self.theta = nn.Parameter((ramp if capped else _uncap_logits(ramp)).repeat(num_heads, 1))  # (h, r)
 
     def _build_dct(self, dtype: torch.dtype, device) -> torch.Tensor:
         """``D_n[:, :m]`` (n, m) built in the dtype the basis is computed in (at least float32, as orgqr)."""
@@ -203,8 +222,8 @@ class SymmetricFactor(nn.Module):
         return symmetric_bases([self])[0]  # (n, r)
 
     def eigenvalues(self) -> torch.Tensor:
-        """``λ``: (h, r) in (0, 1)."""
-        return torch.sigmoid(self.theta)
+        """``λ``: (h, r) in (0, 1) (in (0, ∞) when uncapped)."""
+        return _cap(self.theta, self.capped)
 
     def dense(self) -> torch.Tensor:
         """The factor as dense matrices (h, n, n)."""
@@ -213,7 +232,7 @@ class SymmetricFactor(nn.Module):
         return torch.einsum("ir,hr,jr->hij", u, lam.to(u.dtype), u).to(lam.dtype)
 
     def bound(self) -> torch.Tensor:
-        """Certified ``‖M‖₂`` per head (h,): ``max λ``."""
+        """``‖M‖₂`` per head (h,): ``max λ`` (below 1 only when capped)."""
         return self.eigenvalues().amax(dim=-1)
 
     def prefers_dense(self) -> bool:
@@ -230,17 +249,18 @@ class SymmetricFactor(nn.Module):
 class CausalFactor(nn.Module):
     """Lower-triangular Toeplitz ``T[i, j] = κ_h[i − j]`` with ``‖κ_h‖₁ = sigmoid(ρ_h) < 1``; kernel length m."""
 
-    def __init__(self, *, length: int, modes: int, num_heads: int) -> None:
+    def __init__(self, *, length: int, modes: int, num_heads: int, capped: bool = True) -> None:
         super().__init__()
         assert 1 <= modes <= length, f"need kernel length <= axis length, got {modes}, {length}"
-        self.length, self.modes = length, modes
+        self.length, self.modes, self.capped = length, modes, capped
         # Start as a decaying exponential moving average: most weight on the present step.
         self.kernel_logits = nn.Parameter(-0.5 * torch.arange(modes, dtype=torch.float32).repeat(num_heads, 1))
-        self.gain_logit = nn.Parameter(torch.full((num_heads,), 2.0))  # (h,)
+        gain = torch.full((num_heads,), 2.0)
+        self.gain_logit = nn.Parameter(gain if capped else _uncap_logits(gain))  # (h,)
 
     def kernel(self) -> torch.Tensor:
-        """``κ``: (h, m), non-negative, ``‖κ_h‖₁ = sigmoid(ρ_h)``."""
-        return torch.sigmoid(self.gain_logit)[:, None] * torch.softmax(self.kernel_logits, dim=-1)
+        """``κ``: (h, m), non-negative, ``‖κ_h‖₁ = sigmoid(ρ_h)`` (``softplus(ρ_h)``, unbounded, when uncapped)."""
+        return _cap(self.gain_logit, self.capped)[:, None] * torch.softmax(self.kernel_logits, dim=-1)
 
     def dense(self) -> torch.Tensor:
         """The factor as dense lower-triangular Toeplitz matrices (h, n, n).
@@ -255,5 +275,5 @@ class CausalFactor(nn.Module):
         return u.unfold(-1, n, 1).flip(-2)  # (h, n, n): [i, j] = u[n−1−i+j] = κ[i−j] for 0 ≤ i−j < m
 
     def bound(self) -> torch.Tensor:
-        """Certified ``‖T‖₂ ≤ ‖κ‖₁`` per head (h,)."""
-        return torch.sigmoid(self.gain_logit)
+        """``‖T‖₂ ≤ ‖κ‖₁`` per head (h,) (below 1 only when capped)."""
+        return _cap(self.gain_logit, self.capped)

@@ -12,6 +12,13 @@ the mathematics; docs/benchmarks.md the measured speed and what the fast path do
 Prefix tokens (class / register tokens) are not on the grid. With ``prefix_mode="mean"`` (default)
 each prefix token's mixed value is ``½ (v_p + mean over the grid of M v)``, so a class token still
 sees the whole grid; with ``"identity"`` it is ``v_p`` (passed through ``W_v, W_o`` unmixed).
+The whole token map ``T`` (prefix and grid tokens, per head) is therefore not ``M``: its identity (or
+½-identity) block on the prefix tokens has norm 1 (or ½). :meth:`ConcentrationMixer.spectral_bound`
+certifies ``‖M‖₂`` (the grid block), :meth:`ConcentrationMixer.token_map_bound` the whole ``‖T‖₂``.
+
+``spectrum="uncapped"`` is the ablation of the mechanism: eigenvalues ``softplus(θ)`` instead of
+``sigmoid(θ)`` (causal kernels without the ``‖κ‖₁ < 1`` cap), the same everything else; such a mixer has
+no certificate, and :meth:`ConcentrationMixer.spectral_bound` raises.
 
 Shape legend:
     B: batch, N: grid tokens (n_1·…·n_d), P: prefix tokens, C: channels, h: heads, c = C / h
@@ -33,6 +40,7 @@ from gridmix.tucker import mode_product_per_head, tucker
 from gridmix.tucker_native import chain_flops
 
 PREFIX_MODES = ("mean", "identity")
+SPECTRA = ("capped", "uncapped")
 # timm's Block passes these to every attention layer; they have no meaning without queries and keys.
 _IGNORED_WHEN_SET = {"qk_norm": False, "scale_norm": False, "attn_drop": 0.0}
 
@@ -60,6 +68,7 @@ class ConcentrationMixer(nn.Module):
         causal_axes: axes that get a causal Toeplitz factor (negative indices allowed).
         num_prefix_tokens: tokens before the grid tokens (class / register tokens).
         prefix_mode: ``"mean"`` or ``"identity"``, see the module docstring.
+        spectrum: ``"capped"`` (the idea: every factor's norm below 1) or ``"uncapped"`` (its ablation).
         qkv_bias, proj_bias, proj_drop: as timm's ``Attention`` (``qkv_bias`` is the bias of ``W_v``).
     """
 
@@ -74,6 +83,7 @@ class ConcentrationMixer(nn.Module):
         causal_axes: Sequence[int] = (),
         num_prefix_tokens: int = 0,
         prefix_mode: str = "mean",
+        spectrum: str = "capped",
         qkv_bias: bool = False,
         proj_bias: bool = True,
         proj_drop: float = 0.0,
@@ -89,6 +99,9 @@ class ConcentrationMixer(nn.Module):
             raise ValueError(f"prefix_mode={prefix_mode!r}; expected one of {PREFIX_MODES}")
         if num_prefix_tokens < 0:
             raise ValueError(f"num_prefix_tokens={num_prefix_tokens}; expected >= 0")
+        if spectrum not in SPECTRA:
+            raise ValueError(f"spectrum={spectrum!r}; expected one of {SPECTRA}")
+        capped = spectrum == "capped"
         self._warn_ignored(timm_kwargs)
         d = self.grid.ndim
         causal = set()
@@ -103,18 +116,19 @@ class ConcentrationMixer(nn.Module):
             if not 1 <= m <= n:
                 raise ValueError(f"modes={m} on axis {axis} must lie in [1, {n}] (the axis length)")
             if axis in causal:
-                factors.append(CausalFactor(length=n, modes=m, num_heads=num_heads))
+                factors.append(CausalFactor(length=n, modes=m, num_heads=num_heads, capped=capped))
             else:
                 if ranks[axis] is None or ranks[axis] < 1:
                     raise ValueError(f"rank={ranks[axis]!r} on axis {axis}; expected a positive integer")
-                factors.append(SymmetricFactor(length=n, modes=m, rank=min(ranks[axis], m), num_heads=num_heads))
+                factors.append(SymmetricFactor(length=n, modes=m, rank=min(ranks[axis], m), num_heads=num_heads,
+                                               capped=capped))
         self.axis_factors = nn.ModuleList(factors)
         self.dim, self.num_heads, self.head_dim = dim, num_heads, dim // num_heads
-        self.num_prefix_tokens, self.prefix_mode = num_prefix_tokens, prefix_mode
+        self.num_prefix_tokens, self.prefix_mode, self.spectrum = num_prefix_tokens, prefix_mode, spectrum
         self.causal_axes = tuple(sorted(causal))
         self.config = dict(
             num_heads=num_heads, rank=rank, modes=tuple(f.modes for f in factors), causal_axes=self.causal_axes,
-            num_prefix_tokens=num_prefix_tokens, prefix_mode=prefix_mode, qkv_bias=qkv_bias,
+            num_prefix_tokens=num_prefix_tokens, prefix_mode=prefix_mode, spectrum=spectrum, qkv_bias=qkv_bias,
             proj_bias=proj_bias, proj_drop=proj_drop,
         )
         self.v = nn.Linear(dim, dim, bias=qkv_bias)  # W_v
@@ -222,12 +236,35 @@ class ConcentrationMixer(nn.Module):
         return torch.stack(heads)
 
     def factor_bounds(self) -> torch.Tensor:
-        """Certified ``‖M_k‖₂`` per axis and head: (d, h)."""
+        """Upper bounds on ``‖M_k‖₂`` per axis and head: (d, h); below 1 (certified) when ``spectrum="capped"``."""
         return torch.stack([f.bound() for f in self.axis_factors])
 
     def spectral_bound(self) -> torch.Tensor:
-        """Certified upper bound on ``‖M‖₂`` per head (h,): ``Π_k ‖M_k‖₂ < 1``."""
+        """Certified upper bound on ``‖M‖₂`` per head (h,): ``Π_k ‖M_k‖₂ < 1``.
+
+        It covers the bare grid operator ``M`` only; :meth:`token_map_bound` covers the whole token map,
+        prefix tokens included. ``ValueError`` for ``spectrum="uncapped"``: the ablation has no certificate.
+        """
+        if self.spectrum != "capped":
+            raise ValueError(f"this mixer has spectrum={self.spectrum!r}, the ablation without the eigenvalue cap: "
+                             "it has no certificate (factor_bounds() still gives each factor's norm)")
         return self.factor_bounds().prod(dim=0)
+
+    def token_map_bound(self) -> torch.Tensor:
+        """Certified upper bound on ``‖T‖₂`` per head (h,), ``T`` the whole (P + N)² token map of :meth:`forward`
+        before ``W_v`` and ``W_o`` (prefix tokens included). Without prefix tokens it is :meth:`spectral_bound`.
+
+        ``"identity"``: ``T = I_P ⊕ M``, so ``‖T‖₂ = max(1, ‖M‖₂) = 1``. ``"mean"``: ``T = [[½ I_P, ½ 1_P aᵀ M],
+        [0, M]]`` with ``a = 1_N / N``; splitting ``T`` into its diagonal blocks and the corner gives
+        ``‖T‖₂ ≤ max(½, ‖M‖₂) + ½ √P ‖Mᵀ a‖ ≤ max(½, b) + ½ √(P / N) b`` with ``b = Π_k ‖M_k‖₂``.
+        """
+        bound = self.spectral_bound()
+        P = self.num_prefix_tokens
+        if P == 0:
+            return bound
+        if self.prefix_mode == "identity":
+            return torch.clamp(bound, min=1.0)
+        return torch.clamp(bound, min=0.5) + 0.5 * math.sqrt(P / self.grid.numel) * bound
 
     def regrid(self, grid: Grid | str | int | Sequence[int]) -> ConcentrationMixer:
         """The same learned mixer on another grid (every axis length must be ≥ its modes)."""
@@ -246,7 +283,8 @@ class ConcentrationMixer(nn.Module):
 
     def extra_repr(self) -> str:
         return (f"dim={self.dim}, grid={self.grid}, heads={self.num_heads}, "
-                f"causal_axes={self.causal_axes}, prefix={self.num_prefix_tokens} ({self.prefix_mode})")
+                f"causal_axes={self.causal_axes}, prefix={self.num_prefix_tokens} ({self.prefix_mode}), "
+                f"spectrum={self.spectrum}")
 
 
 def projection_order(lengths: Sequence[int], ranks: Sequence[int]) -> list[int]:

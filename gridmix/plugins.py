@@ -317,6 +317,15 @@ def validate_track(track: Track) -> None:
     ideas = [spec.name for spec in track.models if spec.role == "idea"]
     if len(ideas) != 1:
         raise ValueError(f"{where}: {len(ideas)} models with role 'idea' ({ideas}); expected exactly one")
+    for role in ("ablation", "control"):
+        holders = [spec.name for spec in track.models if spec.role == role]
+        if len(holders) > 1:
+            raise ValueError(f"{where}: {len(holders)} models with role {role!r} ({holders}); expected at most one")
+    for attribute in ("chance", "ceiling"):
+        value = getattr(track, attribute)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                  or not float("-inf") < value < float("inf")):
+            raise ValueError(f"{where}: {attribute} {value!r}; expected None or a finite number")
     baselines = [spec.name for spec in track.baselines]
     if track.matched_baseline not in baselines:
         raise ValueError(f"{where}: matched_baseline {track.matched_baseline!r} is not one of its baselines "

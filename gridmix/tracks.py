@@ -24,7 +24,7 @@ from torch import nn
 from gridmix.grid import Grid
 
 DIRECTIONS = ("lower", "higher")
-ROLES = ("idea", "baseline")
+ROLES = ("idea", "baseline", "ablation", "control")
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,9 @@ class DataSizes:
 class ModelSpec:
     """A model a track offers: ``build(grid)`` returns a fresh ``nn.Module`` mapping inputs to predictions.
 
-    ``role`` is ``"idea"`` for the concentration-mixer model and ``"baseline"`` otherwise; ``plugin`` and
+    ``role`` is ``"idea"`` for the concentration-mixer model, ``"ablation"`` for the idea with its mechanism
+    removed (the eigenvalue cap: ``ConcentrationMixer(spectrum="uncapped")``), ``"control"`` for the same
+    backbone without token mixing (:class:`gridmix.TokenwiseMixer`) and ``"baseline"`` otherwise; ``plugin`` and
     ``plugin_version`` are filled in by the plugin manager: the entry-point name of the plugin that contributed
     the model and the version of the distribution that ships it.
     ``supports(grid)`` says whether the model can be built for a grid (e.g. MLP-Mixer's dense N×N token
@@ -97,12 +99,17 @@ class Track:
         metric: ``(predictions, targets) → float`` over a whole split (e.g. accuracy, MSE).
         metric_name: e.g. ``"test MSE"`` or ``"accuracy"``.
         direction: ``"lower"`` or ``"higher"`` is better.
-        models: the models offered, in display order; exactly one with ``role="idea"``.
+        models: the models offered, in display order; exactly one with ``role="idea"``, at most one
+            ``"ablation"`` and one ``"control"`` (docs/analysis.md, "Mechanism").
         matched_baseline: the baseline that differs from the idea in the token mixer only.
         budget_overrides: per budget name, fields of :class:`gridmix.budget.Budget` this track changes
             (e.g. more epochs for a harder task).
         supports: ``grid → None`` when the track can generate data on ``grid``, else a one-line reason
             (e.g. an axis too short for the task); :meth:`check_grid` applies it.
+        chance: the metric's floor, the value a model reaches without learning (accuracy 0.5 on a balanced
+            binary task; for MSE, e.g. the targets' variance); ``None`` when the track has none.
+        ceiling: the metric's best attainable value where one exists (accuracy 1.0, MSE 0.0), else ``None``.
+            The report flags arms whose seeds all sit at ``chance`` or ``ceiling`` as uninformative.
         plugin, plugin_version: filled in by the plugin manager (entry-point name, distribution version).
     """
 
@@ -119,6 +126,8 @@ class Track:
     matched_baseline: str
     budget_overrides: dict[str, dict] = field(default_factory=dict)
     supports: Callable[[Grid], str | None] = lambda grid: None
+    chance: float | None = None
+    ceiling: float | None = None
     plugin: str = ""
     plugin_version: str = ""
 
@@ -129,6 +138,16 @@ class Track:
     @property
     def baselines(self) -> tuple[ModelSpec, ...]:
         return tuple(m for m in self.models if m.role == "baseline")
+
+    @property
+    def ablation(self) -> ModelSpec | None:
+        """The idea with its mechanism removed (role ``"ablation"``), or None."""
+        return next((m for m in self.models if m.role == "ablation"), None)
+
+    @property
+    def control(self) -> ModelSpec | None:
+        """The same backbone without token mixing (role ``"control"``), or None."""
+        return next((m for m in self.models if m.role == "control"), None)
 
     def model(self, name: str) -> ModelSpec:
         for spec in self.models:

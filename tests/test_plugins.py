@@ -153,7 +153,8 @@ def test_broken_plugins_are_reported_by_name_and_the_others_keep_working(clean_e
     assert errors["good"] == ["ValueError: track 'half' (plugin 'good'): matched_baseline 'x' is not one of its "
                               "baselines ['base']"]
     assert BUILTIN | {"good"} == set(registry.tracks)
-    assert [m.name for m in registry.track("image").models] == ["vit", "vit-concentration", "mlp-mixer"]
+    assert [m.name for m in registry.track("image").models] == ["vit", "vit-concentration", "mlp-mixer",
+                                                                "vit-concentration-uncapped", "vit-nomix"]
 
 
 def test_gridmix_models_adds_a_baseline_to_an_existing_track(clean_env):
@@ -164,6 +165,16 @@ def test_gridmix_models_adds_a_baseline_to_an_existing_track(clean_env):
     assert sequence.models[-1].name == "linear" and sequence.models[-1].plugin == "adder"
     assert sequence.plugin == "sequence" and sequence.idea.plugin == "sequence"
     assert "linear" not in [m.name for m in registry.track("image").models]
+
+
+def test_builtin_tracks_offer_an_ablation_and_a_control_on_the_ideas_backbone(clean_env):
+    registry = load_registry(refresh=True)
+    for name in BUILTIN:
+        track = registry.track(name)
+        assert track.ablation is not None and track.control is not None, name
+        assert track.ablation.name == f"{track.idea.name}-uncapped" and track.control.name.endswith("nomix")
+        assert track.baselines == tuple(m for m in track.models if m.role == "baseline")
+    assert tiny_track().ablation is None and tiny_track().control is None
 
 
 def test_build_registry_reads_only_the_environment_it_is_given():
@@ -184,6 +195,8 @@ def test_build_registry_reads_only_the_environment_it_is_given():
     (dict(budget_overrides={"huge": {}}), "unknown budget 'huge'"),
     (dict(budget_overrides={"smoke": {"epoch": 3}}), "overrides unknown budget fields ['epoch']"),
     (dict(supports=lambda grid: "too short"), "its own default_grid 8 is unsupported: too short"),
+    (dict(chance="half"), "chance 'half'; expected None or a finite number"),
+    (dict(ceiling=float("nan")), "ceiling nan; expected None or a finite number"),
 ])
 def test_validate_track_rejects_malformed_fields(changes, message):
     track = dataclasses.replace(tiny_track(), plugin="p", **changes)
@@ -198,6 +211,8 @@ def test_validate_track_rejects_malformed_fields(changes, message):
     (lambda b: (ModelSpec("base", b), ModelSpec("i", b, role="idea"), ModelSpec("j", b, role="idea")),
      "2 models with role 'idea'"),
     (lambda b: (ModelSpec("base", b), ModelSpec("idea", b, role="hero")), "role 'hero'"),
+    (lambda b: (ModelSpec("base", b), ModelSpec("i", b, role="idea"), ModelSpec("a", b, role="ablation"),
+                ModelSpec("a2", b, role="ablation")), "2 models with role 'ablation'"),
     (lambda b: (ModelSpec("base", b), ModelSpec("idea", None, role="idea")), "build is None; expected a callable"),
     (lambda b: (ModelSpec("base", b), "idea"), "models holds str 'idea'"),
 ])

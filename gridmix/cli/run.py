@@ -74,7 +74,8 @@ def results_table(report: dict) -> Table:
 def run(
     track: str = typer.Option("image", help="Track name (see `gridmix tracks`)."),
     grid: str = typer.Option(None, help="Token grid, e.g. 64, 32x32, 8x16x16 (default: the track's)."),
-    models: str = typer.Option(None, help="Comma-separated models to include (default: all the grid allows)."),
+    models: str = typer.Option(None, help="Comma-separated models to include (default: the idea and every baseline "
+                                         "the grid allows; name the ablation / control arms to add them)."),
     budget: str = typer.Option("default", help="smoke (CI), default (minutes on a laptop) or full (seed scale)."),
     seeds: int = typer.Option(None, min=2, help="Paired seeds (overrides the budget)."),
     lrs: str = typer.Option(None, help="Learning rates to sweep, e.g. 1e-3,3e-3 (overrides the budget)."),
@@ -184,8 +185,8 @@ def _choose_models(track, grid, models: str | None) -> tuple[str, ...]:
         if len(names) < 2:
             fail(f"--models {models!r} leaves no baseline to compare with; track {track.name!r} offers "
                  f"{[m.name for m in track.baselines]}")
-    else:
-        names = [m.name for m in track.models]
+    else:  # the mechanism arms (ablation, control) are opt-in through --models until the report separates them
+        names = [m.name for m in track.models if m.role in ("idea", "baseline")]
     kept = []
     for name in names:
         reason = track.model(name).supports(grid)

@@ -1,4 +1,4 @@
-"""Small configs shared by the model builders: the transformer backbone and the concentration mixer."""
+"""Small configs shared by the model builders: the transformer backbone and the token mixer that replaces attention."""
 
 from __future__ import annotations
 
@@ -7,6 +7,10 @@ from dataclasses import dataclass
 
 from gridmix.grid import Grid
 from gridmix.mixer import ConcentrationMixer
+from gridmix.tokenwise import TokenwiseMixer
+
+# The idea, its ablation (no eigenvalue cap) and the no-mixing control: a track builds all three from one config.
+MIXER_KINDS = ("concentration", "uncapped", "tokenwise")
 
 
 @dataclass(frozen=True)
@@ -27,11 +31,23 @@ class BackboneConfig:
 
 @dataclass(frozen=True)
 class MixerConfig:
-    """How the concentration mixer is set up when it replaces attention (see :class:`ConcentrationMixer`)."""
+    """How the mixer is set up when it replaces attention (see :class:`ConcentrationMixer`).
+
+    ``kind``: ``"concentration"`` (the idea), ``"uncapped"`` (its ablation, ``spectrum="uncapped"``) or
+    ``"tokenwise"`` (the no-mixing control, :class:`TokenwiseMixer`); the other fields are the same for all.
+    """
 
     rank: int = 16
     causal_axes: tuple[int, ...] = ()
+    kind: str = "concentration"
 
-    def attn_layer(self, grid: Grid | Sequence[int]) -> type[ConcentrationMixer]:
+    def __post_init__(self) -> None:
+        if self.kind not in MIXER_KINDS:
+            raise ValueError(f"MixerConfig kind={self.kind!r}; expected one of {MIXER_KINDS}")
+
+    def attn_layer(self, grid: Grid | Sequence[int]) -> type[ConcentrationMixer] | type[TokenwiseMixer]:
         """The mixer class bound to ``grid``, constructible as timm's ``attn_layer``."""
-        return ConcentrationMixer.configure(grid, rank=self.rank, causal_axes=self.causal_axes)
+        if self.kind == "tokenwise":
+            return TokenwiseMixer.configure(grid, rank=self.rank, causal_axes=self.causal_axes)
+        spectrum = "capped" if self.kind == "concentration" else "uncapped"
+        return ConcentrationMixer.configure(grid, rank=self.rank, causal_axes=self.causal_axes, spectrum=spectrum)

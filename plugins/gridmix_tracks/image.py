@@ -14,7 +14,8 @@ solves the task (about 0.99) or stays near chance or the 0.75 shortcut; measured
 about 0.80 (ViT), 0.76 (mixer) and 0.73 (MLP-Mixer).
 
 Models: timm's ``VisionTransformer`` with dense attention (the matched baseline), the same class with the
-concentration mixer as ``attn_layer`` (the idea) and timm's MLP-Mixer (dense token MLP, small grids only).
+concentration mixer as ``attn_layer`` (the idea) and timm's MLP-Mixer (dense token MLP, small grids only);
+for the mechanism, the idea without its eigenvalue cap (ablation) and with no token mixing (control).
 
 Shape legend:
     S: samples, H, W: the grid, K: colours; inputs (S, K, H, W) float32, targets (S,) int64 in {0, 1}
@@ -84,9 +85,17 @@ class ImageModels:
     def vit(self, grid: Grid, *, mlp_ratio: float | None = None) -> torch.nn.Module:
         return build_vit(grid, in_chans=self.in_chans, num_outputs=self.num_classes, backbone=self._backbone(mlp_ratio))
 
-    def vit_concentration(self, grid: Grid, *, mlp_ratio: float | None = None) -> torch.nn.Module:
+    def vit_concentration(self, grid: Grid, *, mlp_ratio: float | None = None, kind: str = "concentration"
+                          ) -> torch.nn.Module:
+        mixer = dataclasses.replace(self.mixer, kind=kind)
         return build_vit(grid, in_chans=self.in_chans, num_outputs=self.num_classes,
-                         backbone=self._backbone(mlp_ratio), attn_layer=self.mixer.attn_layer(grid))
+                         backbone=self._backbone(mlp_ratio), attn_layer=mixer.attn_layer(grid))
+
+    def vit_uncapped(self, grid: Grid, *, mlp_ratio: float | None = None) -> torch.nn.Module:
+        return self.vit_concentration(grid, mlp_ratio=mlp_ratio, kind="uncapped")
+
+    def vit_nomix(self, grid: Grid, *, mlp_ratio: float | None = None) -> torch.nn.Module:
+        return self.vit_concentration(grid, mlp_ratio=mlp_ratio, kind="tokenwise")
 
     def mlp_mixer(self, grid: Grid, *, mlp_ratio: float | None = None) -> torch.nn.Module:
         return build_mlp_mixer(grid, in_chans=self.in_chans, num_outputs=self.num_classes,
@@ -106,6 +115,10 @@ class ImageModels:
             ModelSpec("mlp-mixer", self.mlp_mixer, supports=mlp_mixer_supports,
                       description=f"timm MlpMixer (dim {b.embed_dim}, depth {b.depth}, token MLP x0.5, "
                                   f"channel MLP x{b.mlp_ratio:g})"),
+            ModelSpec("vit-concentration-uncapped", self.vit_uncapped, role="ablation",
+                      description="the idea without its eigenvalue cap (softplus eigenvalues), same everything else"),
+            ModelSpec("vit-nomix", self.vit_nomix, role="control",
+                      description="the same ViT with no token mixing (TokenwiseMixer: W_o W_v per token)"),
         )
 
 
@@ -135,6 +148,8 @@ def make_track(task: SameColourTask = SameColourTask()) -> Track:
         models=ImageModels(in_chans=task.colours, num_classes=2).specs(),
         matched_baseline="vit",
         budget_overrides=BUDGET_OVERRIDES,
+        chance=0.5,
+        ceiling=1.0,
         supports=grid_supported,
     )
 

@@ -3,8 +3,9 @@
 Point ``GRIDMIX_IMAGE_FOLDER`` at a root holding one sub-folder per class (``root/cat/001.png``, …); the
 track then appears in ``gridmix tracks`` (unset, this plugin adds nothing). Images are converted to RGB
 and resized (bilinear) to exactly the grid, one pixel per token; channels are standardised with the
-training split's mean and standard deviation. The seed shuffles the images into train / validation /
-test (60 / 20 / 20 %, each capped at the budget's sizes), so the split is deterministic per seed.
+training split's mean and standard deviation. A fixed seed (not the run's) shuffles the images into
+train / validation / test (60 / 20 / 20 %, each capped at the budget's sizes): every seed tests on the same
+images (seeds vary initialisation and batch order), so the inference is conditional on this dataset.
 Models: the ``image`` track's (ViT, the same ViT with the concentration mixer, MLP-Mixer).
 
 Shape legend:
@@ -26,7 +27,7 @@ from torchvision.transforms.functional import pil_to_tensor
 from gridmix import hookimpl
 from gridmix.grid import Grid
 from gridmix.tracks import DataSizes, Split, Track, TrackData
-from gridmix_tracks.common import accuracy, cross_entropy, split_rng
+from gridmix_tracks.common import FIXED_SPLIT_SEED, accuracy, cross_entropy, split_rng
 from gridmix_tracks.image import BUDGET_OVERRIDES, ImageModels
 
 ENV = "GRIDMIX_IMAGE_FOLDER"
@@ -59,8 +60,9 @@ class ImageFolderSource:
         return cls(root, tuple(folder.classes), tuple(folder.samples))
 
     def load(self, grid: Grid, seed: int, sizes: DataSizes) -> TrackData:
-        """The seeded split, resized to ``grid`` and standardised with the training split's statistics."""
-        order = split_rng(seed, "train", task=f"image-folder:{self.root}").permutation(len(self.samples))
+        """The fixed split (the same for every ``seed``), resized to ``grid``, standardised with the training
+        split's statistics."""
+        order = split_rng(FIXED_SPLIT_SEED, "train", task=f"image-folder:{self.root}").permutation(len(self.samples))
         n_val = max(1, round(FRACTIONS["val"] * len(order)))
         n_test = max(1, round(FRACTIONS["test"] * len(order)))
         chosen = {

@@ -104,16 +104,24 @@ class SequenceModels:
     backbone: BackboneConfig = BackboneConfig(embed_dim=32, depth=2, num_heads=2, mlp_ratio=2.0)
     mixer: MixerConfig = field(default_factory=MixerConfig)
 
-    def build(self, grid: Grid, *, token_mixer: str, mlp_ratio: float | None = None) -> GridTransformer:
+    def build(self, grid: Grid, *, token_mixer: str, mlp_ratio: float | None = None,
+              kind: str = "concentration") -> GridTransformer:
         backbone = self.backbone if mlp_ratio is None else dataclasses.replace(self.backbone, mlp_ratio=mlp_ratio)
         return GridTransformer(Grid.parse(grid), in_chans=1, num_outputs=self.horizon, backbone=backbone,
-                               token_mixer=token_mixer, mixer=self.mixer, readout="flatten")
+                               token_mixer=token_mixer, mixer=dataclasses.replace(self.mixer, kind=kind),
+                               readout="flatten")
 
     def transformer(self, grid: Grid, *, mlp_ratio: float | None = None) -> GridTransformer:
         return self.build(grid, token_mixer="attention", mlp_ratio=mlp_ratio)
 
     def transformer_concentration(self, grid: Grid, *, mlp_ratio: float | None = None) -> GridTransformer:
         return self.build(grid, token_mixer="mixer", mlp_ratio=mlp_ratio)
+
+    def transformer_uncapped(self, grid: Grid, *, mlp_ratio: float | None = None) -> GridTransformer:
+        return self.build(grid, token_mixer="mixer", mlp_ratio=mlp_ratio, kind="uncapped")
+
+    def transformer_nomix(self, grid: Grid, *, mlp_ratio: float | None = None) -> GridTransformer:
+        return self.build(grid, token_mixer="mixer", mlp_ratio=mlp_ratio, kind="tokenwise")
 
     def specs(self) -> tuple[ModelSpec, ...]:
         b = self.backbone
@@ -123,6 +131,10 @@ class SequenceModels:
             ModelSpec("transformer-concentration", self.transformer_concentration, role="idea",
                       width_knob="mlp_ratio", description=f"the same transformer with ConcentrationMixer "
                                                           f"(rank {self.mixer.rank}) as token mixer"),
+            ModelSpec("transformer-concentration-uncapped", self.transformer_uncapped, role="ablation",
+                      description="the idea without its eigenvalue cap (softplus eigenvalues), same everything else"),
+            ModelSpec("transformer-nomix", self.transformer_nomix, role="control",
+                      description="the same transformer with no token mixing (TokenwiseMixer: W_o W_v per token)"),
         )
 
 
@@ -150,6 +162,7 @@ def make_track(task: ForecastTask = ForecastTask()) -> Track:
         models=SequenceModels(horizon=task.horizon).specs(),
         matched_baseline="transformer",
         budget_overrides=BUDGET_OVERRIDES,
+        ceiling=0.0,
         supports=context_supported,
     )
 

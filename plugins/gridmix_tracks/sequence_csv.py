@@ -11,8 +11,9 @@ cells, a constant column). Chronological split without leakage: with ``n`` rows,
 wholly inside the first 70 % of rows, validation targets inside the next 15 %, test targets inside the
 last 15 %; a window's input is the ``L`` rows right before its ``H`` target rows (a validation or test
 window may read earlier rows as its past, never a later split's rows). Values are standardised with the
-mean and standard deviation of the training part. The seed picks which windows each split keeps when
-there are more than the budget asks for. Models: the ``sequence`` track's.
+mean and standard deviation of the training part. When there are more windows than the budget asks for,
+a fixed seed (not the run's) picks which each split keeps: every seed sees the same splits, and the
+report's inference is conditional on this file. Models: the ``sequence`` track's.
 
 Shape legend:
     S: windows, L: context (the grid), H: horizon; inputs (S, 1, L) float32, targets (S, H) float32
@@ -32,7 +33,7 @@ import torch
 from gridmix import hookimpl
 from gridmix.grid import Grid
 from gridmix.tracks import DataSizes, Split, Track, TrackData
-from gridmix_tracks.common import SPLITS, mse, mse_loss, split_rng
+from gridmix_tracks.common import FIXED_SPLIT_SEED, SPLITS, mse, mse_loss, split_rng
 from gridmix_tracks.sequence import HORIZON, SequenceModels, context_supported
 
 ENV, COLUMN_ENV = "GRIDMIX_SEQUENCE_CSV", "GRIDMIX_SEQUENCE_CSV_COLUMN"
@@ -140,7 +141,7 @@ def csv_sequence_track(path: str | os.PathLike, column: str | None = None, *, ho
         counts = {"train": sizes.n_train, "val": sizes.n_val, "test": sizes.n_test}
         splits = {}
         for split, (inputs, targets) in windows.items():
-            order = split_rng(seed, split, task=f"sequence-csv:{path}").permutation(len(inputs))
+            order = split_rng(FIXED_SPLIT_SEED, split, task=f"sequence-csv:{path}").permutation(len(inputs))
             keep = np.sort(order[: counts[split]])
             splits[split] = Split(inputs=series[inputs[keep]][:, None, :], targets=series[targets[keep]])
         return TrackData(**splits)

@@ -77,10 +77,12 @@ class VideoModels:
     backbone: BackboneConfig = BackboneConfig(embed_dim=32, depth=2, num_heads=2, mlp_ratio=2.0)
     mixer: MixerConfig = field(default_factory=MixerConfig)
 
-    def build(self, grid: Grid, *, token_mixer: str, mlp_ratio: float | None = None) -> GridTransformer:
+    def build(self, grid: Grid, *, token_mixer: str, mlp_ratio: float | None = None,
+              kind: str = "concentration") -> GridTransformer:
         backbone = self.backbone if mlp_ratio is None else dataclasses.replace(self.backbone, mlp_ratio=mlp_ratio)
         return GridTransformer(Grid.parse(grid), in_chans=1, num_outputs=self.num_classes, backbone=backbone,
-                               token_mixer=token_mixer, mixer=self.mixer, readout="mean")
+                               token_mixer=token_mixer, mixer=dataclasses.replace(self.mixer, kind=kind),
+                               readout="mean")
 
     def dense_attention(self, grid: Grid, *, mlp_ratio: float | None = None) -> GridTransformer:
         return self.build(grid, token_mixer="attention", mlp_ratio=mlp_ratio)
@@ -90,6 +92,12 @@ class VideoModels:
 
     def concentration(self, grid: Grid, *, mlp_ratio: float | None = None) -> GridTransformer:
         return self.build(grid, token_mixer="mixer", mlp_ratio=mlp_ratio)
+
+    def uncapped(self, grid: Grid, *, mlp_ratio: float | None = None) -> GridTransformer:
+        return self.build(grid, token_mixer="mixer", mlp_ratio=mlp_ratio, kind="uncapped")
+
+    def nomix(self, grid: Grid, *, mlp_ratio: float | None = None) -> GridTransformer:
+        return self.build(grid, token_mixer="mixer", mlp_ratio=mlp_ratio, kind="tokenwise")
 
     def specs(self) -> tuple[ModelSpec, ...]:
         b = self.backbone
@@ -102,6 +110,10 @@ class VideoModels:
             ModelSpec("concentration", self.concentration, role="idea", width_knob="mlp_ratio",
                       description=f"the same network with ConcentrationMixer (rank {self.mixer.rank}, "
                                   f"time axis symmetric) as token mixer"),
+            ModelSpec("concentration-uncapped", self.uncapped, role="ablation",
+                      description="the idea without its eigenvalue cap (softplus eigenvalues), same everything else"),
+            ModelSpec("nomix", self.nomix, role="control",
+                      description="the same network with no token mixing (TokenwiseMixer: W_o W_v per token)"),
         )
 
 
@@ -132,6 +144,8 @@ def make_track(task: MotionTask = MotionTask()) -> Track:
         models=VideoModels().specs(),
         matched_baseline="dense-attention",
         budget_overrides=BUDGET_OVERRIDES,
+        chance=1 / (SQUARES + 1),
+        ceiling=1.0,
         supports=grid_supported,
     )
 

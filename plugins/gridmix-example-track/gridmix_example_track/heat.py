@@ -60,9 +60,19 @@ def vit(grid: Grid, *, mlp_ratio: float = BACKBONE.mlp_ratio, attn_layer: type[n
     return nn.Sequential(model, nn.Flatten(1))
 
 
-def vit_concentration(grid: Grid, *, mlp_ratio: float = BACKBONE.mlp_ratio) -> nn.Module:
-    """The same ViT with the concentration mixer as token mixer."""
-    return vit(grid, mlp_ratio=mlp_ratio, attn_layer=MixerConfig(rank=8).attn_layer(grid))
+def vit_concentration(grid: Grid, *, mlp_ratio: float = BACKBONE.mlp_ratio, kind: str = "concentration") -> nn.Module:
+    """The same ViT with the concentration mixer as token mixer (``kind``: see :class:`gridmix.models.MixerConfig`)."""
+    return vit(grid, mlp_ratio=mlp_ratio, attn_layer=MixerConfig(rank=8, kind=kind).attn_layer(grid))
+
+
+def vit_uncapped(grid: Grid, *, mlp_ratio: float = BACKBONE.mlp_ratio) -> nn.Module:
+    """The ablation: the idea without its eigenvalue cap."""
+    return vit_concentration(grid, mlp_ratio=mlp_ratio, kind="uncapped")
+
+
+def vit_nomix(grid: Grid, *, mlp_ratio: float = BACKBONE.mlp_ratio) -> nn.Module:
+    """The control: the same ViT without token mixing."""
+    return vit_concentration(grid, mlp_ratio=mlp_ratio, kind="tokenwise")
 
 
 def heat_track() -> Track:
@@ -80,7 +90,11 @@ def heat_track() -> Track:
             ModelSpec("vit", vit, description="timm ViT, dense attention, one output per token"),
             ModelSpec("vit-concentration", vit_concentration, role="idea", width_knob="mlp_ratio",
                       description="the same ViT with ConcentrationMixer as attn_layer"),
+            ModelSpec("vit-concentration-uncapped", vit_uncapped, role="ablation",
+                      description="the idea without its eigenvalue cap (softplus eigenvalues)"),
+            ModelSpec("vit-nomix", vit_nomix, role="control", description="the same ViT with no token mixing"),
         ),
         matched_baseline="vit",
         budget_overrides={"smoke": {"epochs": 3}},
+        ceiling=0.0,
     )
