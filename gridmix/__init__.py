@@ -7,6 +7,7 @@ from gridmix.factors import CausalFactor, SymmetricFactor, dct_basis
 from gridmix.grid import Grid, GridLike
 from gridmix.hookspecs import hookimpl
 from gridmix.mixer import ConcentrationMixer, tucker_flops
+from gridmix.native_build import set_native
 from gridmix.plugins import BrokenPlugin, Registry, load_registry, validate_data
 from gridmix.tracks import DataSizes, ModelSpec, Split, Track, TrackData
 
@@ -29,6 +30,7 @@ __all__ = [
     "dct_basis",
     "hookimpl",
     "load_registry",
+    "set_native",
     "tucker_flops",
     "validate_data",
 ]

@@ -216,16 +216,6 @@ class SymmetricFactor(nn.Module):
         """Certified ``‖M‖₂`` per head (h,): ``max λ``."""
         return self.eigenvalues().amax(dim=-1)
 
-    def prefers_dense(self) -> bool:
-        """Whether the mixer should apply this factor as dense per-head ``n×n`` matrices: never.
-
-        By FLOPs a dense factor wins when ``n ≤ 2r`` (``n²`` against ``2·n·r`` per column), but it is per
-        head, so its GEMMs need the heads as a batch: layout copies of the whole tensor, while the
-        Tucker bases are shared by all heads (the per-head ``λ`` scale only the small core). Dense was
-        no faster at any benchmark grid (docs/benchmarks.md, "what did not help"), so one path serves all.
-        """
-        return False
-
 
 class CausalFactor(nn.Module):
     """Lower-triangular Toeplitz ``T[i, j] = κ_h[i − j]`` with ``‖κ_h‖₁ = sigmoid(ρ_h) < 1``; kernel length m."""

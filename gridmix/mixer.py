@@ -153,7 +153,7 @@ class ConcentrationMixer(nn.Module):
     def _plan(self) -> tuple[list[int], list[int]]:
         """Axes applied in Tucker form (in projection order, :func:`projection_order`) and dense per-head axes."""
         factors = self.axis_factors
-        low_rank = [k for k, f in enumerate(factors) if isinstance(f, SymmetricFactor) and not f.prefers_dense()]
+        low_rank = [k for k, f in enumerate(factors) if isinstance(f, SymmetricFactor)]
         dense = [k for k in range(self.grid.ndim) if k not in low_rank]
         order = projection_order([self.grid[k] for k in low_rank], [factors[k].rank for k in low_rank])
         return [low_rank[i] for i in order], dense

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 
 import torch
 
-from gridmix.tucker_native import native_applies, tucker_chain, tucker_chain_backward
+from gridmix.tucker_native import native_applies, tucker_chain
 
 
 def _mode_gemm(x: torch.Tensor, matrix: torch.Tensor, axis: int) -> torch.Tensor:
@@ -137,38 +137,6 @@ class _Tucker(torch.autograd.Function):
                 if k > 0 or needs_input:
                     grad = _mode_gemm(grad, bases[k], axes[k])
         return (grad if needs_input else None), None, None, None, *basis_grads, *eigenvalue_grads
-
-
-def _chain_setup_context(ctx, inputs, output):
-    x, bases, scale, axes = inputs
-    ctx.axes = axes
-    ctx.save_for_backward(x, scale, *bases, *output[1:])
-    ctx.mark_non_differentiable(*output[1:])  # intermediates for the backward only
-    ctx.set_materialize_grads(False)  # so no zero-filled gradients are made for them
-
-
-def _chain_backward(ctx, grads):
-    x, scale, *rest = ctx.saved_tensors
-    d = len(ctx.axes)
-    bases, intermediates = rest[:d], rest[d:]
-    if torch.is_grad_enabled():  # create_graph=True: a backward autograd can differentiate again
-        return (*_differentiable_chain_grads(grads[0], x, bases, scale, ctx.axes), None)
-    gx, *basis_grads, scale_grad = tucker_chain_backward(grads[0], x, bases, scale, ctx.axes, intermediates)
-    return gx, basis_grads, scale_grad, None
-
-
-def _differentiable_chain_grads(grad, x, bases, scale, axes):
-    """The chain's gradients through library GEMMs as a graph (for double backward, e.g. Jacobian-vector products)."""
-    core = tucker(x, bases, axes, expand=False)  # (B, r…, h, c), the r in grid-axis order
-    y = tucker(core * scale.reshape(1, *core.shape[1:-1], 1), bases, axes, project=False)
-    inputs = [x, *bases, scale]
-    wanted = [t for t in inputs if t.requires_grad]
-    got = iter(torch.autograd.grad(y, wanted, grad, create_graph=True, allow_unused=True))
-    grads = [next(got) if t.requires_grad else None for t in inputs]
-    return grads[0], grads[1:-1], grads[-1]
-
-
-tucker_chain.register_autograd(_chain_backward, setup_context=_chain_setup_context)
 
 
 def tucker(
