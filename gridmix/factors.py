@@ -30,6 +30,11 @@ from torch.nn.utils import parametrizations
 _DENSE_DCT_MAX = 128 * 128  # n·m above which bases use the FFT form, dct_columns (measured crossover on CPU)
 
 
+def _at_least_float32(parameter: torch.Tensor) -> torch.Tensor:
+    """``parameter`` in float32 if it is stored in a narrower float (bf16 / fp16 modules): the certificate's dtype."""
+    return parameter.to(torch.promote_types(parameter.dtype, torch.float32))
+
+
 def dct_basis(n: int, m: int, *, dtype: torch.dtype = torch.float32, device=None) -> torch.Tensor:
     """First ``m`` columns of the orthonormal DCT-II basis of size ``n``: ``(n, m)``, orthonormal columns."""
     assert 1 <= m <= n, f"need 1 <= m <= n, got m={m}, n={n}"
@@ -203,8 +208,8 @@ class SymmetricFactor(nn.Module):
         return symmetric_bases([self])[0]  # (n, r)
 
     def eigenvalues(self) -> torch.Tensor:
-        """``λ``: (h, r) in (0, 1)."""
-        return torch.sigmoid(self.theta)
+        """``λ``: (h, r) in (0, 1), in at least float32 (a bf16 sigmoid would round values near 1 up to 1)."""
+        return torch.sigmoid(_at_least_float32(self.theta))
 
     def dense(self) -> torch.Tensor:
         """The factor as dense matrices (h, n, n)."""
@@ -230,7 +235,8 @@ class CausalFactor(nn.Module):
 
     def kernel(self) -> torch.Tensor:
         """``κ``: (h, m), non-negative, ``‖κ_h‖₁ = sigmoid(ρ_h)``."""
-        return torch.sigmoid(self.gain_logit)[:, None] * torch.softmax(self.kernel_logits, dim=-1)
+        gain, logits = _at_least_float32(self.gain_logit), _at_least_float32(self.kernel_logits)
+        return torch.sigmoid(gain)[:, None] * torch.softmax(logits, dim=-1)
 
     def dense(self) -> torch.Tensor:
         """The factor as dense lower-triangular Toeplitz matrices (h, n, n).
@@ -245,5 +251,5 @@ class CausalFactor(nn.Module):
         return u.unfold(-1, n, 1).flip(-2)  # (h, n, n): [i, j] = u[n−1−i+j] = κ[i−j] for 0 ≤ i−j < m
 
     def bound(self) -> torch.Tensor:
-        """Certified ``‖T‖₂ ≤ ‖κ‖₁`` per head (h,)."""
-        return torch.sigmoid(self.gain_logit)
+        """Certified ``‖T‖₂ ≤ ‖κ‖₁`` per head (h,), in at least float32."""
+        return torch.sigmoid(_at_least_float32(self.gain_logit))
