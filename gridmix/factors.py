@@ -104,6 +104,12 @@ class _OrthogonalColumns(torch.autograd.Function):
     @staticmethod
     @once_differentiable
     def backward(ctx, *grads: torch.Tensor):
+        # torch.compile traces backwards under the caller's autocast; this one must stay in the forward's dtype
+        with torch.autocast(grads[0].device.type, enabled=False):
+            return _OrthogonalColumns._backward(ctx, *grads)
+
+    @staticmethod
+    def _backward(ctx, *grads: torch.Tensor):
         a, tau, signs, dct = ctx.saved_tensors
         grad = torch.stack(grads)  # (k, n or m, r)
         if dct is not None:

@@ -98,6 +98,12 @@ class _Tucker(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
+        # torch.compile traces backwards under the caller's autocast; this one must stay in the forward's dtype
+        with torch.autocast(grad.device.type, enabled=False):
+            return _Tucker._backward(ctx, grad)
+
+    @staticmethod
+    def _backward(ctx, grad: torch.Tensor):
         axes, d = ctx.axes, len(ctx.axes)
         saved = list(ctx.saved_tensors)
         project_inputs = [saved.pop(0) for _ in range(d)] if ctx.project else []
