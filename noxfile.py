@@ -77,8 +77,8 @@ def bench(session: nox.Session) -> None:
 def bench_gpu(session: nox.Session) -> None:
     """The GPU figures (benchmarks/bench_gpu.py) on a CUDA machine, in under 5 minutes: layer and ViT step against
     timm's fused attention in fp32 and bf16, and the default image study with 8 runs sharing the GPU
-    (``nox -s bench_gpu -- DIR [extra bench_gpu.py arguments]``, default ``bench-gpu``). Installs gridmix into a
-    venv that sees the system's CUDA torch, so the wheel that matches the driver is used."""
+    (``nox -s bench_gpu -- DIR [extra bench_gpu.py arguments]``, default ``bench-gpu``; e.g. ``--cpu-study-s``
+    with the same study's CPU time for the speed-up line). The session's pip must resolve a CUDA build of torch."""
     session.install("-e", ".[dev]")
     out = session.posargs[0] if session.posargs else "bench-gpu"
     session.run("python", "benchmarks/bench_gpu.py", "--out", out, *session.posargs[1:])
