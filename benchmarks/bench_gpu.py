@@ -8,7 +8,8 @@ Prints, and writes as ``DIR/bench_gpu.json`` and ``DIR/bench_gpu.md``, the figur
   num_heads=4)`` (fused SDPA), batch 8, forward+backward (input and parameter gradients), at 32x32,
   64x64, 128x128, 256x256, 16x32x32 and 16x64x64: fp32, bf16 autocast, and the mixer compiled with
   ``torch.compile(mode="reduce-overhead")`` (CUDA graphs: the layer is launch-bound, docs/benchmarks.md)
-  in bf16. Attention in fp32 is skipped above 16,384 tokens (seconds per step). Peak memory per case is
+  in bf16, and with the experimental Triton chain (``gridmix.set_triton``). Attention in fp32 is skipped
+  above 16,384 tokens (seconds per step). Peak memory per case is
   ``torch.cuda.max_memory_allocated`` after a reset.
 * **vit**: a training step (forward, cross-entropy, backward, AdamW) of timm's ViT at 64x64 (patch 1,
   embed 64, depth 4, 4 heads, batch 8, bf16 autocast), mixer eager, mixer compiled, attention.
@@ -74,8 +75,9 @@ def timed(step, *, device: torch.device, warmup: int, repeats: int) -> dict:
 
 
 def layer_step(case: str, grid: str, device: torch.device):
-    """A zero-argument forward+backward of one layer at ``grid`` in ``case`` (model-dtype[-compiled])."""
-    model, precision, *compiled = case.split("-")
+    """A zero-argument forward+backward of one layer at ``grid`` in ``case`` (model-dtype[-compiled|-triton])."""
+    model, precision, *variant = case.split("-")
+    compiled, use_triton = variant == ["compiled"], variant == ["triton"]
     torch.manual_seed(0)
     tokens = gridmix.Grid.parse(grid).numel
     layer = (ConcentrationMixer(DIM, grid, num_heads=HEADS, rank=RANK) if model == "mixer"
@@ -87,11 +89,13 @@ def layer_step(case: str, grid: str, device: torch.device):
     dtype = torch.bfloat16 if precision == "bf16" else None
 
     def step() -> None:
+        gridmix.set_triton(True if use_triton else None)  # the experimental Triton chain (gridmix.tucker_triton)
         if compiled and device.type == "cuda":
             torch.compiler.cudagraph_mark_step_begin()  # the previous step's graph outputs may be overwritten
         with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
             out = layer(x)
         out.backward(grad.to(out.dtype))
+        gridmix.set_triton(None)
 
     return step
 
@@ -171,8 +175,8 @@ def checks(result: dict) -> list[str]:
     layer, lines = result["layer"], []
 
     def best_mixer(grid: str) -> float:
-        times = [layer[grid].get(case, {}).get("median_ms", math.inf) for case in ("mixer-bf16", "mixer-bf16-compiled")]
-        return min(times)
+        cases = ("mixer-bf16", "mixer-bf16-compiled", "mixer-bf16-triton")
+        return min(layer[grid].get(case, {}).get("median_ms", math.inf) for case in cases)
 
     if "64x64" in layer:
         best = best_mixer("64x64")
@@ -233,7 +237,7 @@ def main() -> None:
     device = torch.device(args.device)
     began = time.perf_counter()
     grids = QUICK_GRIDS if args.quick else GRIDS
-    compiled = [] if args.quick else ["mixer-bf16-compiled"]
+    compiled = [] if args.quick else ["mixer-bf16-compiled", "mixer-bf16-triton"]
     layer_cases = ["mixer-fp32", "attention-fp32", "mixer-bf16", *compiled, "attention-bf16"]
     result = dict(device_name=torch.cuda.get_device_name() if device.type == "cuda" else "cpu",
                   torch=torch.__version__, gridmix=gridmix.__version__, layer_cases=layer_cases, layer={},

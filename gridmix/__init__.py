@@ -10,6 +10,7 @@ from gridmix.mixer import ConcentrationMixer, tucker_flops
 from gridmix.native_build import set_native
 from gridmix.plugins import BrokenPlugin, Registry, load_registry, validate_data
 from gridmix.tracks import DataSizes, ModelSpec, Split, Track, TrackData
+from gridmix.tucker import set_triton
 
 __version__ = "0.1.0"
 
@@ -31,6 +32,7 @@ __all__ = [
     "hookimpl",
     "load_registry",
     "set_native",
+    "set_triton",
     "tucker_flops",
     "validate_data",
 ]
