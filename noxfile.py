@@ -1,4 +1,4 @@
-"""nox sessions: ``tests`` (what CI and the README run), ``lint``, ``bench`` (CI-sized benchmark).
+"""nox sessions: ``tests`` (what CI and the README run), ``lint``, ``bench`` (CI-sized benchmark), ``bench_gpu``.
 
 Each session installs gridmix the way the README does (``pip install -e .[dev]``) and reuses its
 environment between runs (``nox.options.reuse_existing_virtualenvs``). Times on the 2-core machine
@@ -71,3 +71,14 @@ def bench(session: nox.Session) -> None:
                                                        indent=2))
     if failed:
         session.error(f"failed: {', '.join(failed)}")
+
+
+@nox.session
+def bench_gpu(session: nox.Session) -> None:
+    """The GPU figures (benchmarks/bench_gpu.py) on a CUDA machine, in under 5 minutes: layer and ViT step against
+    timm's fused attention in fp32 and bf16, and the default image study with 8 runs sharing the GPU
+    (``nox -s bench_gpu -- DIR [extra bench_gpu.py arguments]``, default ``bench-gpu``; e.g. ``--cpu-study-s``
+    with the same study's CPU time for the speed-up line). The session's pip must resolve a CUDA build of torch."""
+    session.install("-e", ".[dev]")
+    out = session.posargs[0] if session.posargs else "bench-gpu"
+    session.run("python", "benchmarks/bench_gpu.py", "--out", out, *session.posargs[1:])

@@ -2,7 +2,7 @@
 
 At 64x64 the summary's ``targets_64x64`` entry holds the four speed targets docs/benchmarks.md states.
 
-    python benchmarks/bench_mixer.py --out DIR [--quick] [--threads N]
+    python benchmarks/bench_mixer.py --out DIR [--quick] [--threads N] [--device cuda] [--precision bf16]
 
 On the same tokens (batch 8, C = 64 channels, 4 heads, rank 16 unless varied), forward+backward and
 forward-only, at 1-D, 2-D and 3-D grids:
@@ -24,6 +24,8 @@ respect to the input, as inside a network. Per point: FLOPs (``FlopCounterMode``
 fit, or would run past the time cap, is skipped with its reason. Then all cases of a grid are timed
 interleaved (``bench_common.interleaved``), and each one's peak memory is measured in a fresh subprocess
 (``gridmix.analysis.measure.peak_memory``). Writes ``DIR/bench_mixer.json`` and ``DIR/bench_mixer.md``.
+``--device cuda`` runs every case on the GPU (each step ends with a synchronisation; peak memory is
+``torch.cuda.max_memory_allocated``), ``--precision bf16`` under bf16 autocast; FLOPs stay those of fp32.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from gridmix import ConcentrationMixer, Grid, tucker_flops
 from gridmix.analysis.measure import MemoryMeasurementError, available_memory, dry_run, peak_memory
+from gridmix.precision import autocast
 
 BATCH, DIM, HEADS, RANK = 8, 64, 4, 16
 GEMM_SIZE = 2048
@@ -61,6 +64,8 @@ QUICK_GRIDS = ["1024", "16x16", "32x32", "64x64", "8x16x16"]
 FIT_RANGES = {"1-D": ("1024", "16384"), "2-D": ("32x32", "128x128"), "3-D": ("8x16x16", "16x32x32")}
 CASES = ["mix", "mix_r4", "mix_causal", "layer", "sdpa", "fft", "mlp_mixer", "axial", "gemm"]
 MEMORY_TARGET = "bench_mixer:memory_step"
+# Kernels that never hold the N×N matrix: flash (CPU; CUDA in bf16/fp16), memory-efficient (CUDA in fp32 too)
+FUSED_SDPA = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION]
 
 
 class BareMix(nn.Module):
@@ -102,7 +107,7 @@ class Attention(nn.Module):
         self.q, self.k, self.v = (nn.Parameter(torch.randn(shape)) for _ in range(3))
 
     def forward(self) -> torch.Tensor:
-        with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):  # an error, never a silent N×N fallback
+        with sdpa_kernel(FUSED_SDPA):  # an error, never a silent N×N fallback
             return F.scaled_dot_product_attention(self.q, self.k, self.v)
 
 
@@ -137,7 +142,7 @@ class Axial(nn.Module):
 
     def forward(self) -> torch.Tensor:
         y = self.x
-        with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
+        with sdpa_kernel(FUSED_SDPA):
             for axis in range(1, y.dim() - 2):
                 t = y.movedim(axis, -2)  # (B, other axes, h, n_k, c)
                 flat = t.reshape(-1, *t.shape[-3:])  # (B·others, h, n_k, c): the fused kernels take 4-D only
@@ -160,37 +165,52 @@ def build(case: str, grid: Grid) -> nn.Module:
     return classes[case](grid)
 
 
-def steps(module: nn.Module) -> tuple:
-    """(forward+backward, forward-only) closures; the backward takes every parameter's gradient."""
+def steps(module: nn.Module, device: str = "cpu", precision: str = "fp32") -> tuple:
+    """(forward+backward, forward-only) closures on ``device`` in ``precision``; the backward takes every
+    parameter's gradient. On CUDA each ends with a synchronisation, so its wall-clock is the GPU's time."""
+    module = module.to(device)
     params = list(module.parameters())
-    with torch.no_grad():
+    where = torch.device(device)
+    sync = torch.cuda.synchronize if where.type == "cuda" else (lambda: None)
+    with torch.no_grad(), autocast(precision, where):
         grad_out = torch.randn_like(module())
 
     def forward_backward() -> None:
-        torch.autograd.grad(module(), params, grad_outputs=grad_out, allow_unused=True)  # bare mix: W_v, W_o unused
+        with autocast(precision, where):
+            out = module()
+        torch.autograd.grad(out, params, grad_outputs=grad_out, allow_unused=True)  # bare mix: W_v, W_o unused
+        sync()
 
     def forward() -> None:
-        with torch.no_grad():
+        with torch.no_grad(), autocast(precision, where):
             module()
+        sync()
 
     return forward_backward, forward
 
 
-def memory_step(case: str, grid: str, threads: int) -> object:
+def memory_step(case: str, grid: str, threads: int, device: str = "cpu", precision: str = "fp32") -> object:
     """Target of ``peak_memory``: build one point in a fresh process and return its forward+backward step."""
     torch.manual_seed(0)
     torch.set_num_threads(threads)
-    return steps(build(case, Grid.parse(grid)))[0]
+    return steps(build(case, Grid.parse(grid)), device, precision)[0]
 
 
-def gemm_steps() -> tuple:
-    """The reference GEMM as (step, step): it has no backward, so both timings run the same product."""
-    a, b = torch.randn(GEMM_SIZE, GEMM_SIZE), torch.randn(GEMM_SIZE, GEMM_SIZE)
+def gemm_steps(device: str = "cpu") -> tuple:
+    """The reference GEMM (float32) as (step, step): it has no backward, so both timings run the same product."""
+    a, b = torch.randn(GEMM_SIZE, GEMM_SIZE, device=device), torch.randn(GEMM_SIZE, GEMM_SIZE, device=device)
+    sync = torch.cuda.synchronize if torch.device(device).type == "cuda" else (lambda: None)
 
     def step() -> None:
         torch.matmul(a, b)
+        sync()
 
     return step, step
+
+
+def _free_memory(device: str) -> int:
+    """Bytes a case may use: free GPU memory on CUDA, available host memory otherwise."""
+    return torch.cuda.mem_get_info()[0] if torch.device(device).type == "cuda" else available_memory()
 
 
 def plan_grid(grid: Grid, args, gemm_rate: float) -> tuple[list[dict], dict]:
@@ -201,7 +221,7 @@ def plan_grid(grid: Grid, args, gemm_rate: float) -> tuple[list[dict], dict]:
         points.append(point)
         if case == "gemm":
             point["flops_fwd"] = point["flops_fwdbwd"] = 2 * GEMM_SIZE**3
-            timed[case] = gemm_steps()
+            timed[case] = gemm_steps(args.device)
             continue
         try:
             torch.manual_seed(0)
@@ -218,12 +238,12 @@ def plan_grid(grid: Grid, args, gemm_rate: float) -> tuple[list[dict], dict]:
             point["tucker_flops_fwdbwd"] = 3 * BATCH * tucker_flops(grid, dim=DIM, rank=rank)
         # half the GEMM rate: about what SDPA's flash kernel reaches here (the slowest case at large N)
         point["estimated_fwdbwd_s"] = flops.total / (0.5 * gemm_rate)
-        if estimate > 0.6 * available_memory():
+        if estimate > 0.6 * _free_memory(args.device):
             point["skipped"] = f"estimated peak {estimate / 2**30:.1f} GiB > 60% of available memory"
         elif point["estimated_fwdbwd_s"] > args.cap_s:
             point["skipped"] = f"estimated {point['estimated_fwdbwd_s']:.0f} s per step > cap {args.cap_s:g} s"
         else:
-            timed[case] = steps(module)
+            timed[case] = steps(module, args.device, args.precision)
     return points, timed
 
 
@@ -250,8 +270,10 @@ def measure_memory(points: list[dict], args) -> None:
         if "fwdbwd" not in point or point["case"] == "gemm":
             continue
         try:
-            memory = peak_memory(MEMORY_TARGET, dict(case=point["case"], grid=point["grid"], threads=args.threads),
-                                 threads=args.threads, timeout_s=max(120.0, 20 * point["fwdbwd"].median_s))
+            kwargs = dict(case=point["case"], grid=point["grid"], threads=args.threads, device=args.device,
+                          precision=args.precision)
+            memory = peak_memory(MEMORY_TARGET, kwargs, threads=args.threads, device=args.device,
+                                 timeout_s=max(120.0, 20 * point["fwdbwd"].median_s))
             point["memory"] = memory.to_dict()
         except MemoryMeasurementError as error:
             point["memory_error"] = str(error)
@@ -332,7 +354,9 @@ def _memory_cell(point: dict | None) -> str:
 def render(result: dict) -> str:
     """The Markdown tables: milliseconds and speed-ups over SDPA, FLOP-rate fractions, peak memory, exponents."""
     env, summary = result["environment"], result["summary"]
-    text = (f"torch {env['torch']}, {env['torch_threads']} threads, {env['cpu']}; batch {BATCH}, C={DIM}, "
+    settings = result["settings"]
+    text = (f"torch {env['torch']}, {env['torch_threads']} threads, {env.get('gpu', env['cpu'])} "
+            f"({settings.get('device', 'cpu')}, {settings.get('precision', 'fp32')}); batch {BATCH}, C={DIM}, "
             f"{HEADS} heads, rank {RANK} (mix_r4: 4). Median of interleaved repeats; ×: speed-up over SDPA "
             "(median of per-round ratios).\n\n")
     cases = [c for c in result["settings"]["cases"] if c != "gemm"]
@@ -381,9 +405,15 @@ def main() -> None:
     parser.add_argument("--min-block-s", type=float, default=None,
                         help="a repeat runs a step back to back for at least this long (timeit-style; 0: one call; "
                              "default 0.05 quick, 0.3)")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where every case runs")
+    parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32", help="bf16: autocast")
     add_machine_arguments(parser)
     args = parser.parse_args()
     env = set_up_machine(args)
+    if args.device == "cuda":
+        if not torch.cuda.is_available():
+            raise SystemExit("--device cuda: torch sees no CUDA device")
+        env["gpu"] = torch.cuda.get_device_name()
     grids = [Grid.parse(g) for g in (args.grids or (QUICK_GRIDS if args.quick else GRIDS))]
     args.cases = [c for c in CASES if not args.cases or c in args.cases or c == "gemm"]
     if args.compile:
@@ -399,11 +429,11 @@ def main() -> None:
                   settings=dict(batch=BATCH, dim=DIM, heads=HEADS, rank=RANK, gemm_size=GEMM_SIZE, quick=args.quick,
                                 repeats=args.repeats, min_repeats=args.min_repeats, warmup=args.warmup,
                                 cap_s=args.cap_s, min_block_s=args.min_block_s, memory_grids=sorted(args.memory_grids),
-                                cases=args.cases,
+                                cases=args.cases, device=args.device, precision=args.precision,
                                 wait_quiet_s=args.wait_quiet_s, max_other_share=args.max_other_share))
     if args.wait_quiet_s:
         wait_for_quiet(max_wait_s=args.wait_quiet_s)
-    gemm = gemm_steps()[0]
+    gemm = gemm_steps(args.device)[0]
     calibration = interleaved({"gemm": gemm}, repeats={"gemm": 3}, warmup=1, threads=args.threads)["gemm"]
     gemm_rate = 2 * GEMM_SIZE**3 / calibration["timing"].median_s
     for grid in grids:

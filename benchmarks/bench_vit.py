@@ -1,6 +1,6 @@
 """End to end: a timm ViT training step with the concentration mixer against the same ViT with attention.
 
-    python benchmarks/bench_vit.py --out DIR [--quick] [--threads N]
+    python benchmarks/bench_vit.py --out DIR [--quick] [--threads N] [--device cuda] [--precision bf16]
 
 Both models are timm's ``VisionTransformer`` (patch size 1 on images of the grid's size, embed_dim 64,
 depth 4, 4 heads, ``class_token=False``, ``global_pool="avg"``), differing only in ``attn_layer``
@@ -38,6 +38,7 @@ from timm.models.vision_transformer import VisionTransformer
 
 from gridmix import ConcentrationMixer
 from gridmix.analysis.measure import MemoryMeasurementError, dry_run, peak_memory
+from gridmix.precision import autocast
 
 BATCH, DIM, DEPTH, HEADS, CLASSES = 8, 64, 4, 4, 10
 BUDGET_BYTES = 24 * 2**30
@@ -51,18 +52,28 @@ def build(model: str, side: int) -> VisionTransformer:
                              num_heads=HEADS, class_token=False, global_pool="avg", **layer)
 
 
-def train_step(model: str, side: int, threads: int):
-    """A zero-argument training step (forward, loss, backward, AdamW) on fixed random data; also the memory target."""
+def train_step(model: str, side: int, threads: int, device: str = "cpu", precision: str = "fp32"):
+    """A zero-argument training step (forward, loss, backward, AdamW) on fixed random data; also the memory target.
+
+    ``precision="bf16"`` runs the forward under bf16 autocast; on CUDA the step ends with a synchronisation,
+    so wall-clock timing of it is the GPU's time.
+    """
     torch.manual_seed(0)
     torch.set_num_threads(threads)
-    net = build(model, side)
+    net = build(model, side).to(device)
     opt = torch.optim.AdamW(net.parameters(), lr=1e-3)
-    x, y = torch.randn(BATCH, 3, side, side), torch.randint(0, CLASSES, (BATCH,))  # (B, 3, H, W), (B,)
+    x = torch.randn(BATCH, 3, side, side, device=device)  # (B, 3, H, W)
+    y = torch.randint(0, CLASSES, (BATCH,), device=device)  # (B,)
+    cuda = torch.device(device).type == "cuda"
 
     def step() -> None:
         opt.zero_grad(set_to_none=True)
-        F.cross_entropy(net(x), y).backward()
+        with autocast(precision, torch.device(device)):
+            loss = F.cross_entropy(net(x).float(), y)
+        loss.backward()
         opt.step()
+        if cuda:
+            torch.cuda.synchronize()
 
     return step
 
@@ -90,20 +101,27 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True, help="directory for bench_vit.json and .md")
     parser.add_argument("--quick", action="store_true", help="CI size: 16x16 and 32x32, few repeats")
     add_machine_arguments(parser)
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where the steps run")
+    parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32", help="bf16: autocast forward")
     parser.add_argument("--confirm", nargs=2, type=int, default=(256, 64), metavar=("MIXER_SIDE", "ATTENTION_SIDE"),
                         help="square sides at which the memory prediction is checked by a measured step")
     args = parser.parse_args()
     env = set_up_machine(args)
+    if args.device == "cuda":
+        if not torch.cuda.is_available():
+            raise SystemExit("--device cuda: torch sees no CUDA device")
+        env["gpu"] = torch.cuda.get_device_name()
+    run_on = dict(device=args.device, precision=args.precision)
     threads = args.threads
     sides = (16, 32) if args.quick else (16, 32, 64)
     repeats, warmup, min_block_s = (2, 1, 0.05) if args.quick else (5, 1, 0.3)
     result = dict(environment=env, rows=[], settings=dict(
         batch=BATCH, dim=DIM, depth=DEPTH, heads=HEADS, rank=16, patch_size=1, optimizer="AdamW",
         repeats=repeats, warmup=warmup, min_block_s=min_block_s, budget_gib=BUDGET_BYTES / 2**30,
-        max_other_share=args.max_other_share))
+        max_other_share=args.max_other_share, **run_on))
     for side in sides:
         busy = wait_for_quiet(max_wait_s=0 if args.quick else 600)
-        steps = {model: train_step(model, side, threads) for model in MODELS}
+        steps = {model: train_step(model, side, threads, **run_on) for model in MODELS}
         rounds = interleaved(steps, repeats=dict.fromkeys(MODELS, repeats), warmup=warmup, threads=threads,
                              max_other_share=args.max_other_share, min_block_s=min_block_s)
         row = dict(grid=f"{side}x{side}", tokens=side * side, busy_before=busy,
@@ -113,8 +131,9 @@ def main() -> None:
             row[model] = dict(step=timing[model], params=sum(p.numel() for p in build(model, side).parameters()),
                               predicted_bytes=predicted_bytes(model, side), rounds=rounds[model])
             if not args.quick:
-                row[model]["memory"] = peak_memory(MEMORY_TARGET, dict(model=model, side=side, threads=threads),
-                                                   threads=threads, timeout_s=600).to_dict()
+                row[model]["memory"] = peak_memory(MEMORY_TARGET, dict(model=model, side=side, threads=threads,
+                                                                       **run_on),
+                                                   threads=threads, device=args.device, timeout_s=600).to_dict()
         result["rows"].append(row)
         print(f"{side}x{side}: mixer {timing['mixer'].median_s:.3g} s, attention {timing['attention'].median_s:.3g} s",
               flush=True)
@@ -130,8 +149,9 @@ def main() -> None:
         if not args.quick:
             check = dict(grid=f"{confirm}x{confirm}", predicted_bytes=predicted_bytes(model, confirm))
             try:
-                check["memory"] = peak_memory(MEMORY_TARGET, dict(model=model, side=confirm, threads=threads),
-                                              threads=threads, timeout_s=900).to_dict()
+                check["memory"] = peak_memory(MEMORY_TARGET, dict(model=model, side=confirm, threads=threads,
+                                                                  **run_on),
+                                              threads=threads, device=args.device, timeout_s=900).to_dict()
             except MemoryMeasurementError as error:
                 check["error"] = str(error)
             largest["check"] = check
@@ -142,8 +162,10 @@ def main() -> None:
 
 
 def render(result: dict) -> str:
-    env = result["environment"]
-    text = (f"torch {env['torch']}, {env['torch_threads']} threads, {env['cpu']}; timm ViT, patch 1, embed_dim {DIM}, "
+    env, settings = result["environment"], result["settings"]
+    where = env.get("gpu", env["cpu"])
+    text = (f"torch {env['torch']}, {env['torch_threads']} threads, {where} ({settings.get('device', 'cpu')}, "
+            f"{settings.get('precision', 'fp32')}); timm ViT, patch 1, embed_dim {DIM}, "
             f"depth {DEPTH}, {HEADS} heads, batch {BATCH}, AdamW. Training step, median of interleaved repeats.\n\n")
     rows = []
     for r in result["rows"]:

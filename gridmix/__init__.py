@@ -7,9 +7,11 @@ from gridmix.factors import CausalFactor, SymmetricFactor, dct_basis
 from gridmix.grid import Grid, GridLike
 from gridmix.hookspecs import hookimpl
 from gridmix.mixer import ConcentrationMixer, tucker_flops
+from gridmix.native_build import set_native
 from gridmix.plugins import BrokenPlugin, Registry, load_registry, validate_data
 from gridmix.tokenwise import TokenwiseMixer
 from gridmix.tracks import DataSizes, ModelSpec, Split, Track, TrackData
+from gridmix.tucker import set_triton
 
 __version__ = "0.1.0"
 
@@ -31,6 +33,8 @@ __all__ = [
     "dct_basis",
     "hookimpl",
     "load_registry",
+    "set_native",
+    "set_triton",
     "tucker_flops",
     "validate_data",
 ]

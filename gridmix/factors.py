@@ -36,6 +36,11 @@ from torch.nn.utils import parametrizations
 _DENSE_DCT_MAX = 128 * 128  # n·m above which bases use the FFT form, dct_columns (measured crossover on CPU)
 
 
+def _at_least_float32(parameter: torch.Tensor) -> torch.Tensor:
+    """``parameter`` in float32 if it is stored in a narrower float (bf16 / fp16 modules): the certificate's dtype."""
+    return parameter.to(torch.promote_types(parameter.dtype, torch.float32))
+
+
 def dct_basis(n: int, m: int, *, dtype: torch.dtype = torch.float32, device=None) -> torch.Tensor:
     """First ``m`` columns of the orthonormal DCT-II basis of size ``n``: ``(n, m)``, orthonormal columns."""
     assert 1 <= m <= n, f"need 1 <= m <= n, got m={m}, n={n}"
@@ -105,6 +110,12 @@ class _OrthogonalColumns(torch.autograd.Function):
     @staticmethod
     @once_differentiable
     def backward(ctx, *grads: torch.Tensor):
+        # torch.compile traces backwards under the caller's autocast; this one must stay in the forward's dtype
+        with torch.autocast(grads[0].device.type, enabled=False):
+            return _OrthogonalColumns._backward(ctx, *grads)
+
+    @staticmethod
+    def _backward(ctx, *grads: torch.Tensor):
         a, tau, signs, dct = ctx.saved_tensors
         grad = torch.stack(grads)  # (k, n or m, r)
         if dct is not None:
@@ -222,8 +233,9 @@ class SymmetricFactor(nn.Module):
         return symmetric_bases([self])[0]  # (n, r)
 
     def eigenvalues(self) -> torch.Tensor:
-        """``λ``: (h, r) in (0, 1) (in (0, ∞) when uncapped)."""
-        return _cap(self.theta, self.capped)
+        """``λ``: (h, r) in (0, 1) (in (0, ∞) when uncapped), in at least float32 (a bf16 sigmoid would round
+        values near 1 up to 1)."""
+        return _cap(_at_least_float32(self.theta), self.capped)
 
     def dense(self) -> torch.Tensor:
         """The factor as dense matrices (h, n, n)."""
@@ -234,16 +246,6 @@ class SymmetricFactor(nn.Module):
     def bound(self) -> torch.Tensor:
         """``‖M‖₂`` per head (h,): ``max λ`` (below 1 only when capped)."""
         return self.eigenvalues().amax(dim=-1)
-
-    def prefers_dense(self) -> bool:
-        """Whether the mixer should apply this factor as dense per-head ``n×n`` matrices: never.
-
-        By FLOPs a dense factor wins when ``n ≤ 2r`` (``n²`` against ``2·n·r`` per column), but it is per
-        head, so its GEMMs need the heads as a batch: layout copies of the whole tensor, while the
-        Tucker bases are shared by all heads (the per-head ``λ`` scale only the small core). Dense was
-        no faster at any benchmark grid (docs/benchmarks.md, "what did not help"), so one path serves all.
-        """
-        return False
 
 
 class CausalFactor(nn.Module):
@@ -259,8 +261,10 @@ class CausalFactor(nn.Module):
         self.gain_logit = nn.Parameter(gain if capped else _uncap_logits(gain))  # (h,)
 
     def kernel(self) -> torch.Tensor:
-        """``κ``: (h, m), non-negative, ``‖κ_h‖₁ = sigmoid(ρ_h)`` (``softplus(ρ_h)``, unbounded, when uncapped)."""
-        return _cap(self.gain_logit, self.capped)[:, None] * torch.softmax(self.kernel_logits, dim=-1)
+        """``κ``: (h, m), non-negative, ``‖κ_h‖₁ = sigmoid(ρ_h)`` (``softplus(ρ_h)``, unbounded, when uncapped);
+        in at least float32."""
+        gain, logits = _at_least_float32(self.gain_logit), _at_least_float32(self.kernel_logits)
+        return _cap(gain, self.capped)[:, None] * torch.softmax(logits, dim=-1)
 
     def dense(self) -> torch.Tensor:
         """The factor as dense lower-triangular Toeplitz matrices (h, n, n).
@@ -275,5 +279,5 @@ class CausalFactor(nn.Module):
         return u.unfold(-1, n, 1).flip(-2)  # (h, n, n): [i, j] = u[n−1−i+j] = κ[i−j] for 0 ≤ i−j < m
 
     def bound(self) -> torch.Tensor:
-        """``‖T‖₂ ≤ ‖κ‖₁`` per head (h,) (below 1 only when capped)."""
-        return _cap(self.gain_logit, self.capped)
+        """``‖T‖₂ ≤ ‖κ‖₁`` per head (h,) (below 1 only when capped), in at least float32."""
+        return _cap(_at_least_float32(self.gain_logit), self.capped)

@@ -43,11 +43,15 @@ class RunTask:
     device: str  # "cpu" or "cuda", already resolved
     threads: int
     knobs: dict = field(default_factory=dict)
+    precision: str = "fp32"  # or "bf16" / "fp16" mixed precision (gridmix.precision), already resolved
 
     @property
     def config(self) -> dict:
-        return dict({name: getattr(self.budget, name) for name in _RUN_SHAPING}, knobs=self.knobs,
-                    device=self.device)
+        config = dict({name: getattr(self.budget, name) for name in _RUN_SHAPING}, knobs=self.knobs,
+                      device=self.device)
+        if self.precision != "fp32":  # float32 runs keep the keys they had before mixed precision existed
+            config["precision"] = self.precision
+        return config
 
     @property
     def key(self) -> str:
@@ -72,6 +76,7 @@ class Study:
     device: str
     threads: int
     knobs: dict = field(default_factory=dict)  # per model name: keyword overrides of its builder
+    precision: str = "fp32"  # "bf16" / "fp16": mixed precision (gridmix.precision)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -85,7 +90,8 @@ class Study:
 
     def task(self, model: str, lr: float, seed: int) -> RunTask:
         return RunTask(track=self.track, model=model, grid=self.grid, lr=lr, seed=seed, budget=self.budget,
-                       device=self.device, threads=self.threads, knobs=self.knobs.get(model, {}))
+                       device=self.device, threads=self.threads, knobs=self.knobs.get(model, {}),
+                       precision=self.precision)
 
     def sweep_tasks(self) -> list[RunTask]:
         return [self.task(model, lr, seed) for model in self.models for lr in self.budget.lrs
@@ -130,7 +136,8 @@ def execute(task: RunTask, *, on_epoch: Callable[[int, float, float], None] | No
         def analyse(model, data):  # every seed's trained idea model, not one
             return {"mechanism": mechanism_signature(model, data.val.inputs[:8].to(model_device(model)))}
         result = train_run(track, spec, Grid.parse(task.grid), lr=task.lr, seed=task.seed, budget=task.budget,
-                           data=data, device=resolve_device(task.device), knobs=task.knobs, on_epoch=on_epoch,
+                           data=data, device=resolve_device(task.device), knobs=task.knobs, precision=task.precision,
+                           on_epoch=on_epoch,
                            after_training=analyse if spec.role == "idea" else None)
     return RunRow(
         key=task.key, track=task.track, model=task.model, grid=task.grid, lr=task.lr, seed=task.seed,

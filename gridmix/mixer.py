@@ -167,7 +167,7 @@ class ConcentrationMixer(nn.Module):
     def _plan(self) -> tuple[list[int], list[int]]:
         """Axes applied in Tucker form (in projection order, :func:`projection_order`) and dense per-head axes."""
         factors = self.axis_factors
-        low_rank = [k for k, f in enumerate(factors) if isinstance(f, SymmetricFactor) and not f.prefers_dense()]
+        low_rank = [k for k, f in enumerate(factors) if isinstance(f, SymmetricFactor)]
         dense = [k for k in range(self.grid.ndim) if k not in low_rank]
         order = projection_order([self.grid[k] for k in low_rank], [factors[k].rank for k in low_rank])
         return [low_rank[i] for i in order], dense
@@ -178,10 +178,20 @@ class ConcentrationMixer(nn.Module):
         Tucker-form axes are projected down (shared bases: one GEMM per mode product, heads and
         channels folded into its columns, :mod:`gridmix.tucker`), dense per-head factors act on the
         smallest tensor, the core is scaled by the per-head eigenvalues, and the Tucker axes are
-        expanded back.
+        expanded back. Mixed precision: the operator is applied in at least float32, with autocast
+        off, and the result is cast back to ``v``'s dtype (bf16/fp16 activations, or a bf16 module), so
+        the bases, eigenvalues and causal kernels are never rounded to 8 or 11 bits.
         """
         if tuple(v.shape[1:-1]) != self.grid.shape or v.shape[-1] != self.dim:
             raise ValueError(f"mix expects (B, {', '.join(map(str, self.grid))}, {self.dim}); got {tuple(v.shape)}")
+        work = torch.promote_types(v.dtype, torch.float32)
+        if work == v.dtype and not torch.is_autocast_enabled(v.device.type):  # the float32 / float64 path
+            return self._mix(v)
+        with torch.autocast(v.device.type, enabled=False):
+            return self._mix(v.to(work)).to(v.dtype)
+
+    def _mix(self, v: torch.Tensor) -> torch.Tensor:
+        """:meth:`mix` in ``v``'s dtype (float32 or float64)."""
         x = v.reshape(*v.shape[:-1], self.num_heads, self.head_dim)  # (B, *grid, h, c)
         low_rank, dense = self._plan()
         bases = [u.to(x.dtype) for u in symmetric_bases([self.axis_factors[k] for k in low_rank])]  # (n_k, r_k)

@@ -116,6 +116,7 @@ def build_report(ledger: Ledger) -> dict:
         timings=_timings(study_rows),
         versions=study_rows[0].versions if study_rows else {},
         device=study.device,
+        precision=study.precision,
         threads=study.threads,
     )
     report.update(ledger.fetch("analyses") or {})
@@ -202,7 +203,8 @@ def render_markdown(report: dict, *, figures: list[str] = ()) -> str:
               f"{report['budget']['lrs']} swept on the first {report['budget']['sweep_seeds']} seed(s), chosen on "
               f"the validation metric; {report['budget']['epochs']} epochs. Paired differences per seed, exact "
               "two-sided sign-flip permutation test, 95% t-interval, MDE = (t₀.₉₇₅ + t₀.₈)·s/√n, Holm across "
-              f"baselines. Device {report['device']}, {report['threads']} thread(s). Versions: "
+              f"baselines. Device {report['device']} ({report.get('precision', 'fp32')}), "
+              f"{report['threads']} thread(s). Versions: "
               + ", ".join(f"{k} {v}" for k, v in report["versions"].items()) + ".", ""]
     return "\n".join(lines)
 

@@ -19,6 +19,7 @@ import torch
 
 from gridmix.budget import Budget
 from gridmix.grid import Grid
+from gridmix.precision import autocast, grad_scaler
 from gridmix.tracks import ModelSpec, Split, Track, TrackData
 
 STATUSES = ("ok", "diverged", "failed")
@@ -50,11 +51,12 @@ def resolve_device(device: str) -> torch.device:
 
 @torch.no_grad()
 def evaluate(model: torch.nn.Module, split: Split, metric: Callable, *, batch_size: int,
-             device: torch.device) -> float:
-    """The track's metric over a whole split, predicting in batches."""
+             device: torch.device, precision: str = "fp32") -> float:
+    """The track's metric over a whole split, predicting in batches (in ``precision``, metric in float32)."""
     model.eval()
-    preds = [model(split.inputs[i : i + batch_size].to(device)).float().cpu()
-             for i in range(0, len(split), batch_size)]
+    with autocast(precision, device):
+        preds = [model(split.inputs[i : i + batch_size].to(device)).float().cpu()
+                 for i in range(0, len(split), batch_size)]
     return float(metric(torch.cat(preds), split.targets))
 
 
@@ -71,13 +73,14 @@ def warmup_cosine(total_steps: int, warmup_frac: float) -> Callable[[int], float
 
 
 def train_run(track: Track, spec: ModelSpec, grid: Grid, *, lr: float, seed: int, budget: Budget,
-              data: TrackData, device: torch.device, knobs: dict | None = None,
+              data: TrackData, device: torch.device, knobs: dict | None = None, precision: str = "fp32",
               on_epoch: Callable[[int, float, float], None] | None = None,
               after_training: Callable[[torch.nn.Module, TrackData], dict] | None = None) -> RunResult:
     """Train ``spec`` on ``data`` (made by ``track`` from ``seed``) and measure it; never raises for a bad run.
 
     ``on_epoch(epoch, train_loss, val_metric)`` is called after every epoch (progress bars);
     ``after_training(model, data)`` analyses the final model of a successful run (e.g. its mechanism).
+    ``precision``: ``fp32``, or ``bf16`` / ``fp16`` mixed precision (:mod:`gridmix.precision`).
     """
     result = RunResult(status="ok")
     start = time.perf_counter()
@@ -89,6 +92,7 @@ def train_run(track: Track, spec: ModelSpec, grid: Grid, *, lr: float, seed: int
         steps_per_epoch = math.ceil(n / budget.batch_size)
         schedule = torch.optim.lr_scheduler.LambdaLR(
             optimizer, warmup_cosine(steps_per_epoch * budget.epochs, budget.warmup_frac))
+        scaler = grad_scaler(precision, device)
         order = torch.Generator().manual_seed(seed)
         for epoch in range(budget.epochs):
             model.train()
@@ -97,19 +101,23 @@ def train_run(track: Track, spec: ModelSpec, grid: Grid, *, lr: float, seed: int
             for i in range(0, n, budget.batch_size):
                 index = permutation[i : i + budget.batch_size]
                 x, y = data.train.inputs[index].to(device), data.train.targets[index].to(device)
-                loss = track.loss(model(x), y)
+                with autocast(precision, device):
+                    loss = track.loss(model(x).float(), y)
                 if not torch.isfinite(loss):
                     result.status = "diverged"
                     step = i // budget.batch_size
                     result.error = f"non-finite training loss ({loss.item()}) at epoch {epoch}, step {step}"
                     return result
                 optimizer.zero_grad(set_to_none=True)
-                loss.backward()
+                scaler.scale(loss).backward()
+                scaler.unscale_(optimizer)
                 torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-                optimizer.step()
+                scaler.step(optimizer)
+                scaler.update()
                 schedule.step()
                 losses.append(loss.item())
-            val = evaluate(model, data.val, track.metric, batch_size=budget.batch_size * 2, device=device)
+            val = evaluate(model, data.val, track.metric, batch_size=budget.batch_size * 2, device=device,
+                           precision=precision)
             result.train_loss.append(sum(losses) / len(losses))
             result.val_curve.append(val)
             result.epochs_done = epoch + 1
@@ -120,7 +128,7 @@ def train_run(track: Track, spec: ModelSpec, grid: Grid, *, lr: float, seed: int
                 on_epoch(epoch, result.train_loss[-1], val)
         result.val_metric = result.val_curve[-1]
         result.test_metric = evaluate(model, data.test, track.metric, batch_size=budget.batch_size * 2,
-                                      device=device)
+                                      device=device, precision=precision)
         if not math.isfinite(result.test_metric):
             result.status, result.error = "diverged", "non-finite test metric"
         elif after_training is not None:

@@ -20,13 +20,35 @@ Shape legend:
 from __future__ import annotations
 
 import functools
+import importlib.util
 import math
 import operator
+import os
 from collections.abc import Sequence
 
 import torch
 
-from gridmix.tucker_native import native_applies, tucker_chain, tucker_chain_backward
+from gridmix.tucker_native import native_applies, tucker_chain
+
+_triton_choice: bool | None = None  # set_triton's choice; None: GRIDMIX_TRITON decides (default off)
+
+
+def set_triton(enabled: bool | None) -> None:
+    """Use the Triton kernel for 2-d chains on CUDA (``True``), not (``False``), or as ``GRIDMIX_TRITON`` says
+    (``None``; off unless it is ``1``). Experimental (:mod:`gridmix.tucker_triton`)."""
+    global _triton_choice
+    if enabled is not None and not isinstance(enabled, bool):
+        raise TypeError(f"set_triton(enabled={enabled!r}); expected True, False or None")
+    _triton_choice = enabled
+
+
+def _triton_applies(x: torch.Tensor, bases: Sequence[torch.Tensor], axes: Sequence[int]) -> bool:
+    enabled = _triton_choice if _triton_choice is not None else os.environ.get("GRIDMIX_TRITON", "0") == "1"
+    if not (enabled and x.is_cuda and importlib.util.find_spec("triton") is not None):
+        return False
+    from gridmix.tucker_triton import triton_fits
+
+    return triton_fits(x, bases, axes)
 
 
 def _mode_gemm(x: torch.Tensor, matrix: torch.Tensor, axis: int) -> torch.Tensor:
@@ -98,6 +120,12 @@ class _Tucker(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
+        # torch.compile traces backwards under the caller's autocast; this one must stay in the forward's dtype
+        with torch.autocast(grad.device.type, enabled=False):
+            return _Tucker._backward(ctx, grad)
+
+    @staticmethod
+    def _backward(ctx, grad: torch.Tensor):
         axes, d = ctx.axes, len(ctx.axes)
         saved = list(ctx.saved_tensors)
         project_inputs = [saved.pop(0) for _ in range(d)] if ctx.project else []
@@ -139,38 +167,6 @@ class _Tucker(torch.autograd.Function):
         return (grad if needs_input else None), None, None, None, *basis_grads, *eigenvalue_grads
 
 
-def _chain_setup_context(ctx, inputs, output):
-    x, bases, scale, axes = inputs
-    ctx.axes = axes
-    ctx.save_for_backward(x, scale, *bases, *output[1:])
-    ctx.mark_non_differentiable(*output[1:])  # intermediates for the backward only
-    ctx.set_materialize_grads(False)  # so no zero-filled gradients are made for them
-
-
-def _chain_backward(ctx, grads):
-    x, scale, *rest = ctx.saved_tensors
-    d = len(ctx.axes)
-    bases, intermediates = rest[:d], rest[d:]
-    if torch.is_grad_enabled():  # create_graph=True: a backward autograd can differentiate again
-        return (*_differentiable_chain_grads(grads[0], x, bases, scale, ctx.axes), None)
-    gx, *basis_grads, scale_grad = tucker_chain_backward(grads[0], x, bases, scale, ctx.axes, intermediates)
-    return gx, basis_grads, scale_grad, None
-
-
-def _differentiable_chain_grads(grad, x, bases, scale, axes):
-    """The chain's gradients through library GEMMs as a graph (for double backward, e.g. Jacobian-vector products)."""
-    core = tucker(x, bases, axes, expand=False)  # (B, r…, h, c), the r in grid-axis order
-    y = tucker(core * scale.reshape(1, *core.shape[1:-1], 1), bases, axes, project=False)
-    inputs = [x, *bases, scale]
-    wanted = [t for t in inputs if t.requires_grad]
-    got = iter(torch.autograd.grad(y, wanted, grad, create_graph=True, allow_unused=True))
-    grads = [next(got) if t.requires_grad else None for t in inputs]
-    return grads[0], grads[1:-1], grads[-1]
-
-
-tucker_chain.register_autograd(_chain_backward, setup_context=_chain_setup_context)
-
-
 def tucker(
     x: torch.Tensor,
     bases: Sequence[torch.Tensor],
@@ -192,6 +188,10 @@ def tucker(
         # the fused C kernel (gridmix.tucker_native), same function; autograd carries ∂scale on to the λ
         scale = _scale(eigenvalues, axes, x.dim()).reshape(-1, x.shape[-2])  # (R, h), ρ in grid-axis order
         return tucker_chain(x, list(bases), scale, list(axes))[0]
+    if project and expand and eigenvalues and _triton_applies(x, bases, axes):
+        from gridmix.tucker_triton import triton_chain
+
+        return triton_chain(x, bases, _scale(eigenvalues, axes, x.dim()), axes)
     return _Tucker.apply(x.contiguous(), tuple(axes), project, expand, *bases, *(eigenvalues or ()))
 
 

@@ -1,20 +1,17 @@
-"""The fused native Tucker kernel (``tucker_native.c``): built on first use, loaded, exposed as torch custom ops.
+"""The fused native Tucker kernel as torch custom ops: the op, its fake kernel, its autograd and its FLOP formula.
 
 :func:`gridmix.tucker.tucker` with library GEMMs runs each mode product over the whole batch, so every
 stage streams the full tensor through memory and pays the GEMM's packing of its large operand. The C
-kernel runs the whole chain (project, scale, expand; and the backward) on one batch element at a time
-while it is in cache, vectorised along the contiguous heads·channels dimension, threading over the batch
-(OpenMP, ``torch.get_num_threads()`` threads). It computes the same function; the tests compare it with
-the library-GEMM path and with float64, values and gradients.
+kernel (``tucker_native.c``, built and loaded by :mod:`gridmix.native_build`) runs the whole chain
+(project, scale, expand; and the backward) on one batch element at a time while it is in cache,
+vectorised along the contiguous heads·channels dimension, threading over the batch (OpenMP,
+``torch.get_num_threads()`` threads). It computes the same function; the tests compare it with the
+library-GEMM path and with float64, values and gradients.
 
-The ops ``gridmix::tucker_chain`` and ``gridmix::tucker_chain_backward`` have fake (shape-only)
-implementations, so FLOP counting, memory estimates and ``torch.compile`` see them; gridmix.tucker
-registers their autograd formula. ``chain_flops`` is their FLOP count for ``FlopCounterMode``.
-
-The kernel is compiled once per machine and source with the system C compiler (``$CC``, default ``cc``;
-``-O3 -march=native -fopenmp``) into ``$GRIDMIX_CACHE_DIR`` (default ``~/.cache/gridmix``), in about a
-second. Without a working compiler gridmix warns once and uses the library-GEMM path (the same results
-to float32 rounding, slower); ``GRIDMIX_NATIVE=0`` chooses that path without a warning.
+Importing this module defines everything about the ops ``gridmix::tucker_chain`` and
+``gridmix::tucker_chain_backward``: fake (shape-only) implementations, so FLOP counting, memory
+estimates and ``torch.compile`` see them; the autograd formula; and their FLOP counts, registered with
+``torch.utils.flop_counter`` so any ``FlopCounterMode`` counts them.
 
 Shape legend:
     B: batch, n_k: axis length, r_k: rank, R: Π r_k (core size), h: heads, c: channels per head,
@@ -24,84 +21,13 @@ Shape legend:
 from __future__ import annotations
 
 import ctypes
-import functools
-import hashlib
 import math
-import os
-import platform
-import shutil
-import subprocess
-import tempfile
-import warnings
 from collections.abc import Sequence
-from pathlib import Path
 
 import torch
+from torch.utils.flop_counter import register_flop_formula
 
-_SOURCE = Path(__file__).with_name("tucker_native.c")
-_FLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=gnu11")
-_MAX_AXES = 8  # MAX_AXES in the C source
-
-
-def _cpu_flags() -> str:
-    """The host's CPU feature flags (``-march=native`` code is only valid on a CPU that has them)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
-                return line
-    except OSError:
-        pass
-    return platform.processor()
-
-
-def _build(compiler: str) -> Path:
-    """Compile the kernel into the cache (atomically: concurrent builders each rename a finished file)."""
-    source = _SOURCE.read_bytes()
-    version = subprocess.run([compiler, "--version"], capture_output=True, text=True, check=True).stdout
-    key = hashlib.sha256(b"\0".join([source, " ".join(_FLAGS).encode(), version.encode(), _cpu_flags().encode()]))
-    cache = Path(os.environ.get("GRIDMIX_CACHE_DIR") or Path.home() / ".cache" / "gridmix")
-    target = cache / f"tucker_native-{key.hexdigest()[:16]}.so"
-    if target.exists():
-        return target
-    cache.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=cache) as tmp:
-        built = Path(tmp) / target.name
-        result = subprocess.run([compiler, *_FLAGS, str(_SOURCE), "-o", str(built)], capture_output=True, text=True)
-        if result.returncode != 0:
-            first = (result.stderr.strip().splitlines() or ["no output"])[0]
-            raise RuntimeError(f"{compiler} exited with {result.returncode}: {first}")
-        os.replace(built, target)
-    return target
-
-
-@functools.cache
-def native_library() -> ctypes.CDLL | None:
-    """The compiled kernel, or ``None`` (with one warning saying why) when it cannot be built or is disabled."""
-    if os.environ.get("GRIDMIX_NATIVE", "1") == "0":
-        return None
-    compiler = os.environ.get("CC", "cc")
-    try:
-        if shutil.which(compiler) is None:
-            raise RuntimeError(f"no C compiler {compiler!r} on PATH")
-        library = ctypes.CDLL(str(_build(compiler)))
-    except (OSError, RuntimeError, subprocess.CalledProcessError) as error:
-        warnings.warn(f"gridmix: the fused native Tucker kernel is unavailable ({error}); "
-                      "using library GEMMs (same results, slower)", RuntimeWarning, stacklevel=2)
-        return None
-    i64, ptr = ctypes.c_int64, ctypes.c_void_p
-    ptrs, i64s = ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_int64)
-    head = [ctypes.c_int, i64, i64s, i64s, i64s, i64, i64]  # d, B, axes, n, r, S0, heads
-    library.gm_tucker_forward.argtypes = [*head, ptr, ptrs, ptr, ptrs, ptr, ptr, ptrs, ptr, ctypes.c_int]
-    library.gm_tucker_backward.argtypes = [*head, ptr, ptr, ptrs, ptr, ptrs, ptr, ptr, ptrs, ptr, ptrs, ptr, ptr, i64,
-                                           ctypes.c_int]
-    library.gm_tucker_forward.restype = library.gm_tucker_backward.restype = None
-    return library
-
-
-@torch.compiler.assume_constant_result  # torch.compile takes the verdict as a constant instead of tracing the build
-def native_available() -> bool:
-    """Whether the kernel is built and loaded (building it on the first call)."""
-    return native_library() is not None
+from gridmix.native_build import MAX_AXES, native_available, native_library
 
 
 def native_applies(x: torch.Tensor, bases: Sequence[torch.Tensor], axes: Sequence[int]) -> bool:
@@ -109,7 +35,7 @@ def native_applies(x: torch.Tensor, bases: Sequence[torch.Tensor], axes: Sequenc
     d = len(axes)
     return (
         all(t.device.type == "cpu" and t.dtype == torch.float32 for t in (x, *bases))
-        and 0 < d <= _MAX_AXES
+        and 0 < d <= MAX_AXES
         and x.dim() == d + 3
         and sorted(axes) == list(range(1, d + 1))
         and native_available()
@@ -127,12 +53,6 @@ def _pointers(tensors: Sequence[torch.Tensor]):
 
 def _int64s(values: Sequence[int]):
     return (ctypes.c_int64 * len(values))(*values)
-
-
-def _plan(x_shape: Sequence[int], axes: Sequence[int], ranks: Sequence[int]):
-    """The per-step arguments of the C entry points: 0-based grid axes, lengths, ranks; and S0."""
-    grid_axes = [a - 1 for a in axes]
-    return grid_axes, [x_shape[a] for a in axes], list(ranks), x_shape[-2] * x_shape[-1]
 
 
 def _chain_shapes(x_shape: Sequence[int], axes: Sequence[int], ranks: Sequence[int]):
@@ -160,7 +80,8 @@ def tucker_chain(x: torch.Tensor, bases: list[torch.Tensor], scale: torch.Tensor
     all but ``y`` are kept for the backward (and count in memory estimates, as they are allocated).
     """
     x, bases, scale = x.contiguous(), [u.contiguous() for u in bases], scale.contiguous()
-    ax, n, r, S0 = _plan(x.shape, axes, [u.shape[1] for u in bases])
+    ax, n, r = [a - 1 for a in axes], [x.shape[a] for a in axes], [u.shape[1] for u in bases]  # 0-based grid axes
+    S0 = x.shape[-2] * x.shape[-1]
     proj_shapes, core_shape, expd_shapes = _chain_shapes(x.shape, axes, r)
     proj, expd = [x.new_empty(s) for s in proj_shapes], [x.new_empty(s) for s in expd_shapes]
     core, scaled, y = x.new_empty(core_shape), x.new_empty(core_shape), x.new_empty(x.shape)
@@ -183,7 +104,8 @@ def tucker_chain_backward(grad: torch.Tensor, x: torch.Tensor, bases: list[torch
                           axes: list[int], intermediates: list[torch.Tensor]) -> list[torch.Tensor]:
     """``[∂x, *∂bases, ∂scale]`` of :func:`tucker_chain` from its intermediates."""
     grad, x, bases, scale = grad.contiguous(), x.contiguous(), [u.contiguous() for u in bases], scale.contiguous()
-    ax, n, r, S0 = _plan(x.shape, axes, [u.shape[1] for u in bases])
+    ax, n, r = [a - 1 for a in axes], [x.shape[a] for a in axes], [u.shape[1] for u in bases]  # 0-based grid axes
+    S0 = x.shape[-2] * x.shape[-1]
     B, heads = x.shape[0], x.shape[-2]
     core, scaled, *rest = intermediates
     proj, expd = rest[: len(axes) - 1], rest[len(axes) - 1 :]
@@ -206,6 +128,48 @@ def _(grad, x, bases, scale, axes, intermediates):
     return [x.new_empty(x.shape), *(u.new_empty(u.shape) for u in bases), scale.new_empty(scale.shape)]
 
 
+def _chain_setup_context(ctx, inputs, output):
+    x, bases, scale, axes = inputs
+    ctx.axes = axes
+    ctx.save_for_backward(x, scale, *bases, *output[1:])
+    ctx.mark_non_differentiable(*output[1:])  # intermediates for the backward only
+    ctx.set_materialize_grads(False)  # so no zero-filled gradients are made for them
+
+
+def _chain_backward(ctx, grads):
+    x, scale, *rest = ctx.saved_tensors
+    d = len(ctx.axes)
+    bases, intermediates = rest[:d], rest[d:]
+    if torch.is_grad_enabled():  # create_graph=True: a backward autograd can differentiate again
+        return (*_differentiable_chain_grads(grads[0], x, bases, scale, ctx.axes), None)
+    gx, *basis_grads, scale_grad = tucker_chain_backward(grads[0], x, bases, scale, ctx.axes, intermediates)
+    return gx, basis_grads, scale_grad, None
+
+
+def _differentiable_chain_grads(grad, x, bases, scale, axes):
+    """The chain's gradients through plain torch ops as a graph (for double backward, e.g. Jacobian-vector products)."""
+    y = _reference_chain(x, bases, scale, axes)
+    inputs = [x, *bases, scale]
+    wanted = [t for t in inputs if t.requires_grad]
+    got = iter(torch.autograd.grad(y, wanted, grad, create_graph=True, allow_unused=True))
+    grads = [next(got) if t.requires_grad else None for t in inputs]
+    return grads[0], grads[1:-1], grads[-1]
+
+
+def _reference_chain(x: torch.Tensor, bases: Sequence[torch.Tensor], scale: torch.Tensor,
+                     axes: Sequence[int]) -> torch.Tensor:
+    """:func:`tucker_chain`'s ``y`` in plain differentiable torch ops (for the double backward)."""
+    for axis, basis in zip(axes, bases):
+        x = torch.movedim(torch.tensordot(x, basis, dims=([axis], [0])), -1, axis)  # n_k -> r_k
+    x = x * scale.reshape(1, *x.shape[1:-1], 1)  # (B, r…, h, c), the r in grid-axis order
+    for axis, basis in zip(reversed(axes), reversed(bases)):
+        x = torch.movedim(torch.tensordot(x, basis, dims=([axis], [1])), -1, axis)  # r_k -> n_k
+    return x
+
+
+tucker_chain.register_autograd(_chain_backward, setup_context=_chain_setup_context)
+
+
 def chain_flops(x_shape: Sequence[int], axes: Sequence[int], ranks: Sequence[int]) -> int:
     """Multiply-add FLOPs (×2) of the Tucker chain on ``x_shape``: each of ``axes`` down in turn, then back up.
 
@@ -217,3 +181,15 @@ def chain_flops(x_shape: Sequence[int], axes: Sequence[int], ranks: Sequence[int
         flops += 2 * math.prod(shape) * rank  # (Π shape / n) · n · r multiply-adds
         shape[axis] = rank
     return 2 * flops
+
+
+@register_flop_formula(torch.ops.gridmix.tucker_chain)
+def _tucker_chain_flops(x, bases, scale, axes, *args, out_shape=None, **kwargs) -> int:
+    """The forward: every step down and back up (the kernel runs exactly these GEMM-like loops)."""
+    return chain_flops(x, axes, [basis[-1] for basis in bases])
+
+
+@register_flop_formula(torch.ops.gridmix.tucker_chain_backward)
+def _tucker_chain_backward_flops(grad, x, bases, scale, axes, *args, out_shape=None, **kwargs) -> int:
+    """The backward: a basis gradient and an input gradient per step, twice the forward."""
+    return 2 * chain_flops(x, axes, [basis[-1] for basis in bases])

@@ -15,8 +15,9 @@ import torch
 
 from gridmix import ConcentrationMixer
 from gridmix.analysis.measure import _OpLog, count_flops, dry_run
+from gridmix.native_build import native_available, native_library, set_native
 from gridmix.tucker import _Tucker, tucker
-from gridmix.tucker_native import chain_flops, native_applies, native_library, tucker_chain, tucker_chain_backward
+from gridmix.tucker_native import chain_flops, native_applies, tucker_chain, tucker_chain_backward
 
 F32 = dict(rtol=2e-5, atol=2e-5)
 
@@ -162,9 +163,9 @@ def test_flops_are_counted_on_real_and_fake_tensors():
 
 
 def test_the_kernel_without_its_formula_would_be_reported_uncounted(monkeypatch):
-    from gridmix.analysis import measure
+    from torch.utils import flop_counter
 
-    monkeypatch.delitem(measure.FLOP_FORMULAS, torch.ops.gridmix.tucker_chain)
+    monkeypatch.delitem(flop_counter.flop_registry, torch.ops.gridmix.tucker_chain)
     mixer = ConcentrationMixer(16, "8x8", num_heads=2, rank=4)
     mix = torch.nn.Module()
     mix.forward = mixer.mix
@@ -190,11 +191,41 @@ def test_a_failing_compile_is_reported_with_its_first_error_line(fresh_library, 
         assert native_library() is None
 
 
-def test_gridmix_native_0_disables_the_kernel_silently(fresh_library):
+def test_gridmix_native_0_disables_the_kernel_silently_and_builds_nothing(fresh_library, tmp_path):
+    fresh_library.setenv("GRIDMIX_CACHE_DIR", str(tmp_path))
     fresh_library.setenv("GRIDMIX_NATIVE", "0")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert native_library() is None
+        assert not native_available()
+    assert not list(tmp_path.iterdir())
+
+
+def test_set_native_overrides_the_variable_both_ways(fresh_library):
+    x, bases, _ = _problem((2, 6, 5, 2, 3), (1, 2), (3, 3))
+    try:
+        fresh_library.setenv("GRIDMIX_NATIVE", "0")
+        set_native(True)
+        assert native_applies(x, bases, (1, 2))
+        fresh_library.setenv("GRIDMIX_NATIVE", "1")
+        set_native(False)
+        assert not native_applies(x, bases, (1, 2))
+        set_native(None)  # back to the variable
+        assert native_applies(x, bases, (1, 2))
+    finally:
+        set_native(None)
+    with pytest.raises(TypeError, match="set_native\\(enabled='no'\\); expected True, False or None"):
+        set_native("no")
+
+
+def test_a_plain_flop_counter_counts_the_kernel_without_gridmix_analysis():
+    from torch.utils.flop_counter import FlopCounterMode
+
+    mixer = ConcentrationMixer(16, "8x8", num_heads=2, rank=4)
+    v = torch.randn(2, 8, 8, 16)
+    with FlopCounterMode(display=False) as counter:
+        mixer.mix(v)
+    counts = {str(op): n for op, n in counter.get_flop_counts()["Global"].items()}
+    assert counts["gridmix.tucker_chain"] == chain_flops((2, 8, 8, 2, 8), (1, 2), (4, 4))
 
 
 def test_the_kernel_is_built_once_into_the_cache(fresh_library, tmp_path):

@@ -6,7 +6,8 @@ Three measurements, each usable on its own (the scaling study and the benchmarks
   thread count set and recorded (CUDA is synchronised around every repeat).
 * :func:`count_flops`: forward and backward FLOPs with ``torch.utils.flop_counter.FlopCounterMode``, plus
   :data:`FLOP_FORMULAS` for ops it does not count that gridmix's models run (attention on CPU, FFTs, the
-  Householder product behind the mixer's orthonormal bases, the mixer's fused native kernel), and a list
+  Householder product behind the mixer's orthonormal bases; the fused native kernel registers its own
+  formula in :mod:`gridmix.tucker_native`), and a list
   of any heavy op that still went uncounted, so an under-count is visible instead of silent. Optionally
   on fake tensors (shapes only).
 * :func:`peak_memory`: a fresh Python subprocess per measurement builds the step from an importable
@@ -44,8 +45,6 @@ from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 from torch.utils.flop_counter import FlopCounterMode
-
-from gridmix.tucker_native import chain_flops
 
 aten = torch.ops.aten
 MB = 2**20
@@ -147,16 +146,6 @@ def _solve_triangular_flops(a, b, *args, out_shape=None, **kwargs) -> int:
     return math.prod(b[:-2]) * a[-1] ** 2 * b[-1]
 
 
-def _tucker_chain_flops(x, bases, scale, axes, *args, out_shape=None, **kwargs) -> int:
-    """The fused Tucker kernel's forward: every step down and back up (it runs exactly these GEMM-like loops)."""
-    return chain_flops(x, axes, [basis[-1] for basis in bases])
-
-
-def _tucker_chain_backward_flops(grad, x, bases, scale, axes, *args, out_shape=None, **kwargs) -> int:
-    """Its backward: a basis gradient and an input gradient per step, twice the forward."""
-    return 2 * chain_flops(x, axes, [basis[-1] for basis in bases])
-
-
 FLOP_FORMULAS: dict = {
     # CPU scaled_dot_product_attention (flash kernel): FlopCounterMode 2.x counts only the CUDA kernels.
     aten._scaled_dot_product_flash_attention_for_cpu: _sdpa_forward_flops,
@@ -166,8 +155,6 @@ FLOP_FORMULAS: dict = {
     aten._fft_c2c: _fft_c2c_flops,
     aten.linalg_householder_product: _householder_product_flops,  # the mixer's orthogonal parametrisation
     aten.linalg_solve_triangular: _solve_triangular_flops,  # its WY-form backward
-    torch.ops.gridmix.tucker_chain: _tucker_chain_flops,  # the mixer's fused native kernel (gridmix.tucker_native)
-    torch.ops.gridmix.tucker_chain_backward: _tucker_chain_backward_flops,
 }
 """Formulas gridmix adds to FlopCounterMode's registry (passed as its ``custom_mapping``)."""
 

@@ -81,6 +81,7 @@ def run(
     lrs: str = typer.Option(None, help="Learning rates to sweep, e.g. 1e-3,3e-3 (overrides the budget)."),
     out: Path = typer.Option(None, help="Output directory (default: runs/TRACK-GRID-BUDGET)."),
     device: str = typer.Option("auto", help="auto, cpu or cuda."),
+    precision: str = typer.Option("auto", help="auto (bf16 mixed precision on CUDA, fp32 on CPU), fp32, bf16 or fp16."),
     executor: str = typer.Option("local", help="local or ray."),
     jobs: int = typer.Option(1, min=1, help="Local worker processes (threads are split between them)."),
     address: str = typer.Option(None, help="Ray cluster address HOST:PORT (with --executor ray)."),
@@ -92,6 +93,7 @@ def run(
     from gridmix.budget import resolve_budget
     from gridmix.harness import Runner, Study
     from gridmix.plugins import load_registry
+    from gridmix.precision import resolve_precision
     from gridmix.report import build_report, write_report
     from gridmix.store import Ledger
     from gridmix.train import resolve_device
@@ -103,6 +105,7 @@ def run(
         chosen_budget = resolve_budget(budget, chosen_track, seeds=seeds,
                                        lrs=parse_floats(lrs, "--lrs") if lrs else None)
         resolved_device = resolve_device(device).type
+        resolved_precision = resolve_precision(precision, resolved_device)
     except ValueError as error:
         fail(str(error))
     names = _choose_models(chosen_track, chosen_grid, models)
@@ -111,7 +114,7 @@ def run(
     study = Study(track=chosen_track.name, grid=str(chosen_grid), models=names, idea=chosen_track.idea.name,
                   matched_baseline=chosen_track.matched_baseline, metric_name=chosen_track.metric_name,
                   direction=chosen_track.direction, budget=chosen_budget, device=resolved_device,
-                  threads=run_threads, knobs=knobs)
+                  threads=run_threads, knobs=knobs, precision=resolved_precision)
     out = out or Path("runs") / f"{study.track}-{study.grid}-{chosen_budget.name}"
     try:
         ledger = Ledger(out)
@@ -119,7 +122,8 @@ def run(
         fail(str(error))
     runner_executor = make_executor(executor, jobs=jobs, address=address)
     console.print(f"[bold]gridmix run[/] {study.track} {study.grid}: models {', '.join(names)}; budget "
-                  f"{chosen_budget.name} ({chosen_budget.seeds} seeds, lrs {chosen_budget.lrs}); {resolved_device}, "
+                  f"{chosen_budget.name} ({chosen_budget.seeds} seeds, lrs {chosen_budget.lrs}); "
+                  f"{resolved_device} {resolved_precision}, "
                   f"{run_threads} thread(s); ledger {ledger.path}", highlight=False)
     started = time.perf_counter()
     with ledger, _progress() as progress:

@@ -1,0 +1,52 @@
+"""Training precision: `--precision` resolves, mixed-precision runs train and are recorded, fp32 keys stay."""
+
+import dataclasses
+
+import pytest
+
+from gridmix.budget import BUDGETS
+from gridmix.executors import InProcessExecutor
+from gridmix.harness import Runner, Study
+from gridmix.plugins import load_registry
+from gridmix.precision import resolve_precision
+from gridmix.report import build_report, render_markdown
+from gridmix.store import Ledger
+from tests import fake_track
+
+BUDGET = dataclasses.replace(BUDGETS["smoke"], seeds=2, sweep_seeds=1, lrs=(1e-3,), epochs=2, n_train=64)
+
+
+@pytest.fixture(autouse=True)
+def registry():
+    yield load_registry(extra_plugins=[fake_track], refresh=True)
+    load_registry(refresh=True)
+
+
+def _study(precision):
+    return Study(track="fake", grid="8", models=("fake-mixer", "fake-attention"), idea="fake-mixer",
+                 matched_baseline="fake-attention", metric_name="test MSE", direction="lower", budget=BUDGET,
+                 device="cpu", threads=1, precision=precision)
+
+
+def test_auto_is_bf16_on_cuda_and_fp32_on_cpu_and_bad_values_are_named():
+    assert resolve_precision("auto", "cuda") == "bf16" and resolve_precision("auto", "cpu") == "fp32"
+    assert resolve_precision("fp16", "cpu") == "fp16"
+    with pytest.raises(ValueError, match="precision 'fp8'; expected 'auto' or one of fp32, bf16, fp16"):
+        resolve_precision("fp8", "cpu")
+
+
+def test_fp32_run_keys_are_those_of_before_and_mixed_precision_keys_differ():
+    fp32, bf16 = _study("fp32").sweep_tasks()[0], _study("bf16").sweep_tasks()[0]
+    assert "precision" not in fp32.config and bf16.config["precision"] == "bf16"
+    assert fp32.key != bf16.key
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_a_mixed_precision_study_trains_and_its_report_says_so(tmp_path, precision):
+    with Ledger(tmp_path) as ledger:
+        Runner(_study(precision), ledger, InProcessExecutor()).run()
+        report = build_report(ledger)
+        rows = ledger.rows()
+    assert all(row.status == "ok" for row in rows), [row.error for row in rows]
+    assert report["precision"] == precision
+    assert f"Device cpu ({precision})" in render_markdown(report)
