@@ -53,8 +53,8 @@ class RecallTask:
     """Knobs of the recall task: vocabulary, key–value pairs per sequence, queries per sequence."""
 
     vocab: int = 64
-    pairs: int = 8
-    queries: int = 8
+    pairs: int = 4
+    queries: int = 4
 
     def __post_init__(self) -> None:
         if self.vocab < 6 or self.vocab % 2:
