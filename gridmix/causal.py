@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import torch
 
-LEAF = 256  # leaf block length: 2.7x one plain FFT at 16,384 tokens, against 3.6x for 64 (docs/mixer.md)
+LEAF = 256  # leaf length: 2.7x one plain FFT at 16,384 tokens, 3.6x for 64 (docs/mixer.md, benchmarks/bench_causal.py)
 
 
 def causal_toeplitz(kernel: torch.Tensor, length: int) -> torch.Tensor:
