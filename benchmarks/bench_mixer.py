@@ -3,6 +3,7 @@
 At 64x64 the summary's ``targets_64x64`` entry holds the four speed targets docs/benchmarks.md states.
 
     python benchmarks/bench_mixer.py --out DIR [--quick] [--threads N] [--device cuda] [--precision bf16]
+    python benchmarks/bench_mixer.py --out DIR --causal --threads 2   # the causal targets only
 
 On the same tokens (batch 8, C = 64 channels, 4 heads, rank 16 unless varied), forward+backward and
 forward-only, at 1-D, 2-D and 3-D grids:
@@ -10,7 +11,8 @@ forward-only, at 1-D, 2-D and 3-D grids:
 * ``mix``, ``mix_r4``, ``mix_causal``: the bare operator ``M`` (docs/design.md section 2) at rank 16, at
   rank 4, and with axis 0 causal; ``layer``: the full mixer, ``W_o · M(W_v · x)``;
 * ``sdpa``: ``scaled_dot_product_attention`` on (B, h, N, C/h), the dense baseline, held to its flash
-  kernel so it never falls back to materialising the N×N matrix;
+  kernel so it never falls back to materialising the N×N matrix; ``sdpa_causal``: the same with
+  ``is_causal=True``, the baseline of ``mix_causal``;
 * ``fft``: a GFNet global filter (Rao et al. 2021): ``rfftn`` over the grid, a learned complex filter
   per channel, ``irfftn`` — the fastest structured peer;
 * ``mlp_mixer``: timm's ``Mlp`` over the token axis (MLP-Mixer, Tolstikhin et al. 2021; hidden N/2,
@@ -26,6 +28,10 @@ interleaved (``bench_common.interleaved``), and each one's peak memory is measur
 (``gridmix.analysis.measure.peak_memory``). Writes ``DIR/bench_mixer.json`` and ``DIR/bench_mixer.md``.
 ``--device cuda`` runs every case on the GPU (each step ends with a synchronisation; peak memory is
 ``torch.cuda.max_memory_allocated``), ``--precision bf16`` under bf16 autocast; FLOPs stay those of fp32.
+
+``--causal`` runs the causal set: ``mix``, ``mix_causal`` and ``sdpa_causal`` on 1-D grids of 1,024 to
+16,384 tokens and the 16x32x32 video grid (time causal), and prints the four causal targets
+(``summary["issue16"]`` in the JSON).
 """
 
 from __future__ import annotations
@@ -62,7 +68,9 @@ GRIDS = ["256", "512", "1024", "2048", "4096", "8192", "16384",
          "8x16x16", "16x16x16", "16x32x32"]
 QUICK_GRIDS = ["1024", "16x16", "32x32", "64x64", "8x16x16"]
 FIT_RANGES = {"1-D": ("1024", "16384"), "2-D": ("32x32", "128x128"), "3-D": ("8x16x16", "16x32x32")}
-CASES = ["mix", "mix_r4", "mix_causal", "layer", "sdpa", "fft", "mlp_mixer", "axial", "gemm"]
+CASES = ["mix", "mix_r4", "mix_causal", "layer", "sdpa", "sdpa_causal", "fft", "mlp_mixer", "axial", "gemm"]
+CAUSAL_GRIDS = ["1024", "2048", "4096", "8192", "16384", "16x32x32"]
+CAUSAL_CASES = ["mix", "mix_causal", "sdpa_causal"]
 MEMORY_TARGET = "bench_mixer:memory_step"
 # Kernels that never hold the N×N matrix: flash (CPU; CUDA in bf16/fp16), memory-efficient (CUDA in fp32 too)
 FUSED_SDPA = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION]
@@ -101,14 +109,15 @@ class Layer(nn.Module):
 
 
 class Attention(nn.Module):
-    def __init__(self, grid: Grid) -> None:
+    def __init__(self, grid: Grid, *, causal: bool = False) -> None:
         super().__init__()
         shape = (BATCH, HEADS, grid.numel, DIM // HEADS)  # (B, h, N, c)
         self.q, self.k, self.v = (nn.Parameter(torch.randn(shape)) for _ in range(3))
+        self.causal = causal
 
     def forward(self) -> torch.Tensor:
         with sdpa_kernel(FUSED_SDPA):  # an error, never a silent N×N fallback
-            return F.scaled_dot_product_attention(self.q, self.k, self.v)
+            return F.scaled_dot_product_attention(self.q, self.k, self.v, is_causal=self.causal)
 
 
 class GlobalFilter(nn.Module):
@@ -156,6 +165,8 @@ def build(case: str, grid: Grid) -> nn.Module:
         return CompiledMix(grid)
     if case in ("mix", "mix_r4", "mix_causal"):
         return BareMix(grid, rank=4 if case == "mix_r4" else RANK, causal=case == "mix_causal")
+    if case == "sdpa_causal":
+        return Attention(grid, causal=True)
     if case == "mlp_mixer" and grid.numel > MLP_MAX_TOKENS:
         raise ValueError(f"token MLP of N={grid.numel} would hold {grid.numel**2:,} weights per layer "
                          f"(> {MLP_MAX_TOKENS} tokens)")
@@ -341,7 +352,25 @@ def summarise(points: list[dict], grids: list[Grid], cases: list[str]) -> dict:
             tucker_fraction_of_gemm=target["tucker_fraction_of_gemm"],
             counted_fraction_of_gemm=target["counted_fraction_of_gemm"],
             exponent_2d=summary["exponents"].get("mix", {}).get("2-D 32x32..128x128", {}).get("exponent"))
+    summary["issue16"] = causal_figures(at, summary)
     return summary
+
+
+def causal_figures(at: dict, summary: dict) -> dict:
+    """Issue 16's figures (each None when its points were not timed): at 16,384 tokens the causal mixer's
+    speed-up over causal SDPA (goal ≥ 50) and its time over the symmetric mixer's (goal ≤ 2), its
+    time exponent from 1,024 to 16,384 tokens (goal ≤ 1.15), and at 16x32x32 with time causal its time
+    over the all-symmetric mixer's (goal ≤ 2). Ratios are medians of per-round ratios."""
+    def ratio(grid: str, slow: str, fast: str) -> float | None:
+        return _ratio(at, grid, slow, fast) if (grid, slow) in at and (grid, fast) in at else None
+
+    fits = summary["exponents"].get("mix_causal", {})
+    return dict(
+        causal_speedup_vs_causal_sdpa_16384=ratio("16384", "sdpa_causal", "mix_causal"),
+        causal_over_symmetric_16384=ratio("16384", "mix_causal", "mix"),
+        causal_exponent_1024_16384=fits.get("1-D 1024..16384", {}).get("exponent"),
+        causal_time_over_symmetric_16x32x32=ratio("16x32x32", "mix_causal", "mix"),
+    )
 
 
 def _memory_cell(point: dict | None) -> str:
@@ -398,6 +427,8 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="CI size: a few grids and repeats (< 2 minutes)")
     parser.add_argument("--grids", nargs="*", help="override the grid list, e.g. 32x32 64x64")
     parser.add_argument("--cases", nargs="*", choices=CASES, help="override the case list (gemm is always kept)")
+    parser.add_argument("--causal", action="store_true",
+                        help=f"issue 16's set: cases {CAUSAL_CASES} on grids {CAUSAL_GRIDS} (unless overridden)")
     parser.add_argument("--compile", action="store_true", help="also time mix under torch.compile (mix_compiled)")
     parser.add_argument("--no-memory", action="store_true", help="skip the peak-memory subprocesses")
     parser.add_argument("--wait-quiet-s", type=float, default=None,
@@ -414,8 +445,10 @@ def main() -> None:
         if not torch.cuda.is_available():
             raise SystemExit("--device cuda: torch sees no CUDA device")
         env["gpu"] = torch.cuda.get_device_name()
-    grids = [Grid.parse(g) for g in (args.grids or (QUICK_GRIDS if args.quick else GRIDS))]
-    args.cases = [c for c in CASES if not args.cases or c in args.cases or c == "gemm"]
+    grids = [Grid.parse(g) for g in (args.grids or (CAUSAL_GRIDS if args.causal else QUICK_GRIDS if args.quick
+                                                   else GRIDS))]
+    chosen = args.cases or (CAUSAL_CASES if args.causal else None)
+    args.cases = [c for c in CASES if not chosen or c in chosen or c == "gemm"]
     if args.compile:
         args.cases.insert(1, "mix_compiled")
     args.repeats, args.min_repeats, args.warmup = (3, 2, 1) if args.quick else (9, 3, 2)
@@ -446,6 +479,8 @@ def main() -> None:
     write_json(args.out / "bench_mixer.json", result)
     (args.out / "bench_mixer.md").write_text(render(result))
     print(render(result))
+    print("issue 16:", ", ".join(f"{k} = {'–' if v is None else format(v, '.3g')}"
+                                 for k, v in result["summary"]["issue16"].items()))
 
 
 if __name__ == "__main__":

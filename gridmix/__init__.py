@@ -3,6 +3,7 @@
 The public API is listed in ``__all__``; docs/design.md describes the mathematics and the contracts.
 """
 
+from gridmix.causal import causal_mode_product, causal_mode_product_dense
 from gridmix.factors import CausalFactor, SymmetricFactor, dct_basis
 from gridmix.grid import Grid, GridLike
 from gridmix.hookspecs import hookimpl
@@ -30,6 +31,8 @@ __all__ = [
     "Track",
     "TrackData",
     "__version__",
+    "causal_mode_product",
+    "causal_mode_product_dense",
     "dct_basis",
     "hookimpl",
     "load_registry",

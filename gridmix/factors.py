@@ -7,7 +7,7 @@ Each grid axis ``k`` of size ``n`` carries one factor, with learned parameters p
   ``torch.nn.utils.parametrizations.orthogonal``) and ``λ = sigmoid(θ) ∈ (0, 1)^r``. Symmetric PSD,
   ``‖M_k‖₂ = max λ < 1``. ``U`` is shared by the heads, ``λ`` is per head.
 * :class:`CausalFactor`: lower-triangular Toeplitz ``T[i, j] = κ[i − j]`` with
-  ``κ = sigmoid(ρ) · softmax(w)``, so ``‖T‖₂ ≤ ‖κ‖₁ = sigmoid(ρ) < 1``.
+  ``κ = sigmoid(ρ) · softmax(w)``, so ``‖T‖₂ ≤ ‖κ‖₁ = sigmoid(ρ) < 1``; :mod:`gridmix.causal` applies it.
 
 ``capped=False`` builds the ablation of the mechanism (docs/design.md section 2): the cap map
 ``sigmoid`` becomes ``softplus`` (eigenvalues, resp. the kernel's ℓ1 norm, in ``(0, ∞)``), started at the
@@ -32,6 +32,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.autograd.function import once_differentiable
 from torch.nn.utils import parametrizations
+
+from gridmix.causal import causal_toeplitz
 
 _DENSE_DCT_MAX = 128 * 128  # n·m above which bases use the FFT form, dct_columns (measured crossover on CPU)
 
@@ -267,16 +269,9 @@ class CausalFactor(nn.Module):
         return _cap(gain, self.capped)[:, None] * torch.softmax(logits, dim=-1)
 
     def dense(self) -> torch.Tensor:
-        """The factor as dense lower-triangular Toeplitz matrices (h, n, n).
-
-        Built as sliding windows of one padded vector ``u = [0 (n−m), κ reversed, 0 (n−1)]``: window
-        ``i'`` is row ``n−1−i'`` of ``T``, so its backward is ``unfold``'s overlap-add, not a scatter
-        over n² indices.
-        """
-        kappa = self.kernel()  # (h, m)
-        heads, n, m = kappa.shape[0], self.length, self.modes
-        u = torch.cat([kappa.new_zeros(heads, n - m), kappa.flip(-1), kappa.new_zeros(heads, n - 1)], dim=-1)
-        return u.unfold(-1, n, 1).flip(-2)  # (h, n, n): [i, j] = u[n−1−i+j] = κ[i−j] for 0 ≤ i−j < m
+        """The factor as dense lower-triangular Toeplitz matrices (h, n, n) (the mixer applies it in the
+        exactly causal FFT form instead, :func:`gridmix.causal.causal_mode_product`)."""
+        return causal_toeplitz(self.kernel(), self.length)
 
     def bound(self) -> torch.Tensor:
         """``‖T‖₂ ≤ ‖κ‖₁`` per head (h,) (below 1 only when capped), in at least float32."""

@@ -5,7 +5,8 @@ Token mixing is one linear operator per head, a Kronecker product of per-axis fa
 DCT (resolution-free) basis, or causal Toeplitz factors on axes that must not see the future. Every
 factor has ``‖M_k‖₂ < 1``, so ``‖M‖₂ ≤ Π_k ‖M_k‖₂ < 1``. The operator is never materialised: it is
 applied in Tucker form (project each symmetric axis down with a basis shared by the heads, scale the
-core per head, expand back), causal axes as dense per-head Toeplitz factors on the projected tensor.
+core per head, expand back), causal axes as per-head Toeplitz factors on the projected tensor, applied
+in O(n log² n) and exactly causal (:mod:`gridmix.causal`).
 As a drop-in for attention the block is ``y = W_o · M(W_v · x)`` per head. docs/design.md section 2 holds
 the mathematics; docs/benchmarks.md the measured speed and what the fast path does.
 
@@ -34,9 +35,10 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+from gridmix.causal import causal_mode_product
 from gridmix.factors import CausalFactor, SymmetricFactor, symmetric_bases
 from gridmix.grid import Grid
-from gridmix.tucker import mode_product_per_head, tucker
+from gridmix.tucker import tucker
 from gridmix.tucker_native import chain_flops
 
 PREFIX_MODES = ("mean", "identity")
@@ -165,7 +167,7 @@ class ConcentrationMixer(nn.Module):
     # ---------------------------------------------------------------- the operator
 
     def _plan(self) -> tuple[list[int], list[int]]:
-        """Axes applied in Tucker form (in projection order, :func:`projection_order`) and dense per-head axes."""
+        """Axes applied in Tucker form (in projection order, :func:`projection_order`) and the causal axes."""
         factors = self.axis_factors
         low_rank = [k for k, f in enumerate(factors) if isinstance(f, SymmetricFactor)]
         dense = [k for k in range(self.grid.ndim) if k not in low_rank]
@@ -176,11 +178,11 @@ class ConcentrationMixer(nn.Module):
         """Apply the bare operator ``M`` per head: (B, *grid, C) → (B, *grid, C), never materialising it.
 
         Tucker-form axes are projected down (shared bases: one GEMM per mode product, heads and
-        channels folded into its columns, :mod:`gridmix.tucker`), dense per-head factors act on the
-        smallest tensor, the core is scaled by the per-head eigenvalues, and the Tucker axes are
-        expanded back. Mixed precision: the operator is applied in at least float32, with autocast
-        off, and the result is cast back to ``v``'s dtype (bf16/fp16 activations, or a bf16 module), so
-        the bases, eigenvalues and causal kernels are never rounded to 8 or 11 bits.
+        channels folded into its columns, :mod:`gridmix.tucker`), the per-head causal factors act on the
+        smallest tensor (:func:`gridmix.causal.causal_mode_product`), the core is scaled by the per-head
+        eigenvalues, and the Tucker axes are expanded back. Mixed precision: the operator is applied in at
+        least float32, with autocast off, and the result is cast back to ``v``'s dtype (bf16/fp16
+        activations, or a bf16 module), so the bases, eigenvalues and causal kernels are never rounded.
         """
         if tuple(v.shape[1:-1]) != self.grid.shape or v.shape[-1] != self.dim:
             raise ValueError(f"mix expects (B, {', '.join(map(str, self.grid))}, {self.dim}); got {tuple(v.shape)}")
@@ -201,8 +203,8 @@ class ConcentrationMixer(nn.Module):
             return tucker(x, bases, axes, eigenvalues=eigenvalues).reshape(v.shape)
         if low_rank:
             x = tucker(x, bases, axes, expand=False)  # (B, *core, h, c): n_k -> r_k on the Tucker axes
-        for k in dense:  # per-head dense factors act on the smallest tensor
-            x = mode_product_per_head(x, self.axis_factors[k].dense().to(x.dtype), axis=k + 1)
+        for k in dense:  # per-head causal factors act on the smallest tensor
+            x = causal_mode_product(x, self.axis_factors[k].kernel(), axis=k + 1)
         if low_rank:
             x = tucker(x, bases, axes, eigenvalues=eigenvalues, project=False)  # scale, then r_k -> n_k
         return x.reshape(v.shape)

@@ -194,15 +194,3 @@ def tucker(
         return triton_chain(x, bases, _scale(eigenvalues, axes, x.dim()), axes)
     return _Tucker.apply(x.contiguous(), tuple(axes), project, expand, *bases, *(eigenvalues or ()))
 
-
-def mode_product_per_head(x: torch.Tensor, matrices: torch.Tensor, axis: int) -> torch.Tensor:
-    """Contract ``axis`` of ``x`` (..., h, c) with one matrix per head, ``matrices`` (h, out, in)."""
-    shape = x.shape  # (B, ..., n, ..., h, c)
-    heads, head_dim, out_len = shape[-2], shape[-1], matrices.shape[1]
-    prefix, suffix = math.prod(shape[:axis]), math.prod(shape[axis + 1 : -2])
-    x5 = x.reshape(prefix, shape[axis], suffix, heads, head_dim)  # (P, n, S, h, c)
-    # One layout copy puts each head's columns behind its axis: one GEMM per head, (o, n) @ (n, P·S·c).
-    # (A broadcast matmul over (h, P) would instead materialise the matrices P times.)
-    cols = x5.permute(3, 1, 0, 2, 4).reshape(heads, shape[axis], -1)  # (h, n, P·S·c)
-    out = torch.bmm(matrices, cols).view(heads, out_len, prefix, suffix, head_dim)  # (h, o, P, S, c)
-    return out.permute(2, 1, 3, 0, 4).reshape(*shape[:axis], out_len, *shape[axis + 1 :])

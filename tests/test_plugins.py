@@ -21,7 +21,7 @@ from gridmix.plugins import (
 )
 from gridmix.tracks import DataSizes, ModelSpec, Split, Track, TrackData
 
-BUILTIN = {"sequence", "image", "video"}
+BUILTIN = {"sequence", "image", "video", "mqar"}
 
 
 def tiny_track(name: str = "tiny", **changes) -> Track:

@@ -1,0 +1,84 @@
+"""Variants of the causal Toeplitz product, timed against each other in one process (issue 16).
+
+    python benchmarks/bench_causal.py --out DIR [--threads 2] [--lengths 1024 16384]
+
+Forward+backward (gradients of the input and the kernel) on (8, n, 4 heads, 16 channels), the mixer's
+benchmark shape, for: the exactly causal blocked form (:func:`gridmix.causal.causal_mode_product`) at
+several leaf lengths; one zero-padded FFT convolution of length 2n (faster, but its rounding leaks the
+future, see docs/mixer.md "Causal axes"); the dense Toeplitz reference (up to 4,096); and the rank-16
+projection and expansion GEMMs of one symmetric axis, for scale. Interleaved rounds
+(``bench_common.interleaved``); every figure is also given as a ratio to the one-FFT time, the median of
+per-round ratios. Writes ``DIR/bench_causal.json`` and prints the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import torch
+from bench_common import add_machine_arguments, interleaved, markdown_table, paired_ratio, set_up_machine, write_json
+
+from gridmix.causal import causal_mode_product, causal_mode_product_dense
+
+BATCH, HEADS, HEAD_DIM, RANK = 8, 4, 16, 16
+LEAVES = (64, 256, 512, 1024)
+DENSE_MAX = 4096
+NAMES = [*(f"leaf{b}" for b in LEAVES), "one_fft", "symmetric_r16", "dense"]
+
+
+def one_fft(x: torch.Tensor, kernel: torch.Tensor) -> torch.Tensor:
+    """The plain FFT convolution along axis 1 of (B, n, h, c), zero-padded to 2n."""
+    n = x.shape[1]
+    spectrum = torch.fft.rfft(x.movedim(1, -1), n=2 * n) * torch.fft.rfft(kernel, n=2 * n)[:, None]
+    return torch.fft.irfft(spectrum, n=2 * n)[..., :n].movedim(-1, 1)
+
+
+def cases(n: int) -> dict:
+    """Name → forward+backward step on fresh leaf tensors of length n."""
+    torch.manual_seed(0)
+    x = torch.randn(BATCH, n, HEADS, HEAD_DIM, requires_grad=True)  # (B, n, h, c)
+    kernel = torch.rand(HEADS, n, requires_grad=True)  # (h, n)
+    basis = torch.randn(n, RANK, requires_grad=True)  # (n, r)
+    grad = torch.randn(BATCH, n, HEADS, HEAD_DIM)
+
+    def step(fn, inputs):
+        return lambda: torch.autograd.grad(fn(), inputs, grad)
+
+    out = {f"leaf{b}": step(lambda b=b: causal_mode_product(x, kernel, 1, leaf=b), (x, kernel)) for b in LEAVES}
+    out["one_fft"] = step(lambda: one_fft(x, kernel), (x, kernel))
+    out["symmetric_r16"] = step(lambda: torch.einsum("brhc,nr->bnhc", torch.einsum("bnhc,nr->brhc", x, basis), basis),
+                                (x, basis))
+    if n <= DENSE_MAX:
+        out["dense"] = step(lambda: causal_mode_product_dense(x, kernel, 1), (x, kernel))
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", type=Path, required=True, help="directory for bench_causal.json")
+    parser.add_argument("--lengths", type=int, nargs="*", default=[1024, 4096, 16384], help="causal axis lengths")
+    parser.add_argument("--repeats", type=int, default=7)
+    add_machine_arguments(parser)
+    args = parser.parse_args()
+    env = set_up_machine(args)
+    rows, result = [], dict(environment=env, points={})
+    for n in args.lengths:
+        steps = cases(n)
+        timed = interleaved(steps, repeats={name: args.repeats for name in steps}, warmup=1, threads=args.threads,
+                            max_other_share=args.max_other_share)
+        ref = dict(timing=timed["one_fft"]["timing"], rounds=timed["one_fft"]["rounds"])
+        point = {}
+        for name, entry in timed.items():
+            ratio = paired_ratio(dict(timing=entry["timing"], rounds=entry["rounds"]), ref)
+            point[name] = dict(fwdbwd_ms=1e3 * entry["timing"].median_s, over_one_fft=ratio)
+        result["points"][n] = point
+        rows.append([n, *(f"{point[k]['fwdbwd_ms']:.3g} ({point[k]['over_one_fft']:.2f}×)" if k in point else "–"
+                          for k in NAMES)])
+        print(f"n={n}: " + ", ".join(f"{k} {v['fwdbwd_ms']:.3g} ms" for k, v in point.items()), flush=True)
+    write_json(args.out / "bench_causal.json", result)
+    print(markdown_table(["n", *NAMES], rows))
+
+
+if __name__ == "__main__":
+    main()

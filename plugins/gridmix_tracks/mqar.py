@@ -1,0 +1,199 @@
+"""The built-in ``mqar`` track: multi-query associative recall, next-token prediction at every position.
+
+The autoregressive task of the Zoology study of attention against sub-quadratic mixers (Arora et al.
+2023), generated here from its description. A sequence of ``L`` tokens (the grid) starts with ``K``
+key–value pairs ``k₁ v₁ k₂ v₂ … k_K v_K``, keys distinct, drawn from the lower half of the vocabulary
+(token 0 excluded), values from the upper half. The rest is filler (token 0) with ``Q`` queries at
+random even offsets: a query is a key of the context followed by its value. The model predicts the
+next token at every position; loss and metric count only the answers, i.e. the positions holding a
+query key, whose next token is that key's value. Recalling it means finding the key earlier in the
+sequence: content-based lookup, which attention does in one layer and a fixed (time-invariant)
+convolution cannot do directly.
+
+Models (the same causal pre-norm transformer, timm ``Block``s run with ``is_causal=True``: token
+embedding, learned positions, blocks, norm, a next-token head at every position):
+
+- ``transformer``: causal attention (the matched baseline);
+- ``transformer-concentration``: :class:`gridmix.ConcentrationMixer` with the sequence axis causal
+  (the idea; its causal Toeplitz factor, :mod:`gridmix.causal`).
+
+Metric: answer accuracy (chance: one over the ``vocab // 2`` values, or worse for a model that does not
+know answers are values); accuracy, not cross-entropy, because its per-seed spread was small in the
+pilot (docs/plugins.md, "Budgets of the built-in tracks": 6 seeds, MDE 3.6% of causal attention's
+0.29, while the concentration mixer stayed at chance, 0.033). Difficulty knobs: :class:`RecallTask`
+(vocabulary, pairs, queries) and the sequence length ``--grid`` (e.g. ``--grid 256``).
+
+Shape legend:
+    S: samples, L: sequence length (the grid), V: vocabulary; inputs (S, L) int64,
+    targets (S, L) int64 (the answer at query positions, ``IGNORE`` elsewhere), predictions (S, L, V)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from timm.layers import trunc_normal_
+from timm.models.vision_transformer import Attention, Block
+from torch import nn
+
+from gridmix import hookimpl
+from gridmix.grid import Grid
+from gridmix.models import BackboneConfig, MixerConfig
+from gridmix.tracks import DataSizes, ModelSpec, Split, Track, TrackData
+from gridmix_tracks.common import generated_data
+
+IGNORE = -100  # targets at positions that are not answers (F.cross_entropy's ignore_index)
+BUDGET_OVERRIDES = {"default": {"n_train": 2048, "epochs": 8}}
+
+
+@dataclass(frozen=True)
+class RecallTask:
+    """Knobs of the recall task: vocabulary, key–value pairs per sequence, queries per sequence."""
+
+    vocab: int = 64
+    pairs: int = 4
+    queries: int = 4
+
+    def __post_init__(self) -> None:
+        if self.vocab < 6 or self.vocab % 2:
+            raise ValueError(f"vocab={self.vocab}; expected an even number >= 6 (keys and values take half each)")
+        if not 1 <= self.pairs < self.vocab // 2:
+            raise ValueError(f"pairs={self.pairs}; expected 1..{self.vocab // 2 - 1} (distinct keys in 1..vocab/2-1)")
+        if not 1 <= self.queries <= self.pairs:
+            raise ValueError(f"queries={self.queries}; expected 1..pairs={self.pairs}")
+
+    @property
+    def min_length(self) -> int:
+        """The context (2 per pair) and one slot of 2 per query."""
+        return 2 * (self.pairs + self.queries)
+
+    def generate(self, rng: np.random.Generator, n: int, length: int) -> Split:
+        half, k = self.vocab // 2, self.pairs
+        keys = np.argsort(rng.random((n, half - 1)), axis=1)[:, :k] + 1  # (n, K): distinct, in 1..V/2−1
+        values = rng.integers(half, self.vocab, size=(n, k))  # (n, K)
+        tokens = np.zeros((n, length), dtype=np.int64)
+        tokens[:, 0 : 2 * k : 2], tokens[:, 1 : 2 * k : 2] = keys, values
+        targets = np.full((n, length), IGNORE, dtype=np.int64)
+        slots = (length - 2 * k) // 2  # places for a query and its answer after the context
+        rows = np.arange(n)[:, None]
+        which = np.argsort(rng.random((n, k)), axis=1)[:, : self.queries]  # (n, Q): pairs asked, no repeats
+        where = 2 * k + 2 * np.sort(np.argsort(rng.random((n, slots)), axis=1)[:, : self.queries], axis=1)
+        tokens[rows, where], tokens[rows, where + 1] = keys[rows, which], values[rows, which]
+        targets[rows, where] = values[rows, which]  # next token after the query key
+        return Split(inputs=torch.from_numpy(tokens), targets=torch.from_numpy(targets))
+
+
+class CausalAttention(Attention):
+    """timm's ``Attention``, always causal (the baseline's blocks never see the future either way)."""
+
+    def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None = None, is_causal: bool = False) -> torch.Tensor:
+        return super().forward(x, attn_mask=attn_mask, is_causal=True)
+
+
+class CausalLM(nn.Module):
+    """(B, L) token ids → (B, L, V) next-token logits: embedding, positions, causal blocks, norm, head."""
+
+    def __init__(self, grid: Grid, *, vocab: int, backbone: BackboneConfig, attn_layer: type[nn.Module]) -> None:
+        super().__init__()
+        self.grid, dim = Grid.parse(grid), backbone.embed_dim
+        self.embed = nn.Embedding(vocab, dim)
+        self.pos_embed = nn.Parameter(torch.zeros(1, self.grid.numel, dim))
+        self.blocks = nn.ModuleList(Block(dim, num_heads=backbone.num_heads, mlp_ratio=backbone.mlp_ratio,
+                                          qkv_bias=True, attn_layer=attn_layer) for _ in range(backbone.depth))
+        self.norm = nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, vocab)
+        trunc_normal_(self.pos_embed, std=0.02)
+        trunc_normal_(self.embed.weight, std=0.02)
+        for module in self.modules():
+            if isinstance(module, nn.Linear):
+                trunc_normal_(module.weight, std=0.02)
+                if module.bias is not None:
+                    nn.init.zeros_(module.bias)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        if tokens.dim() != 2 or tokens.shape[1] != self.grid.numel:
+            raise ValueError(f"expected token ids (B, {self.grid.numel}); got {tuple(tokens.shape)}")
+        x = self.embed(tokens) + self.pos_embed  # (B, L, C)
+        for block in self.blocks:
+            x = block(x, is_causal=True)
+        return self.head(self.norm(x))  # (B, L, V)
+
+
+def answer_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy of the next token at answer positions only: logits (S, L, V), targets (S, L)."""
+    return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE)
+
+
+def answer_accuracy(logits: torch.Tensor, targets: torch.Tensor) -> float:
+    """Fraction of answers (targets ≠ IGNORE) whose arg-max logit is the answer."""
+    answers = targets != IGNORE
+    return (logits.argmax(dim=-1)[answers] == targets[answers]).float().mean().item()
+
+
+@dataclass(frozen=True)
+class RecallModels:
+    """The causal language models for a vocabulary; ``specs()`` gives their ModelSpecs."""
+
+    vocab: int = 64
+    backbone: BackboneConfig = BackboneConfig(embed_dim=64, depth=2, num_heads=2, mlp_ratio=2.0)
+    mixer: MixerConfig = field(default_factory=lambda: MixerConfig(causal_axes=(0,)))
+
+    def _backbone(self, mlp_ratio: float | None) -> BackboneConfig:
+        return self.backbone if mlp_ratio is None else dataclasses.replace(self.backbone, mlp_ratio=mlp_ratio)
+
+    def transformer(self, grid: Grid, *, mlp_ratio: float | None = None) -> CausalLM:
+        return CausalLM(grid, vocab=self.vocab, backbone=self._backbone(mlp_ratio), attn_layer=CausalAttention)
+
+    def transformer_concentration(self, grid: Grid, *, mlp_ratio: float | None = None) -> CausalLM:
+        return CausalLM(grid, vocab=self.vocab, backbone=self._backbone(mlp_ratio),
+                        attn_layer=self.mixer.attn_layer(Grid.parse(grid)))
+
+    def specs(self) -> tuple[ModelSpec, ...]:
+        b = self.backbone
+        size = f"dim {b.embed_dim}, depth {b.depth}, {b.num_heads} heads, MLP x{b.mlp_ratio:g}"
+        return (
+            ModelSpec("transformer", self.transformer, description=f"causal transformer, causal attention ({size})"),
+            ModelSpec("transformer-concentration", self.transformer_concentration, role="idea",
+                      width_knob="mlp_ratio", description="the same transformer with ConcentrationMixer, "
+                                                          "sequence axis causal, as token mixer"),
+        )
+
+
+def make_track(task: RecallTask = RecallTask()) -> Track:
+    """The ``mqar`` track with the given task knobs."""
+
+    def make_data(grid: Grid, seed: int, sizes: DataSizes) -> TrackData:
+        return generated_data(lambda rng, n: task.generate(rng, n, grid[0]), seed=seed, sizes=sizes, task="mqar")
+
+    def supports(grid: Grid) -> str | None:
+        if grid[0] < task.min_length:
+            return (f"{task.pairs} pairs and {task.queries} queries need at least {task.min_length} tokens; "
+                    f"got {grid[0]}")
+        return None
+
+    return Track(
+        name="mqar",
+        description=f"multi-query associative recall: {task.pairs} key-value pairs, {task.queries} queries, "
+                    f"vocabulary {task.vocab}; next-token accuracy on the answers",
+        ndim=1,
+        default_grid=Grid((64,)),
+        make_data=make_data,
+        loss=answer_loss,
+        metric=answer_accuracy,
+        metric_name="answer accuracy",
+        direction="higher",
+        models=RecallModels(vocab=task.vocab).specs(),
+        matched_baseline="transformer",
+        budget_overrides=BUDGET_OVERRIDES,
+        supports=supports,
+    )
+
+
+@hookimpl
+def gridmix_tracks() -> list[Track]:
+    """The synthetic ``mqar`` track."""
+    return [make_track()]

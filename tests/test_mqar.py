@@ -1,0 +1,63 @@
+"""The mqar track: recall data that hold what they claim, causal models, answer-only loss and metric."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from gridmix_tracks.mqar import IGNORE, RecallTask, answer_accuracy, answer_loss, make_track
+
+from gridmix.grid import Grid
+from gridmix.tracks import DataSizes
+
+
+def test_every_answer_is_the_value_of_its_key_in_the_context():
+    task = RecallTask(vocab=32, pairs=5, queries=4)
+    split = task.generate(np.random.default_rng(0), 50, 40)
+    for tokens, targets in zip(split.inputs.tolist(), split.targets.tolist()):
+        context = dict(zip(tokens[0:10:2], tokens[1:10:2]))
+        assert len(context) == 5 and all(1 <= k < 16 <= v < 32 for k, v in context.items())
+        answers = [t for t, y in enumerate(targets) if y != IGNORE]
+        assert len(answers) == 4 and min(answers) >= 10
+        for t in answers:
+            assert targets[t] == context[tokens[t]] == tokens[t + 1]  # the next token is the key's value
+        assert len({tokens[t] for t in answers}) == 4  # no key asked twice
+
+
+def test_data_are_deterministic_per_seed_and_splits_differ():
+    track = make_track(RecallTask(vocab=16, pairs=3, queries=3))
+    one, two = (track.make_data(Grid((24,)), 3, DataSizes(8, 8, 8)) for _ in range(2))
+    assert torch.equal(one.train.inputs, two.train.inputs) and torch.equal(one.test.targets, two.test.targets)
+    assert not torch.equal(one.train.inputs, one.val.inputs)
+
+
+@pytest.mark.parametrize("model", ["transformer", "transformer-concentration"])
+def test_models_predict_every_position_from_the_past_only(model):
+    track = make_track(RecallTask(vocab=16, pairs=3, queries=3))
+    torch.manual_seed(0)
+    net = track.model(model).build(Grid((20,))).double().eval()
+    tokens = torch.randint(0, 16, (2, 20))
+    changed = tokens.clone()
+    changed[:, 11:] = (changed[:, 11:] + 5) % 16
+    out, moved = net(tokens), net(changed)
+    assert out.shape == (2, 20, 16)
+    torch.testing.assert_close(moved[:, :11], out[:, :11], rtol=0, atol=1e-12)
+    assert (moved[:, 11:] - out[:, 11:]).abs().max() > 1e-6
+
+
+def test_loss_and_accuracy_count_only_the_answers():
+    targets = torch.full((1, 4), IGNORE)
+    targets[0, 2] = 3
+    logits = torch.zeros(1, 4, 5)
+    logits[0, :, 1] = 9.0  # wrong everywhere …
+    logits[0, 2, 3] = 10.0  # … but at the one answer
+    assert answer_accuracy(logits, targets) == 1.0
+    expected = torch.nn.functional.cross_entropy(logits[0, 2:3], targets[0, 2:3])
+    torch.testing.assert_close(answer_loss(logits, targets), expected)
+
+
+def test_knobs_and_grids_are_checked():
+    with pytest.raises(ValueError, match="pairs=20"):
+        RecallTask(vocab=32, pairs=20)
+    with pytest.raises(ValueError, match="at least 16 tokens; got 12"):
+        make_track(RecallTask(vocab=32, pairs=4, queries=4)).check_grid("12")
