@@ -43,11 +43,13 @@ class RunTask:
     device: str  # "cpu" or "cuda", already resolved
     threads: int
     knobs: dict = field(default_factory=dict)
+    data: str = ""  # the study's data fingerprint (gridmix.fingerprint); empty in ledgers written before it
 
     @property
     def config(self) -> dict:
-        return dict({name: getattr(self.budget, name) for name in _RUN_SHAPING}, knobs=self.knobs,
-                    device=self.device)
+        config = dict({name: getattr(self.budget, name) for name in _RUN_SHAPING}, knobs=self.knobs,
+                      device=self.device)
+        return dict(config, data=self.data) if self.data else config
 
     @property
     def key(self) -> str:
@@ -72,6 +74,7 @@ class Study:
     device: str
     threads: int
     knobs: dict = field(default_factory=dict)  # per model name: keyword overrides of its builder
+    data: dict = field(default_factory=dict)  # gridmix.fingerprint.data_fingerprint of the study's data
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -85,7 +88,8 @@ class Study:
 
     def task(self, model: str, lr: float, seed: int) -> RunTask:
         return RunTask(track=self.track, model=model, grid=self.grid, lr=lr, seed=seed, budget=self.budget,
-                       device=self.device, threads=self.threads, knobs=self.knobs.get(model, {}))
+                       device=self.device, threads=self.threads, knobs=self.knobs.get(model, {}),
+                       data=self.data.get("hash", ""))
 
     def sweep_tasks(self) -> list[RunTask]:
         return [self.task(model, lr, seed) for model in self.models for lr in self.budget.lrs
@@ -104,7 +108,8 @@ def versions() -> dict:
 
 
 @functools.lru_cache(maxsize=4)
-def _track_data(track_name: str, grid: str, seed: int, sizes: DataSizes) -> TrackData:
+def _track_data(track_name: str, grid: str, seed: int, sizes: DataSizes, fingerprint: str = "") -> TrackData:
+    """The track's data, cached per process; ``fingerprint`` keeps data of a changed source apart."""
     from gridmix.plugins import load_registry, validate_data
 
     track = load_registry().track(track_name)
@@ -123,7 +128,7 @@ def execute(task: RunTask, *, on_epoch: Callable[[int, float, float], None] | No
     try:
         track = load_registry().track(task.track)
         spec = track.model(task.model)
-        data = _track_data(task.track, task.grid, task.seed, task.budget.sizes)
+        data = _track_data(task.track, task.grid, task.seed, task.budget.sizes, task.data)
     except Exception as exc:  # a broken plugin or bad data is this run's recorded failure
         error = f"{type(exc).__name__}: {exc}"
     if not error:

@@ -104,6 +104,8 @@ class Track:
         supports: ``grid → None`` when the track can generate data on ``grid``, else a one-line reason
             (e.g. an axis too short for the task); :meth:`check_grid` applies it.
         plugin, plugin_version: filled in by the plugin manager (entry-point name, distribution version).
+        source: for a track that reads the user's files, the file or folder its data comes from; its bytes
+            enter the data fingerprint (:mod:`gridmix.fingerprint`). Empty for generated data.
     """
 
     name: str
@@ -121,6 +123,7 @@ class Track:
     supports: Callable[[Grid], str | None] = lambda grid: None
     plugin: str = ""
     plugin_version: str = ""
+    source: str = ""
 
     @property
     def idea(self) -> ModelSpec:
