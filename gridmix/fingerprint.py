@@ -53,7 +53,8 @@ def data_fingerprint(track: Track, grid: Grid, sizes: DataSizes, *, seed: int = 
     """Build and validate ``track``'s data for ``(grid, seed, sizes)`` and describe it.
 
     Returns ``hash`` (the identity: tensors, plugin, version, source bytes), its parts, the source's
-    absolute path (shown, not hashed: moving a file changes nothing) and the actual split sizes. Whatever the plugin raises while building its data propagates unchanged.
+    absolute path (shown, not hashed: moving a file changes nothing) and the actual split sizes.
+    Whatever the plugin raises while building its data propagates unchanged.
     """
     from gridmix.plugins import validate_data
 

@@ -80,7 +80,11 @@ def build_report(ledger: Ledger) -> dict:
     spec = ledger.study()
     if spec is None:
         raise ValueError(f"the ledger {str(ledger.path)!r} holds no study yet; run `gridmix run` first")
-    study = Study.from_dict(spec)
+    try:
+        study = Study.from_dict(spec)
+    except (KeyError, TypeError) as error:  # hand-written or foreign: refused in one line, never a traceback
+        raise ValueError(f"the study spec in {str(ledger.path)!r} is incomplete or foreign "
+                         f"({type(error).__name__}: {error}); was it written by `gridmix run`?") from None
     rows = {row.key: row for row in ledger.rows()}
     chosen, sweeps = choose_learning_rates(study, rows)
     arms = {model: _arm(study, rows, model, chosen[model], sweeps[model]) for model in study.models}
