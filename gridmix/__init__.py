@@ -4,6 +4,7 @@ The public API is listed in ``__all__``; docs/design.md describes the mathematic
 """
 
 from gridmix.factors import CausalFactor, SymmetricFactor, dct_basis
+from gridmix.fingerprint import data_fingerprint
 from gridmix.grid import Grid, GridLike
 from gridmix.hookspecs import hookimpl
 from gridmix.mixer import ConcentrationMixer, tucker_flops
@@ -26,6 +27,7 @@ __all__ = [
     "Track",
     "TrackData",
     "__version__",
+    "data_fingerprint",
     "dct_basis",
     "hookimpl",
     "load_registry",
