@@ -151,3 +151,5 @@ def test_scale_fails_when_no_point_was_measured(tmp_path):
         load_registry(refresh=True)
     assert result.exit_code == 1, result.output
     assert "no point of 3 was measured" in result.output
+    done = [line for line in result.output.splitlines() if line.startswith("done ")]  # one log line per point
+    assert len(done) == 3 and all("failed: RuntimeError: this model cannot be built" in line for line in done)

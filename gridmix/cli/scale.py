@@ -111,16 +111,23 @@ def scale(
         _fail(f"--grids {grids!r} names no grid; expected e.g. 16x16,32x32,64x64")
     out = Path(out) if out else Path("runs") / f"scale-{chosen.name}"
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                        console=console, disable=as_json)
+                        console=console, disable=as_json or not console.is_terminal)
     with progress:
         task = progress.add_task("scaling", total=len(parsed) * len(names))
 
         def on_start(model: str, grid) -> None:
             progress.update(task, description=f"{model} {grid}")
 
+        def on_point(point) -> None:
+            progress.advance(task)
+            if not as_json and not console.is_terminal:  # a log file: one plain line per finished point
+                measured = f"{point.timing.median_s * 1e3:.3g} ms" if point.timing else "not timed"
+                console.print(f"done {point.model} {point.grid}: {point.skipped or measured}", highlight=False,
+                              markup=False)
+
         result = scale_track(chosen, parsed, models=names, batch=batch, threads=threads, repeats=repeats,
                              warmup=warmup, device=resolved, memory=memory, on_start=on_start,
-                             on_point=lambda point: progress.advance(task)).to_dict()
+                             on_point=on_point).to_dict()
     try:
         out.mkdir(parents=True, exist_ok=True)
         (out / "scaling.json").write_text(json.dumps(result, indent=2))
