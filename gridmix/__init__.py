@@ -5,6 +5,7 @@ The public API is listed in ``__all__``; docs/design.md describes the mathematic
 
 from gridmix.causal import causal_mode_product, causal_mode_product_dense
 from gridmix.factors import CausalFactor, SymmetricFactor, dct_basis
+from gridmix.fingerprint import data_fingerprint
 from gridmix.grid import Grid, GridLike
 from gridmix.hookspecs import hookimpl
 from gridmix.mixer import ConcentrationMixer, tucker_flops
@@ -33,6 +34,7 @@ __all__ = [
     "__version__",
     "causal_mode_product",
     "causal_mode_product_dense",
+    "data_fingerprint",
     "dct_basis",
     "hookimpl",
     "load_registry",

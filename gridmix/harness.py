@@ -44,6 +44,7 @@ class RunTask:
     threads: int
     knobs: dict = field(default_factory=dict)
     precision: str = "fp32"  # or "bf16" / "fp16" mixed precision (gridmix.precision), already resolved
+    data: str = ""  # the study's data fingerprint (gridmix.fingerprint); empty in ledgers written before it
 
     @property
     def config(self) -> dict:
@@ -51,7 +52,7 @@ class RunTask:
                       device=self.device)
         if self.precision != "fp32":  # float32 runs keep the keys they had before mixed precision existed
             config["precision"] = self.precision
-        return config
+        return dict(config, data=self.data) if self.data else config
 
     @property
     def key(self) -> str:
@@ -77,6 +78,7 @@ class Study:
     threads: int
     knobs: dict = field(default_factory=dict)  # per model name: keyword overrides of its builder
     precision: str = "fp32"  # "bf16" / "fp16": mixed precision (gridmix.precision)
+    data: dict = field(default_factory=dict)  # gridmix.fingerprint.data_fingerprint of the study's data
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -91,7 +93,7 @@ class Study:
     def task(self, model: str, lr: float, seed: int) -> RunTask:
         return RunTask(track=self.track, model=model, grid=self.grid, lr=lr, seed=seed, budget=self.budget,
                        device=self.device, threads=self.threads, knobs=self.knobs.get(model, {}),
-                       precision=self.precision)
+                       precision=self.precision, data=self.data.get("hash", ""))
 
     def sweep_tasks(self) -> list[RunTask]:
         return [self.task(model, lr, seed) for model in self.models for lr in self.budget.lrs
@@ -110,7 +112,8 @@ def versions() -> dict:
 
 
 @functools.lru_cache(maxsize=4)
-def _track_data(track_name: str, grid: str, seed: int, sizes: DataSizes) -> TrackData:
+def _track_data(track_name: str, grid: str, seed: int, sizes: DataSizes, fingerprint: str = "") -> TrackData:
+    """The track's data, cached per process; ``fingerprint`` keeps data of a changed source apart."""
     from gridmix.plugins import load_registry, validate_data
 
     track = load_registry().track(track_name)
@@ -129,7 +132,7 @@ def execute(task: RunTask, *, on_epoch: Callable[[int, float, float], None] | No
     try:
         track = load_registry().track(task.track)
         spec = track.model(task.model)
-        data = _track_data(task.track, task.grid, task.seed, task.budget.sizes)
+        data = _track_data(task.track, task.grid, task.seed, task.budget.sizes, task.data)
     except Exception as exc:  # a broken plugin or bad data is this run's recorded failure
         error = f"{type(exc).__name__}: {exc}"
     if not error:

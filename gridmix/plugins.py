@@ -70,9 +70,16 @@ class Registry:
     plugins: list[PluginInfo] = field(default_factory=list)
 
     def track(self, name: str) -> Track:
-        """The track called ``name``; ``ValueError`` with close matches and the installed names otherwise."""
+        """The track called ``name``; ``ValueError`` with close matches and the installed names otherwise.
+
+        When a broken plugin has that name (the built-in file-based tracks are named like their plugins),
+        the error is the plugin's own, e.g. the bad row of the user's CSV file.
+        """
         if name in self.tracks:
             return self.tracks[name]
+        for broken in self.broken:  # the plugin that provides this track failed: its own error is the answer
+            if broken.name == name:
+                raise ValueError(f"track {name!r} is unavailable: plugin {broken.name!r} failed: {broken.error}")
         installed = ", ".join(self.tracks) or "none"
         close = difflib.get_close_matches(name, self.tracks, n=1)
         hint = f"; did you mean {close[0]!r}?" if close else ""

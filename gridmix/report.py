@@ -63,7 +63,17 @@ def _mechanism(study: Study, rows: dict[str, RunRow], idea_lr: float | None) -> 
     for seed, row in enumerate(_final_rows(study, rows, study.idea, idea_lr)):
         if row is not None and row.status == "ok" and "mechanism" in row.extras:
             per_seed[seed] = row.extras["mechanism"]
-    return combine_signatures(per_seed) if per_seed else None
+    try:
+        return combine_signatures(per_seed) if per_seed else None
+    except Exception as error:  # recorded and rendered as failed; the comparison stands
+        return {"error": f"{type(error).__name__}: {error}"}
+
+
+def _identity(spec: dict, versions: dict) -> dict:
+    """What the study ran on: its data (fingerprint, source, split sizes) and the code (versions, plugin)."""
+    data = spec.get("data") or {}
+    return dict(data=data or None,
+                code=dict(versions, plugin=data.get("plugin"), plugin_version=data.get("plugin_version")))
 
 
 def build_report(ledger: Ledger) -> dict:
@@ -71,7 +81,11 @@ def build_report(ledger: Ledger) -> dict:
     spec = ledger.study()
     if spec is None:
         raise ValueError(f"the ledger {str(ledger.path)!r} holds no study yet; run `gridmix run` first")
-    study = Study.from_dict(spec)
+    try:
+        study = Study.from_dict(spec)
+    except (KeyError, TypeError) as error:  # hand-written or foreign: refused in one line, never a traceback
+        raise ValueError(f"the study spec in {str(ledger.path)!r} is incomplete or foreign "
+                         f"({type(error).__name__}: {error}); was it written by `gridmix run`?") from None
     rows = {row.key: row for row in ledger.rows()}
     chosen, sweeps = choose_learning_rates(study, rows)
     arms = {model: _arm(study, rows, model, chosen[model], sweeps[model]) for model in study.models}
@@ -119,6 +133,7 @@ def build_report(ledger: Ledger) -> dict:
         precision=study.precision,
         threads=study.threads,
     )
+    report.update(_identity(spec, report["versions"]))
     report.update(ledger.fetch("analyses") or {})
     return report
 
@@ -145,9 +160,19 @@ def write_report(report: dict, out: str | Path) -> list[Path]:
 
     out = Path(out)
     paths = [out / "bench_report.json", out / "report.md"]
+    errors: list[str] = []
+    figures = plot_report(report, out, errors=errors)
+    if errors:
+        report = dict(report, plot_errors=errors)
     paths[0].write_text(json.dumps(report, indent=2, sort_keys=False) + "\n")
-    figures = plot_report(report, out)
-    paths[1].write_text(render_markdown(report, figures=[p.name for p in figures]))
+    try:
+        markdown = render_markdown(report, figures=[p.name for p in figures])
+    except Exception as error:  # never lose report.md: the verdict and the error, the JSON holds the rest
+        markdown = (f"# gridmix: {report.get('model')} on {report.get('track')} {report.get('grid')}\n\n"
+                    f"**Verdict: {report.get('comparison', {}).get('verdict', '–')}**\n\n"
+                    f"The full report could not be rendered ({type(error).__name__}: {error}); "
+                    "bench_report.json holds every number.\n")
+    paths[1].write_text(markdown)
     return paths + figures
 
 
@@ -209,9 +234,44 @@ def render_markdown(report: dict, *, figures: list[str] = ()) -> str:
     return "\n".join(lines)
 
 
+def _section(title: str, render, *args) -> list[str]:
+    """A report section's lines, or, when rendering it fails, the section as "–" with its error."""
+    try:
+        return render(*args)
+    except Exception as error:
+        return ["", f"## {title}", "", f"– (this section could not be rendered: {type(error).__name__}: {error})"]
+
+
 def _markdown_sections(report: dict) -> list[str]:
+    return (_section("Mechanism", _mechanism_lines, report.get("mechanism_signature"))
+            + _section("Parity", _parity_lines, report.get("parity"))
+            + _section("Scaling", _scaling_lines, report.get("scaling"))
+            + _section("Failed or diverged runs", _failure_lines, report)
+            + _section("Data and code", _identity_lines, report)
+            + _section("Timings", _timing_lines, report["timings"]))
+
+
+def _identity_lines(report: dict) -> list[str]:
+    data, code = report.get("data"), report.get("code") or {}
+    lines = ["", "## Data and code", ""]
+    if data:
+        source = (f"source `{data['source']}` (sha256 {data['source_hash']}), " if data.get("source") else
+                  "generated data, ")
+        sizes = data["sizes"]
+        lines.append(f"Data: {source}plugin {data['plugin']} {data['plugin_version']}; fingerprint {data['hash']} "
+                     f"(tensors {data['tensors']} at seed {data['seed']}, grid {data['grid']}); splits train "
+                     f"{sizes['train']} / val {sizes['val']} / test {sizes['test']} samples.")
+    else:
+        lines.append("Data: – (this ledger predates data fingerprints)")
+    lines.append("Code: " + ", ".join(f"{k} {v}" for k, v in code.items() if v) + ".")
+    lines += [f"- ⚠ {error}" for error in report.get("plot_errors", [])]
+    return lines
+
+
+def _mechanism_lines(mech: dict | None) -> list[str]:
     lines = []
-    mech = report.get("mechanism_signature")
+    if mech and "error" in mech:
+        return ["", "## Mechanism", "", f"– (mechanism analysis failed: {mech['error']})"]
     if mech:
         lines += ["", "## Mechanism (every seed's trained idea model)", "",
                   f"Confirmed: **{mech['confirmed']}** — largest factor singular value "
@@ -220,14 +280,19 @@ def _markdown_sections(report: dict) -> list[str]:
                   f"{_fmt(mech.get('certified_operator_bound'))}; probe ‖Mv‖/‖v‖ "
                   f"{_fmt(mech['probe_norm_ratio_after_mixing'])}; residual block Lipschitz estimate "
                   f"{_fmt(mech.get('residual_block_lipschitz'))} (power iteration; the block has no certificate)."]
-    lines += _parity_lines(report.get("parity")) + _scaling_lines(report.get("scaling"))
-    if report["failures"]:
-        lines += ["", "## Failed or diverged runs", "", "| model | lr | seed | status | error |",
-                  "|---|---|---|---|---|"]
-        lines += [f"| {f['model']} | {_fmt(f['lr'])} | {f['seed']} | {f['status']} | {f['error']} |"
-                  for f in report["failures"]]
-    timings = report["timings"]
-    lines += ["", "## Timings", "", f"{timings['method']}; threads {timings['threads']}.", "",
+    return lines
+
+
+def _failure_lines(report: dict) -> list[str]:
+    if not report["failures"]:
+        return []
+    return (["", "## Failed or diverged runs", "", "| model | lr | seed | status | error |", "|---|---|---|---|---|"]
+            + [f"| {f['model']} | {_fmt(f['lr'])} | {f['seed']} | {f['status']} | {f['error']} |"
+               for f in report["failures"]])
+
+
+def _timing_lines(timings: dict) -> list[str]:
+    lines = ["", "## Timings", "", f"{timings['method']}; threads {timings['threads']}.", "",
               "| model | runs | total s | median run s |", "|---|---|---|---|"]
     lines += [f"| {m} | {t['runs']} | {t['total_s']:.1f} | {t['median_run_s']:.2f} |"
               for m, t in timings["per_model"].items()]
@@ -263,7 +328,8 @@ def _scaling_lines(scaling: dict | None) -> list[str]:
              f"of {scaling['repeats']}; peak memory of a fresh subprocess per point, see docs/analysis.md)", "",
              "| model | grid | parameters | GFLOPs | time ms | peak MB | note |", "|---|---|---|---|---|---|---|"]
     for point in scaling["points"]:
-        lines.append(f"| {point['model']} | {point['grid']} | {point['params']:,} | {_fmt(point['gflops'])} | "
+        params = "–" if point["params"] is None else f"{point['params']:,}"  # None: the point failed
+        lines.append(f"| {point['model']} | {point['grid']} | {params} | {_fmt(point['gflops'])} | "
                      f"{_fmt(point['time_ms'])} | {_fmt(point['peak_mb'])} | {point['skipped'] or ''} |")
     lines += ["", "| model | quantity | exponent vs N (all points) | R² | exponent (largest two grids) |",
               "|---|---|---|---|---|"]

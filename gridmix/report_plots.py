@@ -91,18 +91,31 @@ def plot_curves(report: dict, path: Path) -> Path:
     return path
 
 
-def plot_report(report: dict, out: Path) -> list[Path]:
-    """Every plot the report has data for; returns the files written."""
-    out = Path(out)
-    paths = []
-    if report["baselines"]:
-        paths.append(plot_paired(report, out / "paired.png"))
-    paths.append(plot_sweep(report, out / "sweep.png"))
-    paths.append(plot_curves(report, out / "curves.png"))
+def plot_report(report: dict, out: Path, *, errors: list[str] | None = None) -> list[Path]:
+    """Every plot the report has data for; returns the files written.
+
+    A plot that fails (a file-system error aside, which propagates) is skipped and its error appended to
+    ``errors``, so one bad section never costs the report the others.
+    """
     from gridmix.analysis import plots
 
-    if report.get("scaling"):
-        paths.append(plots.plot_scaling(report["scaling"], out / "scaling.png"))
-    if report.get("mechanism_signature"):
-        paths.append(plots.plot_spectra(report["mechanism_signature"], out / "spectra.png"))
+    out = Path(out)
+    wanted = [("sweep", lambda: plot_sweep(report, out / "sweep.png")),
+              ("curves", lambda: plot_curves(report, out / "curves.png"))]
+    if report["baselines"]:
+        wanted.insert(0, ("paired", lambda: plot_paired(report, out / "paired.png")))
+    if report.get("scaling") and "error" not in report["scaling"]:
+        wanted.append(("scaling", lambda: plots.plot_scaling(report["scaling"], out / "scaling.png")))
+    if report.get("mechanism_signature") and "error" not in report["mechanism_signature"]:
+        wanted.append(("spectra", lambda: plots.plot_spectra(report["mechanism_signature"], out / "spectra.png")))
+    paths = []
+    for name, draw in wanted:
+        try:
+            paths.append(draw())
+        except OSError:
+            raise
+        except Exception as error:
+            plt.close("all")
+            if errors is not None:
+                errors.append(f"{name} plot: {type(error).__name__}: {error}")
     return paths

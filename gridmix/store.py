@@ -7,18 +7,25 @@ write atomic) resumes and loses nothing. The study's specification is kept too, 
 DIR`` re-renders from the ledger alone. docs/design.md section 6.
 
 A path that holds something else (a file that is not SQLite, a database without gridmix's marker, a
-non-empty directory without a ledger) is refused with a clear error; nothing is ever overwritten.
+non-empty directory without a ledger) is refused with a clear error; nothing is ever overwritten. The
+ledger is built in a temporary file and linked into place, so it is never seen half-created; one left
+half-created by an older gridmix (a ``meta`` table and no runs, e.g. on a full disk) is recreated.
+The study's identity includes its data fingerprint (:mod:`gridmix.fingerprint`): results on other data
+are refused, not reused.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
+import os
 import sqlite3
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 LEDGER_NAME = "ledger.sqlite"
+LOCK_NAME = ".gridmix.lock"
 FORMAT = "gridmix-ledger"
 VERSION = 1
 
@@ -77,43 +84,70 @@ def run_key(*, track: str, model: str, grid: str, lr: float, seed: int, config: 
 
 
 class Ledger:
-    """Open (or create) the ledger of the output directory ``out``."""
+    """Open (or create) the ledger of the output directory ``out``.
 
-    def __init__(self, out: str | Path, *, create: bool = True) -> None:
+    ``lock=True`` takes an exclusive lock on ``out`` (an ``flock`` on :data:`LOCK_NAME`, released by the
+    kernel when the process dies, even by SIGKILL) and refuses a directory a live process holds.
+    """
+
+    def __init__(self, out: str | Path, *, create: bool = True, lock: bool = False) -> None:
         out = Path(out)
         self.path = out / LEDGER_NAME
+        self._lock = None
         if out.exists() and not out.is_dir():
             raise LedgerError(f"output path {str(out)!r} is a file, not a directory; choose another --out")
         if not self.path.exists():
             if not create:
                 raise LedgerError(f"{str(out)!r} holds no gridmix ledger ({LEDGER_NAME}); is it a gridmix output dir?")
-            if out.exists() and any(out.iterdir()):
+            if out.exists() and any(not _own_file(path.name) for path in out.iterdir()):
                 raise LedgerError(f"output directory {str(out)!r} is not empty and holds no gridmix ledger; "
                                   "refusing to write into it, choose another --out")
             out.mkdir(parents=True, exist_ok=True)
-            self._conn = sqlite3.connect(self.path)
-            with self._conn:
-                self._conn.executescript(_SCHEMA)
-                self._conn.executemany("INSERT INTO meta VALUES (?, ?)",
-                                       [("format", FORMAT), ("version", str(VERSION))])
-            return
-        self._conn = sqlite3.connect(self.path)
+        if lock:
+            self._lock = _acquire_lock(out)
         try:
-            tables = {row[0] for row in self._conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-            marker = (dict(self._conn.execute("SELECT key, value FROM meta").fetchall()) if "meta" in tables else {})
+            self._conn = self._open(create)
+        except BaseException:
+            self._release()
+            raise
+
+    def _open(self, create: bool) -> sqlite3.Connection:
+        if not self.path.exists():
+            _create_atomically(self.path)
+        conn = sqlite3.connect(self.path)
+        try:
+            tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            marker = dict(conn.execute("SELECT key, value FROM meta").fetchall()) if "meta" in tables else {}
+            half_created = (tables <= {"meta", "runs"} and not marker
+                            and ("runs" not in tables or conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 0))
         except sqlite3.DatabaseError as error:
-            self._conn.close()
+            conn.close()
             raise LedgerError(f"{str(self.path)!r} is not a gridmix ledger (SQLite says: {error})") from None
+        if half_created:  # an earlier gridmix died (or ran out of space) while creating it: nothing to lose
+            conn.close()
+            if not create:
+                raise LedgerError(f"{str(self.path)!r} is a half-created gridmix ledger holding no runs; "
+                                  "`gridmix run` recreates it")
+            self.path.unlink()
+            _create_atomically(self.path)
+            return sqlite3.connect(self.path)
         if marker.get("format") != FORMAT or "runs" not in tables:
-            self._conn.close()
+            conn.close()
             raise LedgerError(f"{str(self.path)!r} is an SQLite file but not a gridmix ledger; refusing to touch it")
         if marker.get("version") != str(VERSION):
-            self._conn.close()
+            conn.close()
             raise LedgerError(f"{str(self.path)!r} has ledger version {marker.get('version')}; "
                               f"this gridmix reads version {VERSION}")
+        return conn
+
+    def _release(self) -> None:
+        if self._lock is not None:
+            self._lock.close()  # closing the file drops the flock
+            self._lock = None
 
     def close(self) -> None:
         self._conn.close()
+        self._release()
 
     def __enter__(self) -> Ledger:
         return self
@@ -166,9 +200,63 @@ class Ledger:
 
     def set_study(self, study: dict) -> None:
         """Store the study spec; a directory holds one study (one track on one grid)."""
+        from gridmix.fingerprint import describe_change
+
         previous = self.study()
         if previous is not None and (previous["track"], previous["grid"]) != (study["track"], study["grid"]):
             raise LedgerError(f"{str(self.path.parent)!r} holds the study of track {previous['track']!r} on grid "
                               f"{previous['grid']}; it cannot also hold {study['track']!r} on {study['grid']}: "
                               "choose another --out")
+        change = describe_change(previous.get("data") or {}, study.get("data") or {}) if previous else ""
+        if change and previous.get("data") and study.get("data"):
+            raise LedgerError(f"{str(self.path.parent)!r} holds results on other data ({change}); re-run with "
+                              "--fresh to start a fresh study there, or choose another --out")
         self.put("study", study)
+
+    def start_fresh(self) -> None:
+        """Forget the study spec and its analyses (the old runs stay, under keys no new study uses)."""
+        with self._conn:
+            self._conn.execute("DELETE FROM meta WHERE key IN ('doc:study', 'doc:analyses')")
+
+
+def _own_file(name: str) -> bool:
+    """Files gridmix itself keeps in an output directory beside the ledger (lock, temp and journal files)."""
+    return name == LOCK_NAME or name.lstrip(".").startswith(LEDGER_NAME)
+
+
+def _create_atomically(path: Path) -> None:
+    """Build a complete empty ledger in a temporary file, then link it into place (never half a ledger)."""
+    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        conn = sqlite3.connect(temp)
+        try:
+            with conn:
+                conn.executescript(_SCHEMA)
+                conn.executemany("INSERT INTO meta VALUES (?, ?)", [("format", FORMAT), ("version", str(VERSION))])
+        finally:
+            conn.close()
+        try:
+            os.link(temp, path)  # atomic and never overwrites: a ledger another process made first wins
+        except FileExistsError:
+            pass
+    finally:
+        temp.unlink(missing_ok=True)
+
+
+def _acquire_lock(out: Path):
+    """An exclusive, non-blocking flock on ``out/LOCK_NAME`` holding our pid; ``LedgerError`` if taken."""
+    handle = open(out / LOCK_NAME, "a+")  # held open for the ledger's lifetime
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        holder = handle.read().strip()
+        handle.close()
+        raise LedgerError(f"output directory {str(out)!r} is in use by another gridmix process"
+                          f"{f' (pid {holder})' if holder else ''}; wait for it to finish or choose another --out"
+                          ) from None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(f"{os.getpid()}\n")
+    handle.flush()
+    return handle

@@ -111,6 +111,8 @@ class Track:
         ceiling: the metric's best attainable value where one exists (accuracy 1.0, MSE 0.0), else ``None``.
             The report flags arms whose seeds all sit at ``chance`` or ``ceiling`` as uninformative.
         plugin, plugin_version: filled in by the plugin manager (entry-point name, distribution version).
+        source: for a track that reads the user's files, the file or folder its data comes from; its bytes
+            enter the data fingerprint (:mod:`gridmix.fingerprint`). Empty for generated data.
     """
 
     name: str
@@ -130,6 +132,7 @@ class Track:
     ceiling: float | None = None
     plugin: str = ""
     plugin_version: str = ""
+    source: str = ""
 
     @property
     def idea(self) -> ModelSpec:

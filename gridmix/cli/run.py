@@ -9,24 +9,34 @@ with a learning-rate sweep (:mod:`gridmix.harness`), writes every finished run t
 from __future__ import annotations
 
 import os
+import sqlite3
 import sys
 import time
 from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from gridmix.cli.app import app
 
-console = Console(stderr=True)
+console = Console(stderr=True, soft_wrap=True)  # a log file gets whole lines, never wrapped at 80 columns
 
 
 def fail(message: str) -> None:
-    """A user mistake: one line on stderr, exit status 2."""
-    console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    """A user mistake (or a file system that refuses): one line on stderr, exit status 2."""
+    console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(2)
+
+
+def storage_error(error: OSError | sqlite3.Error, path: Path) -> str:
+    """One line naming the path an ``OSError`` or SQLite error is about."""
+    if isinstance(error, OSError):
+        where = error.filename if error.filename is not None else path
+        return f"{where}: {error.strerror or error} ({type(error).__name__})"
+    return f"{path}: SQLite error: {error}"
 
 
 def parse_floats(text: str, name: str) -> tuple[float, ...]:
@@ -88,13 +98,14 @@ def run(
     threads: int = typer.Option(None, min=1, help="Torch threads per run (default: all cores / jobs)."),
     scaling: bool = typer.Option(True, help="Measure time, FLOPs and memory at this grid and smaller ones."),
     match_params: str = typer.Option(None, help="Scale the idea's width knob to this baseline's parameter count."),
+    fresh: bool = typer.Option(False, "--fresh", help="Start a fresh study in --out even if it holds results on "
+                                                      "other data (they are kept, but no longer reported)."),
 ) -> None:
     """Compare the idea model with its baselines on a track: paired seeds, LR sweep, exact statistics."""
     from gridmix.budget import resolve_budget
-    from gridmix.harness import Runner, Study
+    from gridmix.harness import Study
     from gridmix.plugins import load_registry
     from gridmix.precision import resolve_precision
-    from gridmix.report import build_report, write_report
     from gridmix.store import Ledger
     from gridmix.train import resolve_device
 
@@ -114,18 +125,61 @@ def run(
     study = Study(track=chosen_track.name, grid=str(chosen_grid), models=names, idea=chosen_track.idea.name,
                   matched_baseline=chosen_track.matched_baseline, metric_name=chosen_track.metric_name,
                   direction=chosen_track.direction, budget=chosen_budget, device=resolved_device,
-                  threads=run_threads, knobs=knobs, precision=resolved_precision)
+                  threads=run_threads, knobs=knobs, precision=resolved_precision,
+                  data=_fingerprint(chosen_track, chosen_grid, chosen_budget))
     out = out or Path("runs") / f"{study.track}-{study.grid}-{chosen_budget.name}"
+    ledger = None
     try:
-        ledger = Ledger(out)
-    except ValueError as error:
-        fail(str(error))
+        ledger = Ledger(out, lock=True)
+        if fresh:
+            ledger.start_fresh()
+        ledger.set_study(study.to_dict())
+    except (ValueError, OSError, sqlite3.Error) as error:
+        if ledger is not None:
+            ledger.close()
+        fail(str(error) if isinstance(error, ValueError) else storage_error(error, out))
     runner_executor = make_executor(executor, jobs=jobs, address=address)
     console.print(f"[bold]gridmix run[/] {study.track} {study.grid}: models {', '.join(names)}; budget "
-                  f"{chosen_budget.name} ({chosen_budget.seeds} seeds, lrs {chosen_budget.lrs}); "
-                  f"{resolved_device} {resolved_precision}, "
-                  f"{run_threads} thread(s); ledger {ledger.path}", highlight=False)
-    started = time.perf_counter()
+                  f"{chosen_budget.name} ({chosen_budget.seeds} seeds, lrs {chosen_budget.lrs}); {resolved_device} "
+                  f"{resolved_precision}, "
+                  f"{run_threads} thread(s); data {study.data['hash']}; ledger {ledger.path}", highlight=False)
+    try:
+        report, paths, seconds = _run_study(study, ledger, runner_executor, chosen_track, chosen_grid, knobs, out,
+                                            scaling=scaling)
+    except KeyboardInterrupt:
+        console.print(f"interrupted: the finished runs are saved in {ledger.path}; re-run the same command to "
+                      "resume where it stopped", highlight=False)
+        raise typer.Exit(130) from None
+    except (OSError, sqlite3.Error) as error:
+        fail(storage_error(error, out))
+    Console(width=None if sys.stdout.isatty() else 140).print(results_table(report))
+    console.print(f"verdict: [bold]{report['comparison']['verdict']}[/]; report: {paths[1]} ({seconds:.0f} s)",
+                  highlight=False)
+    errors = analysis_errors(report)
+    for line in errors:
+        console.print(f"[red]{escape(line)}[/]", highlight=False)
+    if errors:
+        raise typer.Exit(1)
+
+
+def _fingerprint(track, grid, budget) -> dict:
+    """The study's data fingerprint; building the data here surfaces a plugin's data error before any run."""
+    from gridmix.fingerprint import data_fingerprint
+
+    try:
+        return data_fingerprint(track, grid, budget.sizes)
+    except Exception as error:  # the plugin's own message, in one line, at the command that needs the data
+        message = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        fail(f"track {track.name!r} (plugin {track.plugin!r}) could not build its data on grid {grid}: "
+             f"{type(error).__name__}: {message}")
+
+
+def _run_study(study, ledger, runner_executor, chosen_track, chosen_grid, knobs, out, *, scaling: bool):
+    """Train what the ledger lacks, measure the analyses, write the report: (report, paths, seconds)."""
+    from gridmix.harness import Runner
+    from gridmix.report import build_report, write_report
+
+    chosen_budget, started = study.budget, time.perf_counter()
     with ledger, _progress() as progress:
         overall = progress.add_task("runs", total=0)
         current = progress.add_task("current run", total=chosen_budget.epochs, visible=False)
@@ -141,24 +195,30 @@ def run(
 
         def on_done(task, row):
             progress.advance(overall)
-            if row.status != "ok":
-                progress.console.print(f"[yellow]{task.label}: {row.status}[/] {row.error}", highlight=False)
+            if not console.is_terminal:  # a log file: one plain line per finished run
+                console.print(run_line(task, row, study.metric_name), highlight=False, markup=False)
+            elif row.status != "ok":
+                progress.console.print(f"[yellow]{escape(task.label)}: {row.status}[/] {escape(row.error)}",
+                                       highlight=False)
 
         Runner(study, ledger, runner_executor, on_plan=on_plan, on_start=on_start, on_epoch=on_epoch,
                on_done=on_done).run()
         progress.update(current, visible=False)
         if scaling:
-            _store_analyses(ledger, chosen_track, chosen_grid, names, chosen_budget, knobs, progress)
+            _store_analyses(ledger, chosen_track, chosen_grid, study.models, chosen_budget, knobs, progress)
         report = build_report(ledger)
         paths = write_report(report, out)
-    Console(width=None if sys.stdout.isatty() else 140).print(results_table(report))
-    console.print(f"verdict: [bold]{report['comparison']['verdict']}[/]; report: {paths[1]} "
-                  f"({time.perf_counter() - started:.0f} s)", highlight=False)
-    errors = analysis_errors(report)
-    for line in errors:
-        console.print(f"[red]{line}[/]", highlight=False)
-    if errors:
-        raise typer.Exit(1)
+    return report, paths, time.perf_counter() - started
+
+
+def run_line(task, row, metric_name: str) -> str:
+    """One finished run as a plain log line: model, learning rate, seed, status, metrics, seconds."""
+    def value(number):
+        return "–" if number is None else f"{number:.4g}"
+
+    line = (f"done {task.label}: {row.status}, val {value(row.val_metric)}, {metric_name} {value(row.test_metric)}, "
+            f"{row.wall_s:.1f} s")
+    return line + (f"; {row.error}" if row.error else "")
 
 
 def _match_knobs(track, grid, baseline: str) -> dict[str, dict]:
@@ -202,8 +262,9 @@ def _choose_models(track, grid, models: str | None) -> tuple[str, ...]:
 
 
 def _progress() -> Progress:
+    """Live bars on a terminal; elsewhere (a pipe, a log file) none: ``on_done`` prints a line per run."""
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    console=console)
+                    console=console, disable=not console.is_terminal)
 
 
 def _store_analyses(ledger, track, grid, names, budget, knobs, progress) -> None:
@@ -248,10 +309,12 @@ def report(directory: Path = typer.Argument(..., help="An output directory of `g
     from gridmix.store import Ledger
 
     try:
-        with Ledger(directory, create=False) as ledger:
+        with Ledger(directory, create=False, lock=True) as ledger:
             rebuilt = build_report(ledger)
+            paths = write_report(rebuilt, directory)
     except ValueError as error:
         fail(str(error))
-    paths = write_report(rebuilt, directory)
+    except (OSError, sqlite3.Error) as error:
+        fail(storage_error(error, directory))
     Console(width=None if sys.stdout.isatty() else 140).print(results_table(rebuilt))
     console.print(f"wrote {', '.join(str(p) for p in paths)}", highlight=False)

@@ -12,17 +12,18 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from gridmix.cli.app import app
 
-console = Console(stderr=True)
+console = Console(stderr=True, soft_wrap=True)
 
 
 def _fail(message: str) -> None:
-    """A user mistake: one line on stderr, exit status 2."""
-    console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    """A user mistake (or a file system that refuses): one line on stderr, exit status 2."""
+    console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(2)
 
 
@@ -110,21 +111,35 @@ def scale(
         _fail(f"--grids {grids!r} names no grid; expected e.g. 16x16,32x32,64x64")
     out = Path(out) if out else Path("runs") / f"scale-{chosen.name}"
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                        console=console, disable=as_json)
+                        console=console, disable=as_json or not console.is_terminal)
     with progress:
         task = progress.add_task("scaling", total=len(parsed) * len(names))
 
         def on_start(model: str, grid) -> None:
             progress.update(task, description=f"{model} {grid}")
 
+        def on_point(point) -> None:
+            progress.advance(task)
+            if not as_json and not console.is_terminal:  # a log file: one plain line per finished point
+                measured = f"{point.timing.median_s * 1e3:.3g} ms" if point.timing else "not timed"
+                console.print(f"done {point.model} {point.grid}: {point.skipped or measured}", highlight=False,
+                              markup=False)
+
         result = scale_track(chosen, parsed, models=names, batch=batch, threads=threads, repeats=repeats,
                              warmup=warmup, device=resolved, memory=memory, on_start=on_start,
-                             on_point=lambda point: progress.advance(task)).to_dict()
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "scaling.json").write_text(json.dumps(result, indent=2))
-    plot_scaling(result, out / "scaling.png")
+                             on_point=on_point).to_dict()
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "scaling.json").write_text(json.dumps(result, indent=2))
+        plot_scaling(result, out / "scaling.png")
+    except OSError as error:
+        _fail(f"{error.filename if error.filename is not None else out}: {error.strerror or error} "
+              f"({type(error).__name__})")
+    measured = [p for p in result["points"] if p["time_ms"] is not None or p["gflops"] is not None]
     if as_json:
         typer.echo(json.dumps(result, indent=2))
+        if not measured:
+            raise typer.Exit(1)
         return
     stdout = Console()
     table, notes = points_table(result)
@@ -137,3 +152,7 @@ def scale(
         console.print(f"[yellow]warning:[/] 1-minute load average {max(loads):.1f} on {result['cpu_count']} CPUs: "
                       "other processes competed for the cores, so the timings are inflated and noisy", highlight=False)
     console.print(f"wrote {out / 'scaling.json'} and {out / 'scaling.png'}", highlight=False)
+    if not measured:  # every point failed or was skipped: the command did not do its work
+        console.print(f"[red]error:[/] no point of {len(result['points'])} was measured (see the notes above)",
+                      highlight=False)
+        raise typer.Exit(1)

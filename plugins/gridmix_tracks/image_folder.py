@@ -3,9 +3,10 @@
 Point ``GRIDMIX_IMAGE_FOLDER`` at a root holding one sub-folder per class (``root/cat/001.png``, …); the
 track then appears in ``gridmix tracks`` (unset, this plugin adds nothing). Images are converted to RGB
 and resized (bilinear) to exactly the grid, one pixel per token; channels are standardised with the
-training split's mean and standard deviation. A fixed seed (not the run's) shuffles the images into
-train / validation / test (60 / 20 / 20 %, each capped at the budget's sizes): every seed tests on the same
-images (seeds vary initialisation and batch order), so the inference is conditional on this dataset.
+training split's mean and standard deviation. An image that cannot be decoded fails the data build
+with an error naming its file. A fixed seed (not the run's) shuffles the images into train / validation /
+test (60 / 20 / 20 %, each capped at the budget's sizes): every seed tests on the same images (seeds vary
+initialisation and batch order), so the inference is conditional on this dataset.
 Models: the ``image`` track's (ViT, the same ViT with the concentration mixer, MLP-Mixer).
 
 Shape legend:
@@ -83,8 +84,12 @@ class ImageFolderSource:
         pixels, labels = [], []
         for i in index:
             path, label = self.samples[i]
-            with Image.open(path) as image:
-                resized = image.convert("RGB").resize((W, H), Image.Resampling.BILINEAR)
+            try:
+                with Image.open(path) as image:
+                    resized = image.convert("RGB").resize((W, H), Image.Resampling.BILINEAR)
+            except (OSError, ValueError, Image.DecompressionBombError) as error:  # corrupt, truncated, not an image
+                raise ValueError(f"{ENV}: {path} is not a readable image ({type(error).__name__}: "
+                                 f"{str(error).splitlines()[0] if str(error) else ''})") from None
             pixels.append(pil_to_tensor(resized).float() / 255.0)
             labels.append(label)
         return torch.stack(pixels), torch.tensor(labels, dtype=torch.int64)
@@ -107,6 +112,7 @@ def image_folder_track(root: str | os.PathLike) -> Track:
         models=ImageModels(in_chans=3, num_classes=len(source.classes)).specs(),
         matched_baseline="vit",
         budget_overrides=BUDGET_OVERRIDES,
+        source=str(source.root),
     )
 
 

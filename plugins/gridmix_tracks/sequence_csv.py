@@ -50,8 +50,11 @@ def read_series(path: str | os.PathLike, column: str | None = None) -> tuple[np.
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"{ENV}={str(path)!r}: no such file")
-    with path.open(newline="") as handle:
-        rows = [(number, row) for number, row in enumerate(csv.reader(handle), start=1) if row]
+    try:
+        with path.open(newline="") as handle:
+            rows = [(number, row) for number, row in enumerate(csv.reader(handle), start=1) if row]
+    except (OSError, UnicodeDecodeError, csv.Error) as error:
+        raise ValueError(f"{path}: cannot be read as CSV text ({type(error).__name__}: {error})") from None
     if not rows:
         raise ValueError(f"{path}: the file has no rows")
     header = rows[0][1] if any(not _is_number(cell) for cell in rows[0][1]) else None
@@ -132,7 +135,10 @@ def csv_sequence_track(path: str | os.PathLike, column: str | None = None, *, ho
         raise ValueError(f"{path}: column {name!r} has {len(values)} values; a series needs many more")
 
     def make_data(grid: Grid, seed: int, sizes: DataSizes) -> TrackData:
-        windows = window_indices(len(values), context=grid[0], horizon=horizon)
+        try:
+            windows = window_indices(len(values), context=grid[0], horizon=horizon)
+        except ValueError as error:
+            raise ValueError(f"{path}: column {name!r}: {error}") from None
         train_part = values[: windows["train"][1].max() + 1]
         scale = train_part.std()
         if scale == 0:
@@ -159,6 +165,7 @@ def csv_sequence_track(path: str | os.PathLike, column: str | None = None, *, ho
         models=SequenceModels(horizon=horizon).specs(),
         matched_baseline="transformer",
         supports=context_supported,
+        source=str(path),
     )
 
 
