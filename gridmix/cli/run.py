@@ -39,6 +39,36 @@ def parse_floats(text: str, name: str) -> tuple[float, ...]:
     return values
 
 
+DATA_ENV = {"image-folder": "GRIDMIX_IMAGE_FOLDER", "sequence-csv": "GRIDMIX_SEQUENCE_CSV"}
+
+
+def set_data_env(track: str, *, data: Path | None, data_root: Path | None, download: bool) -> None:
+    """Hand --data / --data-root / --download to the data plugins through their environment variables.
+
+    The variables are the plugins' one interface (worker processes inherit them); the options only set them.
+    """
+    if data is not None:
+        if track not in DATA_ENV:
+            fail(f"--data is for the tracks {sorted(DATA_ENV)}; track {track!r} takes none (--data-root for "
+                 f"torchvision data sets)")
+        os.environ[DATA_ENV[track]] = str(data.expanduser().resolve())
+    if data_root is not None:
+        os.environ["GRIDMIX_DATA_ROOT"] = str(data_root.expanduser().resolve())
+    if download:
+        os.environ["GRIDMIX_DOWNLOAD"] = "1"
+    if data is not None or data_root is not None or download:
+        from gridmix.plugins import load_registry
+
+        load_registry(refresh=True)  # the plugins read the variables when the registry is built
+
+
+def check_data(track, grid) -> None:
+    """Make a few samples before any training, so unreadable data stops the run with one line (``ValueError``)."""
+    from gridmix.tracks import DataSizes
+
+    track.make_data(grid, 0, DataSizes(n_train=4, n_val=4, n_test=4))
+
+
 def make_executor(executor: str, *, jobs: int, address: str | None):
     from gridmix.executors import InProcessExecutor, ProcessPoolRunner
 
@@ -86,8 +116,12 @@ def run(
     threads: int = typer.Option(None, min=1, help="Torch threads per run (default: all cores / jobs)."),
     scaling: bool = typer.Option(True, help="Measure time, FLOPs and memory at this grid and smaller ones."),
     match_params: str = typer.Option(None, help="Scale the idea's width knob to this baseline's parameter count."),
+    data: Path = typer.Option(None, help="The data of image-folder (a folder) or sequence-csv (a CSV file)."),
+    data_root: Path = typer.Option(None, help="Root holding torchvision data sets (mnist, cifar10, ...)."),
+    download: bool = typer.Option(False, help="Let torchvision download a missing data set into --data-root."),
 ) -> None:
     """Compare the idea model with its baselines on a track: paired seeds, LR sweep, exact statistics."""
+    set_data_env(track, data=data, data_root=data_root, download=download)
     from gridmix.budget import resolve_budget
     from gridmix.harness import Runner, Study
     from gridmix.plugins import load_registry
@@ -102,6 +136,7 @@ def run(
         chosen_budget = resolve_budget(budget, chosen_track, seeds=seeds,
                                        lrs=parse_floats(lrs, "--lrs") if lrs else None)
         resolved_device = resolve_device(device).type
+        check_data(chosen_track, chosen_grid)
     except ValueError as error:
         fail(str(error))
     names = _choose_models(chosen_track, chosen_grid, models)
