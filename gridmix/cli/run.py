@@ -177,6 +177,7 @@ def run(
         Runner(study, ledger, runner_executor, on_plan=on_plan, on_start=on_start, on_epoch=on_epoch,
                on_done=on_done).run()
         progress.update(current, visible=False)
+        _store_references(ledger, chosen_track, chosen_grid, chosen_budget)
         if scaling:
             _store_analyses(ledger, chosen_track, chosen_grid, names, chosen_budget, knobs, progress)
         report = build_report(ledger)
@@ -260,6 +261,16 @@ def _store_analyses(ledger, track, grid, names, budget, knobs, progress) -> None
             analyses[name] = {"error": f"{type(error).__name__}: {error}"}
     ledger.put("analyses", analyses)
     progress.update(task, visible=False)
+
+
+def _store_references(ledger, track, grid, budget) -> None:
+    """The naive references (majority class, persistence, seasonal naive) on the test split, kept in the ledger."""
+    from gridmix.analysis.references import naive_references
+
+    try:
+        ledger.put("references", naive_references(track, grid, budget.sizes))
+    except Exception as error:  # recorded; the finished runs stay valid
+        ledger.put("references", {"kind": "none", "values": {}, "error": f"{type(error).__name__}: {error}"})
 
 
 def analysis_errors(report: dict) -> list[str]:
