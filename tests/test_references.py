@@ -6,7 +6,7 @@ import numpy as np
 import torch
 from gridmix_tracks.sequence_csv import csv_sequence_track
 
-from gridmix.analysis.references import edge_learning_rates, naive_references, reference_lines
+from gridmix.analysis.references import edge_learning_rates, improving_at_cap, naive_references, reference_lines
 from gridmix.grid import Grid
 from gridmix.tracks import DataSizes, Split, TrackData
 
@@ -48,9 +48,12 @@ def test_majority_class_comes_from_the_training_split():
 
 
 def report(idea_mean: float, base_mean: float, lr_idea: float = 3e-3) -> dict:
-    arm = lambda name, mean, lr: {"name": name, "full": {"mean": mean}, "best_cfg": {"lr": lr}}  # noqa: E731
-    return {"idea": arm("idea", idea_mean, lr_idea), "baselines": {"vit": arm("vit", base_mean, 2e-3)},
-            "metric": "test MSE", "metric_direction": "lower is better", "budget": {"lrs": [1e-3, 2e-3, 3e-3]},
+    arm = lambda name, mean, lr, val: {"name": name, "full": {"mean": mean}, "best_cfg": {"lr": lr},  # noqa: E731
+                                       "curves": {"val": val}}
+    return {"idea": arm("idea", idea_mean, lr_idea, [[3, 2, 1], [3, 1, 2]]),
+            "baselines": {"vit": arm("vit", base_mean, 2e-3, [[3, 1, 2], [2, 1]])}, "n_seeds": 2,
+            "metric": "test MSE", "metric_direction": "lower is better",
+            "budget": {"lrs": [1e-3, 2e-3, 3e-3], "epochs": 3},
             "references": {"kind": "forecasting", "values": {"persistence": 0.5, "seasonal naive (season 4)": 0.4}}}
 
 
@@ -65,3 +68,8 @@ def test_learning_rate_on_the_edge_of_the_sweep_is_flagged():
     assert edge_learning_rates(report(0.3, 0.45)) == {"idea": 3e-3}
     assert "idea chose 0.003" in "\n".join(reference_lines(report(0.3, 0.45)))
     assert edge_learning_rates(report(0.3, 0.45, lr_idea=2e-3)) == {}
+
+
+def test_runs_still_improving_at_the_epoch_cap_are_flagged():
+    assert improving_at_cap(report(0.3, 0.45)) == {"idea": 1}  # vit's short curve stopped early
+    assert "idea in 1 of 2 seeds" in "\n".join(reference_lines(report(0.3, 0.45)))

@@ -1,5 +1,8 @@
 """Naive references a reviewer checks first, on the same test split as the models, and what the report says of them.
 
+Besides the references, the report flags two training problems (:func:`reference_lines`): a chosen learning
+rate on the edge of the sweep, and final runs still improving when the epoch cap ended them.
+
 Classification (int64 class labels ``(S,)``): the majority class of the training split. Forecasting (inputs
 ``(S, 1, L)``, a context window, and float targets ``(S, H)``, the next values): persistence (the window's last
 value for every step ahead) and seasonal naive (the value one season earlier; the season is chosen on the
@@ -81,6 +84,20 @@ def edge_learning_rates(report: dict) -> dict[str, float]:
             if arm["best_cfg"].get("lr") in (lrs[0], lrs[-1])}
 
 
+def improving_at_cap(report: dict) -> dict[str, int]:
+    """Per model, how many final runs were still improving at the epoch cap (best validation epoch the last)."""
+    cap = report["budget"]["epochs"]
+    lower = report["metric_direction"].startswith("lower")
+    arms = {report["idea"]["name"]: report["idea"], **report["baselines"]}
+    counts = {}
+    for name, arm in arms.items():
+        curves = [c for c in arm.get("curves", {}).get("val", []) if len(c) == cap and cap > 1]
+        n = sum(1 for c in curves if c.index(min(c) if lower else max(c)) == cap - 1)
+        if n:
+            counts[name] = n
+    return counts
+
+
 def reference_lines(report: dict) -> list[str]:
     """The report's Markdown on the naive references and learning rates at the edge of the sweep."""
     lines = []
@@ -104,4 +121,10 @@ def reference_lines(report: dict) -> list[str]:
         lines += ["**Learning rate at the edge of the sweep** (the best may lie beyond it; widen `--lrs`): "
                   + ", ".join(f"{name} chose {lr:g}" for name, lr in edges.items())
                   + f" of {sorted(report['budget']['lrs'])}.", ""]
+    improving = improving_at_cap(report)
+    if improving:
+        lines += [f"**Still improving at the cap of {report['budget']['epochs']} epochs** (best validation in the "
+                  "last epoch; more epochs or `patience` in the budget may change the result): "
+                  + ", ".join(f"{name} in {n} of {report['n_seeds']} seeds" for name, n in improving.items()) + ".",
+                  ""]
     return lines

@@ -41,7 +41,9 @@ ROOT_ENV = "GRIDMIX_DATA_ROOT"
 DOWNLOAD_ENV = "GRIDMIX_DOWNLOAD"
 PATCH_ENV = "GRIDMIX_PATCH"
 VAL_FRACTION = 0.1  # of the dataset's training set, fixed for every seed
-BUDGET_OVERRIDES = {"default": {"n_train": 4096, "n_val": 512, "epochs": 6, "batch_size": 32, "sweep_seeds": 1}}
+# up to 30 epochs, stopped after 5 without a better validation accuracy (the best epoch's weights restored)
+BUDGET_OVERRIDES = {"default": {"n_train": 4096, "n_val": 512, "epochs": 30, "patience": 5, "batch_size": 32,
+                                "lrs": (1e-3, 3e-3, 1e-2), "sweep_seeds": 1}}
 
 
 @dataclass(frozen=True)
