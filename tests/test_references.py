@@ -73,3 +73,15 @@ def test_learning_rate_on_the_edge_of_the_sweep_is_flagged():
 def test_runs_still_improving_at_the_epoch_cap_are_flagged():
     assert improving_at_cap(report(0.3, 0.45)) == {"idea": 1}  # vit's short curve stopped early
     assert "idea in 1 of 2 seeds" in "\n".join(reference_lines(report(0.3, 0.45)))
+
+
+def test_plots_draw_the_references_as_labelled_lines():
+    import matplotlib.pyplot as plt
+
+    from gridmix.report_plots import _draw_references
+
+    fig, ax = plt.subplots()
+    _draw_references(ax, report(0.3, 0.45))
+    assert [line.get_ydata()[0] for line in ax.get_lines()] == [0.5, 0.4]
+    assert ax.get_legend_handles_labels()[1] == ["persistence (test)", "seasonal naive (season 4) (test)"]
+    plt.close(fig)
