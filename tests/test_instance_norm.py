@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import torch
-
-from gridmix.grid import Grid
 from gridmix_tracks.instance_norm import RevIN
 from gridmix_tracks.sequence_csv import csv_sequence_track
+
+from gridmix.grid import Grid
 
 
 def test_forecasts_are_equivariant_to_the_windows_level_and_scale():
