@@ -31,6 +31,7 @@ class Budget:
     n_test: int
     weight_decay: float = 0.05
     warmup_frac: float = 0.1  # linear warm-up, then cosine decay, over all optimiser steps
+    patience: int | None = None  # stop after this many epochs without a better validation metric (epochs: the cap)
 
     @property
     def sizes(self) -> DataSizes:
@@ -43,6 +44,8 @@ class Budget:
             raise ValueError(f"budget {self.name!r}: sweep_seeds={self.sweep_seeds}; expected 1..{self.seeds}")
         if not self.lrs or any(not lr > 0 for lr in self.lrs):
             raise ValueError(f"budget {self.name!r}: lrs={self.lrs}; expected positive learning rates")
+        if self.patience is not None and self.patience < 1:
+            raise ValueError(f"budget {self.name!r}: patience={self.patience}; expected None or >= 1")
 
 
 BUDGETS: dict[str, Budget] = {

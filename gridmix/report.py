@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from gridmix.analysis.references import reference_lines
 from gridmix.analysis.stats import compare_many, summarize
 from gridmix.harness import Study, choose_learning_rates
 from gridmix.store import Ledger, RunRow
@@ -135,6 +136,7 @@ def build_report(ledger: Ledger) -> dict:
     )
     report.update(_identity(spec, report["versions"]))
     report.update(ledger.fetch("analyses") or {})
+    report["references"] = ledger.fetch("references")
     return report
 
 
@@ -196,6 +198,7 @@ def render_markdown(report: dict, *, figures: list[str] = ()) -> str:
                   f"detectable effect at 80% power {_fmt(c['mde'])} ({_fmt(c['mde_rel_pct'], 3)}% of baseline).", ""]
     else:
         lines += [f"**Verdict: {c['verdict']}** — {c.get('reason', '')}", ""]
+    lines += reference_lines(report)
     lines += ["## All comparisons (idea − baseline, Holm-adjusted together)", "",
               "| baseline | n | Δ mean | 95% CI | wins | p (exact) | p (Holm) | MDE (80%) | verdict |",
               "|---|---|---|---|---|---|---|---|---|"]

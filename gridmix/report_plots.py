@@ -12,10 +12,17 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 
 def _arms(report: dict) -> dict[str, dict]:
     return {report["idea"]["name"]: report["idea"], **report["baselines"]}
+
+
+def _draw_references(ax, report: dict) -> None:
+    """The naive references (majority class, persistence, ...) as dashed horizontal lines, labelled."""
+    for i, (name, value) in enumerate(((report.get("references") or {}).get("values") or {}).items()):
+        ax.axhline(value, color="grey", ls=("--", ":", "-.")[i % 3], lw=1, label=f"{name} (test)")
 
 
 def plot_paired(report: dict, path: Path) -> Path:
@@ -29,14 +36,17 @@ def plot_paired(report: dict, path: Path) -> Path:
         seeds = sorted(set(idea_by_seed) & set(base_by_seed))
         for s in seeds:
             better = (idea_by_seed[s] < base_by_seed[s]) == report["metric_direction"].startswith("lower")
-            ax.plot([0, 1], [base_by_seed[s], idea_by_seed[s]], "-o", color="tab:green" if better else "tab:red",
-                    alpha=0.7)
+            color = "tab:grey" if idea_by_seed[s] == base_by_seed[s] else "tab:green" if better else "tab:red"
+            ax.plot([0, 1], [base_by_seed[s], idea_by_seed[s]], "-o", color=color, alpha=0.7)
+        _draw_references(ax, report)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
         ax.set_xticks([0, 1], [name, idea["name"]], rotation=10)
         verdict = arm.get("comparison", {}).get("verdict", "")
         ax.set_title(f"{verdict}", fontsize=9)
         ax.set_ylabel(report["metric"])
-    fig.suptitle(f"{report['track']} {report['grid']}: paired seeds ({report['metric_direction']}; "
-                 "green = idea better on that seed)", fontsize=10)
+    fig.suptitle(f"{report['track']} {report['grid']}: paired seeds ({report['metric_direction']})\n"
+                 "green = idea better on that seed, red = worse, grey = tie", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -84,7 +94,12 @@ def plot_curves(report: dict, path: Path) -> Path:
             val_ax.plot(range(1, len(val) + 1), val, color=color, alpha=0.6, label=label)
     loss_ax.set(xlabel="epoch", ylabel="training loss", yscale="log", title="training loss (every seed)")
     val_ax.set(xlabel="epoch", ylabel=f"validation {report['metric']}", title="validation metric (every seed)")
+    _draw_references(val_ax, report)
+    for ax in (loss_ax, val_ax):
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     loss_ax.legend(fontsize=8)
+    if (report.get("references") or {}).get("values"):
+        val_ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -3,7 +3,8 @@
 Seed ``s`` fixes the data (the track generates it from ``s``), the batch order (a generator seeded
 with ``s``) and the initialisation (``torch.manual_seed(s)`` right before the model is built), for
 every model alike. Optimiser: AdamW with linear warm-up then cosine decay over all steps, gradients
-clipped at norm 1. Validation every epoch; the test metric is taken once, from the final model.
+clipped at norm 1. Validation every epoch; the test metric is taken once, from the final model, or with
+``Budget.patience`` from the best validation epoch's (:mod:`gridmix.early_stopping`; epochs are the cap).
 A non-finite loss stops the run, which is then recorded as diverged: it never raises.
 On the CPU, the same arguments and thread count give the same numbers.
 """
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 import torch
 
 from gridmix.budget import Budget
+from gridmix.early_stopping import EarlyStopping
 from gridmix.grid import Grid
 from gridmix.precision import autocast, grad_scaler
 from gridmix.tracks import ModelSpec, Split, Track, TrackData
@@ -94,6 +96,7 @@ def train_run(track: Track, spec: ModelSpec, grid: Grid, *, lr: float, seed: int
             optimizer, warmup_cosine(steps_per_epoch * budget.epochs, budget.warmup_frac))
         scaler = grad_scaler(precision, device)
         order = torch.Generator().manual_seed(seed)
+        stopper = EarlyStopping(budget.patience, direction=track.direction)
         for epoch in range(budget.epochs):
             model.train()
             permutation = torch.randperm(n, generator=order)
@@ -126,13 +129,17 @@ def train_run(track: Track, spec: ModelSpec, grid: Grid, *, lr: float, seed: int
                 return result
             if on_epoch is not None:
                 on_epoch(epoch, result.train_loss[-1], val)
-        result.val_metric = result.val_curve[-1]
+            if stopper.update(val, model):
+                break
+        stopper.restore(model)
+        result.val_metric = result.val_curve[stopper.best_epoch if budget.patience else -1]
+        result.extras["training"] = stopper.summary()
         result.test_metric = evaluate(model, data.test, track.metric, batch_size=budget.batch_size * 2,
                                       device=device, precision=precision)
         if not math.isfinite(result.test_metric):
             result.status, result.error = "diverged", "non-finite test metric"
         elif after_training is not None:
-            result.extras = after_training(model, data)
+            result.extras.update(after_training(model, data))
     except Exception as error:  # a broken model or plugin is a recorded failure, not a crashed sweep
         result.status, result.error = "failed", f"{type(error).__name__}: {error}"
     finally:

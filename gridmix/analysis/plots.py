@@ -22,6 +22,9 @@ _PANELS = (("time", "wall-clock, median", "ms per step", lambda p: p["time_ms"])
            ("memory", "peak memory (above the interpreter)", "MB", lambda p: p["peak_mb"]))
 
 
+MIN_FIT_POINTS = 3
+
+
 def plot_scaling(scaling, path: str | Path) -> Path:
     """Log-log time, FLOPs and memory against N, one line per model; ``scaling``: a ScalingResult or its dict."""
     data = scaling.to_dict() if hasattr(scaling, "to_dict") else scaling
@@ -34,14 +37,16 @@ def plot_scaling(scaling, path: str | Path) -> Path:
                             if p["model"] == model and value(p) is not None)
             if not points:
                 continue
-            slope = fits.get((model, quantity), {}).get("tail_exponent")
+            fit = fits.get((model, quantity), {})
+            # a slope through two points always fits exactly: shown only when at least three grids were measured
+            slope = fit.get("tail_exponent") if fit.get("points", 0) >= MIN_FIT_POINTS else None
             name = model if slope is None else f"{model} (slope {slope:.2f})"
             ax.plot(*zip(*points), marker="o", color=f"C{index}", label=name)
         _guides(ax)
         ax.set(xscale="log", yscale="log", xlabel="tokens N", ylabel=unit, title=title)
         ax.grid(True, which="both", alpha=0.3)
         if ax.get_lines():
-            ax.legend(fontsize=8, title="slope: largest grids", title_fontsize=8)
+            ax.legend(fontsize=8, title=f"slope: largest grids (fits of {MIN_FIT_POINTS}+ grids)", title_fontsize=8)
     fig.suptitle(f"scaling on track {data['track']}: one forward+backward step, batch {data['batch']}, "
                  f"{data['device']}, {data['threads']} thread(s), median of {data['repeats']}")
     path.parent.mkdir(parents=True, exist_ok=True)

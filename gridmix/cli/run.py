@@ -49,6 +49,36 @@ def parse_floats(text: str, name: str) -> tuple[float, ...]:
     return values
 
 
+DATA_ENV = {"image-folder": "GRIDMIX_IMAGE_FOLDER", "sequence-csv": "GRIDMIX_SEQUENCE_CSV"}
+
+
+def set_data_env(track: str, *, data: Path | None, data_root: Path | None, download: bool) -> None:
+    """Hand --data / --data-root / --download to the data plugins through their environment variables.
+
+    The variables are the plugins' one interface (worker processes inherit them); the options only set them.
+    """
+    if data is not None:
+        if track not in DATA_ENV:
+            fail(f"--data is for the tracks {sorted(DATA_ENV)}; track {track!r} takes none (--data-root for "
+                 f"torchvision data sets)")
+        os.environ[DATA_ENV[track]] = str(data.expanduser().resolve())
+    if data_root is not None:
+        os.environ["GRIDMIX_DATA_ROOT"] = str(data_root.expanduser().resolve())
+    if download:
+        os.environ["GRIDMIX_DOWNLOAD"] = "1"
+    if data is not None or data_root is not None or download:
+        from gridmix.plugins import load_registry
+
+        load_registry(refresh=True)  # the plugins read the variables when the registry is built
+
+
+def check_data(track, grid) -> None:
+    """Make a few samples before any training, so unreadable data stops the run with one line (``ValueError``)."""
+    from gridmix.tracks import DataSizes
+
+    track.make_data(grid, 0, DataSizes(n_train=4, n_val=4, n_test=4))
+
+
 def make_executor(executor: str, *, jobs: int, address: str | None):
     from gridmix.executors import InProcessExecutor, ProcessPoolRunner
 
@@ -100,8 +130,12 @@ def run(
     match_params: str = typer.Option(None, help="Scale the idea's width knob to this baseline's parameter count."),
     fresh: bool = typer.Option(False, "--fresh", help="Start a fresh study in --out even if it holds results on "
                                                       "other data (they are kept, but no longer reported)."),
+    data: Path = typer.Option(None, help="The data of image-folder (a folder) or sequence-csv (a CSV file)."),
+    data_root: Path = typer.Option(None, help="Root holding torchvision data sets (mnist, cifar10, ...)."),
+    download: bool = typer.Option(False, help="Let torchvision download a missing data set into --data-root."),
 ) -> None:
     """Compare the idea model with its baselines on a track: paired seeds, LR sweep, exact statistics."""
+    set_data_env(track, data=data, data_root=data_root, download=download)
     from gridmix.budget import resolve_budget
     from gridmix.harness import Study
     from gridmix.plugins import load_registry
@@ -117,6 +151,7 @@ def run(
                                        lrs=parse_floats(lrs, "--lrs") if lrs else None)
         resolved_device = resolve_device(device).type
         resolved_precision = resolve_precision(precision, resolved_device)
+        check_data(chosen_track, chosen_grid)
     except ValueError as error:
         fail(str(error))
     names = _choose_models(chosen_track, chosen_grid, models)
@@ -204,6 +239,7 @@ def _run_study(study, ledger, runner_executor, chosen_track, chosen_grid, knobs,
         Runner(study, ledger, runner_executor, on_plan=on_plan, on_start=on_start, on_epoch=on_epoch,
                on_done=on_done).run()
         progress.update(current, visible=False)
+        _store_references(ledger, chosen_track, chosen_grid, chosen_budget)
         if scaling:
             _store_analyses(ledger, chosen_track, chosen_grid, study.models, chosen_budget, knobs, progress)
         report = build_report(ledger)
@@ -291,6 +327,16 @@ def _store_analyses(ledger, track, grid, names, budget, knobs, progress) -> None
             analyses[name] = {"error": f"{type(error).__name__}: {error}"}
     ledger.put("analyses", analyses)
     progress.update(task, visible=False)
+
+
+def _store_references(ledger, track, grid, budget) -> None:
+    """The naive references (majority class, persistence, seasonal naive) on the test split, kept in the ledger."""
+    from gridmix.analysis.references import naive_references
+
+    try:
+        ledger.put("references", naive_references(track, grid, budget.sizes))
+    except Exception as error:  # recorded; the finished runs stay valid
+        ledger.put("references", {"kind": "none", "values": {}, "error": f"{type(error).__name__}: {error}"})
 
 
 def analysis_errors(report: dict) -> list[str]:

@@ -13,7 +13,8 @@ last 15 %; a window's input is the ``L`` rows right before its ``H`` target rows
 window may read earlier rows as its past, never a later split's rows). Values are standardised with the
 mean and standard deviation of the training part. When there are more windows than the budget asks for,
 a fixed seed (not the run's) picks which each split keeps: every seed sees the same splits, and the
-report's inference is conditional on this file. Models: the ``sequence`` track's.
+report's inference is conditional on this file. Models: the ``sequence`` track's, each inside per-window instance
+normalisation (:mod:`gridmix_tracks.instance_norm`), since real series trend and shift level.
 
 Shape legend:
     S: windows, L: context (the grid), H: horizon; inputs (S, 1, L) float32, targets (S, H) float32
@@ -34,6 +35,7 @@ from gridmix import hookimpl
 from gridmix.grid import Grid
 from gridmix.tracks import DataSizes, Split, Track, TrackData
 from gridmix_tracks.common import FIXED_SPLIT_SEED, SPLITS, mse, mse_loss, split_rng
+from gridmix_tracks.instance_norm import with_instance_norm
 from gridmix_tracks.sequence import HORIZON, SequenceModels, context_supported
 
 ENV, COLUMN_ENV = "GRIDMIX_SEQUENCE_CSV", "GRIDMIX_SEQUENCE_CSV_COLUMN"
@@ -162,7 +164,7 @@ def csv_sequence_track(path: str | os.PathLike, column: str | None = None, *, ho
         metric=mse,
         metric_name="test MSE",
         direction="lower",
-        models=SequenceModels(horizon=horizon).specs(),
+        models=with_instance_norm(SequenceModels(horizon=horizon).specs()),
         matched_baseline="transformer",
         supports=context_supported,
         source=str(path),
