@@ -3,11 +3,13 @@
 # and prints, per track: wall time, every per-seed list and every MDE / verdict / chance field found in
 # bench_report.json (walked generically, so it keeps working as the report's layout changes).
 # Run on an idle machine from the repository root with the venv active:
-#   bash benchmarks/calibrate_tracks.sh [OUT_ROOT]        (default OUT_ROOT: runs/calibrate)
+#   bash benchmarks/calibrate_tracks.sh [OUT_ROOT [BUDGET]]   (defaults: runs/calibrate, default)
+# BUDGET=smoke only checks that the script itself works.
 # Issue #14 asks, at the default budget: wall time <= 600 s per study, MDE <= 5 % of the matched
 # baseline's mean, the no-mixing control worse than the baseline by more than the MDE, no seed at chance.
 set -euo pipefail
 root="${1:-runs/calibrate}"
+budget="${2:-default}"
 mkdir -p "$root"
 for spec in "image --grid 32x32" "video" "sequence"; do
     name="${spec%% *}"
@@ -15,7 +17,7 @@ for spec in "image --grid 32x32" "video" "sequence"; do
     rm -rf "$out"
     start=$(date +%s.%N)
     # shellcheck disable=SC2086
-    gridmix run --track $spec --out "$out" > "$out.log" 2>&1 || echo "gridmix run exited $? (see $out.log)"
+    gridmix run --track $spec --budget "$budget" --out "$out" > "$out.log" 2>&1 || echo "gridmix run exited $? (see $out.log)"
     end=$(date +%s.%N)
     echo "== $name: wall $(python3 -c "print(f'{$end - $start:.0f}')") s (log: $out.log)"
     python3 - "$out/bench_report.json" <<'PY'
@@ -30,11 +32,12 @@ KEYS = ("verdict", "mde", "mde_rel_pct", "p_value", "delta_mean", "mean", "chanc
 def walk(node, trail):
     if isinstance(node, dict):
         for key, value in node.items():
-            if key in KEYS and not isinstance(value, dict):
+            numbers = not isinstance(value, list) or all(isinstance(v, (int, float)) or v is None for v in value)
+            if key in KEYS and not isinstance(value, dict) and numbers:
                 shown = [round(v, 4) if isinstance(v, float) else v for v in value] if isinstance(value, list) \
                     else (round(value, 4) if isinstance(value, float) else value)
                 print(f"   {'.'.join(trail + [key])}: {shown}")
-            elif key != "sweep":
+            elif key not in ("sweep", "mechanism_signature"):
                 walk(value, trail + [key])
     elif isinstance(node, list):
         for i, value in enumerate(node):
