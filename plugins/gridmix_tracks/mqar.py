@@ -148,9 +148,17 @@ class RecallModels:
     def transformer(self, grid: Grid, *, mlp_ratio: float | None = None) -> CausalLM:
         return CausalLM(grid, vocab=self.vocab, backbone=self._backbone(mlp_ratio), attn_layer=CausalAttention)
 
-    def transformer_concentration(self, grid: Grid, *, mlp_ratio: float | None = None) -> CausalLM:
+    def transformer_concentration(self, grid: Grid, *, mlp_ratio: float | None = None,
+                                  kind: str = "concentration") -> CausalLM:
+        mixer = dataclasses.replace(self.mixer, kind=kind)
         return CausalLM(grid, vocab=self.vocab, backbone=self._backbone(mlp_ratio),
-                        attn_layer=self.mixer.attn_layer(Grid.parse(grid)))
+                        attn_layer=mixer.attn_layer(Grid.parse(grid)))
+
+    def transformer_uncapped(self, grid: Grid, *, mlp_ratio: float | None = None) -> CausalLM:
+        return self.transformer_concentration(grid, mlp_ratio=mlp_ratio, kind="uncapped")
+
+    def transformer_nomix(self, grid: Grid, *, mlp_ratio: float | None = None) -> CausalLM:
+        return self.transformer_concentration(grid, mlp_ratio=mlp_ratio, kind="tokenwise")
 
     def specs(self) -> tuple[ModelSpec, ...]:
         b = self.backbone
@@ -160,6 +168,10 @@ class RecallModels:
             ModelSpec("transformer-concentration", self.transformer_concentration, role="idea",
                       width_knob="mlp_ratio", description="the same transformer with ConcentrationMixer, "
                                                           "sequence axis causal, as token mixer"),
+            ModelSpec("transformer-concentration-uncapped", self.transformer_uncapped, role="ablation",
+                      description="the idea without its eigenvalue cap (ablation)"),
+            ModelSpec("transformer-nomix", self.transformer_nomix, role="control",
+                      description="the same transformer with no token mixing (TokenwiseMixer; control)"),
         )
 
 
@@ -188,6 +200,8 @@ def make_track(task: RecallTask = RecallTask()) -> Track:
         direction="higher",
         models=RecallModels(vocab=task.vocab).specs(),
         matched_baseline="transformer",
+        chance=2 / task.vocab,  # a guess among the vocab // 2 values
+        ceiling=1.0,
         budget_overrides=BUDGET_OVERRIDES,
         supports=supports,
     )
