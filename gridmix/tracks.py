@@ -113,6 +113,9 @@ class Track:
         plugin, plugin_version: filled in by the plugin manager (entry-point name, distribution version).
         source: for a track that reads the user's files, the file or folder its data comes from; its bytes
             enter the data fingerprint (:mod:`gridmix.fingerprint`). Empty for generated data.
+        data_missing: ``() → None`` when the track's data is at hand, else a one-line reason (e.g. "needs
+            --data-root DIR"); a cheap look, nothing is read. ``gridmix tracks`` shows it, and the CI benchmark
+            skips such tracks.
     """
 
     name: str
@@ -133,6 +136,7 @@ class Track:
     plugin: str = ""
     plugin_version: str = ""
     source: str = ""
+    data_missing: Callable[[], str | None] = lambda: None
 
     @property
     def idea(self) -> ModelSpec:

@@ -49,6 +49,7 @@ def test_mnist_idx_files_become_a_fixed_split_of_patch_tokens(tmp_path):
     write_mnist(tmp_path)
     track = torchvision_track(SPECS["mnist"], str(tmp_path))
     assert str(track.default_grid) == "7x7" and "found in" in track.description
+    assert track.data_missing() is None and track.chance == 0.1
     data = track.make_data(track.default_grid, 0, SIZES)
     assert data.train.inputs.shape == (27, 16, 7, 7)  # 30 training images, 3 held out for validation
     assert (len(data.val), len(data.test)) == (3, 12)
@@ -91,6 +92,7 @@ def test_bad_cifar_batch_is_one_line(tmp_path, damage):
                                                  ("/no/such/dir", "is not a directory")])
 def test_missing_root_is_one_line(root, expected):
     track = torchvision_track(SPECS["svhn"], root)
+    assert track.data_missing()  # listed as lacking its data (`gridmix tracks`; CI's bench skips it)
     with pytest.raises(ValueError, match=expected):
         track.make_data(track.default_grid, 0, SIZES)
 

@@ -32,6 +32,7 @@ def _track_summary(track: Track) -> dict:
         "plugin": track.plugin,
         "plugin_version": track.plugin_version,
         "matched_baseline": track.matched_baseline,
+        "data_missing": track.data_missing(),
         "models": [
             {"name": spec.name, "role": spec.role, "description": spec.description, "plugin": spec.plugin,
              "plugin_version": spec.plugin_version, "matched_baseline": spec.name == track.matched_baseline}

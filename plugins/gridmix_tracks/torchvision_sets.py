@@ -140,15 +140,19 @@ class TorchvisionSource:
         if self.patch < 1:
             raise ValueError(f"{PATCH_ENV}={self.patch}; expected a patch size >= 1")
 
-    def where(self) -> str:
-        """Whether the data set's files are under the root (a cheap look, nothing is read), in words."""
+    def missing(self) -> str | None:
+        """``None`` when the data set's files are under the root (a cheap look, nothing is read), else why not."""
         if not self.root:
             return f"needs --data-root DIR (or {ROOT_ENV})"
         cls = self.spec.cls
         folder = getattr(cls, "base_folder", None) or cls.__name__ + "/raw"
-        present = (Path(self.root) / ("train_32x32.mat" if cls is datasets.SVHN else folder)).exists()
-        return f"found in {self.root}" if present else f"not found in {self.root}" + (
-            " (--download fetches it)" if not self.download else "")
+        if (Path(self.root) / ("train_32x32.mat" if cls is datasets.SVHN else folder)).exists():
+            return None
+        return f"not found in {self.root}" + (" (--download fetches it)" if not self.download else "")
+
+    def where(self) -> str:
+        """Whether the data set's files are under the root, in words."""
+        return self.missing() or f"found in {self.root}"
 
     def load(self, grid: Grid, seed: int, sizes: DataSizes) -> TrackData:
         """The fixed split (``seed`` is unused: seeds vary training only), as tokens on ``grid``."""
@@ -187,7 +191,10 @@ def torchvision_track(spec: DatasetSpec, root: str, *, download: bool = False, p
         direction="higher",
         models=ImageModels(in_chans=spec.channels * patch * patch, num_classes=spec.num_classes).specs(),
         matched_baseline="vit",
+        chance=1 / spec.num_classes,  # for balanced classes; the report's majority-class reference is exact
+        ceiling=1.0,
         budget_overrides=BUDGET_OVERRIDES,
+        data_missing=source.missing,
     )
 
 
