@@ -1,4 +1,4 @@
-"""Variants of the causal Toeplitz product, timed against each other in one process (issue 16).
+"""Variants of the causal Toeplitz product, timed against each other in one process.
 
     python benchmarks/bench_causal.py --out DIR [--threads 2] [--lengths 1024 16384]
 

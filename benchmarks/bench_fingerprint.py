@@ -1,7 +1,7 @@
 """What the data fingerprint costs next to training: per built-in track, build + hash time against one epoch.
 
 ``gridmix run`` builds the first seed's data and hashes it (:mod:`gridmix.fingerprint`) before any run; the
-goal (issue #19) is that this is cheap relative to training. Per track, at its default grid and the chosen
+goal is that this is cheap relative to training. Per track, at its default grid and the chosen
 budget's split sizes, this records the seconds to build the data, to hash it (the median of ``--repeats``),
 the bytes hashed, and the wall seconds of one one-epoch training run of the idea model; the ratio
 ``hash_s / epoch_s`` is the figure to watch. Writes ``bench_fingerprint.json`` to ``--out``.

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Runs the three built-in tracks' default studies exactly as a user would (issue #14's acceptance check)
+# Runs the three built-in tracks' default studies exactly as a user would
 # and prints, per track: wall time, every per-seed list and every MDE / verdict / chance field found in
 # bench_report.json (walked generically, so it keeps working as the report's layout changes).
 # Run on an idle machine from the repository root with the venv active:
 #   bash benchmarks/calibrate_tracks.sh [OUT_ROOT [BUDGET]]   (defaults: runs/calibrate, default)
 # BUDGET=smoke only checks that the script itself works.
-# Issue #14 asks, at the default budget: wall time <= 600 s per study, MDE <= 5 % of the matched
+# The calibration targets, at the default budget: wall time <= 600 s per study, MDE <= 5 % of the matched
 # baseline's mean, the no-mixing control worse than the baseline by more than the MDE, no seed at chance.
 set -euo pipefail
 root="${1:-runs/calibrate}"

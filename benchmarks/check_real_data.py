@@ -1,4 +1,4 @@
-"""Issue #18's done-when check on a digits-like image folder kept outside the repo: does the matched baseline
+"""The real-data acceptance check on a digits-like image folder kept outside the repo: does the matched baseline
 reach the majority-class accuracy plus half the gap to a logistic-regression probe on the same split?
 
     gridmix run --track image-folder --data DIR --grid 8x8 --out OUT
