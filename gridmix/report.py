@@ -7,7 +7,7 @@ timings, versions, failures, and the scaling and parity analyses when the run me
 Markdown puts the verdict first. docs/design.md section 6.
 
 Differences to the reference report's keys, on purpose: ``sweep`` entries hold the *validation* metric
-(the reference study chose on test); ``comparison.mde`` is the true minimum detectable effect at 80% power,
+(the reference study chose on test); ``comparison.mde`` is the sign-flip test's minimum detectable effect at 80% power,
 and the reference report's "mde" (the 95% t half-width) is ``comparison.ci_half_width``; ``p_value`` is
 the exact sign-flip p.
 """
@@ -194,19 +194,20 @@ def render_markdown(report: dict, *, figures: list[str] = ()) -> str:
         lines += [f"**Verdict: {c['verdict']}** — {report['metric']} ({report['metric_direction']}): idea "
                   f"{_fmt(c['idea_mean'])} vs baseline {_fmt(c['baseline_mean'])}, Δ = {_fmt(c['delta_mean'])} "
                   f"(95% CI {_fmt(c['ci_low'])} … {_fmt(c['ci_high'])}), idea wins {c['idea_wins']}/{c['n_pairs']} "
-                  f"seeds, exact sign-flip p = {_fmt(c['p_value'])} (Holm {_fmt(c['p_holm'])}); minimum "
-                  f"detectable effect at 80% power {_fmt(c['mde'])} ({_fmt(c['mde_rel_pct'], 3)}% of baseline).", ""]
+                  f"seeds, sign-flip p = {_fmt(c['p_value'])} ({c['p_method']}; Holm {_fmt(c['p_holm'])}); "
+                  f"{_mde_words(c)}.", ""]
     else:
         lines += [f"**Verdict: {c['verdict']}** — {c.get('reason', '')}", ""]
     lines += reference_lines(report)
     lines += ["## All comparisons (idea − baseline, Holm-adjusted together)", "",
-              "| baseline | n | Δ mean | 95% CI | wins | p (exact) | p (Holm) | MDE (80%) | verdict |",
+              "| baseline | n | Δ mean | 95% CI | wins | p (sign-flip) | p (Holm) | MDE (80%, sign-flip) | verdict |",
               "|---|---|---|---|---|---|---|---|---|"]
     for name, comp in report["comparisons"].items():
         if "delta_mean" in comp:
             lines.append(f"| {name} | {comp['n_pairs']} | {_fmt(comp['delta_mean'])} | {_fmt(comp['ci_low'])} … "
                          f"{_fmt(comp['ci_high'])} | {comp['idea_wins']} | {_fmt(comp['p_value'])} | "
-                         f"{_fmt(comp['p_holm'])} | {_fmt(comp['mde'])} | {comp['verdict']} |")
+                         f"{_fmt(comp['p_holm'])} | {'unreachable' if comp['mde'] is None else _fmt(comp['mde'])} "
+                         f"| {comp['verdict']} |")
         else:
             lines.append(f"| {name} | – | – | – | – | – | – | – | {comp['verdict']}: {comp['reason']} |")
     lines += ["", "## Models (test metric over seeds, at each model's chosen learning rate)", "",
@@ -229,8 +230,9 @@ def render_markdown(report: dict, *, figures: list[str] = ()) -> str:
     lines += ["", "## Method", "",
               f"Budget `{report['budget']['name']}`: {report['n_seeds']} paired seeds, learning rates "
               f"{report['budget']['lrs']} swept on the first {report['budget']['sweep_seeds']} seed(s), chosen on "
-              f"the validation metric; {report['budget']['epochs']} epochs. Paired differences per seed, exact "
-              "two-sided sign-flip permutation test, 95% t-interval, MDE = (t₀.₉₇₅ + t₀.₈)·s/√n, Holm across "
+              f"the validation metric; {report['budget']['epochs']} epochs. Paired differences per seed, "
+              "two-sided sign-flip permutation test (exact up to 20 pairs, else Monte Carlo), 95% t-interval, MDE of "
+              "the sign-flip test at 80% power simulated at the observed spread of the differences, Holm across "
               f"baselines. Device {report['device']} ({report.get('precision', 'fp32')}), "
               f"{report['threads']} thread(s). Versions: "
               + ", ".join(f"{k} {v}" for k, v in report["versions"].items()) + ".", ""]
@@ -243,6 +245,15 @@ def _section(title: str, render, *args) -> list[str]:
         return render(*args)
     except Exception as error:
         return ["", f"## {title}", "", f"– (this section could not be rendered: {type(error).__name__}: {error})"]
+
+
+def _mde_words(c: dict) -> str:
+    """The primary comparison's MDE in words: the sign-flip test's, estimated from the observed spread."""
+    if c.get("mde") is None:
+        return (f"no effect is detectable with {c['n_pairs']} pairs: the sign-flip test's smallest p, "
+                f"2/2^{c['n_pairs']}, is not below α = {c['alpha']:g} (MDE unreachable)")
+    return (f"the sign-flip test's minimum detectable effect at 80% power, estimated from the observed spread, is "
+            f"{_fmt(c['mde'])} ({_fmt(c['mde_rel_pct'], 3)}% of baseline)")
 
 
 def _markdown_sections(report: dict) -> list[str]:

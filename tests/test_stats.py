@@ -16,8 +16,8 @@ from gridmix.analysis.stats import (
     compare,
     compare_many,
     holm,
-    minimum_detectable_effect,
     paired_differences,
+    sign_flip_mde,
     sign_flip_test,
     summarize,
     t_interval,
@@ -130,8 +130,7 @@ def test_a_a_rejection_rate_is_nominal():
     rng = np.random.default_rng(2024)
     repetitions = 2_000
     rejections = sum(
-        compare(rng.normal(size=8), rng.normal(size=8), direction="lower").verdict != VERDICT_NONE
-        for _ in range(repetitions)
+        sign_flip_test(rng.normal(size=8) - rng.normal(size=8)).p_value < 0.05 for _ in range(repetitions)
     )
     rate = rejections / repetitions
     assert 0.03 <= rate <= 0.07, f"A/A rejection rate {rate:.4f} over {repetitions} repetitions"
@@ -168,14 +167,29 @@ def test_t_interval_matches_scipy():
     assert interval.half_width == pytest.approx((high - low) / 2, rel=1e-12)
 
 
-def test_mde_has_the_requested_power():
-    # A true effect of one MDE gives the two-sided t-test ~80% power (noncentral t, n=8: 0.798).
-    d = np.random.default_rng(2).normal(0.0, 1.0, size=8)
-    mde = minimum_detectable_effect(d, alpha=0.05, power=0.8)
-    df, t_crit = 7, sps.t.ppf(0.975, 7)
-    noncentrality = mde / (np.std(d, ddof=1) / math.sqrt(8))
-    power = sps.nct.sf(t_crit, df, noncentrality) + sps.nct.cdf(-t_crit, df, noncentrality)
-    assert power == pytest.approx(0.8, abs=0.01)
+def brute_force_power(effect, spread, n, *, draws=600, seed=7):
+    """Power of the real sign_flip_test at ``effect``, by plain simulation (independent seed and loop)."""
+    rng = np.random.default_rng(seed)
+    hits = sum(sign_flip_test(rng.normal(effect, spread, size=n)).p_value < 0.05 for _ in range(draws))
+    return hits / draws
+
+
+@pytest.mark.parametrize("n", [6, 8])
+def test_sign_flip_mde_has_the_requested_power(n):
+    d = np.random.default_rng(2).normal(0.0, 1.0, size=n)
+    spread = float(np.std(d, ddof=1))
+    mde = sign_flip_mde(d, alpha=0.05, power=0.8)
+    assert brute_force_power(mde, spread, n) == pytest.approx(0.8, abs=0.05)
+    assert brute_force_power(0.8 * mde, spread, n) < 0.75  # it is the smallest such effect, not any
+    if n == 6:  # the sign-flip test needs a larger effect than a t-test's (t_0.975 + t_0.8)·s/√6 ≈ 1.43·s
+        assert mde / spread == pytest.approx(1.78, abs=0.1)
+
+
+def test_sign_flip_mde_is_unreachable_below_six_pairs():
+    # 2/2^5 = 0.0625 >= 0.05: no data of 5 pairs is significant, so no effect is detectable.
+    assert sign_flip_mde([0.1, 0.2, 0.3, 0.1, 0.2]) is None
+    assert compare([1, 2, 3, 4, 5], [0, 0, 0, 0, 0], direction="higher").mde is None
+    assert sign_flip_mde([0.5] * 6) == 0.0  # no spread: any effect shows
 
 
 def test_holm_hand_worked_example():

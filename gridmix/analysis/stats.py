@@ -14,9 +14,12 @@ detectable effect and a verdict, with numpy and scipy only:
 * Several comparisons at once: Holm's step-down adjustment, S. Holm, "A simple
   sequentially rejective multiple test procedure", Scand. J. Statist. 6, 1979.
 * Effect size: the Student t-interval ``mean(d) +- t_{1-a/2,n-1} s_d/sqrt(n)``.
-* Sensitivity: the minimum detectable effect (MDE) of a two-sided paired t-test
-  at the given power, ``(t_{1-a/2,n-1} + t_{power,n-1}) s_d/sqrt(n)``, the usual
-  power-analysis approximation (J. Cohen, *Statistical Power Analysis*, 1988).
+* Sensitivity: the minimum detectable effect (MDE) of the sign-flip test itself
+  (the test the verdict uses), at the given power, for normal paired differences
+  with the observed spread ``s_d``: a seeded simulation with common random numbers
+  and bisection on the true mean difference. It is ``None`` ("unreachable") when
+  no data of n pairs can reach ``p < alpha`` (the exact test's smallest p is
+  ``2/2^n``). At n = 6 it is about 1.8·s_d, against 1.43·s_d for a t-test.
 """
 
 from __future__ import annotations
@@ -83,11 +86,13 @@ class PairedComparison:
     ``per_seed_diffs`` and ``delta_mean`` are idea minus baseline. ``p_holm`` is
     ``p_value`` after Holm's adjustment over the comparisons made together (equal
     to ``p_value`` for a lone comparison); ``verdict`` is decided on ``p_holm``.
-    The confidence interval is at level ``1 - alpha``; ``mde`` is at 80% power
-    unless asked otherwise. The ``*_rel_pct`` fields are relative to
+    The confidence interval is at level ``1 - alpha``; ``mde`` is the sign-flip
+    test's minimum detectable effect (:func:`sign_flip_mde`, estimated from the
+    observed spread) at 80% power unless asked otherwise, ``None`` when no effect
+    is detectable with this many pairs. The ``*_rel_pct`` fields are relative to
     ``|baseline_mean|`` in percent, and None when the baseline mean is 0.
 
-    The seed bench report's ``mde`` is really the 95% t half-width (with t
+    The reference report's ``mde`` is really the 95% t half-width (with t
     rounded to 2.365) and its ``mde_rel_pct`` is that half-width relative to the
     baseline mean. Here ``mde_rel_pct`` is the true MDE relative, and the
     half-width relative is ``ci_half_width_rel_pct``.
@@ -106,7 +111,7 @@ class PairedComparison:
     ci_high: float
     ci_half_width: float
     ci_half_width_rel_pct: float | None
-    mde: float
+    mde: float | None
     mde_rel_pct: float | None
     baseline_mean: float
     idea_mean: float
@@ -183,16 +188,47 @@ def t_interval(diffs: Sequence[float], *, confidence: float = 0.95) -> TInterval
     )
 
 
-def minimum_detectable_effect(diffs: Sequence[float], *, alpha: float = 0.05, power: float = 0.8) -> float:
-    """Smallest true mean difference a two-sided paired t-test at ``alpha`` detects with ``power``.
+def sign_flip_mde(
+    diffs: Sequence[float], *, alpha: float = 0.05, power: float = 0.8, n_sim: int = 2000, rng_seed: int = 0
+) -> float | None:
+    """Smallest true mean difference the two-sided sign-flip test at ``alpha`` detects with ``power``.
 
-    ``(t_{1-alpha/2, n-1} + t_{power, n-1}) * s_d / sqrt(n)``, s_d with ddof=1.
+    Estimated from the observed spread: ``n_sim`` samples of n normal differences with standard deviation
+    ``s_d`` (ddof=1), drawn once from ``rng_seed`` and shifted by each candidate effect (common random
+    numbers, so power rises with the effect), each tested as :func:`sign_flip_test` would (every sign
+    pattern up to n = 12, else 4,096 random patterns drawn from the same seed); bisection to 0.1% of
+    ``s_d``. ``None`` when n pairs can never give ``p < alpha`` (``2/2^n >= alpha``).
     """
     _check_unit_interval(alpha, "alpha")
     _check_unit_interval(power, "power")
     d = _check_diffs(diffs)
-    df = d.size - 1
-    return float((stats.t.ppf(1 - alpha / 2, df) + stats.t.ppf(power, df)) * _standard_error(d))
+    n, spread = d.size, float(d.std(ddof=1))
+    if 2.0 / 2.0**n >= alpha:
+        return None
+    if spread == 0.0:
+        return 0.0
+    rng = np.random.default_rng(rng_seed)
+    noise = rng.standard_normal((n_sim, n)) * spread  # (R, n)
+    if n <= 12:
+        patterns = 1.0 - 2.0 * ((np.arange(2**n)[:, None] >> np.arange(n)) & 1)  # (2^n, n): every sign pattern
+    else:
+        patterns = 1.0 - 2.0 * rng.integers(0, 2, size=(4096, n))  # (4096, n)
+
+    def power_at(effect: float) -> float:
+        sample = noise + effect  # (R, n)
+        threshold = np.abs(sample.sum(axis=1)) - _TIE_RTOL * np.abs(sample).sum(axis=1)  # (R,)
+        p = (np.abs(sample @ patterns.T) >= threshold[:, None]).mean(axis=1)  # (R,)
+        return float(np.mean(p < alpha))
+
+    low, high = 0.0, spread
+    while power_at(high) < power:
+        low, high = high, 2.0 * high
+        if high > 1e6 * spread:
+            return None
+    while high - low > 1e-3 * spread:
+        middle = 0.5 * (low + high)
+        low, high = (low, middle) if power_at(middle) >= power else (middle, high)
+    return high
 
 
 def holm(p_values: Sequence[float]) -> np.ndarray:
@@ -237,7 +273,7 @@ def compare(
     d = paired_differences(idea, baseline)
     test = sign_flip_test(d, exact_max_n=exact_max_n, n_resamples=n_resamples, rng_seed=rng_seed)
     interval = t_interval(d, confidence=1 - alpha)
-    mde = minimum_detectable_effect(d, alpha=alpha, power=power)
+    mde = sign_flip_mde(d, alpha=alpha, power=power, rng_seed=rng_seed)
     baseline_mean = float(np.mean(baseline))
     delta_mean = float(d.mean())
     return PairedComparison(
@@ -255,7 +291,7 @@ def compare(
         ci_half_width=interval.half_width,
         ci_half_width_rel_pct=_relative_pct(interval.half_width, baseline_mean),
         mde=mde,
-        mde_rel_pct=_relative_pct(mde, baseline_mean),
+        mde_rel_pct=None if mde is None else _relative_pct(mde, baseline_mean),
         baseline_mean=baseline_mean,
         idea_mean=float(np.mean(idea)),
         direction=direction,
