@@ -72,13 +72,6 @@ def set_data_env(track: str, *, data: Path | None, data_root: Path | None, downl
         load_registry(refresh=True)  # the plugins read the variables when the registry is built
 
 
-def check_data(track, grid) -> None:
-    """Make a few samples before any training, so unreadable data stops the run with one line (``ValueError``)."""
-    from gridmix.tracks import DataSizes
-
-    track.make_data(grid, 0, DataSizes(n_train=4, n_val=4, n_test=4))
-
-
 def make_executor(executor: str, *, jobs: int, address: str | None):
     from gridmix.executors import InProcessExecutor, ProcessPoolRunner
 
@@ -151,7 +144,6 @@ def run(
                                        lrs=parse_floats(lrs, "--lrs") if lrs else None)
         resolved_device = resolve_device(device).type
         resolved_precision = resolve_precision(precision, resolved_device)
-        check_data(chosen_track, chosen_grid)
     except ValueError as error:
         fail(str(error))
     names = _choose_models(chosen_track, chosen_grid, models)
