@@ -15,12 +15,14 @@ try:
 except ImportError as error:  # the CLI turns this into "pip install 'gridmix[ray]'"
     raise ImportError("Ray is not installed") from error
 
-from gridmix.executors import failed_row
-from gridmix.harness import RunTask, execute
+from gridmix.executors import OnDone, OnEpoch, OnStart
+from gridmix.harness import RunTask, execute, versions
+from gridmix.store import RunRow
 
 
 class RayExecutor:
-    """Connects to the cluster at ``address`` (``None``: start a local Ray) on first use."""
+    """A :class:`gridmix.executors.Executor` on the cluster at ``address`` (``None``: start a local Ray), connected
+    on first use."""
 
     def __init__(self, *, address: str | None, max_retries: int = 2) -> None:
         self.address, self.max_retries = address, max_retries
@@ -29,7 +31,8 @@ class RayExecutor:
         if not ray.is_initialized():
             ray.init(address=self.address, log_to_driver=False, configure_logging=False)
 
-    def run(self, tasks: list[RunTask], *, on_done, on_start=None, on_epoch=None) -> None:
+    def run(self, tasks: list[RunTask], *, on_done: OnDone, on_start: OnStart | None = None,
+            on_epoch: OnEpoch | None = None) -> None:
         if not tasks:
             return
         self._connect()
@@ -48,5 +51,6 @@ class RayExecutor:
                 try:
                     row = ray.get(ref)
                 except ray.exceptions.RayError as error:  # the worker or its node died, retries exhausted
-                    row = failed_row(task, f"ray task failed: {type(error).__name__}: {str(error).splitlines()[0]}")
+                    why = f"ray task failed: {type(error).__name__}: {str(error).splitlines()[0]}"
+                    row = RunRow.failed(task, why, versions=versions())
                 on_done(task, row)

@@ -142,15 +142,9 @@ def execute(task: RunTask, *, on_epoch: Callable[[int, float, float], None] | No
                            data=data, device=resolve_device(task.device), knobs=task.knobs, precision=task.precision,
                            on_epoch=on_epoch,
                            after_training=analyse if spec.role == "idea" else None)
-    return RunRow(
-        key=task.key, track=task.track, model=task.model, grid=task.grid, lr=task.lr, seed=task.seed,
-        config=task.config, status=result.status if result else "failed",
-        val_metric=result.val_metric if result else None, test_metric=result.test_metric if result else None,
-        train_loss=result.train_loss if result else [], val_curve=result.val_curve if result else [],
-        epochs_done=result.epochs_done if result else 0, wall_s=result.wall_s if result else 0.0,
-        threads=torch.get_num_threads(), device=task.device, versions=versions(),
-        error=result.error if result else error, extras=result.extras if result else {},
-    )
+    if result is None:
+        return RunRow.failed(task, error, threads=torch.get_num_threads(), versions=versions())
+    return RunRow.from_result(task, result, threads=torch.get_num_threads(), versions=versions())
 
 
 def model_device(model: torch.nn.Module) -> torch.device:

@@ -73,10 +73,10 @@ def set_data_env(track: str, *, data: Path | None, data_root: Path | None, downl
 
 
 def make_executor(executor: str, *, jobs: int, address: str | None):
-    from gridmix.executors import InProcessExecutor, ProcessPoolRunner
+    from gridmix.executors import InProcessExecutor, WorkerPoolExecutor
 
     if executor == "local":
-        return InProcessExecutor() if jobs == 1 else ProcessPoolRunner(jobs)
+        return InProcessExecutor() if jobs == 1 else WorkerPoolExecutor(jobs)
     if executor == "ray":
         try:
             from gridmix.executors_ray import RayExecutor
@@ -165,13 +165,13 @@ def run(
         if ledger is not None:
             ledger.close()
         fail(str(error) if isinstance(error, ValueError) else storage_error(error, out))
-    runner_executor = make_executor(executor, jobs=jobs, address=address)
+    chosen_executor = make_executor(executor, jobs=jobs, address=address)
     console.print(f"[bold]gridmix run[/] {study.track} {study.grid}: models {', '.join(names)}; budget "
                   f"{chosen_budget.name} ({chosen_budget.seeds} seeds, lrs {chosen_budget.lrs}); {resolved_device} "
                   f"{resolved_precision}, "
                   f"{run_threads} thread(s); data {study.data['hash']}; ledger {ledger.path}", highlight=False)
     try:
-        report, paths, seconds = _run_study(study, ledger, runner_executor, chosen_track, chosen_grid, knobs, out,
+        report, paths, seconds = _run_study(study, ledger, chosen_executor, chosen_track, chosen_grid, knobs, out,
                                             scaling=scaling)
     except KeyboardInterrupt:
         console.print(f"interrupted: the finished runs are saved in {ledger.path}; re-run the same command to "
@@ -201,7 +201,7 @@ def _fingerprint(track, grid, budget) -> dict:
              f"{type(error).__name__}: {message}")
 
 
-def _run_study(study, ledger, runner_executor, chosen_track, chosen_grid, knobs, out, *, scaling: bool):
+def _run_study(study, ledger, chosen_executor, chosen_track, chosen_grid, knobs, out, *, scaling: bool):
     """Train what the ledger lacks, measure the analyses, write the report: (report, paths, seconds)."""
     from gridmix.harness import Runner
     from gridmix.report import build_report, write_report
@@ -228,7 +228,7 @@ def _run_study(study, ledger, runner_executor, chosen_track, chosen_grid, knobs,
                 progress.console.print(f"[yellow]{escape(task.label)}: {row.status}[/] {escape(row.error)}",
                                        highlight=False)
 
-        Runner(study, ledger, runner_executor, on_plan=on_plan, on_start=on_start, on_epoch=on_epoch,
+        Runner(study, ledger, chosen_executor, on_plan=on_plan, on_start=on_start, on_epoch=on_epoch,
                on_done=on_done).run()
         progress.update(current, visible=False)
         _store_references(ledger, chosen_track, chosen_grid, chosen_budget)
