@@ -20,15 +20,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from gridmix.cli.app import app
-
-console = Console(stderr=True, soft_wrap=True)  # a log file gets whole lines, never wrapped at 80 columns
-
-
-def fail(message: str) -> None:
-    """A user mistake (or a file system that refuses): one line on stderr, exit status 2."""
-    console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
-    raise typer.Exit(2)
+from gridmix.cli.app import BudgetName, DeviceName, ExecutorName, app, console, fail
 
 
 def storage_error(error: OSError | sqlite3.Error, path: Path) -> str:
@@ -72,18 +64,16 @@ def set_data_env(track: str, *, data: Path | None, data_root: Path | None, downl
         load_registry(refresh=True)  # the plugins read the variables when the registry is built
 
 
-def make_executor(executor: str, *, jobs: int, address: str | None):
+def make_executor(executor: ExecutorName, *, jobs: int, address: str | None):
     from gridmix.executors import InProcessExecutor, WorkerPoolExecutor
 
-    if executor == "local":
+    if executor is ExecutorName.local:
         return InProcessExecutor() if jobs == 1 else WorkerPoolExecutor(jobs)
-    if executor == "ray":
-        try:
-            from gridmix.executors_ray import RayExecutor
-        except ImportError as error:
-            fail(f"--executor ray needs Ray: pip install 'gridmix[ray]' ({error})")
-        return RayExecutor(address=address)
-    fail(f"unknown executor {executor!r}; expected 'local' or 'ray'")
+    try:
+        from gridmix.executors_ray import RayExecutor
+    except ImportError as error:
+        fail(f"--executor ray needs Ray: pip install 'gridmix[ray]' ({error})")
+    return RayExecutor(address=address)
 
 
 def results_table(report: dict) -> Table:
@@ -109,13 +99,14 @@ def run(
     grid: str = typer.Option(None, help="Token grid, e.g. 64, 32x32, 8x16x16 (default: the track's)."),
     models: str = typer.Option(None, help="Comma-separated models to include (default: the idea and every baseline "
                                          "the grid allows; name the ablation / control arms to add them)."),
-    budget: str = typer.Option("default", help="smoke (CI), default (minutes on a laptop) or full (seed scale)."),
+    budget: BudgetName = typer.Option("default", help="smoke (CI), default (minutes on a laptop) or full "
+                                                      "(seed scale)."),
     seeds: int = typer.Option(None, min=2, help="Paired seeds (overrides the budget)."),
     lrs: str = typer.Option(None, help="Learning rates to sweep, e.g. 1e-3,3e-3 (overrides the budget)."),
     out: Path = typer.Option(None, help="Output directory (default: runs/TRACK-GRID-BUDGET)."),
-    device: str = typer.Option("auto", help="auto, cpu or cuda."),
+    device: DeviceName = typer.Option("auto", help="auto, cpu or cuda."),
     precision: str = typer.Option("auto", help="auto (bf16 mixed precision on CUDA, fp32 on CPU), fp32, bf16 or fp16."),
-    executor: str = typer.Option("local", help="local or ray."),
+    executor: ExecutorName = typer.Option("local", help="local or ray."),
     jobs: int = typer.Option(1, min=1, help="Local worker processes (threads are split between them)."),
     address: str = typer.Option(None, help="Ray cluster address HOST:PORT (with --executor ray)."),
     threads: int = typer.Option(None, min=1, help="Torch threads per run (default: all cores / jobs)."),
@@ -140,9 +131,9 @@ def run(
         registry = load_registry()
         chosen_track = registry.track(track)
         chosen_grid = chosen_track.check_grid(grid if grid is not None else chosen_track.default_grid)
-        chosen_budget = resolve_budget(budget, chosen_track, seeds=seeds,
+        chosen_budget = resolve_budget(budget.value, chosen_track, seeds=seeds,
                                        lrs=parse_floats(lrs, "--lrs") if lrs else None)
-        resolved_device = resolve_device(device).type
+        resolved_device = resolve_device(device.value).type
         resolved_precision = resolve_precision(precision, resolved_device)
     except ValueError as error:
         fail(str(error))
