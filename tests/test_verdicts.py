@@ -169,3 +169,17 @@ def test_aa_false_positive_rate_is_at_the_exact_level(tmp_path_factory, one_thre
     below_half = sum(p <= 0.5 for p in result["p_values"])
     assert scipy_stats.binom.ppf(0.001, replicates, 0.5) <= below_half <= scipy_stats.binom.ppf(0.999, replicates, 0.5)
     assert len(set(result["p_values"])) > 3
+
+
+def test_aa_run_compares_the_matched_baseline_with_a_copy_of_itself(tmp_path):
+    result = run("--track", "clear", "--aa", "--seeds", "6", "--out", str(tmp_path / "out"))
+    assert result.exit_code == 0, result.output
+    report = json.loads((tmp_path / "out" / "bench_report.json").read_text())
+    assert report["model"] == "one-token~aa" and report["primary_baseline"] == "one-token"
+    assert set(report["baselines"]) == {"one-token"}
+    diffs = report["comparison"]["per_seed_diffs"]
+    assert all(d != 0 for d in diffs)  # independent initialisations: never the same model twice
+    with Ledger(tmp_path / "out", create=False) as ledger:
+        rows = ledger.rows()
+    seeds = {model: sorted(row.seed for row in rows if row.model == model) for model in ("one-token~aa", "one-token")}
+    assert seeds["one-token~aa"] == seeds["one-token"] == list(range(6))  # the same data seeds (one rate: no sweep)
