@@ -242,6 +242,8 @@ class Track:
         field; :class:`ContractError` names the track, its plugin when known, the value and what is expected."""
         if not isinstance(self.models, tuple):
             object.__setattr__(self, "models", tuple(self.models) if isinstance(self.models, list) else (self.models,))
+        if isinstance(self.default_models, list):
+            object.__setattr__(self, "default_models", tuple(self.default_models))
         try:
             object.__setattr__(self, "default_grid", Grid.parse(self.default_grid))
         except ValueError as error:
@@ -302,6 +304,11 @@ class Track:
         baselines = [spec.name for spec in self.baselines]
         if self.matched_baseline not in baselines:
             raise self._fail(f"matched_baseline {self.matched_baseline!r} is not one of its baselines {baselines}")
+        if not isinstance(self.default_models, tuple):
+            raise self._fail(f"default_models {short(self.default_models)}; expected a tuple of model names")
+        unknown = [name for name in self.default_models if name not in names]
+        if unknown:
+            raise self._fail(f"default_models names {unknown}, which it does not offer; its models are {names}")
 
     def _check_budget_overrides(self) -> None:
         from gridmix.budget import resolve_budget  # budget.py imports this module (Budget.sizes is DataSizes)

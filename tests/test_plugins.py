@@ -203,6 +203,9 @@ def test_build_registry_reads_only_the_environment_it_is_given():
     (dict(supports=lambda grid: "too short"), "its own default_grid 8 is unsupported: too short"),
     (dict(chance="half"), "chance 'half'; expected None or a finite number"),
     (dict(ceiling=float("nan")), "ceiling nan; expected None or a finite number"),
+    (dict(default_models=("base", "vit")), "default_models names ['vit'], which it does not offer; its models are "
+                                           "['base', 'idea']"),
+    (dict(default_models="base"), "default_models 'base'; expected a tuple of model names"),
 ])
 def test_a_track_checks_its_fields_when_built(changes, message):
     with pytest.raises(ContractError, match="plugin 'p'") as error:
@@ -242,8 +245,9 @@ def test_a_model_spec_checks_its_fields_when_built(changes, message):
 
 
 def test_a_track_accepts_a_list_of_models_and_any_grid_spelling():
-    track = tiny_track(models=[ModelSpec("base", print), ModelSpec("idea", print, role="idea")], default_grid="8")
-    assert isinstance(track.models, tuple) and track.default_grid == Grid((8,))
+    track = tiny_track(models=[ModelSpec("base", print), ModelSpec("idea", print, role="idea")], default_grid="8",
+                       default_models=["base"])
+    assert isinstance(track.models, tuple) and track.default_grid == Grid((8,)) and track.default_models == ("base",)
 
 
 def test_a_contract_error_names_the_plugin_that_built_the_object_and_survives_pickling():
