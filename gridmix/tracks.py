@@ -40,7 +40,8 @@ class ContractError(ValueError):
     """A :class:`Track` or :class:`ModelSpec` field that breaks the track contract, in one line.
 
     ``kind`` and ``name`` say which object (``"track"``, ``"image"``), ``problem`` what is wrong with it and
-    ``plugin`` who built it (empty while a plugin is still constructing it; :meth:`blaming` fills it in).
+    ``plugin`` who built it (empty while a plugin's hook is still constructing it: the plugin manager then words
+    the message with :meth:`blaming`).
     """
 
     def __init__(self, kind: str, name: object, problem: str, plugin: str = "") -> None:
