@@ -195,6 +195,7 @@ def build_report(ledger: Ledger) -> dict:
         metric_direction=f"{study.direction} is better",
         n_seeds=study.budget.seeds,
         seeds=dict(comparison=study.comparison_seeds, sweep=study.sweep_seeds),
+        fixed_split=study.fixed_split,
         chance=study.chance,
         ceiling=study.ceiling,
         baseline=arms[primary] if primary else None,
@@ -348,7 +349,7 @@ def _caveat_lines(report: dict) -> list[str]:
             bound = report.get("chance") if arm["flag"] == "at chance" else report.get("ceiling")
             lines.append(f"- ⚠ {name} ({arm.get('role', '–')}): every seed {arm['flag']} ({_fmt(bound)}): "
                          "its comparisons say little about mixing.")
-    if (report.get("data") or {}).get("source"):
+    if report.get("fixed_split"):
         lines.append("- The split is fixed for this dataset and the seeds vary initialisation and batch order, so the "
                      "inference is conditional on this dataset (another sample of data could rank the models "
                      "differently).")
