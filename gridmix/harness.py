@@ -103,6 +103,7 @@ class Study:
     chance: float | None = None  # the track's metric floor (Track.chance), for the report's flags
     ceiling: float | None = None  # the track's metric ceiling (Track.ceiling)
     underpowered: bool = False  # run although the primary comparison cannot reach alpha (the report says so)
+    fixed_split: bool = False  # Track.fixed_split: the inference is conditional on this one dataset
     first_seed: int = 0  # comparison seeds are first_seed … first_seed + seeds − 1 (another replicate: move it)
 
     def __post_init__(self) -> None:

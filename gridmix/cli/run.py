@@ -154,7 +154,8 @@ def run(
                   threads=run_threads, knobs=knobs, precision=resolved_precision,
                   data=_fingerprint(chosen_track, chosen_grid, chosen_budget),
                   roles={name: chosen_track.model(name).role for name in names}, chance=chosen_track.chance,
-                  ceiling=chosen_track.ceiling, underpowered=underpowered and not chosen_budget.exploratory)
+                  ceiling=chosen_track.ceiling, fixed_split=chosen_track.fixed_split,
+                  underpowered=underpowered and not chosen_budget.exploratory)
     if aa:
         study = aa_study(study)
         scaling = False  # the copy costs what its original does: nothing to measure
