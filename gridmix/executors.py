@@ -16,7 +16,7 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from typing import Protocol, runtime_checkable
 
-from gridmix.harness import RunTask, execute, versions
+from gridmix.harness import AfterTraining, RunTask, execute, versions
 from gridmix.store import RunRow
 
 OnDone = Callable[[RunTask, RunRow], None]
@@ -36,7 +36,13 @@ class Executor(Protocol):
 
 
 class InProcessExecutor:
-    """Runs tasks one after another in this process (per-epoch progress is available)."""
+    """Runs tasks one after another in this process (per-epoch progress is available).
+
+    ``after_training`` is handed to :func:`gridmix.harness.execute` for every task (every executor takes it).
+    """
+
+    def __init__(self, *, after_training: AfterTraining | None = None) -> None:
+        self.after_training = after_training
 
     def run(self, tasks: list[RunTask], *, on_done: OnDone, on_start: OnStart | None = None,
             on_epoch: OnEpoch | None = None) -> None:
@@ -44,16 +50,16 @@ class InProcessExecutor:
             if on_start:
                 on_start(task)
             epoch_hook = (lambda epoch, loss, val, task=task: on_epoch(task, epoch, loss, val)) if on_epoch else None
-            on_done(task, execute(task, on_epoch=epoch_hook))
+            on_done(task, execute(task, on_epoch=epoch_hook, after_training=self.after_training))
 
 
 class WorkerPoolExecutor:
     """Runs tasks in ``jobs`` spawned worker processes; each task carries its own thread count."""
 
-    def __init__(self, jobs: int) -> None:
+    def __init__(self, jobs: int, *, after_training: AfterTraining | None = None) -> None:
         if jobs < 1:
             raise ValueError(f"jobs={jobs}; expected >= 1")
-        self.jobs = jobs
+        self.jobs, self.after_training = jobs, after_training  # a module-level function: it is pickled
 
     def run(self, tasks: list[RunTask], *, on_done: OnDone, on_start: OnStart | None = None,
             on_epoch: OnEpoch | None = None) -> None:
@@ -66,7 +72,7 @@ class WorkerPoolExecutor:
         with ProcessPoolExecutor(max_workers=self.jobs, mp_context=context) as pool:
             futures = {}
             for task in tasks:
-                futures[pool.submit(execute, task)] = task
+                futures[pool.submit(execute, task, after_training=self.after_training)] = task
                 if on_start:
                     on_start(task)
             pending = set(futures)

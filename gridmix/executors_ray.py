@@ -16,7 +16,7 @@ except ImportError as error:  # the CLI turns this into "pip install 'gridmix[ra
     raise ImportError("Ray is not installed") from error
 
 from gridmix.executors import OnDone, OnEpoch, OnStart
-from gridmix.harness import RunTask, execute, versions
+from gridmix.harness import AfterTraining, RunTask, execute, versions
 from gridmix.store import RunRow
 
 
@@ -24,8 +24,9 @@ class RayExecutor:
     """A :class:`gridmix.executors.Executor` on the cluster at ``address`` (``None``: start a local Ray), connected
     on first use."""
 
-    def __init__(self, *, address: str | None, max_retries: int = 2) -> None:
-        self.address, self.max_retries = address, max_retries
+    def __init__(self, *, address: str | None, max_retries: int = 2,
+                 after_training: AfterTraining | None = None) -> None:
+        self.address, self.max_retries, self.after_training = address, max_retries, after_training
 
     def _connect(self) -> None:
         if not ray.is_initialized():
@@ -40,7 +41,7 @@ class RayExecutor:
         for task in tasks:
             remote = ray.remote(execute).options(num_cpus=task.threads, num_gpus=1 if task.device == "cuda" else 0,
                                                  max_retries=self.max_retries, retry_exceptions=False)
-            refs[remote.remote(task)] = task
+            refs[remote.remote(task, after_training=self.after_training)] = task
             if on_start:
                 on_start(task)
         pending = list(refs)

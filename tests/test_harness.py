@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from gridmix.analysis.mechanism import idea_mechanism
 from gridmix.budget import BUDGETS
 from gridmix.executors import Executor, InProcessExecutor, WorkerPoolExecutor
 from gridmix.harness import Runner, Study
@@ -30,6 +31,7 @@ def study(models=("fake-mixer", "fake-attention", "fake-fragile"), budget=BUDGET
 
 class CountingExecutor(InProcessExecutor):
     def __init__(self, stop_after=None):
+        super().__init__(after_training=idea_mechanism)  # as gridmix run hands it in
         self.executed, self.stop_after = [], stop_after
 
     def run(self, tasks, *, on_done, on_start=None, on_epoch=None):

@@ -65,15 +65,19 @@ def set_data_env(track: str, *, data: Path | None, data_root: Path | None, downl
 
 
 def make_executor(executor: ExecutorName, *, jobs: int, address: str | None):
+    """The executor ``--executor`` names, handing every run the idea's mechanism analysis after training."""
+    from gridmix.analysis.mechanism import idea_mechanism
     from gridmix.executors import InProcessExecutor, WorkerPoolExecutor
 
     if executor is ExecutorName.local:
-        return InProcessExecutor() if jobs == 1 else WorkerPoolExecutor(jobs)
+        if jobs == 1:
+            return InProcessExecutor(after_training=idea_mechanism)
+        return WorkerPoolExecutor(jobs, after_training=idea_mechanism)
     try:
         from gridmix.executors_ray import RayExecutor
     except ImportError as error:
         fail(f"--executor ray needs Ray: pip install 'gridmix[ray]' ({error})")
-    return RayExecutor(address=address)
+    return RayExecutor(address=address, after_training=idea_mechanism)
 
 
 def results_table(report: dict) -> Table:
