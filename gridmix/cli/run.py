@@ -329,18 +329,18 @@ def _store_analyses(ledger, track, grid, names, budget, knobs, progress) -> None
     A failing analysis is stored as ``{"error": …}`` and reported; the study's results are kept.
     """
     from gridmix.analysis.parity import parity_report
-    from gridmix.analysis.scaling import scale_track, scaling_grids
+    from gridmix.analysis.scaling import ScalingConfig, scale_track, scaling_grids
 
     stored = ledger.fetch("analyses")
     if stored is not None and stored.get("parity", {}).get("knobs") == knobs:
         return  # measured by an earlier run of this study (a resumed sweep measures nothing twice)
     smoke = budget.name == "smoke"
     grids = [g for g in scaling_grids(grid, count=2 if smoke else 3) if track.supports(g) is None]
+    config = ScalingConfig(repeats=2 if smoke else 3, warmup=1)
     task = progress.add_task("parity and scaling", total=None)
     analyses = {}
     for name, measure in (("parity", lambda: parity_report(track, grid, models=names, knobs=knobs)),
-                          ("scaling", lambda: scale_track(track, grids, models=names, repeats=2 if smoke else 3,
-                                                          warmup=1).to_dict())):
+                          ("scaling", lambda: scale_track(track, grids, models=names, config=config).to_dict())):
         try:
             analyses[name] = measure()
         except Exception as error:  # recorded and reported; the finished runs stay valid

@@ -83,7 +83,7 @@ def scale(
 ) -> None:
     """Measure time, FLOPs and peak memory of a track's models over grid sizes; fit exponents against N."""
     from gridmix.analysis.plots import plot_scaling
-    from gridmix.analysis.scaling import scale_track, scaling_grids
+    from gridmix.analysis.scaling import ScalingConfig, scale_track, scaling_grids
     from gridmix.grid import Grid
     from gridmix.plugins import load_registry
     from gridmix.train import resolve_device
@@ -95,7 +95,8 @@ def scale(
         names = [m.strip() for m in models.split(",") if m.strip()] if models else [m.name for m in chosen.models]
         for name in names:
             chosen.model(name)
-        resolved = resolve_device(device.value).type
+        config = ScalingConfig(batch=batch, threads=threads, repeats=repeats, warmup=warmup,
+                               device=resolve_device(device.value).type, memory=memory)
     except ValueError as error:
         fail(str(error))
     if not parsed:
@@ -116,8 +117,7 @@ def scale(
                 console.print(f"done {point.model} {point.grid}: {point.skipped or measured}", highlight=False,
                               markup=False)
 
-        result = scale_track(chosen, parsed, models=names, batch=batch, threads=threads, repeats=repeats,
-                             warmup=warmup, device=resolved, memory=memory, on_start=on_start,
+        result = scale_track(chosen, parsed, models=names, config=config, on_start=on_start,
                              on_point=on_point).to_dict()
     try:
         out.mkdir(parents=True, exist_ok=True)
