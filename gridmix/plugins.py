@@ -339,6 +339,10 @@ def validate_track(track: Track) -> None:
                          f"{baselines}")
     if not isinstance(track.budget_overrides, dict):
         raise ValueError(f"{where}: budget_overrides {_short(track.budget_overrides)}; expected a dict")
+    if not isinstance(track.extra_metrics, dict) or not all(
+            isinstance(name, str) and name and callable(fn) for name, fn in track.extra_metrics.items()):
+        raise ValueError(f"{where}: extra_metrics {_short(track.extra_metrics)}; expected a dict of name → "
+                         "callable(predictions, targets) → float")
     for budget in track.budget_overrides:
         try:
             resolve_budget(budget, track)

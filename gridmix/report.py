@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gridmix.analysis.references import reference_lines
+from gridmix.analysis.references import reference_lines, with_model_metrics
 from gridmix.analysis.stats import compare_many, summarize
 from gridmix.harness import Study, choose_learning_rates
 from gridmix.store import Ledger, RunRow
@@ -136,7 +136,8 @@ def build_report(ledger: Ledger) -> dict:
     )
     report.update(_identity(spec, report["versions"]))
     report.update(ledger.fetch("analyses") or {})
-    report["references"] = ledger.fetch("references")
+    report["references"] = with_model_metrics(ledger.fetch("references"), {
+        model: _final_rows(study, rows, model, chosen[model]) for model in study.models})
     return report
 
 

@@ -116,6 +116,10 @@ class Track:
         data_missing: ``() → None`` when the track's data is at hand, else a one-line reason (e.g. "needs
             --data-root DIR"); a cheap look, nothing is read. ``gridmix tracks`` shows it, and the CI benchmark
             skips such tracks.
+        extra_metrics: further test metrics by name, each ``(predictions, targets) → float`` on the test split
+            (e.g. ``{"MASE": …}`` on a forecasting track). Every finished run stores them in its
+            ``extras["test_metrics"]``; the report's naive-references section averages them per model over
+            seeds and scores the references with them too (:mod:`gridmix.analysis.references`).
     """
 
     name: str
@@ -137,6 +141,7 @@ class Track:
     plugin_version: str = ""
     source: str = ""
     data_missing: Callable[[], str | None] = lambda: None
+    extra_metrics: dict[str, Callable[[torch.Tensor, torch.Tensor], float]] = field(default_factory=dict)
 
     @property
     def idea(self) -> ModelSpec:

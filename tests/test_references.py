@@ -34,6 +34,7 @@ def test_persistence_is_exact_after_a_level_shift(tmp_path):
 def test_majority_class_comes_from_the_training_split():
     class Fake:
         direction = "higher"
+        extra_metrics = {}
 
         @staticmethod
         def metric(logits, labels):
@@ -60,7 +61,7 @@ def report(idea_mean: float, base_mean: float, lr_idea: float = 3e-3) -> dict:
 def test_headline_says_when_every_model_is_worse_than_the_naive_reference():
     text = "\n".join(reference_lines(report(0.6, 0.45)))
     assert "**Every model is worse than the naive reference** seasonal naive (season 4) (0.4 test MSE)" in text
-    assert "| idea | no | 1.2 |" in text and "| vit | no | 0.9 |" in text
+    assert "| idea | no | no | 1.2 |" in text and "| vit | no | yes | 0.9 |" in text
     assert "Every model is worse" not in "\n".join(reference_lines(report(0.3, 0.45)))
 
 
