@@ -85,6 +85,11 @@ class ModelSpec:
     plugin_version: str = ""
 
 
+def _always_at_hand() -> str | None:
+    """:attr:`Track.data_missing` of a track that generates its data: nothing is ever missing."""
+    return None
+
+
 @dataclass(frozen=True)
 class Track:
     """A task gridmix compares models on.
@@ -140,8 +145,13 @@ class Track:
     plugin: str = ""
     plugin_version: str = ""
     source: str = ""
-    data_missing: Callable[[], str | None] = lambda: None
+    data_missing: Callable[[], str | None] = _always_at_hand
     extra_metrics: dict[str, Callable[[torch.Tensor, torch.Tensor], float]] = field(default_factory=dict)
+
+    @property
+    def needs_data(self) -> bool:
+        """Whether the track reads data from disk (it names a ``source`` or sets ``data_missing``), not generates it."""
+        return bool(self.source) or self.data_missing is not _always_at_hand
 
     @property
     def idea(self) -> ModelSpec:

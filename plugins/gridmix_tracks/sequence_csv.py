@@ -1,6 +1,7 @@
 """The ``sequence-csv`` track: forecast the next H values of one column of the user's CSV time series.
 
-Configure it through the environment (unset, this plugin adds nothing)::
+Configure it through the environment (``gridmix run --data FILE`` sets the first; unset, ``gridmix tracks`` lists
+the track as needing data)::
 
     GRIDMIX_SEQUENCE_CSV=data/load.csv        # rows in time order; a header row is optional
     GRIDMIX_SEQUENCE_CSV_TARGET=load          # the column to forecast: header name or 0-based index; default: the last
@@ -58,6 +59,7 @@ INPUTS_ENV, SEASON_ENV = "GRIDMIX_SEQUENCE_CSV_INPUTS", "GRIDMIX_SEQUENCE_CSV_SE
 INPUTS = ("target", "all")  # the models read the target's past only, or every channel but the date
 BOUNDARIES = (0.70, 0.85)  # fractions of rows where validation, then test targets begin
 MISSING = {"", "nan", "na", "n/a", "null", "none"}
+NEEDS_DATA = f"needs --data FILE (or {ENV}): a CSV time series, rows in time order"
 
 
 @dataclass(frozen=True)
@@ -253,10 +255,26 @@ def csv_sequence_track(path: str | os.PathLike, target: str | None = None, *, in
         return TrackData(**splits)
 
     channels = f", reading all {len(series.names)} channels" if inputs == "all" else ""
+    return _track(f"forecast the next {horizon} values of column {name!r} of {path} ({len(values)} rows{channels})",
+                  make_data, horizon=horizon, in_chans=len(series.names), source=str(path),
+                  extra_metrics={f"MASE (m={season})": mase(scale)})
+
+
+def awaiting_data_track(horizon: int = HORIZON) -> Track:
+    """``sequence-csv`` before it is given a file: ``gridmix tracks`` lists it as needing ``--data FILE``, and
+    building its data (``gridmix run``) says so in one line."""
+    def make_data(grid: Grid, seed: int, sizes: DataSizes) -> TrackData:
+        raise ValueError(f"sequence-csv {NEEDS_DATA}")
+
+    return _track(f"forecast the next {horizon} values of a column of your CSV time series", make_data,
+                  horizon=horizon, in_chans=1, data_missing=lambda: NEEDS_DATA)
+
+
+def _track(description: str, make_data, *, horizon: int, in_chans: int, source: str = "",
+           extra_metrics: dict | None = None, data_missing=lambda: None) -> Track:
     return Track(
         name="sequence-csv",
-        description=f"forecast the next {horizon} values of column {name!r} of {path} ({len(values)} rows"
-                    f"{channels})",
+        description=description,
         ndim=1,
         default_grid=Grid((64,)),
         make_data=make_data,
@@ -264,11 +282,12 @@ def csv_sequence_track(path: str | os.PathLike, target: str | None = None, *, in
         metric=mse,
         metric_name="test MSE",
         direction="lower",
-        models=with_instance_norm(SequenceModels(horizon=horizon, in_chans=len(series.names)).specs()),
+        models=with_instance_norm(SequenceModels(horizon=horizon, in_chans=in_chans).specs()),
         matched_baseline="transformer",
         supports=context_supported,
-        source=str(path),
-        extra_metrics={f"MASE (m={season})": mase(scale)},
+        source=source,
+        data_missing=data_missing,
+        extra_metrics=extra_metrics or {},
     )
 
 
@@ -281,9 +300,9 @@ def _season_from_env() -> int:
 
 @hookimpl
 def gridmix_tracks() -> list[Track]:
-    """The ``sequence-csv`` track when ``GRIDMIX_SEQUENCE_CSV`` is set, else nothing."""
+    """The ``sequence-csv`` track on the file ``GRIDMIX_SEQUENCE_CSV`` names, or waiting for one."""
     path = os.environ.get(ENV, "").strip()
     if not path:
-        return []
+        return [awaiting_data_track()]
     return [csv_sequence_track(path, os.environ.get(TARGET_ENV, "").strip() or None,
                                inputs=os.environ.get(INPUTS_ENV, "").strip() or "target", season=_season_from_env())]
