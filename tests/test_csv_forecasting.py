@@ -163,3 +163,19 @@ def test_gridmix_run_refuses_a_csv_without_a_date_column_in_one_line(tmp_path, c
     assert result.exit_code == 2
     assert len(result.output.strip().splitlines()) == 1, result.output
     assert "is not an ISO 8601 date" in result.output
+
+
+def test_a_random_walk_report_says_every_model_is_worse_than_persistence(tmp_path, csv_env, one_thread):
+    # On a trending random walk the last value is the best forecast there is: two smoke epochs cannot beat it.
+    walk = 0.05 * np.arange(400) + np.random.default_rng(3).normal(size=400).cumsum()
+    path = tmp_path / "walk.csv"
+    path.write_text("value\n" + "\n".join(f"{v:.6f}" for v in walk))
+    result = run_smoke(tmp_path, "--data", str(path))
+    assert result.exit_code == 0, result.output
+    text = (tmp_path / "out" / "report.md").read_text()
+    assert "**Every model is worse than the naive reference** persistence" in text
+    report = json.loads((tmp_path / "out" / "bench_report.json").read_text())
+    mase_of = {name: metrics["MASE (m=1)"] for name, metrics in report["references"]["models"].items()}
+    persistence = report["references"]["extra_metrics"]["persistence"]["MASE (m=1)"]
+    assert all(value > persistence for value in mase_of.values())
+    assert "| transformer | no |" in text
