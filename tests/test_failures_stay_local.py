@@ -107,7 +107,7 @@ def test_piped_run_logs_one_unwrapped_line_per_run(tmp_path):
     assert result.exit_code == 0, result.output
     done = [line for line in result.output.splitlines() if line.startswith("done ")]
     with Ledger(tmp_path / "out", create=False) as ledger:
-        assert len(done) == len(ledger.rows()) == 6  # 2 models x 2 rates on seed 0, then seed 1 of each
+        assert len(done) == len(ledger.rows()) == 8  # 2 models x 2 rates on sweep seed 1000, then seeds 0 and 1
     assert all(", test MSE " in line and line.endswith(" s") for line in done)
     header = result.output.splitlines()[0]
     assert header.startswith("gridmix run sequence 64") and header.endswith("ledger.sqlite") and len(header) > 60

@@ -128,6 +128,7 @@ def _track(description: str, make_data, *, num_classes: int, source: str = "", d
         make_data=make_data,
         loss=cross_entropy,
         metric=accuracy,
+        fixed_split=True,  # one dataset, one split: seeds vary initialisation and batch order
         metric_name="accuracy",
         direction="higher",
         models=ImageModels(in_chans=3, num_classes=num_classes).specs(),

@@ -280,6 +280,7 @@ def _track(description: str, make_data, *, horizon: int, in_chans: int, source: 
         make_data=make_data,
         loss=mse_loss,
         metric=mse,
+        fixed_split=True,  # one dataset, one split: seeds vary initialisation and batch order
         metric_name="test MSE",
         direction="lower",
         models=with_instance_norm(SequenceModels(horizon=horizon, in_chans=in_chans).specs()),
