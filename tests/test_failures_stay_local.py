@@ -12,8 +12,7 @@ import typer
 from PIL import Image
 from typer.testing import CliRunner
 
-from gridmix import report as report_module
-from gridmix import report_plots
+from gridmix import report_markdown, report_plots
 from gridmix.analysis.scaling import ScalingPoint, ScalingResult
 from gridmix.cli import app
 from gridmix.cli.run import fail
@@ -61,7 +60,7 @@ def test_a_failing_plot_or_renderer_never_costs_report_md(tmp_path, monkeypatch)
     assert json.loads((out / "bench_report.json").read_text())["plot_errors"] == [
         "sweep plot: RuntimeError: no backend"]
     assert "sweep plot: RuntimeError: no backend" in (out / "report.md").read_text()
-    monkeypatch.setattr(report_module, "render_markdown", broken)
+    monkeypatch.setattr(report_markdown, "render_markdown", broken)
     assert CliRunner().invoke(app, ["report", str(out)]).exit_code == 0
     markdown = (out / "report.md").read_text()
     assert "**Verdict: " in markdown and "could not be rendered (RuntimeError: no backend)" in markdown

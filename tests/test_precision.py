@@ -9,7 +9,8 @@ from gridmix.executors import InProcessExecutor
 from gridmix.harness import Runner, Study
 from gridmix.plugins import load_registry
 from gridmix.precision import resolve_precision
-from gridmix.report import build_report, render_markdown
+from gridmix.report import build_report
+from gridmix.report_markdown import render_markdown
 from gridmix.store import Ledger
 from tests import fake_track
 
