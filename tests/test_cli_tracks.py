@@ -76,6 +76,20 @@ def test_tracks_json_as_a_subprocess():
     assert [track["name"] for track in json.loads(only.stdout)["tracks"]] == ["video"]
 
 
+@pytest.mark.parametrize(("args", "message"), [
+    (["run", "--budget", "huge"], "'--budget': Value error, 'huge' is not one of 'smoke', 'default', 'full'"),
+    (["run", "--device", "tpu"], "'--device': Value error, 'tpu' is not one of 'auto', 'cpu', 'cuda'"),
+    (["scale", "--track", "image", "--device", "gpu"], "'gpu' is not one of 'auto', 'cpu', 'cuda'"),
+    (["run", "--executor", "dask"], "'--executor': Value error, 'dask' is not one of 'local', 'ray'"),
+    (["run", "--seeds", "1"], "'--seeds': Input should be greater than or equal to 2"),
+])
+def test_typer_refuses_a_bad_option_value_in_one_line(args, message):
+    result = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+    assert result.exit_code == 2
+    assert result.output.startswith("error: Invalid value for ") and result.output.count("\n") == 1, result.output
+    assert message in result.output
+
+
 def test_data_column_says_which_tracks_need_data_and_whether_it_was_found(fresh_registry, monkeypatch, tmp_path):
     for name in ("GRIDMIX_IMAGE_FOLDER", "GRIDMIX_SEQUENCE_CSV", "GRIDMIX_DATA_ROOT"):
         monkeypatch.delenv(name, raising=False)

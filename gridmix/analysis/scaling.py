@@ -284,8 +284,17 @@ def scale_track(track: Track, grids: Sequence[GridLike], *, models: Sequence[str
                          load_average=(load_before, _load_average()), cpu_count=os.cpu_count())
 
 
+def load_averages() -> list[float] | None:
+    """The machine's 1, 5 and 15 minute load averages (None where the system keeps none)."""
+    try:
+        return list(os.getloadavg())
+    except (AttributeError, OSError):  # no getloadavg on this platform, or the value is unobtainable
+        return None
+
+
 def _load_average() -> float | None:
-    return os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    averages = load_averages()
+    return averages[0] if averages else None
 
 
 def _measure_point(track: Track, spec: ModelSpec, grid: Grid, *, batch: int, threads: int, repeats: int,

@@ -36,7 +36,6 @@ Shape legend:
 from __future__ import annotations
 
 import csv
-import difflib
 import math
 import os
 from collections.abc import Callable
@@ -49,6 +48,7 @@ import torch
 
 from gridmix import hookimpl
 from gridmix.grid import Grid
+from gridmix.suggest import did_you_mean
 from gridmix.tracks import DataSizes, Split, Track, TrackData
 from gridmix_tracks.common import FIXED_SPLIT_SEED, SPLITS, mse, mse_loss, split_rng
 from gridmix_tracks.instance_norm import with_instance_norm
@@ -169,9 +169,7 @@ def _column_index(column: str | None, names: list[str], path: Path) -> int:
         return names.index(column)
     if column.isdigit() and int(column) < len(names):
         return int(column)
-    close = difflib.get_close_matches(column, names, n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
-    raise ValueError(f"{path}: no column {column!r}{hint} columns: {', '.join(names)} "
+    raise ValueError(f"{path}: no column {column!r}{did_you_mean(column, names)} columns: {', '.join(names)} "
                      f"(or an index 0..{len(names) - 1})")
 
 
