@@ -182,6 +182,11 @@ class ModelSpec:
         return ContractError("model", self.name, problem, self.plugin)
 
 
+def _always_at_hand() -> str | None:
+    """:attr:`Track.data_missing` of a track that generates its data: nothing is ever missing."""
+    return None
+
+
 @dataclass(frozen=True)
 class Track:
     """A task gridmix compares models on.
@@ -218,6 +223,10 @@ class Track:
         data_missing: ``() → None`` when the track's data is at hand, else a one-line reason (e.g. "needs
             --data-root DIR"); a cheap look, nothing is read. ``gridmix tracks`` shows it, and the CI benchmark
             skips such tracks.
+        extra_metrics: further test metrics by name, each ``(predictions, targets) → float`` on the test split
+            (e.g. ``{"MASE": …}`` on a forecasting track). Every finished run stores them in its
+            ``extras["test_metrics"]``; the report's naive-references section averages them per model over
+            seeds and scores the references with them too (:mod:`gridmix.analysis.references`).
     """
 
     name: str
@@ -240,7 +249,13 @@ class Track:
     plugin: str = ""
     plugin_version: str = ""
     source: str = ""
-    data_missing: Callable[[], str | None] = lambda: None
+    data_missing: Callable[[], str | None] = _always_at_hand
+    extra_metrics: dict[str, Callable[[torch.Tensor, torch.Tensor], float]] = field(default_factory=dict)
+
+    @property
+    def needs_data(self) -> bool:
+        """Whether the track reads data from disk (it names a ``source`` or sets ``data_missing``), not generates it."""
+        return bool(self.source) or self.data_missing is not _always_at_hand
 
     def __post_init__(self) -> None:
         """Normalise ``default_grid`` (any :meth:`Grid.parse` spelling) and ``models`` (a list) and check every
@@ -288,6 +303,10 @@ class Track:
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
                                       or not float("-inf") < value < float("inf")):
                 raise self._fail(f"{attribute} {value!r}; expected None or a finite number")
+        if not isinstance(self.extra_metrics, dict) or not all(
+                isinstance(name, str) and name and callable(measure) for name, measure in self.extra_metrics.items()):
+            raise self._fail(f"extra_metrics {short(self.extra_metrics)}; expected a dict of name → "
+                             "callable(predictions, targets) → float")
 
     def _check_models(self) -> None:
         if not self.models:

@@ -10,6 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from gridmix.cli import app
+from gridmix.cli.tracks import registry_summary
 from gridmix.hookspecs import hookimpl
 from gridmix.plugins import ALLOW_ENV, DISABLE_AUTOLOAD_ENV, load_registry
 
@@ -87,3 +88,27 @@ def test_typer_refuses_a_bad_option_value_in_one_line(args, message):
     assert result.exit_code == 2
     assert result.output.startswith("error: Invalid value for ") and result.output.count("\n") == 1, result.output
     assert message in result.output
+
+
+def test_data_column_says_which_tracks_need_data_and_whether_it_was_found(fresh_registry, monkeypatch, tmp_path):
+    for name in ("GRIDMIX_IMAGE_FOLDER", "GRIDMIX_SEQUENCE_CSV", "GRIDMIX_DATA_ROOT"):
+        monkeypatch.delenv(name, raising=False)
+    load_registry(refresh=True)
+    tracks = {t["name"]: t for t in json.loads(CliRunner().invoke(app, ["tracks", "--json"]).output)["tracks"]}
+    assert tracks["image"]["data"] == "generated" and tracks["image"]["data_missing"] is None
+    assert tracks["sequence-csv"]["data"] == "missing" and "needs --data FILE" in tracks["sequence-csv"]["data_missing"]
+    assert tracks["image-folder"]["data"] == "missing" and "needs --data DIR" in tracks["image-folder"]["data_missing"]
+    assert tracks["mnist"]["data"] == "missing" and "--data-root" in tracks["mnist"]["data_missing"]
+    table = CliRunner().invoke(app, ["tracks"], env={"COLUMNS": "250"}).output
+    assert "┃ data " in table and "generated" in table and "missing" in table
+    refused = CliRunner().invoke(app, ["run", "--track", "image-folder", "--out", str(tmp_path / "out")])
+    assert refused.exit_code == 2 and len(refused.output.strip().splitlines()) == 1, refused.output
+    assert "needs --data DIR" in refused.output
+
+    series = tmp_path / "load.csv"
+    series.write_text("value\n" + "".join(f"{i % 9}\n" for i in range(200)))
+    monkeypatch.setenv("GRIDMIX_SEQUENCE_CSV", str(series))
+    load_registry(refresh=True)
+    found = {t["name"]: t for t in registry_summary(load_registry())["tracks"]}["sequence-csv"]
+    assert (found["data"], found["data_missing"]) == ("found", None)
+    assert str(series) in CliRunner().invoke(app, ["tracks"], env={"COLUMNS": "400"}).output
