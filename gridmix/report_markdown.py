@@ -11,14 +11,7 @@ from __future__ import annotations
 
 from gridmix.analysis.references import reference_lines
 from gridmix.analysis.stats import VERDICT_BETTER, VERDICT_WORSE
-
-
-def _fmt(value, digits: int = 4) -> str:
-    if value is None:
-        return "–"
-    if isinstance(value, float):
-        return f"{value:.{digits}g}"
-    return str(value)
+from gridmix.report_format import fmt, report_arms
 
 
 def render_markdown(report: dict, *, figures: list[str] = ()) -> str:
@@ -28,9 +21,9 @@ def render_markdown(report: dict, *, figures: list[str] = ()) -> str:
     if "delta_mean" in c:
         lines += [f"**Verdict: {c['verdict']}** — primary comparison, idea vs the matched baseline {c['b']}, "
                   f"α = {c['alpha']:g} unadjusted. {report['metric']} ({report['metric_direction']}): idea "
-                  f"{_fmt(c['idea_mean'])} vs baseline {_fmt(c['baseline_mean'])}, Δ = {_fmt(c['delta_mean'])} "
-                  f"(95% t-interval {_fmt(c['ci_low'])} … {_fmt(c['ci_high'])}), idea wins {c['idea_wins']}/"
-                  f"{c['n_pairs']} seeds, sign-flip p = {_fmt(c['p_value'])} ({c['p_method']}); {_mde_words(c)}.", ""]
+                  f"{fmt(c['idea_mean'])} vs baseline {fmt(c['baseline_mean'])}, Δ = {fmt(c['delta_mean'])} "
+                  f"(95% t-interval {fmt(c['ci_low'])} … {fmt(c['ci_high'])}), idea wins {c['idea_wins']}/"
+                  f"{c['n_pairs']} seeds, sign-flip p = {fmt(c['p_value'])} ({c['p_method']}); {_mde_words(c)}.", ""]
     else:
         lines += [f"**Verdict: {c['verdict']}** — {c.get('reason', '')}", ""]
     lines += _caveat_lines(report)
@@ -42,11 +35,11 @@ def render_markdown(report: dict, *, figures: list[str] = ()) -> str:
     lines += ["## Models (test metric over the comparison seeds, at each model's chosen learning rate)", "",
               "| model | role | chosen lr | mean | std (ddof=0) | n | per seed | flag |",
               "|---|---|---|---|---|---|---|---|"]
-    arms = {report["idea"]["name"]: report["idea"], **report["baselines"]}
+    arms = report_arms(report)
     for name, arm in arms.items():
         full = arm["full"]
-        lines.append(f"| {name} | {arm.get('role', '–')} | {_fmt(arm['best_cfg']['lr'])} | {_fmt(full['mean'])} | "
-                     f"{_fmt(full['std'])} | {full['n']} | {', '.join(_fmt(v) for v in full['per_seed'])} | "
+        lines.append(f"| {name} | {arm.get('role', '–')} | {fmt(arm['best_cfg']['lr'])} | {fmt(full['mean'])} | "
+                     f"{fmt(full['std'])} | {full['n']} | {', '.join(fmt(v) for v in full['per_seed'])} | "
                      f"{arm.get('flag') or ''} |")
     lines += _sweep_lines(report, arms)
     lines += _markdown_sections(report)
@@ -73,10 +66,10 @@ def _comparison_table(comparisons: dict, label: str) -> list[str]:
              "|---|---|---|---|---|---|---|---|---|"]
     for name, comp in comparisons.items():
         if "delta_mean" in comp:
-            lines.append(f"| {name} | {comp['n_pairs']} | {_fmt(comp['delta_mean'])} | {_fmt(comp['ci_low'])} … "
-                         f"{_fmt(comp['ci_high'])} | {comp['idea_wins']} | {_fmt(comp['p_value'])} "
-                         f"({comp['p_method']}) | {_fmt(comp['p_holm'])} | "
-                         f"{'unreachable' if comp['mde'] is None else _fmt(comp['mde'])} | {comp['verdict']} |")
+            lines.append(f"| {name} | {comp['n_pairs']} | {fmt(comp['delta_mean'])} | {fmt(comp['ci_low'])} … "
+                         f"{fmt(comp['ci_high'])} | {comp['idea_wins']} | {fmt(comp['p_value'])} "
+                         f"({comp['p_method']}) | {fmt(comp['p_holm'])} | "
+                         f"{'unreachable' if comp['mde'] is None else fmt(comp['mde'])} | {comp['verdict']} |")
         else:
             lines.append(f"| {name} | – | – | – | – | – | – | – | {comp['verdict']}: {comp['reason']} |")
     return lines
@@ -89,17 +82,17 @@ def _caveat_lines(report: dict) -> list[str]:
     primary = power.get("primary")
     if primary and not primary["reachable"]:
         lines.append(f"- ⚠ With {power['n_seeds']} seeds the primary comparison cannot reach α = {power['alpha']:g}: "
-                     f"the exact sign-flip test's smallest p is {_fmt(primary['min_p'])}; it needs "
+                     f"the exact sign-flip test's smallest p is {fmt(primary['min_p'])}; it needs "
                      f"{primary['seeds_needed']} seeds.")
     secondary = power.get("secondary")
     if secondary and not secondary["reachable"]:
         lines.append(f"- ⚠ The {secondary['comparisons']} secondary comparisons (Holm) cannot reach α: their smallest "
-                     f"adjusted p is {_fmt(secondary['min_p_holm'])}; they need {secondary['seeds_needed']} seeds.")
-    arms = {report["idea"]["name"]: report["idea"], **report["baselines"]}
+                     f"adjusted p is {fmt(secondary['min_p_holm'])}; they need {secondary['seeds_needed']} seeds.")
+    arms = report_arms(report)
     for name, arm in arms.items():
         if arm.get("flag"):
             bound = report.get("chance") if arm["flag"] == "at chance" else report.get("ceiling")
-            lines.append(f"- ⚠ {name} ({arm.get('role', '–')}): every seed {arm['flag']} ({_fmt(bound)}): "
+            lines.append(f"- ⚠ {name} ({arm.get('role', '–')}): every seed {arm['flag']} ({fmt(bound)}): "
                          "its comparisons say little about mixing.")
     if report.get("fixed_split"):
         lines.append("- The split is fixed for this dataset and the seeds vary initialisation and batch order, so the "
@@ -114,10 +107,10 @@ def _sweep_lines(report: dict, arms: dict) -> list[str]:
         return ["", "## Learning rate", "", f"One rate, {report['budget']['lrs'][0]:g}, for every model: no sweep."]
     seeds = (report.get("seeds") or {}).get("sweep", "–")
     lines = ["", f"## Learning-rate sweep (validation metric, mean over the sweep seeds {seeds})", "",
-             "| model | " + " | ".join(f"lr {_fmt(e['cfg']['lr'])}" for e in sweep) + " |",
+             "| model | " + " | ".join(f"lr {fmt(e['cfg']['lr'])}" for e in sweep) + " |",
              "|---|" + "---|" * len(sweep)]
     for name, arm in arms.items():
-        cells = [_fmt(e["mean"]) if e["eligible"] else "/".join(e["statuses"]) for e in arm["sweep"]]
+        cells = [fmt(e["mean"]) if e["eligible"] else "/".join(e["statuses"]) for e in arm["sweep"]]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return lines
 
@@ -136,7 +129,7 @@ def _mde_words(c: dict) -> str:
         return (f"no effect is detectable with {c['n_pairs']} pairs: the sign-flip test's smallest p, "
                 f"2/2^{c['n_pairs']}, is not below α = {c['alpha']:g} (MDE unreachable)")
     return (f"the sign-flip test's minimum detectable effect at 80% power, estimated from the observed spread, is "
-            f"{_fmt(c['mde'])} ({_fmt(c['mde_rel_pct'], 3)}% of baseline)")
+            f"{fmt(c['mde'])} ({fmt(c['mde_rel_pct'], 3)}% of baseline)")
 
 
 def _markdown_sections(report: dict) -> list[str]:
@@ -189,22 +182,22 @@ def _mechanism_lines(report: dict) -> list[str]:
             answer = f"yes, {effect} (significant)"
         elif comp["verdict"] == VERDICT_WORSE:
             answer = f"no, the opposite (significant: {comp['b']} is better)"
-        lines.append(f"- {question} {comp['a']} − {comp['b']}: Δ = {_fmt(comp['delta_mean'])} (95% t-interval "
-                     f"{_fmt(comp['ci_low'])} … {_fmt(comp['ci_high'])}), {comp['a']} better on {comp['idea_wins']}/"
-                     f"{comp['n_pairs']} seeds, p = {_fmt(comp['p_value'])} ({comp['p_method']}; Holm over "
-                     f"{comp['holm_over']}: {_fmt(comp['p_holm'])}) → **{answer}**.")
+        lines.append(f"- {question} {comp['a']} − {comp['b']}: Δ = {fmt(comp['delta_mean'])} (95% t-interval "
+                     f"{fmt(comp['ci_low'])} … {fmt(comp['ci_high'])}), {comp['a']} better on {comp['idea_wins']}/"
+                     f"{comp['n_pairs']} seeds, p = {fmt(comp['p_value'])} ({comp['p_method']}; Holm over "
+                     f"{comp['holm_over']}: {fmt(comp['p_holm'])}) → **{answer}**.")
     mech = report.get("mechanism_signature")
     if mech and "error" in mech:
         return lines + ["", f"Parametrisation check: – (failed: {mech['error']})"]
     if mech:
         lines += ["", f"Parametrisation check (every seed's trained idea model; a check that the code keeps the "
                   f"certificate, not evidence that the idea works): **{'passed' if mech['confirmed'] else 'FAILED'}**"
-                  f" — largest factor singular value {_fmt(mech['observed_max_factor_singular'])} vs bound "
-                  f"{_fmt(mech['predicted_factor_bound'])}; certified ‖M‖₂ (grid tokens) ≤ "
-                  f"{_fmt(mech.get('certified_operator_bound'))}; whole token map incl. prefix tokens ‖T‖₂ ≤ "
-                  f"{_fmt(mech.get('certified_token_map_bound'))}; probe ‖Mv‖/‖v‖ "
-                  f"{_fmt(mech['probe_norm_ratio_after_mixing'])}; residual block Lipschitz estimate "
-                  f"{_fmt(mech.get('residual_block_lipschitz'))} (power iteration; the block has no certificate)."]
+                  f" — largest factor singular value {fmt(mech['observed_max_factor_singular'])} vs bound "
+                  f"{fmt(mech['predicted_factor_bound'])}; certified ‖M‖₂ (grid tokens) ≤ "
+                  f"{fmt(mech.get('certified_operator_bound'))}; whole token map incl. prefix tokens ‖T‖₂ ≤ "
+                  f"{fmt(mech.get('certified_token_map_bound'))}; probe ‖Mv‖/‖v‖ "
+                  f"{fmt(mech['probe_norm_ratio_after_mixing'])}; residual block Lipschitz estimate "
+                  f"{fmt(mech.get('residual_block_lipschitz'))} (power iteration; the block has no certificate)."]
     return lines
 
 
@@ -212,7 +205,7 @@ def _failure_lines(report: dict) -> list[str]:
     if not report["failures"]:
         return []
     return (["", "## Failed or diverged runs", "", "| model | lr | seed | status | error |", "|---|---|---|---|---|"]
-            + [f"| {f['model']} | {_fmt(f['lr'])} | {f['seed']} | {f['status']} | {f['error']} |"
+            + [f"| {f['model']} | {fmt(f['lr'])} | {f['seed']} | {f['status']} | {f['error']} |"
                for f in report["failures"]])
 
 
@@ -254,10 +247,10 @@ def _scaling_lines(scaling: dict | None) -> list[str]:
              "| model | grid | parameters | GFLOPs | time ms | peak MB | note |", "|---|---|---|---|---|---|---|"]
     for point in scaling["points"]:
         params = "–" if point["params"] is None else f"{point['params']:,}"  # None: the point failed
-        lines.append(f"| {point['model']} | {point['grid']} | {params} | {_fmt(point['gflops'])} | "
-                     f"{_fmt(point['time_ms'])} | {_fmt(point['peak_mb'])} | {point['skipped'] or ''} |")
+        lines.append(f"| {point['model']} | {point['grid']} | {params} | {fmt(point['gflops'])} | "
+                     f"{fmt(point['time_ms'])} | {fmt(point['peak_mb'])} | {point['skipped'] or ''} |")
     lines += ["", "| model | quantity | exponent vs N (all points) | R² | exponent (largest two grids) |",
               "|---|---|---|---|---|"]
-    lines += [f"| {fit['model']} | {fit['quantity']} | {_fmt(fit['exponent'], 3)} | {_fmt(fit['r2'], 3)} | "
-              f"{_fmt(fit['tail_exponent'], 3)} |" for fit in scaling["fits"]]
+    lines += [f"| {fit['model']} | {fit['quantity']} | {fmt(fit['exponent'], 3)} | {fmt(fit['r2'], 3)} | "
+              f"{fmt(fit['tail_exponent'], 3)} |" for fit in scaling["fits"]]
     return lines

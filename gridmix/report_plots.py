@@ -14,9 +14,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-
-def _arms(report: dict) -> dict[str, dict]:
-    return {report["idea"]["name"]: report["idea"], **report["baselines"]}
+from gridmix.report_format import report_arms  # noqa: E402
 
 
 def _draw_references(ax, report: dict) -> None:
@@ -62,7 +60,7 @@ def _by_seed(arm: dict) -> dict[int, float]:
 def plot_sweep(report: dict, path: Path) -> Path:
     """Mean validation metric against learning rate, one line per model; the chosen rate circled."""
     fig, ax = plt.subplots(figsize=(5.5, 3.8))
-    for name, arm in _arms(report).items():
+    for name, arm in report_arms(report).items():
         points = [(e["cfg"]["lr"], e["mean"]) for e in arm["sweep"] if e["eligible"]]
         if points:
             lrs, means = zip(*points)
@@ -87,7 +85,7 @@ def plot_sweep(report: dict, path: Path) -> Path:
 def plot_curves(report: dict, path: Path) -> Path:
     """Training loss and validation metric per epoch of every seed's final run, one colour per model."""
     fig, (loss_ax, val_ax) = plt.subplots(1, 2, figsize=(10, 3.8))
-    for i, (name, arm) in enumerate(_arms(report).items()):
+    for i, (name, arm) in enumerate(report_arms(report).items()):
         color = f"C{i}"
         for s, (loss, val) in enumerate(zip(arm["curves"]["train_loss"], arm["curves"]["val"])):
             label = name if s == 0 else None

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from gridmix.grid import Grid
+from gridmix.report_format import fmt, report_arms
 from gridmix.tracks import DataSizes, Track
 
 SEASONS = (4, 7, 12, 24, 52)
@@ -96,7 +97,7 @@ def reference_summary(report: dict) -> dict | None:
     lower = report["metric_direction"].startswith("lower")
     best_name = (min if lower else max)(refs["values"], key=refs["values"].get)
     best = refs["values"][best_name]
-    arms = {report["idea"]["name"]: report["idea"], **report["baselines"]}
+    arms = report_arms(report)
     means = {name: arm["full"]["mean"] for name, arm in arms.items() if arm["full"].get("mean") is not None}
     beats = {name: (mean < best if lower else mean > best) for name, mean in means.items()}
     summary = {"best": best_name, "best_value": best, "beats_best": beats,
@@ -109,7 +110,7 @@ def reference_summary(report: dict) -> dict | None:
 def edge_learning_rates(report: dict) -> dict[str, float]:
     """Models whose chosen learning rate is the smallest or largest one swept (the optimum may lie beyond)."""
     lrs = sorted(report["budget"]["lrs"])
-    arms = {report["idea"]["name"]: report["idea"], **report["baselines"]}
+    arms = report_arms(report)
     if len(lrs) < 2:
         return {}
     return {name: arm["best_cfg"]["lr"] for name, arm in arms.items()
@@ -120,7 +121,7 @@ def improving_at_cap(report: dict) -> dict[str, int]:
     """Per model, how many final runs were still improving at the epoch cap (best validation epoch the last)."""
     cap = report["budget"]["epochs"]
     lower = report["metric_direction"].startswith("lower")
-    arms = {report["idea"]["name"]: report["idea"], **report["baselines"]}
+    arms = report_arms(report)
     counts = {}
     for name, arm in arms.items():
         curves = [c for c in arm.get("curves", {}).get("val", []) if len(c) == cap and cap > 1]
@@ -163,8 +164,9 @@ def _reference_tables(report: dict, summary: dict) -> list[str]:
     lines += ["## Naive references (same test split, seed 0's data)", "",
               "| reference | " + " | ".join([report["metric"], *extra_names]) + " |",
               "|---|---|" + "---|" * len(extra_names)]
-    lines += [f"| {name} | {value:.4g} |" + "".join(f" {_fmt(ref_extras.get(name, {}).get(e))} |" for e in extra_names)
-              for name, value in refs["values"].items()]
+    for name, value in refs["values"].items():
+        extras = "".join(f" {fmt(ref_extras.get(name, {}).get(e), 3)} |" for e in extra_names)
+        lines.append(f"| {name} | {value:.4g} |" + extras)
     relative = summary.get("relative_to_persistence")
     persistence_column = relative is not None and summary["best"] != "persistence"
     columns = ["model", f"beats {summary['best']}"] + (["beats persistence"] if persistence_column else [])
@@ -177,7 +179,7 @@ def _reference_tables(report: dict, summary: dict) -> list[str]:
             cells.append("yes" if relative[name] < 1 else "no")
         if relative is not None:
             cells.append(f"{relative[name]:.3g}")
-        cells += [_fmt(model_extras.get(name, {}).get(e)) for e in extra_names]
+        cells += [fmt(model_extras.get(name, {}).get(e), 3) for e in extra_names]
         lines.append("| " + " | ".join(cells) + " |")
     if any(name.startswith("MASE") for name in extra_names):
         lines.append("")
@@ -187,5 +189,3 @@ def _reference_tables(report: dict, summary: dict) -> list[str]:
     return lines + [""]
 
 
-def _fmt(value: float | None) -> str:
-    return "–" if value is None else f"{value:.3g}"

@@ -21,6 +21,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from gridmix.cli.app import BudgetName, DeviceName, ExecutorName, app, console, fail
+from gridmix.report_format import fmt, report_arms
 
 
 def storage_error(error: OSError | sqlite3.Error, path: Path) -> str:
@@ -84,11 +85,8 @@ def results_table(report: dict) -> Table:
     table = Table(title=f"{report['track']} {report['grid']} — {report['metric']} ({report['metric_direction']})")
     for column in ("model", "role", "lr", "mean", "std", "n", "idea − it: Δ", "p", "MDE 80%", "verdict"):
         table.add_column(column, justify="left" if column in ("model", "role", "verdict") else "right")
-    arms = {report["idea"]["name"]: report["idea"], **report["baselines"]}
+    arms = report_arms(report)
     mechanism = {comp["b"]: comp for comp in (report.get("mechanism") or {}).values() if comp["a"] == report["model"]}
-
-    def fmt(value) -> str:
-        return "–" if value is None else f"{value:.4g}"
 
     for name, arm in arms.items():
         full = arm["full"]
@@ -267,10 +265,7 @@ def _run_study(study, ledger, chosen_executor, chosen_track, chosen_grid, knobs,
 
 def run_line(task, row, metric_name: str) -> str:
     """One finished run as a plain log line: model, learning rate, seed, status, metrics, seconds."""
-    def value(number):
-        return "–" if number is None else f"{number:.4g}"
-
-    line = (f"done {task.label}: {row.status}, val {value(row.val_metric)}, {metric_name} {value(row.test_metric)}, "
+    line = (f"done {task.label}: {row.status}, val {fmt(row.val_metric)}, {metric_name} {fmt(row.test_metric)}, "
             f"{row.wall_s:.1f} s")
     return line + (f"; {row.error}" if row.error else "")
 
