@@ -70,10 +70,22 @@ def bench(session: nox.Session) -> None:
         session.run("python", "benchmarks/bench_mixer.py", "--quick", "--out", str(artifacts / "micro"))
     except nox.command.CommandFailed:
         failed.append("micro-benchmarks")
-    summary = dict(tracks=[t["name"] for t in tracks], skipped=skipped, failed=failed)
+    summary = dict(tracks=[t["name"] for t in tracks], skipped=skipped, failed=failed, aa=_aa_rate(session, artifacts))
+    if summary["aa"] is None or summary["aa"]["binomial_p_rate_above_level"] < 0.001:
+        failed.append("A/A false-positive rate (missing, or far above the exact level: the harness leaks)")
     (artifacts / "summary.json").write_text(json.dumps(summary, indent=2))
     if failed:
         session.error(f"failed: {', '.join(failed)}")
+
+
+def _aa_rate(session: nox.Session, artifacts: Path) -> dict | None:
+    """The harness's A/A false-positive rate (benchmarks/bench_aa.py), without the per-replicate p-values."""
+    try:
+        session.run("python", "benchmarks/bench_aa.py", "--out", str(artifacts / "aa"))
+    except nox.command.CommandFailed:
+        return None
+    result = json.loads((artifacts / "aa" / "aa.json").read_text())
+    return {key: value for key, value in result.items() if key != "p_values"}
 
 
 @nox.session

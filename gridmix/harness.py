@@ -1,11 +1,17 @@
-"""The paired-seed study: learning-rate sweep, then every seed at each model's chosen rate.
+"""The paired-seed study: learning-rate sweep, then every comparison seed at each model's chosen rate.
 
 docs/design.md section 5. A :class:`Study` names a track, a grid, the models and a budget. Every model
-sweeps the same learning rates on the first ``budget.sweep_seeds`` seeds and keeps the rate with the
-best mean *validation* metric (never test); rates where any run diverged or failed are excluded. Then
-every seed runs at the chosen rate; the sweep seeds' runs at that rate are the same runs (same key),
-so they are reused, as in the reference study. Each run is a :class:`RunTask`, executed anywhere
-(in-process, a process pool, Ray) by :func:`execute`, and lands in the ledger as one row.
+sweeps the same learning rates on ``budget.sweep_seeds`` *sweep seeds* (1000, 1001, …) and keeps the rate
+with the best mean *validation* metric (never test); rates where any run diverged or failed are excluded.
+Then every *comparison seed* (0 … ``budget.seeds`` − 1) runs at the chosen rate. The two sets of seeds are
+disjoint, so the runs that chose a rate never enter the paired test (no selection bias in the numbers the
+test uses); with a single learning rate there is nothing to choose and no sweep runs. Each run is a
+:class:`RunTask`, executed anywhere (in-process, a process pool, Ray) by :func:`execute`, and lands in the
+ledger as one row.
+
+An A/A study (:func:`aa_study`) compares the matched baseline with a copy of itself (:data:`AA_SUFFIX`):
+same data and batch order per seed, an independent initialisation; its false-positive rate checks the
+harness and the test together.
 """
 
 from __future__ import annotations
@@ -23,8 +29,12 @@ import gridmix
 from gridmix.budget import Budget
 from gridmix.grid import Grid
 from gridmix.store import Ledger, RunRow, run_key
-from gridmix.tracks import DataSizes, TrackData
+from gridmix.tracks import ROLES, DataSizes, TrackData
 from gridmix.train import resolve_device, train_run
+
+SWEEP_SEED_OFFSET = 1000  # sweep seeds are 1000, 1001, …: never a comparison seed (those are 0 … seeds − 1)
+AA_SUFFIX = "~aa"  # "vit~aa": the model "vit" initialised from another seed (an A/A study's second arm)
+AA_INIT_OFFSET = 500_000  # the copy's initialisation seed is seed + this; its data and batch order stay seed's
 
 # Budget fields that change what a single run computes (seeds / sweep_seeds / lrs only choose which runs exist).
 _RUN_SHAPING = ("epochs", "batch_size", "n_train", "n_val", "n_test", "weight_decay", "warmup_frac")
@@ -45,6 +55,16 @@ class RunTask:
     knobs: dict = field(default_factory=dict)
     precision: str = "fp32"  # or "bf16" / "fp16" mixed precision (gridmix.precision), already resolved
     data: str = ""  # the study's data fingerprint (gridmix.fingerprint); empty in ledgers written before it
+
+    @property
+    def spec_name(self) -> str:
+        """The track's model this run trains (an A/A copy trains its original)."""
+        return self.model.removesuffix(AA_SUFFIX)
+
+    @property
+    def init_seed(self) -> int:
+        """The seed the model is initialised from: the run's seed, or another one for an A/A copy."""
+        return self.seed + AA_INIT_OFFSET if self.model.endswith(AA_SUFFIX) else self.seed
 
     @property
     def config(self) -> dict:
@@ -79,6 +99,39 @@ class Study:
     knobs: dict = field(default_factory=dict)  # per model name: keyword overrides of its builder
     precision: str = "fp32"  # "bf16" / "fp16": mixed precision (gridmix.precision)
     data: dict = field(default_factory=dict)  # gridmix.fingerprint.data_fingerprint of the study's data
+    roles: dict = field(default_factory=dict)  # per model name: idea / baseline / ablation / control
+    chance: float | None = None  # the track's metric floor (Track.chance), for the report's flags
+    ceiling: float | None = None  # the track's metric ceiling (Track.ceiling)
+    underpowered: bool = False  # run although the primary comparison cannot reach alpha (the report says so)
+    fixed_split: bool = False  # Track.fixed_split: the inference is conditional on this one dataset
+    first_seed: int = 0  # comparison seeds are first_seed … first_seed + seeds − 1 (another replicate: move it)
+
+    def __post_init__(self) -> None:
+        if self.idea not in self.models:
+            raise ValueError(f"the idea {self.idea!r} is not among the study's models {list(self.models)}")
+        unknown = {role for role in self.roles.values()} - set(ROLES)
+        if unknown:
+            raise ValueError(f"study roles {sorted(unknown)} are unknown; expected some of {list(ROLES)}")
+        shared = set(self.comparison_seeds) & set(self.sweep_seeds)
+        if self.first_seed < 0 or shared:
+            seeds = f"{self.comparison_seeds[0]}…{self.comparison_seeds[-1]}"
+            raise ValueError(f"first_seed={self.first_seed} gives comparison seeds {seeds}; expected >= 0 and none "
+                             f"of the sweep seeds {self.sweep_seeds}")
+
+    def role(self, model: str) -> str:
+        """The model's role in this study (ledgers from before roles: the idea, else a baseline)."""
+        return self.roles.get(model) or ("idea" if model == self.idea else "baseline")
+
+    @property
+    def comparison_seeds(self) -> list[int]:
+        return list(range(self.first_seed, self.first_seed + self.budget.seeds))
+
+    @property
+    def sweep_seeds(self) -> list[int]:
+        """Seeds that choose the learning rate; none when there is a single rate to choose from."""
+        if len(self.budget.lrs) == 1:
+            return []
+        return [SWEEP_SEED_OFFSET + i for i in range(self.budget.sweep_seeds)]
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -97,11 +150,19 @@ class Study:
 
     def sweep_tasks(self) -> list[RunTask]:
         return [self.task(model, lr, seed) for model in self.models for lr in self.budget.lrs
-                for seed in range(self.budget.sweep_seeds)]
+                for seed in self.sweep_seeds]
 
     def final_tasks(self, chosen: dict[str, float | None]) -> list[RunTask]:
         return [self.task(model, chosen[model], seed) for model in self.models if chosen[model] is not None
-                for seed in range(self.budget.seeds)]
+                for seed in self.comparison_seeds]
+
+
+def aa_study(study: Study) -> Study:
+    """The A/A version of ``study``: its matched baseline against a copy of itself (independent init)."""
+    baseline = study.matched_baseline
+    copy = baseline + AA_SUFFIX
+    return dataclasses.replace(study, models=(copy, baseline), idea=copy, roles={copy: "idea", baseline: "baseline"},
+                               knobs={name: study.knobs.get(baseline, {}) for name in (copy, baseline)})
 
 
 def versions() -> dict:
@@ -131,14 +192,15 @@ def execute(task: RunTask, *, on_epoch: Callable[[int, float, float], None] | No
     error, result = "", None
     try:
         track = load_registry().track(task.track)
-        spec = track.model(task.model)
+        spec = track.model(task.spec_name)
         data = _track_data(task.track, task.grid, task.seed, task.budget.sizes, task.data)
     except Exception as exc:  # a broken plugin or bad data is this run's recorded failure
         error = f"{type(exc).__name__}: {exc}"
     if not error:
         def analyse(model, data):  # every seed's trained idea model, not one
             return {"mechanism": mechanism_signature(model, data.val.inputs[:8].to(model_device(model)))}
-        result = train_run(track, spec, Grid.parse(task.grid), lr=task.lr, seed=task.seed, budget=task.budget,
+        result = train_run(track, spec, Grid.parse(task.grid), lr=task.lr, seed=task.seed, init_seed=task.init_seed,
+                           budget=task.budget,
                            data=data, device=resolve_device(task.device), knobs=task.knobs, precision=task.precision,
                            on_epoch=on_epoch,
                            after_training=analyse if spec.role == "idea" else None)
@@ -161,14 +223,17 @@ def choose_learning_rates(study: Study, rows: dict[str, RunRow]) -> tuple[dict[s
     """Per model, the swept rate with the best mean validation metric over the sweep seeds.
 
     A rate is eligible only if every sweep seed finished ``ok`` there. Returns the choices (``None``
-    when no rate is eligible) and, per model, the sweep table for the report.
+    when no rate is eligible) and, per model, the sweep table for the report. A single rate is chosen
+    without a sweep (its table is empty).
     """
+    if not study.sweep_seeds:
+        return {model: study.budget.lrs[0] for model in study.models}, {model: [] for model in study.models}
     lower = study.direction == "lower"
     chosen, tables = {}, {}
     for model in study.models:
         table = []
         for lr in study.budget.lrs:
-            found = [rows.get(study.task(model, lr, seed).key) for seed in range(study.budget.sweep_seeds)]
+            found = [rows.get(study.task(model, lr, seed).key) for seed in study.sweep_seeds]
             ok = all(row is not None and row.status == "ok" for row in found)
             vals = [row.val_metric for row in found if row is not None and row.status == "ok"]
             table.append(dict(cfg={"lr": lr}, mean=float(np.mean(vals)) if ok else None,

@@ -42,8 +42,9 @@ def plot_paired(report: dict, path: Path) -> Path:
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7)
         ax.set_xticks([0, 1], [name, idea["name"]], rotation=10)
-        verdict = arm.get("comparison", {}).get("verdict", "")
-        ax.set_title(f"{verdict}", fontsize=9)
+        comparison = arm.get("comparison") or {}
+        family = comparison.get("family", "mechanism")
+        ax.set_title(f"{arm.get('role', '')} ({family}): {comparison.get('verdict', '–')}", fontsize=8)
         ax.set_ylabel(report["metric"])
     fig.suptitle(f"{report['track']} {report['grid']}: paired seeds ({report['metric_direction']})\n"
                  "green = idea better on that seed, red = worse, grey = tie", fontsize=9)
@@ -115,8 +116,9 @@ def plot_report(report: dict, out: Path, *, errors: list[str] | None = None) -> 
     from gridmix.analysis import plots
 
     out = Path(out)
-    wanted = [("sweep", lambda: plot_sweep(report, out / "sweep.png")),
-              ("curves", lambda: plot_curves(report, out / "curves.png"))]
+    wanted = [("curves", lambda: plot_curves(report, out / "curves.png"))]
+    if report["idea"]["sweep"]:  # a single learning rate is not swept
+        wanted.insert(0, ("sweep", lambda: plot_sweep(report, out / "sweep.png")))
     if report["baselines"]:
         wanted.insert(0, ("paired", lambda: plot_paired(report, out / "paired.png")))
     if report.get("scaling") and "error" not in report["scaling"]:

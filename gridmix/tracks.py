@@ -110,6 +110,11 @@ class Track:
             binary task; for MSE, e.g. the targets' variance); ``None`` when the track has none.
         ceiling: the metric's best attainable value where one exists (accuracy 1.0, MSE 0.0), else ``None``.
             The report flags arms whose seeds all sit at ``chance`` or ``ceiling`` as uninformative.
+        fixed_split: the data is one fixed dataset (the user's files, a standard benchmark's split): every seed
+            sees the same samples and varies only initialisation and batch order, so the report says that its
+            inference is conditional on this dataset.
+        default_models: the models ``gridmix run`` trains when ``--models`` is not given (the idea is always
+            added); empty: every model the track offers (idea, baselines, ablation and control).
         plugin, plugin_version: filled in by the plugin manager (entry-point name, distribution version).
         source: for a track that reads the user's files, the file or folder its data comes from; its bytes
             enter the data fingerprint (:mod:`gridmix.fingerprint`). Empty for generated data.
@@ -133,6 +138,8 @@ class Track:
     supports: Callable[[Grid], str | None] = lambda grid: None
     chance: float | None = None
     ceiling: float | None = None
+    default_models: tuple[str, ...] = ()
+    fixed_split: bool = False
     plugin: str = ""
     plugin_version: str = ""
     source: str = ""

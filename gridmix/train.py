@@ -75,6 +75,7 @@ def warmup_cosine(total_steps: int, warmup_frac: float) -> Callable[[int], float
 
 
 def train_run(track: Track, spec: ModelSpec, grid: Grid, *, lr: float, seed: int, budget: Budget,
+              init_seed: int | None = None,
               data: TrackData, device: torch.device, knobs: dict | None = None, precision: str = "fp32",
               on_epoch: Callable[[int, float, float], None] | None = None,
               after_training: Callable[[torch.nn.Module, TrackData], dict] | None = None) -> RunResult:
@@ -82,12 +83,13 @@ def train_run(track: Track, spec: ModelSpec, grid: Grid, *, lr: float, seed: int
 
     ``on_epoch(epoch, train_loss, val_metric)`` is called after every epoch (progress bars);
     ``after_training(model, data)`` analyses the final model of a successful run (e.g. its mechanism).
+    ``init_seed`` (default ``seed``) seeds the initialisation alone: an A/A copy differs from its original there.
     ``precision``: ``fp32``, or ``bf16`` / ``fp16`` mixed precision (:mod:`gridmix.precision`).
     """
     result = RunResult(status="ok")
     start = time.perf_counter()
     try:
-        torch.manual_seed(seed)
+        torch.manual_seed(seed if init_seed is None else init_seed)
         model = spec.build(grid, **(knobs or {})).to(device)
         optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=budget.weight_decay)
         n = len(data.train)

@@ -12,8 +12,7 @@ import typer
 from PIL import Image
 from typer.testing import CliRunner
 
-from gridmix import report as report_module
-from gridmix import report_plots
+from gridmix import report_markdown, report_plots
 from gridmix.analysis.scaling import ScalingPoint, ScalingResult
 from gridmix.cli import app
 from gridmix.cli.run import fail
@@ -61,7 +60,7 @@ def test_a_failing_plot_or_renderer_never_costs_report_md(tmp_path, monkeypatch)
     assert json.loads((out / "bench_report.json").read_text())["plot_errors"] == [
         "sweep plot: RuntimeError: no backend"]
     assert "sweep plot: RuntimeError: no backend" in (out / "report.md").read_text()
-    monkeypatch.setattr(report_module, "render_markdown", broken)
+    monkeypatch.setattr(report_markdown, "render_markdown", broken)
     assert CliRunner().invoke(app, ["report", str(out)]).exit_code == 0
     markdown = (out / "report.md").read_text()
     assert "**Verdict: " in markdown and "could not be rendered (RuntimeError: no backend)" in markdown
@@ -107,7 +106,7 @@ def test_piped_run_logs_one_unwrapped_line_per_run(tmp_path):
     assert result.exit_code == 0, result.output
     done = [line for line in result.output.splitlines() if line.startswith("done ")]
     with Ledger(tmp_path / "out", create=False) as ledger:
-        assert len(done) == len(ledger.rows()) == 6  # 2 models x 2 rates on seed 0, then seed 1 of each
+        assert len(done) == len(ledger.rows()) == 8  # 2 models x 2 rates on sweep seed 1000, then seeds 0 and 1
     assert all(", test MSE " in line and line.endswith(" s") for line in done)
     header = result.output.splitlines()[0]
     assert header.startswith("gridmix run sequence 64") and header.endswith("ledger.sqlite") and len(header) > 60

@@ -51,8 +51,8 @@ def run_study(out, spec=None, executor=None):
 
 def test_sweep_divergence_and_report(tmp_path):
     chosen, report, executor = run_study(tmp_path / "a")
-    # 3 models x 2 lrs x 1 sweep seed, then 2 more seeds for each model at its chosen rate
-    assert len(executor.executed) == 6 + 3 * 2
+    # 3 models x 2 lrs x 1 sweep seed (1000), then the 3 comparison seeds (0, 1, 2) of each at its chosen rate
+    assert len(executor.executed) == 6 + 3 * 3
     assert chosen["fake-fragile"] == 1e-3  # 3e-3 diverged, so it cannot be chosen
     fragile = report["baselines"]["fake-fragile"]
     statuses = {entry["cfg"]["lr"]: entry["statuses"] for entry in fragile["sweep"]}
@@ -68,9 +68,10 @@ def test_sweep_divergence_and_report(tmp_path):
     assert comparison["n_pairs"] == 3 and len(comparison["per_seed_diffs"]) == 3
     # three pairs: 2^3 exact sign patterns, so p can never fall below 2/8 and nothing is significant
     assert comparison["p_method"] == "exact" and comparison["n_patterns"] == 8
-    assert comparison["p_value"] >= 0.25 and comparison["verdict"] == "no significant difference"
+    assert comparison["p_value"] >= 0.25 and comparison["verdict"] == "cannot reach α (too few seeds)"
     assert set(report["comparisons"]) == {"fake-attention", "fake-fragile"}
-    assert report["holm_adjusted_over"] == ["fake-attention", "fake-fragile"]
+    assert report["primary_baseline"] == "fake-attention" and comparison["family"] == "primary"
+    assert report["holm_adjusted_over"] == ["fake-fragile"]  # the secondary family: the other baselines
     # the sweep reports validation means, and the chosen rate is the best one of them
     idea_sweep = report["idea"]["sweep"]
     best = min((e for e in idea_sweep if e["eligible"]), key=lambda e: e["mean"])
@@ -104,7 +105,7 @@ def test_interrupted_sweep_resumes_without_redoing_finished_runs(tmp_path):
     with Ledger(tmp_path / "r") as ledger:
         assert len(ledger.rows()) == 3
     _, resumed, executor = run_study(tmp_path / "r", spec)
-    assert len(executor.executed) == 4 + 2 * 2 - 3  # only what was missing
+    assert len(executor.executed) == 4 + 2 * 3 - 3  # only what was missing
     _, uninterrupted, _ = run_study(tmp_path / "u", spec)
     strip = lambda r: {k: v for k, v in r.items() if k not in ("timings",)}  # noqa: E731
     assert strip(resumed) == strip(uninterrupted)

@@ -15,7 +15,7 @@ from gridmix.cli import app
 from gridmix.harness import Study
 from gridmix.store import LEDGER_NAME, LOCK_NAME, Ledger, LedgerError
 
-RUN = ["run", "--track", "sequence", "--budget", "smoke", "--no-scaling", "--threads", "1"]
+RUN = ["run", "--track", "sequence", "--models", "transformer", "--budget", "smoke", "--no-scaling", "--threads", "1"]
 
 
 def one_error_line(result, *fragments) -> None:

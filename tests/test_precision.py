@@ -9,7 +9,8 @@ from gridmix.executors import InProcessExecutor
 from gridmix.harness import Runner, Study
 from gridmix.plugins import load_registry
 from gridmix.precision import resolve_precision
-from gridmix.report import build_report, render_markdown
+from gridmix.report import build_report
+from gridmix.report_markdown import render_markdown
 from gridmix.store import Ledger
 from tests import fake_track
 
@@ -36,7 +37,8 @@ def test_auto_is_bf16_on_cuda_and_fp32_on_cpu_and_bad_values_are_named():
 
 
 def test_fp32_run_keys_are_those_of_before_and_mixed_precision_keys_differ():
-    fp32, bf16 = _study("fp32").sweep_tasks()[0], _study("bf16").sweep_tasks()[0]
+    chosen = {"fake-mixer": 1e-3, "fake-attention": 1e-3}
+    fp32, bf16 = (_study(precision).final_tasks(chosen)[0] for precision in ("fp32", "bf16"))
     assert "precision" not in fp32.config and bf16.config["precision"] == "bf16"
     assert fp32.key != bf16.key
 

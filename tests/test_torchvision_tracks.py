@@ -114,7 +114,9 @@ def test_cli_runs_mnist_from_data_root(tmp_path, monkeypatch):
                                 env={"COLUMNS": "200"})
     load_registry(refresh=True)
     assert result.exit_code == 0, result.output
-    assert "| majority class | 0.1 |" in (tmp_path / "out" / "report.md").read_text()  # 2 of 20 test labels
+    markdown = (tmp_path / "out" / "report.md").read_text()
+    assert "| majority class | 0.1 |" in markdown  # 2 of 20 test labels
+    assert "the inference is conditional on this dataset" in markdown  # MNIST's one fixed split
 
 
 def test_cli_without_data_fails_in_one_line(tmp_path, monkeypatch):

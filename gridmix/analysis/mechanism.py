@@ -1,4 +1,9 @@
-"""Mechanism analysis of a trained idea model: do its mixers keep the certificate docs/design.md section 2 promises?
+"""Parametrisation check of a trained idea model: do its mixers keep the certificate docs/design.md section 2 promises?
+
+This checks the code, not the idea: a symmetric factor's largest singular value *is* ``max sigmoid(θ)`` by
+construction, so "largest singular value ≤ bound" fails only if the parametrisation is broken (e.g. a basis
+that lost orthonormality). Whether the concentration constraint *helps* is the ablation comparison in the
+report (docs/analysis.md, "Mechanism").
 
 For every :class:`~gridmix.mixer.ConcentrationMixer` in a model, per axis and head:
 
@@ -8,7 +13,8 @@ For every :class:`~gridmix.mixer.ConcentrationMixer` in a model, per axis and he
   for a symmetric factor, ``‖κ‖₁`` for a causal one) and the predicted bound 1, and their ratio, the
   tightness: exactly 1 for a symmetric factor with an orthonormal basis, so a symmetric factor below 1
   has lost basis columns (its operator shrank, though the certificate still holds);
-* the certified operator-norm bound ``Π_k ‖M_k‖₂`` (``mixer.spectral_bound()``);
+* the certified operator-norm bound ``Π_k ‖M_k‖₂`` (``mixer.spectral_bound()``), which covers the grid
+  tokens, and the bound on the whole token map with prefix tokens (``mixer.token_map_bound()``);
 * the probe norm ratio ``‖M v‖/‖v‖`` of the bare operator (``mixer.mix``) on a fixed-seed Gaussian ``v``;
 * a power-iteration estimate of the spectral norm of the Jacobian of the residual block that holds the
   mixer (its parent module, e.g. timm's ``Block``) at its real input on a data batch: the block's local
@@ -141,7 +147,9 @@ def _layer_report(name: str, mixer: ConcentrationMixer, block_name: str, block: 
         probe = torch.randn(1, *mixer.grid, mixer.dim, generator=generator).to(ref)  # (1, *grid, C)
         ratio = float(mixer.mix(probe).norm() / probe.norm())
         certified = mixer.spectral_bound().double().tolist()  # (h,)
+        token_map = mixer.token_map_bound().double().tolist()  # (h,): prefix tokens included
     report = dict(name=name, grid=str(mixer.grid), heads=mixer.num_heads, axes=axes, certified_operator_bound=certified,
+                  certified_token_map_bound=token_map,
                   probe_norm_ratio=ratio, block=block_name or "(model)", residual_block_lipschitz=None)
     if block_input is None:
         report["lipschitz_error"] = "the block's input was not captured (it received no positional tensor)"
@@ -168,6 +176,7 @@ def _summarise(layers: list[dict]) -> dict:
         probe_norm_ratio_after_mixing=max(layer["probe_norm_ratio"] for layer in layers),
         confirmed=all(_respects(axis["largest"], axis["bound"]) for layer in layers for axis in layer["axes"]),
         certified_operator_bound=max(max(layer["certified_operator_bound"]) for layer in layers),
+        certified_token_map_bound=max(max(layer["certified_token_map_bound"]) for layer in layers),
         residual_block_lipschitz=_max_or_none(layer["residual_block_lipschitz"] for layer in layers),
         layers=layers,
     )
@@ -194,6 +203,7 @@ def combine_signatures(per_seed: Mapping[int, dict]) -> dict:
         confirmed=all(_respects(axis["largest"], axis["bound"])
                       for s in signatures for layer in s["layers"] for axis in layer["axes"]),
         certified_operator_bound=max(s["certified_operator_bound"] for s in signatures),
+        certified_token_map_bound=_max_or_none(s.get("certified_token_map_bound") for s in signatures),
         residual_block_lipschitz=_max_or_none(s["residual_block_lipschitz"] for s in signatures),
         n_seeds=len(signatures),
         per_seed=[dict(seed=int(seed), **per_seed[seed]) for seed in sorted(per_seed)],

@@ -25,6 +25,7 @@ detectable effect and a verdict, with numpy and scipy only:
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -36,6 +37,7 @@ DIRECTIONS = ("lower", "higher")
 VERDICT_BETTER = "idea better (significant)"
 VERDICT_WORSE = "idea worse (significant)"
 VERDICT_NONE = "no significant difference"
+VERDICT_UNREACHABLE = "cannot reach α (too few seeds)"
 
 # A sign pattern ties with the observed one when its |sum| is within this
 # fraction of sum(|d|): any signed sum of n values is off by at most about
@@ -229,6 +231,46 @@ def sign_flip_mde(
         middle = 0.5 * (low + high)
         low, high = (low, middle) if power_at(middle) >= power else (middle, high)
     return high
+
+
+def min_attainable_p(n_pairs: int, *, exact_max_n: int = 20, n_resamples: int = 100_000) -> float:
+    """The smallest p :func:`sign_flip_test` can return for ``n_pairs`` pairs, whatever the data.
+
+    Exact (n ≤ ``exact_max_n``): ``2/2^n`` (the observed pattern and its mirror are always as extreme).
+    Monte Carlo: ``1/(n_resamples + 1)``, or the exact floor where that is larger.
+    """
+    if n_pairs < 2:
+        raise ValueError(f"n_pairs is {n_pairs!r}; expected at least 2")
+    exact_floor = 2.0 / 2.0**n_pairs
+    return exact_floor if n_pairs <= exact_max_n else max(exact_floor, 1.0 / (n_resamples + 1))
+
+
+def exact_level(n_pairs: int, alpha: float = 0.05) -> float:
+    """The exact sign-flip test's false-positive rate at ``p < alpha`` for n continuous pairs under H0.
+
+    All ``2^n`` sign patterns are equally likely and p takes the values ``2k/2^n``, so the rate is the
+    largest such value below ``alpha``: 2/64 at n = 6, 6/128 at n = 7, 12/256 at n = 8.
+    """
+    _check_unit_interval(alpha, "alpha")
+    if n_pairs < 2:
+        raise ValueError(f"n_pairs is {n_pairs!r}; expected at least 2")
+    k = 2 * math.ceil(alpha * 2**n_pairs / 2) - 2  # the largest even count with k / 2^n < alpha
+    return k / 2**n_pairs
+
+
+def seeds_needed(alpha: float = 0.05, *, comparisons: int = 1) -> int:
+    """Fewest pairs with which ``comparisons`` Holm-adjusted sign-flip tests can all reach ``p < alpha``.
+
+    Holm multiplies the smallest p by the number of comparisons, so the floor ``2/2^n`` must be below
+    ``alpha / comparisons``: 6 pairs for one comparison at 0.05, 7 for two or three, 8 for four to six.
+    """
+    _check_unit_interval(alpha, "alpha")
+    if comparisons < 1:
+        raise ValueError(f"comparisons is {comparisons!r}; expected at least 1")
+    n = 2
+    while comparisons * min_attainable_p(n) >= alpha:
+        n += 1
+    return n
 
 
 def holm(p_values: Sequence[float]) -> np.ndarray:

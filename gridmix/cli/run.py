@@ -88,18 +88,21 @@ def make_executor(executor: str, *, jobs: int, address: str | None):
 
 def results_table(report: dict) -> Table:
     table = Table(title=f"{report['track']} {report['grid']} — {report['metric']} ({report['metric_direction']})")
-    for column in ("model", "lr", "mean", "std", "n", "vs idea: Δ", "p (Holm)", "MDE 80%", "verdict"):
-        table.add_column(column, justify="left" if column in ("model", "verdict") else "right")
+    for column in ("model", "role", "lr", "mean", "std", "n", "idea − it: Δ", "p", "MDE 80%", "verdict"):
+        table.add_column(column, justify="left" if column in ("model", "role", "verdict") else "right")
     arms = {report["idea"]["name"]: report["idea"], **report["baselines"]}
+    mechanism = {comp["b"]: comp for comp in (report.get("mechanism") or {}).values() if comp["a"] == report["model"]}
 
     def fmt(value) -> str:
         return "–" if value is None else f"{value:.4g}"
 
     for name, arm in arms.items():
-        full, comp = arm["full"], arm.get("comparison", {})
-        table.add_row(name + (" (idea)" if name == report["model"] else ""), fmt(arm["best_cfg"]["lr"]),
-                      fmt(full["mean"]), fmt(full["std"]), str(full["n"]), fmt(comp.get("delta_mean")),
-                      fmt(comp.get("p_holm")), fmt(comp.get("mde")), comp.get("verdict", ""))
+        full = arm["full"]
+        comp = arm.get("comparison") or mechanism.get(name, {})
+        role = arm.get("role", "–") + (" (primary)" if comp.get("family") == "primary" else "")
+        verdict = comp.get("verdict", "") + (f" [{arm['flag']}]" if arm.get("flag") else "")
+        table.add_row(name, role, fmt(arm["best_cfg"]["lr"]), fmt(full["mean"]), fmt(full["std"]), str(full["n"]),
+                      fmt(comp.get("delta_mean")), fmt(comp.get("p_holm")), fmt(comp.get("mde")), verdict)
     return table
 
 
@@ -107,8 +110,8 @@ def results_table(report: dict) -> Table:
 def run(
     track: str = typer.Option("image", help="Track name (see `gridmix tracks`)."),
     grid: str = typer.Option(None, help="Token grid, e.g. 64, 32x32, 8x16x16 (default: the track's)."),
-    models: str = typer.Option(None, help="Comma-separated models to include (default: the idea and every baseline "
-                                         "the grid allows; name the ablation / control arms to add them)."),
+    models: str = typer.Option(None, help="Comma-separated models to include (default: the track's default models, "
+                                         "else every model the grid allows: idea, baselines, ablation, control)."),
     budget: str = typer.Option("default", help="smoke (CI), default (minutes on a laptop) or full (seed scale)."),
     seeds: int = typer.Option(None, min=2, help="Paired seeds (overrides the budget)."),
     lrs: str = typer.Option(None, help="Learning rates to sweep, e.g. 1e-3,3e-3 (overrides the budget)."),
@@ -121,6 +124,10 @@ def run(
     threads: int = typer.Option(None, min=1, help="Torch threads per run (default: all cores / jobs)."),
     scaling: bool = typer.Option(True, help="Measure time, FLOPs and memory at this grid and smaller ones."),
     match_params: str = typer.Option(None, help="Scale the idea's width knob to this baseline's parameter count."),
+    underpowered: bool = typer.Option(False, "--underpowered", help="Run even when the seeds are too few for "
+                                                                    "the primary comparison to reach α (reported)."),
+    aa: bool = typer.Option(False, "--aa", help="An A/A study: the matched baseline against a copy of itself "
+                                                 "(independent initialisation, same data), to check the harness."),
     fresh: bool = typer.Option(False, "--fresh", help="Start a fresh study in --out even if it holds results on "
                                                       "other data (they are kept, but no longer reported)."),
     data: Path = typer.Option(None, help="The data of image-folder (a folder) or sequence-csv (a CSV file)."),
@@ -130,7 +137,7 @@ def run(
     """Compare the idea model with its baselines on a track: paired seeds, LR sweep, exact statistics."""
     set_data_env(track, data=data, data_root=data_root, download=download)
     from gridmix.budget import resolve_budget
-    from gridmix.harness import Study
+    from gridmix.harness import Study, aa_study
     from gridmix.plugins import load_registry
     from gridmix.precision import resolve_precision
     from gridmix.store import Ledger
@@ -146,6 +153,7 @@ def run(
         resolved_precision = resolve_precision(precision, resolved_device)
     except ValueError as error:
         fail(str(error))
+    check_power(chosen_budget, underpowered=underpowered)
     names = _choose_models(chosen_track, chosen_grid, models)
     run_threads = threads or max(1, (os.cpu_count() or 1) // jobs)
     knobs = _match_knobs(chosen_track, chosen_grid, match_params) if match_params else {}
@@ -153,8 +161,14 @@ def run(
                   matched_baseline=chosen_track.matched_baseline, metric_name=chosen_track.metric_name,
                   direction=chosen_track.direction, budget=chosen_budget, device=resolved_device,
                   threads=run_threads, knobs=knobs, precision=resolved_precision,
-                  data=_fingerprint(chosen_track, chosen_grid, chosen_budget))
-    out = out or Path("runs") / f"{study.track}-{study.grid}-{chosen_budget.name}"
+                  data=_fingerprint(chosen_track, chosen_grid, chosen_budget),
+                  roles={name: chosen_track.model(name).role for name in names}, chance=chosen_track.chance,
+                  ceiling=chosen_track.ceiling, fixed_split=chosen_track.fixed_split,
+                  underpowered=underpowered and not chosen_budget.exploratory)
+    if aa:
+        study = aa_study(study)
+        scaling = False  # the copy costs what its original does: nothing to measure
+    out = out or Path("runs") / f"{study.track}-{study.grid}-{chosen_budget.name}{'-aa' if aa else ''}"
     ledger = None
     try:
         ledger = Ledger(out, lock=True)
@@ -187,6 +201,23 @@ def run(
         console.print(f"[red]{escape(line)}[/]", highlight=False)
     if errors:
         raise typer.Exit(1)
+
+
+def check_power(budget, *, underpowered: bool) -> None:
+    """Refuse, before any training, seeds with which the primary comparison can never reach α."""
+    from gridmix.analysis.stats import min_attainable_p, seeds_needed
+    from gridmix.report import ALPHA
+
+    floor = min_attainable_p(budget.seeds)
+    if floor < ALPHA or budget.exploratory:
+        return
+    needed = seeds_needed(ALPHA)
+    if not underpowered:
+        fail(f"with {budget.seeds} seeds the primary comparison cannot reach α = {ALPHA:g} (the exact sign-flip "
+             f"test's smallest p is 2/2^{budget.seeds} = {floor:.3g}); it needs at least {needed} seeds: pass "
+             f"--seeds {needed}, or --underpowered to run anyway")
+    console.print(f"[yellow]--underpowered:[/] {budget.seeds} seeds cannot reach α = {ALPHA:g} (needs {needed}); "
+                  "the report says so", highlight=False)
 
 
 def _fingerprint(track, grid, budget) -> dict:
@@ -277,8 +308,10 @@ def _choose_models(track, grid, models: str | None) -> tuple[str, ...]:
         if len(names) < 2:
             fail(f"--models {models!r} leaves no baseline to compare with; track {track.name!r} offers "
                  f"{[m.name for m in track.baselines]}")
-    else:  # the mechanism arms (ablation, control) are opt-in through --models until the report separates them
-        names = [m.name for m in track.models if m.role in ("idea", "baseline")]
+    else:
+        names = list(track.default_models) or [m.name for m in track.models]
+        if track.idea.name not in names:
+            names.insert(0, track.idea.name)
     kept = []
     for name in names:
         reason = track.model(name).supports(grid)

@@ -112,6 +112,7 @@ def image_folder_track(root: str | os.PathLike) -> Track:
         make_data=source.load,
         loss=cross_entropy,
         metric=accuracy,
+        fixed_split=True,  # one dataset, one split: seeds vary initialisation and batch order
         metric_name="accuracy",
         direction="higher",
         models=ImageModels(in_chans=3, num_classes=len(source.classes)).specs(),

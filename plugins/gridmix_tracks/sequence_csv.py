@@ -162,6 +162,7 @@ def csv_sequence_track(path: str | os.PathLike, column: str | None = None, *, ho
         make_data=make_data,
         loss=mse_loss,
         metric=mse,
+        fixed_split=True,  # one dataset, one split: seeds vary initialisation and batch order
         metric_name="test MSE",
         direction="lower",
         models=with_instance_norm(SequenceModels(horizon=horizon).specs()),

@@ -187,6 +187,7 @@ def torchvision_track(spec: DatasetSpec, root: str, *, download: bool = False, p
         make_data=source.load,
         loss=cross_entropy,
         metric=accuracy,
+        fixed_split=True,  # one dataset, one split: seeds vary initialisation and batch order
         metric_name="accuracy",
         direction="higher",
         models=ImageModels(in_chans=spec.channels * patch * patch, num_classes=spec.num_classes).specs(),

@@ -1,0 +1,263 @@
+"""``report.md``: the study report as Markdown, verdict first, from the dict :func:`gridmix.report.build_report` makes.
+
+The headline is the primary comparison (idea vs the matched baseline, alone at α); caveats follow (seeds too
+few for α, arms at chance or ceiling, a dataset-conditional test), then the naive references, the secondary
+comparisons, the models, the sweep, the mechanism (ablation and control; the parametrisation check), parity,
+scaling, failures, data and code, timings, plots and the method. A section that fails to render says so
+in place; the rest stands. docs/analysis.md defines every figure.
+"""
+
+from __future__ import annotations
+
+from gridmix.analysis.references import reference_lines
+from gridmix.analysis.stats import VERDICT_BETTER, VERDICT_WORSE
+
+
+def _fmt(value, digits: int = 4) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return f"{value:.{digits}g}"
+    return str(value)
+
+
+def render_markdown(report: dict, *, figures: list[str] = ()) -> str:
+    c = report["comparison"]
+    lines = [f"# gridmix: {report['model']} vs {report['baseline']['name'] if report['baseline'] else '–'} "
+             f"on {report['track']} {report['grid']}", ""]
+    if "delta_mean" in c:
+        lines += [f"**Verdict: {c['verdict']}** — primary comparison, idea vs the matched baseline {c['b']}, "
+                  f"α = {c['alpha']:g} unadjusted. {report['metric']} ({report['metric_direction']}): idea "
+                  f"{_fmt(c['idea_mean'])} vs baseline {_fmt(c['baseline_mean'])}, Δ = {_fmt(c['delta_mean'])} "
+                  f"(95% t-interval {_fmt(c['ci_low'])} … {_fmt(c['ci_high'])}), idea wins {c['idea_wins']}/"
+                  f"{c['n_pairs']} seeds, sign-flip p = {_fmt(c['p_value'])} ({c['p_method']}); {_mde_words(c)}.", ""]
+    else:
+        lines += [f"**Verdict: {c['verdict']}** — {c.get('reason', '')}", ""]
+    lines += _caveat_lines(report)
+    lines += reference_lines(report)
+    secondary = {name: comp for name, comp in report["comparisons"].items() if comp.get("family") == "secondary"}
+    if secondary:
+        lines += [f"## Secondary comparisons (idea − other baselines, Holm-adjusted over these {len(secondary)})",
+                  ""] + _comparison_table(secondary, "baseline") + [""]
+    lines += ["## Models (test metric over the comparison seeds, at each model's chosen learning rate)", "",
+              "| model | role | chosen lr | mean | std (ddof=0) | n | per seed | flag |",
+              "|---|---|---|---|---|---|---|---|"]
+    arms = {report["idea"]["name"]: report["idea"], **report["baselines"]}
+    for name, arm in arms.items():
+        full = arm["full"]
+        lines.append(f"| {name} | {arm.get('role', '–')} | {_fmt(arm['best_cfg']['lr'])} | {_fmt(full['mean'])} | "
+                     f"{_fmt(full['std'])} | {full['n']} | {', '.join(_fmt(v) for v in full['per_seed'])} | "
+                     f"{arm.get('flag') or ''} |")
+    lines += _sweep_lines(report, arms)
+    lines += _markdown_sections(report)
+    if figures:
+        lines += ["", "## Plots", ""] + [f"![{name}]({name})" for name in figures]
+    seeds = report.get("seeds") or {}
+    lines += ["", "## Method", "",
+              f"Budget `{report['budget']['name']}`: {report['n_seeds']} paired comparison seeds "
+              f"{seeds.get('comparison', '–')}; learning rates {report['budget']['lrs']} chosen on the validation "
+              f"metric over the sweep seeds {seeds.get('sweep', '–')}, which never enter a comparison; "
+              f"{report['budget']['epochs']} epochs. Paired differences per seed; two-sided sign-flip permutation "
+              "test (exact up to 20 pairs, else Monte Carlo); 95% Student t-interval; MDE of the sign-flip test at 80% "
+              "power, simulated at the observed spread of the differences. The primary comparison (idea vs matched "
+              "baseline) is tested alone at α; other baselines and the mechanism comparisons are Holm-adjusted within "
+              "their own families (docs/analysis.md). "
+              f"Device {report['device']} ({report.get('precision', 'fp32')}), "
+              f"{report['threads']} thread(s). Versions: "
+              + ", ".join(f"{k} {v}" for k, v in report["versions"].items()) + ".", ""]
+    return "\n".join(lines)
+
+
+def _comparison_table(comparisons: dict, label: str) -> list[str]:
+    lines = [f"| {label} | n | Δ mean | 95% CI | wins | p (sign-flip) | p (Holm) | MDE (80%, sign-flip) | verdict |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for name, comp in comparisons.items():
+        if "delta_mean" in comp:
+            lines.append(f"| {name} | {comp['n_pairs']} | {_fmt(comp['delta_mean'])} | {_fmt(comp['ci_low'])} … "
+                         f"{_fmt(comp['ci_high'])} | {comp['idea_wins']} | {_fmt(comp['p_value'])} "
+                         f"({comp['p_method']}) | {_fmt(comp['p_holm'])} | "
+                         f"{'unreachable' if comp['mde'] is None else _fmt(comp['mde'])} | {comp['verdict']} |")
+        else:
+            lines.append(f"| {name} | – | – | – | – | – | – | – | {comp['verdict']}: {comp['reason']} |")
+    return lines
+
+
+def _caveat_lines(report: dict) -> list[str]:
+    """What limits the headline: seeds too few for α, arms at the floor or ceiling, a dataset-conditional test."""
+    lines = []
+    power = report.get("power") or {}
+    primary = power.get("primary")
+    if primary and not primary["reachable"]:
+        lines.append(f"- ⚠ With {power['n_seeds']} seeds the primary comparison cannot reach α = {power['alpha']:g}: "
+                     f"the exact sign-flip test's smallest p is {_fmt(primary['min_p'])}; it needs "
+                     f"{primary['seeds_needed']} seeds.")
+    secondary = power.get("secondary")
+    if secondary and not secondary["reachable"]:
+        lines.append(f"- ⚠ The {secondary['comparisons']} secondary comparisons (Holm) cannot reach α: their smallest "
+                     f"adjusted p is {_fmt(secondary['min_p_holm'])}; they need {secondary['seeds_needed']} seeds.")
+    arms = {report["idea"]["name"]: report["idea"], **report["baselines"]}
+    for name, arm in arms.items():
+        if arm.get("flag"):
+            bound = report.get("chance") if arm["flag"] == "at chance" else report.get("ceiling")
+            lines.append(f"- ⚠ {name} ({arm.get('role', '–')}): every seed {arm['flag']} ({_fmt(bound)}): "
+                         "its comparisons say little about mixing.")
+    if report.get("fixed_split"):
+        lines.append("- The split is fixed for this dataset and the seeds vary initialisation and batch order, so the "
+                     "inference is conditional on this dataset (another sample of data could rank the models "
+                     "differently).")
+    return lines + ([""] if lines else [])
+
+
+def _sweep_lines(report: dict, arms: dict) -> list[str]:
+    sweep = report["idea"]["sweep"]
+    if not sweep:
+        return ["", "## Learning rate", "", f"One rate, {report['budget']['lrs'][0]:g}, for every model: no sweep."]
+    seeds = (report.get("seeds") or {}).get("sweep", "–")
+    lines = ["", f"## Learning-rate sweep (validation metric, mean over the sweep seeds {seeds})", "",
+             "| model | " + " | ".join(f"lr {_fmt(e['cfg']['lr'])}" for e in sweep) + " |",
+             "|---|" + "---|" * len(sweep)]
+    for name, arm in arms.items():
+        cells = [_fmt(e["mean"]) if e["eligible"] else "/".join(e["statuses"]) for e in arm["sweep"]]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _section(title: str, render, *args) -> list[str]:
+    """A report section's lines, or, when rendering it fails, the section as "–" with its error."""
+    try:
+        return render(*args)
+    except Exception as error:
+        return ["", f"## {title}", "", f"– (this section could not be rendered: {type(error).__name__}: {error})"]
+
+
+def _mde_words(c: dict) -> str:
+    """The primary comparison's MDE in words: the sign-flip test's, estimated from the observed spread."""
+    if c.get("mde") is None:
+        return (f"no effect is detectable with {c['n_pairs']} pairs: the sign-flip test's smallest p, "
+                f"2/2^{c['n_pairs']}, is not below α = {c['alpha']:g} (MDE unreachable)")
+    return (f"the sign-flip test's minimum detectable effect at 80% power, estimated from the observed spread, is "
+            f"{_fmt(c['mde'])} ({_fmt(c['mde_rel_pct'], 3)}% of baseline)")
+
+
+def _markdown_sections(report: dict) -> list[str]:
+    return (_section("Mechanism", _mechanism_lines, report)
+            + _section("Parity", _parity_lines, report.get("parity"))
+            + _section("Scaling", _scaling_lines, report.get("scaling"))
+            + _section("Failed or diverged runs", _failure_lines, report)
+            + _section("Data and code", _identity_lines, report)
+            + _section("Timings", _timing_lines, report["timings"]))
+
+
+def _identity_lines(report: dict) -> list[str]:
+    data, code = report.get("data"), report.get("code") or {}
+    lines = ["", "## Data and code", ""]
+    if data:
+        source = (f"source `{data['source']}` (sha256 {data['source_hash']}), " if data.get("source") else
+                  "generated data, ")
+        sizes = data["sizes"]
+        lines.append(f"Data: {source}plugin {data['plugin']} {data['plugin_version']}; fingerprint {data['hash']} "
+                     f"(tensors {data['tensors']} at seed {data['seed']}, grid {data['grid']}); splits train "
+                     f"{sizes['train']} / val {sizes['val']} / test {sizes['test']} samples.")
+    else:
+        lines.append("Data: – (this ledger predates data fingerprints)")
+    lines.append("Code: " + ", ".join(f"{k} {v}" for k, v in code.items() if v) + ".")
+    lines += [f"- ⚠ {error}" for error in report.get("plot_errors", [])]
+    return lines
+
+
+MECHANISM_QUESTIONS = {  # mechanism comparison -> (what it asks, the effect's name when a is better)
+    "ablation": ("does the concentration constraint (the eigenvalue cap) help?", "the cap helps"),
+    "idea_vs_control": ("does the idea's token mixing help over no mixing?", "the idea's mixing helps"),
+    "baseline_vs_control": ("does the baseline's mixing help over no mixing (is mixing needed here)?",
+                            "mixing helps the baseline"),
+}
+
+
+def _mechanism_lines(report: dict) -> list[str]:
+    lines = ["", "## Mechanism", ""]
+    comparisons = report.get("mechanism") or {}
+    if not comparisons:
+        lines += ["No ablation or no-mixing control in this study (add them with --models); the constraint and "
+                  "the need for mixing are untested.", ""]
+    for name, comp in comparisons.items():
+        question, effect = MECHANISM_QUESTIONS[name]
+        if "delta_mean" not in comp:
+            lines.append(f"- {question} {comp['a']} vs {comp['b']}: {comp['verdict']} ({comp['reason']})")
+            continue
+        answer = comp["verdict"]
+        if comp["verdict"] == VERDICT_BETTER:
+            answer = f"yes, {effect} (significant)"
+        elif comp["verdict"] == VERDICT_WORSE:
+            answer = f"no, the opposite (significant: {comp['b']} is better)"
+        lines.append(f"- {question} {comp['a']} − {comp['b']}: Δ = {_fmt(comp['delta_mean'])} (95% t-interval "
+                     f"{_fmt(comp['ci_low'])} … {_fmt(comp['ci_high'])}), {comp['a']} better on {comp['idea_wins']}/"
+                     f"{comp['n_pairs']} seeds, p = {_fmt(comp['p_value'])} ({comp['p_method']}; Holm over "
+                     f"{comp['holm_over']}: {_fmt(comp['p_holm'])}) → **{answer}**.")
+    mech = report.get("mechanism_signature")
+    if mech and "error" in mech:
+        return lines + ["", f"Parametrisation check: – (failed: {mech['error']})"]
+    if mech:
+        lines += ["", f"Parametrisation check (every seed's trained idea model; a check that the code keeps the "
+                  f"certificate, not evidence that the idea works): **{'passed' if mech['confirmed'] else 'FAILED'}**"
+                  f" — largest factor singular value {_fmt(mech['observed_max_factor_singular'])} vs bound "
+                  f"{_fmt(mech['predicted_factor_bound'])}; certified ‖M‖₂ (grid tokens) ≤ "
+                  f"{_fmt(mech.get('certified_operator_bound'))}; whole token map incl. prefix tokens ‖T‖₂ ≤ "
+                  f"{_fmt(mech.get('certified_token_map_bound'))}; probe ‖Mv‖/‖v‖ "
+                  f"{_fmt(mech['probe_norm_ratio_after_mixing'])}; residual block Lipschitz estimate "
+                  f"{_fmt(mech.get('residual_block_lipschitz'))} (power iteration; the block has no certificate)."]
+    return lines
+
+
+def _failure_lines(report: dict) -> list[str]:
+    if not report["failures"]:
+        return []
+    return (["", "## Failed or diverged runs", "", "| model | lr | seed | status | error |", "|---|---|---|---|---|"]
+            + [f"| {f['model']} | {_fmt(f['lr'])} | {f['seed']} | {f['status']} | {f['error']} |"
+               for f in report["failures"]])
+
+
+def _timing_lines(timings: dict) -> list[str]:
+    lines = ["", "## Timings", "", f"{timings['method']}; threads {timings['threads']}.", "",
+              "| model | runs | total s | median run s |", "|---|---|---|---|"]
+    lines += [f"| {m} | {t['runs']} | {t['total_s']:.1f} | {t['median_run_s']:.2f} |"
+              for m, t in timings["per_model"].items()]
+    return lines
+
+
+def _parity_lines(parity: dict | None) -> list[str]:
+    if not parity:
+        return []
+    if "error" in parity:
+        return ["", "## Parity", "", f"Parity audit failed: {parity['error']}"]
+    lines = ["", f"## Parity (idea / model, grid {parity['grid']}, batch {parity['batch']}; FLOPs of forward+backward "
+             "by FlopCounterMode)", "", "| model | role | parameters | GFLOPs | params ratio | FLOPs ratio |",
+             "|---|---|---|---|---|---|"]
+    for row in parity["rows"]:
+        if row["skipped"]:
+            lines.append(f"| {row['model']} | {row['role']} | – | – | – | {row['skipped']} |")
+            continue
+        lines.append(f"| {row['model']} | {row['role']} | {row['params']:,} | {row['flops'] / 1e9:.4g} | "
+                     f"{row['params_ratio']:.3g} | {row['flops_ratio']:.3g} |")
+    lines += [""] + [f"- ⚠ {warning}" for warning in parity["warnings"]]
+    if parity.get("knobs"):
+        lines.append(f"- width matched with {parity['knobs']}")
+    return lines
+
+
+def _scaling_lines(scaling: dict | None) -> list[str]:
+    if not scaling:
+        return []
+    if "error" in scaling:
+        return ["", "## Scaling", "", f"Scaling analysis failed: {scaling['error']}"]
+    lines = ["", f"## Scaling (forward+backward at batch {scaling['batch']}, {scaling['threads']} thread(s), median "
+             f"of {scaling['repeats']}; peak memory of a fresh subprocess per point, see docs/analysis.md)", "",
+             "| model | grid | parameters | GFLOPs | time ms | peak MB | note |", "|---|---|---|---|---|---|---|"]
+    for point in scaling["points"]:
+        params = "–" if point["params"] is None else f"{point['params']:,}"  # None: the point failed
+        lines.append(f"| {point['model']} | {point['grid']} | {params} | {_fmt(point['gflops'])} | "
+                     f"{_fmt(point['time_ms'])} | {_fmt(point['peak_mb'])} | {point['skipped'] or ''} |")
+    lines += ["", "| model | quantity | exponent vs N (all points) | R² | exponent (largest two grids) |",
+              "|---|---|---|---|---|"]
+    lines += [f"| {fit['model']} | {fit['quantity']} | {_fmt(fit['exponent'], 3)} | {_fmt(fit['r2'], 3)} | "
+              f"{_fmt(fit['tail_exponent'], 3)} |" for fit in scaling["fits"]]
+    return lines
