@@ -31,6 +31,7 @@ Shape legend:
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -128,10 +129,18 @@ def answer_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE)
 
 
+def answer_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> float:
+    """Mean cross-entropy (nats) of the answers (targets ≠ IGNORE) over a whole split: the track's metric."""
+    return answer_loss(logits, targets).item()
+
+
 def answer_accuracy(logits: torch.Tensor, targets: torch.Tensor) -> float:
-    """Fraction of answers (targets ≠ IGNORE) whose arg-max logit is the answer."""
+    """Fraction of answers (targets ≠ IGNORE) whose arg-max logit is the answer (``make_track(metric="accuracy")``)."""
     answers = targets != IGNORE
     return (logits.argmax(dim=-1)[answers] == targets[answers]).float().mean().item()
+
+
+METRICS = ("cross-entropy", "accuracy")
 
 
 @dataclass(frozen=True)
@@ -175,8 +184,13 @@ class RecallModels:
         )
 
 
-def make_track(task: RecallTask = RecallTask()) -> Track:
-    """The ``mqar`` track with the given task knobs."""
+def make_track(task: RecallTask = RecallTask(), *, metric: str = "cross-entropy") -> Track:
+    """The ``mqar`` track with the given task knobs; ``metric`` ``"cross-entropy"`` (lower is better; chance: a
+    uniform guess among the ``vocab // 2`` values, ``log(vocab / 2)``) or ``"accuracy"`` (higher; chance
+    ``2 / vocab``)."""
+    if metric not in METRICS:
+        raise ValueError(f"metric={metric!r}; expected one of {METRICS}")
+    by_cross_entropy = metric == "cross-entropy"
 
     def make_data(grid: Grid, seed: int, sizes: DataSizes) -> TrackData:
         return generated_data(lambda rng, n: task.generate(rng, n, grid[0]), seed=seed, sizes=sizes, task="mqar")
@@ -190,18 +204,18 @@ def make_track(task: RecallTask = RecallTask()) -> Track:
     return Track(
         name="mqar",
         description=f"multi-query associative recall: {task.pairs} key-value pairs, {task.queries} queries, "
-                    f"vocabulary {task.vocab}; next-token accuracy on the answers",
+                    f"vocabulary {task.vocab}; next-token {metric} on the answers",
         ndim=1,
         default_grid=Grid((64,)),
         make_data=make_data,
         loss=answer_loss,
-        metric=answer_accuracy,
-        metric_name="answer accuracy",
-        direction="higher",
+        metric=answer_cross_entropy if by_cross_entropy else answer_accuracy,
+        metric_name=f"answer {metric}",
+        direction="lower" if by_cross_entropy else "higher",
         models=RecallModels(vocab=task.vocab).specs(),
         matched_baseline="transformer",
-        chance=2 / task.vocab,  # a guess among the vocab // 2 values
-        ceiling=1.0,
+        chance=math.log(task.vocab / 2) if by_cross_entropy else 2 / task.vocab,  # a guess among the values
+        ceiling=0.0 if by_cross_entropy else 1.0,
         budget_overrides=BUDGET_OVERRIDES,
         supports=supports,
     )
