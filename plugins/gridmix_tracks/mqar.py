@@ -48,7 +48,7 @@ from gridmix.tracks import DataSizes, ModelSpec, Split, Track, TrackData
 from gridmix_tracks.common import generated_data
 
 IGNORE = -100  # targets at positions that are not answers (F.cross_entropy's ignore_index)
-BUDGET_OVERRIDES = {"default": {"n_train": 2048, "epochs": 8}}
+BUDGET_OVERRIDES = {"default": {"n_train": 2048, "epochs": 16, "n_test": 2048, "lrs": (3e-3,)}}
 
 
 @dataclass(frozen=True)
