@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 from gridmix.analysis.measure import Timing
+from gridmix.analysis.scaling import fit_power_law, load_averages
 
 
 def environment(*, threads: int) -> dict:
@@ -39,7 +40,7 @@ def environment(*, threads: int) -> dict:
     return dict(
         torch=torch.__version__, python=platform.python_version(), cpu=cpu, cpu_count=os.cpu_count(),
         torch_threads=threads, mkl=torch.backends.mkl.is_available(), platform=platform.platform(),
-        started=time.strftime("%Y-%m-%d %H:%M:%S %z"), loadavg_at_start=loadavg(),
+        started=time.strftime("%Y-%m-%d %H:%M:%S %z"), loadavg_at_start=load_averages(),
         allocator_env={k: v for k, v in os.environ.items() if k.startswith(("MALLOC_", "LD_PRELOAD", "THP_"))},
     )
 
@@ -69,14 +70,6 @@ def configure_allocator(mode: str) -> dict:
         except (OSError, AttributeError, TypeError) as error:  # not glibc: nothing to configure
             record["error"] = f"{type(error).__name__}: {error}"
     return record
-
-
-def loadavg() -> list[float] | None:
-    """The machine's 1, 5 and 15 minute load averages (None without ``/proc``)."""
-    try:
-        return [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]]
-    except OSError:
-        return None
 
 
 def add_machine_arguments(parser: argparse.ArgumentParser) -> None:
@@ -251,15 +244,10 @@ def _timing(times: Sequence[float], *, warmup: int, threads: int) -> Timing:
 
 
 def fit_exponent(tokens: Sequence[int], seconds: Sequence[float]) -> dict:
-    """Least-squares slope of ``log t = a·log N + b``, with its R² and the token range it covers."""
-    if len(tokens) < 2:
-        raise ValueError(f"an exponent needs at least two points; got {len(tokens)}")
-    x, y = np.log(np.asarray(tokens, dtype=float)), np.log(np.asarray(seconds, dtype=float))
-    slope, intercept = np.polyfit(x, y, 1)
-    residual = y - (slope * x + intercept)
-    total = ((y - y.mean()) ** 2).sum()
-    r2 = 1.0 - (residual**2).sum() / total if total > 0 else 1.0
-    return dict(exponent=float(slope), r2=float(r2), tokens=[int(n) for n in tokens])
+    """Least-squares slope of ``log t = a·log N + b`` (:func:`gridmix.analysis.scaling.fit_power_law`), with its
+    R² and the token range it covers."""
+    slope, _, r2 = fit_power_law(tokens, seconds)
+    return dict(exponent=slope, r2=r2, tokens=[int(n) for n in tokens])
 
 
 def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:

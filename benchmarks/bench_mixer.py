@@ -45,7 +45,6 @@ from bench_common import (
     add_machine_arguments,
     fit_exponent,
     interleaved,
-    loadavg,
     markdown_table,
     paired_ratio,
     set_up_machine,
@@ -58,6 +57,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from gridmix import ConcentrationMixer, Grid, tucker_flops
 from gridmix.analysis.measure import MemoryMeasurementError, available_memory, dry_run, peak_memory
+from gridmix.analysis.scaling import load_averages
 from gridmix.precision import autocast
 
 BATCH, DIM, HEADS, RANK = 8, 64, 4, 16
@@ -475,7 +475,7 @@ def main() -> None:
         done = {p["case"]: f"{p['fwdbwd'].median_s * 1e3:.3g}" for p in points if "fwdbwd" in p}
         print(f"{grid}: fwd+bwd ms {done}", flush=True)
     result["summary"] = summarise(result["points"], grids, args.cases)
-    result["environment"]["loadavg_at_end"] = loadavg()
+    result["environment"]["loadavg_at_end"] = load_averages()
     write_json(args.out / "bench_mixer.json", result)
     (args.out / "bench_mixer.md").write_text(render(result))
     print(render(result))

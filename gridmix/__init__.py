@@ -11,8 +11,9 @@ from gridmix.hookspecs import hookimpl
 from gridmix.mixer import ConcentrationMixer, tucker_flops
 from gridmix.native_build import set_native
 from gridmix.plugins import BrokenPlugin, Registry, load_registry, validate_data
+from gridmix.suggest import did_you_mean
 from gridmix.tokenwise import TokenwiseMixer
-from gridmix.tracks import DataSizes, ModelSpec, Split, Track, TrackData
+from gridmix.tracks import ContractError, DataSizes, ModelSpec, Split, Track, TrackData
 from gridmix.tucker import set_triton
 
 __version__ = "0.1.0"
@@ -21,6 +22,7 @@ __all__ = [
     "BrokenPlugin",
     "CausalFactor",
     "ConcentrationMixer",
+    "ContractError",
     "DataSizes",
     "Grid",
     "GridLike",
@@ -36,6 +38,7 @@ __all__ = [
     "causal_mode_product_dense",
     "data_fingerprint",
     "dct_basis",
+    "did_you_mean",
     "hookimpl",
     "load_registry",
     "set_native",

@@ -15,21 +15,25 @@ try:
 except ImportError as error:  # the CLI turns this into "pip install 'gridmix[ray]'"
     raise ImportError("Ray is not installed") from error
 
-from gridmix.executors import failed_row
-from gridmix.harness import RunTask, execute
+from gridmix.executors import OnDone, OnEpoch, OnStart
+from gridmix.harness import AfterTraining, RunTask, execute, versions
+from gridmix.store import RunRow
 
 
 class RayExecutor:
-    """Connects to the cluster at ``address`` (``None``: start a local Ray) on first use."""
+    """A :class:`gridmix.executors.Executor` on the cluster at ``address`` (``None``: start a local Ray), connected
+    on first use."""
 
-    def __init__(self, *, address: str | None, max_retries: int = 2) -> None:
-        self.address, self.max_retries = address, max_retries
+    def __init__(self, *, address: str | None, max_retries: int = 2,
+                 after_training: AfterTraining | None = None) -> None:
+        self.address, self.max_retries, self.after_training = address, max_retries, after_training
 
     def _connect(self) -> None:
         if not ray.is_initialized():
             ray.init(address=self.address, log_to_driver=False, configure_logging=False)
 
-    def run(self, tasks: list[RunTask], *, on_done, on_start=None, on_epoch=None) -> None:
+    def run(self, tasks: list[RunTask], *, on_done: OnDone, on_start: OnStart | None = None,
+            on_epoch: OnEpoch | None = None) -> None:
         if not tasks:
             return
         self._connect()
@@ -37,7 +41,7 @@ class RayExecutor:
         for task in tasks:
             remote = ray.remote(execute).options(num_cpus=task.threads, num_gpus=1 if task.device == "cuda" else 0,
                                                  max_retries=self.max_retries, retry_exceptions=False)
-            refs[remote.remote(task)] = task
+            refs[remote.remote(task, after_training=self.after_training)] = task
             if on_start:
                 on_start(task)
         pending = list(refs)
@@ -48,5 +52,6 @@ class RayExecutor:
                 try:
                     row = ray.get(ref)
                 except ray.exceptions.RayError as error:  # the worker or its node died, retries exhausted
-                    row = failed_row(task, f"ray task failed: {type(error).__name__}: {str(error).splitlines()[0]}")
+                    why = f"ray task failed: {type(error).__name__}: {str(error).splitlines()[0]}"
+                    row = RunRow.failed(task, why, versions=versions())
                 on_done(task, row)

@@ -17,9 +17,8 @@ from pathlib import Path
 import torch
 
 from gridmix.grid import Grid
-from gridmix.tracks import DataSizes, Track, TrackData
+from gridmix.tracks import SPLIT_NAMES, DataSizes, Track, TrackData
 
-SPLIT_NAMES = ("train", "val", "test")
 _CHUNK = 1 << 20
 HASH_CHARS = 16
 

@@ -29,7 +29,7 @@ import gridmix
 from gridmix.budget import Budget
 from gridmix.grid import Grid
 from gridmix.store import Ledger, RunRow, run_key
-from gridmix.tracks import ROLES, DataSizes, TrackData
+from gridmix.tracks import ROLES, DataSizes, ModelSpec, TrackData
 from gridmix.train import resolve_device, train_run
 
 SWEEP_SEED_OFFSET = 1000  # sweep seeds are 1000, 1001, …: never a comparison seed (those are 0 … seeds − 1)
@@ -183,9 +183,17 @@ def _track_data(track_name: str, grid: str, seed: int, sizes: DataSizes, fingerp
     return data
 
 
-def execute(task: RunTask, *, on_epoch: Callable[[int, float, float], None] | None = None) -> RunRow:
-    """Run one task where this process is (a worker, or the driver) and return its ledger row."""
-    from gridmix.analysis.mechanism import mechanism_signature
+AfterTraining = Callable[[ModelSpec, torch.nn.Module, TrackData], dict]  # (spec, trained model, data) -> extras
+
+
+def execute(task: RunTask, *, on_epoch: Callable[[int, float, float], None] | None = None,
+            after_training: AfterTraining | None = None) -> RunRow:
+    """Run one task where this process is (a worker, or the driver) and return its ledger row.
+
+    ``after_training(spec, model, data)`` analyses every successfully trained model; what it returns joins the
+    row's extras (``gridmix run`` hands in :func:`gridmix.analysis.mechanism.idea_mechanism`). For a worker
+    process it must be picklable: a module-level function.
+    """
     from gridmix.plugins import load_registry
 
     torch.set_num_threads(task.threads)
@@ -197,26 +205,13 @@ def execute(task: RunTask, *, on_epoch: Callable[[int, float, float], None] | No
     except Exception as exc:  # a broken plugin or bad data is this run's recorded failure
         error = f"{type(exc).__name__}: {exc}"
     if not error:
-        def analyse(model, data):  # every seed's trained idea model, not one
-            return {"mechanism": mechanism_signature(model, data.val.inputs[:8].to(model_device(model)))}
+        analyse = (lambda model, data: after_training(spec, model, data)) if after_training else None
         result = train_run(track, spec, Grid.parse(task.grid), lr=task.lr, seed=task.seed, init_seed=task.init_seed,
-                           budget=task.budget,
-                           data=data, device=resolve_device(task.device), knobs=task.knobs, precision=task.precision,
-                           on_epoch=on_epoch,
-                           after_training=analyse if spec.role == "idea" else None)
-    return RunRow(
-        key=task.key, track=task.track, model=task.model, grid=task.grid, lr=task.lr, seed=task.seed,
-        config=task.config, status=result.status if result else "failed",
-        val_metric=result.val_metric if result else None, test_metric=result.test_metric if result else None,
-        train_loss=result.train_loss if result else [], val_curve=result.val_curve if result else [],
-        epochs_done=result.epochs_done if result else 0, wall_s=result.wall_s if result else 0.0,
-        threads=torch.get_num_threads(), device=task.device, versions=versions(),
-        error=result.error if result else error, extras=result.extras if result else {},
-    )
-
-
-def model_device(model: torch.nn.Module) -> torch.device:
-    return next(model.parameters()).device
+                           budget=task.budget, data=data, device=resolve_device(task.device), knobs=task.knobs,
+                           precision=task.precision, on_epoch=on_epoch, after_training=analyse)
+    if result is None:
+        return RunRow.failed(task, error, threads=torch.get_num_threads(), versions=versions())
+    return RunRow.from_result(task, result, threads=torch.get_num_threads(), versions=versions())
 
 
 def choose_learning_rates(study: Study, rows: dict[str, RunRow]) -> tuple[dict[str, float | None], dict]:

@@ -16,7 +16,7 @@ entry-point group ``"gridmix"``; its hook implementations carry the ``gridmix.ho
 
 The built-in tracks (``sequence``, ``image``, ``video``, and ``sequence-csv`` / ``image-folder`` on the
 user's data) are plugins of exactly this kind. :mod:`gridmix.plugins` loads entry points one at a time and
-calls each plugin's hooks separately, so a plugin that raises or returns something malformed is reported
+calls each plugin's hooks separately, so a plugin that raises or hands over something malformed is reported
 by name (``gridmix tracks``) without affecting the others. docs/plugins.md walks through a complete
 plugin. Every hook below must have a docstring: a test fails otherwise.
 """
@@ -39,9 +39,10 @@ def gridmix_tracks() -> list[Track]:
     """Return the tracks this plugin adds (a list of :class:`gridmix.tracks.Track`).
 
     Each track must have a unique name across all plugins, exactly one model with ``role="idea"``, and
-    a ``matched_baseline`` naming one of its baselines; :func:`gridmix.plugins.validate_track` lists every
-    rule. The plugin manager fills in ``plugin`` and ``plugin_version`` (entry-point name, distribution
-    version) on the track and its models. Return ``[]`` to add nothing (e.g. when unconfigured).
+    a ``matched_baseline`` naming one of its baselines; ``Track.__post_init__`` checks every rule when the
+    track is built (:class:`gridmix.tracks.ContractError`). The plugin manager fills in ``plugin`` and
+    ``plugin_version`` (entry-point name, distribution version) on the track and its models. Return ``[]``
+    to add nothing (e.g. when unconfigured).
     """
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from gridmix.analysis.references import with_model_metrics
 from gridmix.analysis.stats import (
     VERDICT_UNREACHABLE,
     compare_many,
@@ -220,7 +221,8 @@ def build_report(ledger: Ledger) -> dict:
     )
     report.update(_identity(spec, report["versions"]))
     report.update(ledger.fetch("analyses") or {})
-    report["references"] = ledger.fetch("references")
+    report["references"] = with_model_metrics(ledger.fetch("references"), {
+        model: _final_rows(study, rows, model, chosen[model]) for model in study.models})
     return report
 
 

@@ -5,8 +5,9 @@ dimensionality and default grid, deterministic data for ``(grid, seed, sizes)``,
 and its direction, and the models it offers (:class:`ModelSpec`), one of which is the idea (the
 concentration mixer) and one its matched baseline (the same model with attention as the mixer).
 
-Plugins build these through the hooks in :mod:`gridmix.hookspecs`; :mod:`gridmix.plugins` validates
-what they hand over and names the plugin when something is wrong.
+Plugins build these through the hooks in :mod:`gridmix.hookspecs`. :class:`Track` and :class:`ModelSpec` check
+their fields when constructed and raise :class:`ContractError`; :mod:`gridmix.plugins` adds the name of the
+plugin that built the bad object. Data is checked lazily, once made: :meth:`TrackData.check`.
 
 Shape legend:
     S: samples in a split; *grid: the grid's axes, which end every ``inputs`` tensor (the built-in tracks
@@ -15,6 +16,7 @@ Shape legend:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -25,6 +27,39 @@ from gridmix.grid import Grid
 
 DIRECTIONS = ("lower", "higher")
 ROLES = ("idea", "baseline", "ablation", "control")
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+SPLIT_NAMES = ("train", "val", "test")
+
+
+def label(kind: str, name: object, plugin: str = "") -> str:
+    """``track 'image' (plugin 'image')``: how errors name a track or model, and its plugin once known."""
+    return f"{kind} {name!r}" + (f" (plugin {plugin!r})" if plugin else "")
+
+
+class ContractError(ValueError):
+    """A :class:`Track` or :class:`ModelSpec` field that breaks the track contract, in one line.
+
+    ``kind`` and ``name`` say which object (``"track"``, ``"image"``), ``problem`` what is wrong with it and
+    ``plugin`` who built it (empty while a plugin's hook is still constructing it: the plugin manager then words
+    the message with :meth:`blaming`).
+    """
+
+    def __init__(self, kind: str, name: object, problem: str, plugin: str = "") -> None:
+        self.kind, self.name, self.problem, self.plugin = kind, name, problem, plugin
+        super().__init__(f"{label(kind, name, plugin)}: {problem}")
+
+    def __reduce__(self):  # picklable (a worker process may raise it) despite the custom signature
+        return ContractError, (self.kind, self.name, self.problem, self.plugin)
+
+    def blaming(self, plugin: str) -> str:
+        """The message naming ``plugin`` as the builder, unless the object already names its own plugin."""
+        return str(self) if self.plugin else f"{label(self.kind, self.name, plugin)}: {self.problem}"
+
+
+def short(value: object) -> str:
+    """``repr(value)`` cut to 60 characters, for error messages about arbitrary objects."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 @dataclass(frozen=True)
@@ -32,7 +67,7 @@ class Split:
     """One split of a track's data, on the CPU.
 
     ``inputs`` (S, …, *grid): floating point (or int64, e.g. token ids), finite; ``targets`` (S, …): int64
-    class labels or floating point values. :func:`gridmix.plugins.validate_data` checks all of this.
+    class labels or floating point values. :meth:`TrackData.check` checks all of this.
     """
 
     inputs: torch.Tensor
@@ -49,6 +84,51 @@ class TrackData:
     train: Split
     val: Split
     test: Split
+
+    def check(self, grid: Grid) -> TrackData:
+        """Check the splits against ``grid``; returns ``self`` or raises ``ValueError`` naming split and problem.
+
+        Not in ``__post_init__``: it needs the grid, and it reads every value (a pass over the data the harness
+        makes once per run, where a plugin's construction in ``make_data`` should stay cheap).
+        Every split is a :class:`Split` of CPU tensors with as many targets as inputs and at least one sample;
+        inputs end in the grid's axes and are finite floating point (or int64); targets are int64 or finite
+        floating point; per-sample shapes and dtypes agree across the three splits.
+        """
+        reference = None
+        for split_name in SPLIT_NAMES:
+            split = getattr(self, split_name)
+            if not isinstance(split, Split):
+                raise ValueError(f"{split_name} is {type(split).__name__}; expected gridmix.Split")
+            for part in ("inputs", "targets"):
+                _check_tensor(getattr(split, part), f"{split_name}.{part}")
+            inputs, targets = split.inputs, split.targets  # (S, …, *grid), (S, …)
+            if inputs.shape[0] != targets.shape[0] or inputs.shape[0] == 0:
+                raise ValueError(f"{split_name} has {inputs.shape[0]} inputs and {targets.shape[0]} targets; "
+                                 f"expected equal, non-zero sample counts")
+            if inputs.ndim < 1 + grid.ndim or tuple(inputs.shape[-grid.ndim:]) != grid.shape:
+                raise ValueError(f"{split_name}.inputs has shape {tuple(inputs.shape)}; expected "
+                                 f"(S, …, {', '.join(map(str, grid))}) ending in the grid")
+            signature = (inputs.shape[1:], inputs.dtype, targets.shape[1:], targets.dtype)
+            if reference is not None and signature != reference[1]:
+                first, (in_shape, in_dtype, out_shape, out_dtype) = reference
+                raise ValueError(f"{split_name} has per-sample inputs {tuple(inputs.shape[1:])} {inputs.dtype}, "
+                                 f"targets {tuple(targets.shape[1:])} {targets.dtype}; {first} has "
+                                 f"{tuple(in_shape)} {in_dtype}, {tuple(out_shape)} {out_dtype}")
+            reference = reference or (split_name, signature)
+        return self
+
+
+def _check_tensor(tensor: object, where: str) -> None:
+    """One split part: a non-scalar CPU tensor, floating point (finite) or int64."""
+    if not isinstance(tensor, torch.Tensor):
+        raise ValueError(f"{where} is {type(tensor).__name__}; expected a torch.Tensor")
+    if tensor.device.type != "cpu" or tensor.ndim == 0:
+        raise ValueError(f"{where} is a {tensor.ndim}-d tensor on {tensor.device}; expected (S, …) on the CPU")
+    if not (tensor.is_floating_point() or tensor.dtype == torch.int64):
+        raise ValueError(f"{where} has dtype {tensor.dtype}; expected a floating dtype or torch.int64")
+    if tensor.is_floating_point() and not torch.isfinite(tensor).all():
+        bad = int((~torch.isfinite(tensor)).sum())
+        raise ValueError(f"{where} holds {bad} non-finite values (NaN or inf)")
 
 
 @dataclass(frozen=True)
@@ -83,6 +163,28 @@ class ModelSpec:
     width_knob: str | None = None
     plugin: str = ""
     plugin_version: str = ""
+
+    def __post_init__(self) -> None:
+        """Check every field; :class:`ContractError` names the model, its plugin when known, and the value."""
+        if not isinstance(self.name, str) or not NAME_PATTERN.match(self.name):
+            raise self._fail(f"name {self.name!r}; expected letters, digits, '-', '_' or '.', e.g. 'vit'")
+        if self.role not in ROLES:
+            raise self._fail(f"role {self.role!r}; expected one of {ROLES}")
+        for attribute in ("build", "supports"):
+            if not callable(getattr(self, attribute)):
+                raise self._fail(f"{attribute} is {short(getattr(self, attribute))}; expected a callable")
+        if self.width_knob is not None and not isinstance(self.width_knob, str):
+            raise self._fail(f"width_knob {self.width_knob!r}; expected None or a keyword name")
+        if not isinstance(self.description, str):
+            raise self._fail(f"description {short(self.description)}; expected a string")
+
+    def _fail(self, problem: str) -> ContractError:
+        return ContractError("model", self.name, problem, self.plugin)
+
+
+def _always_at_hand() -> str | None:
+    """:attr:`Track.data_missing` of a track that generates its data: nothing is ever missing."""
+    return None
 
 
 @dataclass(frozen=True)
@@ -121,6 +223,10 @@ class Track:
         data_missing: ``() → None`` when the track's data is at hand, else a one-line reason (e.g. "needs
             --data-root DIR"); a cheap look, nothing is read. ``gridmix tracks`` shows it, and the CI benchmark
             skips such tracks.
+        extra_metrics: further test metrics by name, each ``(predictions, targets) → float`` on the test split
+            (e.g. ``{"MASE": …}`` on a forecasting track). Every finished run stores them in its
+            ``extras["test_metrics"]``; the report's naive-references section averages them per model over
+            seeds and scores the references with them too (:mod:`gridmix.analysis.references`).
     """
 
     name: str
@@ -143,7 +249,101 @@ class Track:
     plugin: str = ""
     plugin_version: str = ""
     source: str = ""
-    data_missing: Callable[[], str | None] = lambda: None
+    data_missing: Callable[[], str | None] = _always_at_hand
+    extra_metrics: dict[str, Callable[[torch.Tensor, torch.Tensor], float]] = field(default_factory=dict)
+
+    @property
+    def needs_data(self) -> bool:
+        """Whether the track reads data from disk (it names a ``source`` or sets ``data_missing``), not generates it."""
+        return bool(self.source) or self.data_missing is not _always_at_hand
+
+    def __post_init__(self) -> None:
+        """Normalise ``default_grid`` (any :meth:`Grid.parse` spelling) and ``models`` (a list) and check every
+        field; :class:`ContractError` names the track, its plugin when known, the value and what is expected."""
+        if not isinstance(self.models, tuple):
+            object.__setattr__(self, "models", tuple(self.models) if isinstance(self.models, list) else (self.models,))
+        if isinstance(self.default_models, list):
+            object.__setattr__(self, "default_models", tuple(self.default_models))
+        try:
+            object.__setattr__(self, "default_grid", Grid.parse(self.default_grid))
+        except ValueError as error:
+            raise self._fail(f"default_grid: {error}") from None
+        self._check_fields()
+        self._check_models()
+        self._check_budget_overrides()
+
+    @property
+    def label(self) -> str:
+        """``track 'image' (plugin 'image')``, how errors name this track."""
+        return label("track", self.name, self.plugin)
+
+    def _fail(self, problem: str) -> ContractError:
+        return ContractError("track", self.name, problem, self.plugin)
+
+    def _check_fields(self) -> None:
+        if not isinstance(self.name, str) or not NAME_PATTERN.match(self.name):
+            raise self._fail(f"name {self.name!r}; expected letters, digits, '-', '_' or '.', e.g. 'image'")
+        if not isinstance(self.description, str) or not isinstance(self.metric_name, str) or not self.metric_name:
+            raise self._fail(f"description and metric_name must be strings, metric_name non-empty; got "
+                             f"{self.description!r}, {self.metric_name!r}")
+        if isinstance(self.ndim, bool) or not isinstance(self.ndim, int) or self.ndim < 1:
+            raise self._fail(f"ndim {self.ndim!r}; expected an integer >= 1")
+        if self.default_grid.ndim != self.ndim:
+            raise self._fail(f"default_grid {self.default_grid} does not have ndim={self.ndim} axes")
+        for attribute in ("make_data", "loss", "metric", "supports"):
+            if not callable(getattr(self, attribute)):
+                raise self._fail(f"{attribute} is {short(getattr(self, attribute))}; expected a callable")
+        reason = self.supports(self.default_grid)
+        if reason is not None:
+            raise self._fail(f"its own default_grid {self.default_grid} is unsupported: {reason}")
+        if self.direction not in DIRECTIONS:
+            raise self._fail(f"direction {self.direction!r}; expected one of {DIRECTIONS}")
+        for attribute in ("chance", "ceiling"):
+            value = getattr(self, attribute)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                      or not float("-inf") < value < float("inf")):
+                raise self._fail(f"{attribute} {value!r}; expected None or a finite number")
+        if not isinstance(self.extra_metrics, dict) or not all(
+                isinstance(name, str) and name and callable(measure) for name, measure in self.extra_metrics.items()):
+            raise self._fail(f"extra_metrics {short(self.extra_metrics)}; expected a dict of name → "
+                             "callable(predictions, targets) → float")
+
+    def _check_models(self) -> None:
+        if not self.models:
+            raise self._fail(f"models {short(self.models)}; expected a non-empty tuple of gridmix.ModelSpec")
+        for spec in self.models:
+            if not isinstance(spec, ModelSpec):
+                raise self._fail(f"models holds {type(spec).__name__} {short(spec)}; expected gridmix.ModelSpec")
+        names = [spec.name for spec in self.models]
+        duplicates = sorted({name for name in names if names.count(name) > 1})
+        if duplicates:
+            raise self._fail(f"model names {duplicates} appear more than once in {names}")
+        ideas = [spec.name for spec in self.models if spec.role == "idea"]
+        if len(ideas) != 1:
+            raise self._fail(f"{len(ideas)} models with role 'idea' ({ideas}); expected exactly one")
+        for role in ("ablation", "control"):
+            holders = [spec.name for spec in self.models if spec.role == role]
+            if len(holders) > 1:
+                raise self._fail(f"{len(holders)} models with role {role!r} ({holders}); expected at most one")
+        baselines = [spec.name for spec in self.baselines]
+        if self.matched_baseline not in baselines:
+            raise self._fail(f"matched_baseline {self.matched_baseline!r} is not one of its baselines {baselines}")
+        if not isinstance(self.default_models, tuple):
+            raise self._fail(f"default_models {short(self.default_models)}; expected a tuple of model names")
+        unknown = [name for name in self.default_models if name not in names]
+        if unknown:
+            raise self._fail(f"default_models names {unknown}, which it does not offer; its models are {names}")
+
+    def _check_budget_overrides(self) -> None:
+        from gridmix.budget import resolve_budget  # budget.py imports this module (Budget.sizes is DataSizes)
+
+        if not isinstance(self.budget_overrides, dict):
+            raise self._fail(f"budget_overrides {short(self.budget_overrides)}; expected a dict")
+        for budget in self.budget_overrides:
+            try:
+                resolve_budget(budget, self)
+            except (TypeError, ValueError) as error:
+                raise self._fail(f"budget_overrides[{budget!r}]: {error}") from None
 
     @property
     def idea(self) -> ModelSpec:

@@ -3,8 +3,9 @@
 Seed ``s`` fixes the data (the track generates it from ``s``), the batch order (a generator seeded
 with ``s``) and the initialisation (``torch.manual_seed(s)`` right before the model is built), for
 every model alike. Optimiser: AdamW with linear warm-up then cosine decay over all steps, gradients
-clipped at norm 1. Validation every epoch; the test metric is taken once, from the final model, or with
-``Budget.patience`` from the best validation epoch's (:mod:`gridmix.early_stopping`; epochs are the cap).
+clipped at norm 1. Validation every epoch; the test metric (and the track's ``extra_metrics``, kept in the
+run's extras) is taken once, from the final model, or with ``Budget.patience`` from the best validation
+epoch's (:mod:`gridmix.early_stopping`; epochs are the cap).
 A non-finite loss stops the run, which is then recorded as diverged: it never raises.
 On the CPU, the same arguments and thread count give the same numbers.
 """
@@ -52,14 +53,21 @@ def resolve_device(device: str) -> torch.device:
 
 
 @torch.no_grad()
-def evaluate(model: torch.nn.Module, split: Split, metric: Callable, *, batch_size: int,
-             device: torch.device, precision: str = "fp32") -> float:
-    """The track's metric over a whole split, predicting in batches (in ``precision``, metric in float32)."""
+def predict(model: torch.nn.Module, split: Split, *, batch_size: int, device: torch.device,
+            precision: str = "fp32") -> torch.Tensor:
+    """The model's predictions for a whole split, in batches (in ``precision``), as float32 on the CPU."""
     model.eval()
     with autocast(precision, device):
         preds = [model(split.inputs[i : i + batch_size].to(device)).float().cpu()
                  for i in range(0, len(split), batch_size)]
-    return float(metric(torch.cat(preds), split.targets))
+    return torch.cat(preds)
+
+
+def evaluate(model: torch.nn.Module, split: Split, metric: Callable, *, batch_size: int,
+             device: torch.device, precision: str = "fp32") -> float:
+    """The track's metric over a whole split (metric in float32)."""
+    return float(metric(predict(model, split, batch_size=batch_size, device=device, precision=precision),
+                        split.targets))
 
 
 def warmup_cosine(total_steps: int, warmup_frac: float) -> Callable[[int], float]:
@@ -136,11 +144,16 @@ def train_run(track: Track, spec: ModelSpec, grid: Grid, *, lr: float, seed: int
         stopper.restore(model)
         result.val_metric = result.val_curve[stopper.best_epoch if budget.patience else -1]
         result.extras["training"] = stopper.summary()
-        result.test_metric = evaluate(model, data.test, track.metric, batch_size=budget.batch_size * 2,
-                                      device=device, precision=precision)
+        predictions = predict(model, data.test, batch_size=budget.batch_size * 2, device=device,
+                              precision=precision)
+        result.test_metric = float(track.metric(predictions, data.test.targets))
         if not math.isfinite(result.test_metric):
             result.status, result.error = "diverged", "non-finite test metric"
-        elif after_training is not None:
+            return result
+        if track.extra_metrics:
+            result.extras["test_metrics"] = {name: float(measure(predictions, data.test.targets))
+                                             for name, measure in track.extra_metrics.items()}
+        if after_training is not None:
             result.extras.update(after_training(model, data))
     except Exception as error:  # a broken model or plugin is a recorded failure, not a crashed sweep
         result.status, result.error = "failed", f"{type(error).__name__}: {error}"

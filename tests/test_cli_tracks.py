@@ -10,6 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from gridmix.cli import app
+from gridmix.cli.tracks import registry_summary
 from gridmix.hookspecs import hookimpl
 from gridmix.plugins import ALLOW_ENV, DISABLE_AUTOLOAD_ENV, load_registry
 
@@ -73,3 +74,41 @@ def test_tracks_json_as_a_subprocess():
     only = subprocess.run([sys.executable, "-m", "gridmix", "tracks", "--json"], capture_output=True, text=True,
                           env={**env, ALLOW_ENV: "video"}, timeout=120, check=False)
     assert [track["name"] for track in json.loads(only.stdout)["tracks"]] == ["video"]
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["run", "--budget", "huge"], "'--budget': Value error, 'huge' is not one of 'smoke', 'default', 'full'"),
+    (["run", "--device", "tpu"], "'--device': Value error, 'tpu' is not one of 'auto', 'cpu', 'cuda'"),
+    (["scale", "--track", "image", "--device", "gpu"], "'gpu' is not one of 'auto', 'cpu', 'cuda'"),
+    (["run", "--executor", "dask"], "'--executor': Value error, 'dask' is not one of 'local', 'ray'"),
+    (["run", "--seeds", "1"], "'--seeds': Input should be greater than or equal to 2"),
+])
+def test_typer_refuses_a_bad_option_value_in_one_line(args, message):
+    result = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+    assert result.exit_code == 2
+    assert result.output.startswith("error: Invalid value for ") and result.output.count("\n") == 1, result.output
+    assert message in result.output
+
+
+def test_data_column_says_which_tracks_need_data_and_whether_it_was_found(fresh_registry, monkeypatch, tmp_path):
+    for name in ("GRIDMIX_IMAGE_FOLDER", "GRIDMIX_SEQUENCE_CSV", "GRIDMIX_DATA_ROOT"):
+        monkeypatch.delenv(name, raising=False)
+    load_registry(refresh=True)
+    tracks = {t["name"]: t for t in json.loads(CliRunner().invoke(app, ["tracks", "--json"]).output)["tracks"]}
+    assert tracks["image"]["data"] == "generated" and tracks["image"]["data_missing"] is None
+    assert tracks["sequence-csv"]["data"] == "missing" and "needs --data FILE" in tracks["sequence-csv"]["data_missing"]
+    assert tracks["image-folder"]["data"] == "missing" and "needs --data DIR" in tracks["image-folder"]["data_missing"]
+    assert tracks["mnist"]["data"] == "missing" and "--data-root" in tracks["mnist"]["data_missing"]
+    table = CliRunner().invoke(app, ["tracks"], env={"COLUMNS": "250"}).output
+    assert "┃ data " in table and "generated" in table and "missing" in table
+    refused = CliRunner().invoke(app, ["run", "--track", "image-folder", "--out", str(tmp_path / "out")])
+    assert refused.exit_code == 2 and len(refused.output.strip().splitlines()) == 1, refused.output
+    assert "needs --data DIR" in refused.output
+
+    series = tmp_path / "load.csv"
+    series.write_text("value\n" + "".join(f"{i % 9}\n" for i in range(200)))
+    monkeypatch.setenv("GRIDMIX_SEQUENCE_CSV", str(series))
+    load_registry(refresh=True)
+    found = {t["name"]: t for t in registry_summary(load_registry())["tracks"]}["sequence-csv"]
+    assert (found["data"], found["data_missing"]) == ("found", None)
+    assert str(series) in CliRunner().invoke(app, ["tracks"], env={"COLUMNS": "400"}).output

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from gridmix import report_markdown, report_plots
 from gridmix.analysis.scaling import ScalingPoint, ScalingResult
 from gridmix.cli import app
-from gridmix.cli.run import fail
+from gridmix.cli.app import fail
 from gridmix.hookspecs import hookimpl
 from gridmix.plugins import load_registry
 from gridmix.store import Ledger

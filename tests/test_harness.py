@@ -6,8 +6,9 @@ import json
 
 import pytest
 
+from gridmix.analysis.mechanism import idea_mechanism
 from gridmix.budget import BUDGETS
-from gridmix.executors import InProcessExecutor
+from gridmix.executors import Executor, InProcessExecutor, WorkerPoolExecutor
 from gridmix.harness import Runner, Study
 from gridmix.plugins import load_registry
 from gridmix.report import build_report, write_report
@@ -30,6 +31,7 @@ def study(models=("fake-mixer", "fake-attention", "fake-fragile"), budget=BUDGET
 
 class CountingExecutor(InProcessExecutor):
     def __init__(self, stop_after=None):
+        super().__init__(after_training=idea_mechanism)  # as gridmix run hands it in
         self.executed, self.stop_after = [], stop_after
 
     def run(self, tasks, *, on_done, on_start=None, on_epoch=None):
@@ -40,6 +42,14 @@ class CountingExecutor(InProcessExecutor):
                 raise KeyboardInterrupt  # an interrupted sweep, after `stop_after` finished runs
 
         super().run(tasks, on_done=done, on_start=on_start, on_epoch=on_epoch)
+
+
+def test_executors_declare_the_interface_the_runner_uses():
+    assert all(isinstance(executor, Executor) for executor in (InProcessExecutor(), WorkerPoolExecutor(2),
+                                                                  CountingExecutor()))
+    assert not isinstance(object(), Executor)
+    with pytest.raises(ValueError, match="jobs=0; expected >= 1"):
+        WorkerPoolExecutor(0)
 
 
 def run_study(out, spec=None, executor=None):

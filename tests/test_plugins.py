@@ -2,6 +2,7 @@
 
 import dataclasses
 import inspect
+import pickle
 import types
 
 import pytest
@@ -18,9 +19,9 @@ from gridmix.plugins import (
     build_registry,
     load_registry,
     validate_data,
-    validate_track,
 )
-from gridmix.tracks import DataSizes, ModelSpec, Split, Track, TrackData
+from gridmix.suggest import did_you_mean
+from gridmix.tracks import ContractError, DataSizes, ModelSpec, Split, Track, TrackData
 
 BUILTIN = {"sequence", "image", "video", "mqar"}
 
@@ -136,12 +137,13 @@ def broken_plugins():
 
 
 def test_broken_plugins_are_reported_by_name_and_the_others_keep_working(clean_env):
-    good = plugin("good", gridmix_tracks=lambda: [tiny_track("good"), tiny_track("half", matched_baseline="x")])
-    registry = load_registry(refresh=True, extra_plugins=[*broken_plugins().values(), good])
+    good = plugin("good", gridmix_tracks=lambda: [tiny_track("good")])
+    half = plugin("half", gridmix_tracks=lambda: [tiny_track("fine"), tiny_track("half", matched_baseline="x")])
+    registry = load_registry(refresh=True, extra_plugins=[*broken_plugins().values(), good, half])
     errors = {}
     for broken in registry.broken:
         errors.setdefault(broken.name, []).append(broken.error)
-    assert set(errors) == set(broken_plugins()) | {"good"}
+    assert set(errors) == set(broken_plugins()) | {"half"}
     assert errors["raises"] == ["RuntimeError: database not found"]  # one line
     assert "returned Track" in errors["not-a-list"][0] and "expected a list" in errors["not-a-list"][0]
     assert "returned str 'image'" in errors["not-a-track"][0]
@@ -151,9 +153,11 @@ def test_broken_plugins_are_reported_by_name_and_the_others_keep_working(clean_e
     assert "implements no gridmix hook" in errors["no-hooks"][0]
     assert all("a plugin may add baselines only" in e for e in errors["adds-idea"])
     assert all("ZeroDivisionError" in e for e in errors["models-raise"])
-    assert errors["good"] == ["ValueError: track 'half' (plugin 'good'): matched_baseline 'x' is not one of its "
+    # the bad track fails as it is built, in the plugin's hook: that call's other track ("fine") goes with it
+    assert errors["half"] == ["ValueError: track 'half' (plugin 'half'): matched_baseline 'x' is not one of its "
                               "baselines ['base']"]
-    assert BUILTIN | {"good"} | {spec.track for spec in DATASETS} == set(registry.tracks)
+    user_data = {"image-folder", "sequence-csv"}  # listed without their data, as needing it
+    assert BUILTIN | {"good"} | {spec.track for spec in DATASETS} | user_data == set(registry.tracks)
     assert [m.name for m in registry.track("image").models] == ["vit", "vit-concentration", "mlp-mixer",
                                                                 "vit-concentration-uncapped", "vit-nomix"]
 
@@ -188,6 +192,7 @@ def test_build_registry_reads_only_the_environment_it_is_given():
     (dict(name="has space"), "name 'has space'"),
     (dict(ndim=0), "ndim 0"),
     (dict(default_grid=Grid((8, 8))), "default_grid 8x8 does not have ndim=1"),
+    (dict(default_grid="8x"), "default_grid: invalid grid"),
     (dict(direction="up"), "direction 'up'; expected one of ('lower', 'higher')"),
     (dict(metric_name=""), "metric_name non-empty"),
     (dict(loss="mse"), "loss is 'mse'; expected a callable"),
@@ -195,14 +200,17 @@ def test_build_registry_reads_only_the_environment_it_is_given():
     (dict(matched_baseline="idea"), "matched_baseline 'idea' is not one of its baselines ['base']"),
     (dict(budget_overrides={"huge": {}}), "unknown budget 'huge'"),
     (dict(budget_overrides={"smoke": {"epoch": 3}}), "overrides unknown budget fields ['epoch']"),
+    (dict(budget_overrides=[("smoke", {})]), "budget_overrides [('smoke', {})]; expected a dict"),
     (dict(supports=lambda grid: "too short"), "its own default_grid 8 is unsupported: too short"),
     (dict(chance="half"), "chance 'half'; expected None or a finite number"),
     (dict(ceiling=float("nan")), "ceiling nan; expected None or a finite number"),
+    (dict(default_models=("base", "vit")), "default_models names ['vit'], which it does not offer; its models are "
+                                           "['base', 'idea']"),
+    (dict(default_models="base"), "default_models 'base'; expected a tuple of model names"),
 ])
-def test_validate_track_rejects_malformed_fields(changes, message):
-    track = dataclasses.replace(tiny_track(), plugin="p", **changes)
-    with pytest.raises(ValueError, match="plugin 'p'") as error:
-        validate_track(track)
+def test_a_track_checks_its_fields_when_built(changes, message):
+    with pytest.raises(ContractError, match="plugin 'p'") as error:
+        tiny_track(plugin="p", **changes)
     assert message in str(error.value)
 
 
@@ -211,17 +219,66 @@ def test_validate_track_rejects_malformed_fields(changes, message):
     (lambda b: (ModelSpec("base", b),), "0 models with role 'idea'"),
     (lambda b: (ModelSpec("base", b), ModelSpec("i", b, role="idea"), ModelSpec("j", b, role="idea")),
      "2 models with role 'idea'"),
-    (lambda b: (ModelSpec("base", b), ModelSpec("idea", b, role="hero")), "role 'hero'"),
     (lambda b: (ModelSpec("base", b), ModelSpec("i", b, role="idea"), ModelSpec("a", b, role="ablation"),
                 ModelSpec("a2", b, role="ablation")), "2 models with role 'ablation'"),
-    (lambda b: (ModelSpec("base", b), ModelSpec("idea", None, role="idea")), "build is None; expected a callable"),
     (lambda b: (ModelSpec("base", b), "idea"), "models holds str 'idea'"),
 ])
-def test_validate_track_rejects_malformed_models(models, message):
+def test_a_track_checks_its_models_when_built(models, message):
     track = tiny_track()
-    with pytest.raises(ValueError, match="track 'tiny'") as error:
-        validate_track(dataclasses.replace(track, models=models(track.models[0].build)))
+    with pytest.raises(ContractError, match="track 'tiny'") as error:
+        dataclasses.replace(track, models=models(track.models[0].build))
     assert message in str(error.value)
+
+
+@pytest.mark.parametrize(("changes", "message"), [
+    (dict(name="has space"), "model 'has space': name 'has space'; expected letters"),
+    (dict(role="hero"), "model 'm': role 'hero'; expected one of ('idea', 'baseline', 'ablation', 'control')"),
+    (dict(build=None), "model 'm': build is None; expected a callable"),
+    (dict(supports="small"), "model 'm': supports is 'small'; expected a callable"),
+    (dict(width_knob=2.0), "model 'm': width_knob 2.0; expected None or a keyword name"),
+    (dict(description=None), "model 'm': description None; expected a string"),
+    (dict(role="hero", plugin="p"), "model 'm' (plugin 'p'): role 'hero'"),
+])
+def test_a_model_spec_checks_its_fields_when_built(changes, message):
+    with pytest.raises(ContractError) as error:
+        ModelSpec(**{"name": "m", "build": print, **changes})
+    assert message in str(error.value)
+
+
+def test_a_track_accepts_a_list_of_models_and_any_grid_spelling():
+    track = tiny_track(models=[ModelSpec("base", print), ModelSpec("idea", print, role="idea")], default_grid="8",
+                       default_models=["base"])
+    assert isinstance(track.models, tuple) and track.default_grid == Grid((8,)) and track.default_models == ("base",)
+
+
+def test_a_contract_error_names_the_plugin_that_built_the_object_and_survives_pickling():
+    error = ContractError("track", "t", "direction 'up'")
+    assert str(error) == "track 't': direction 'up'"
+    assert error.blaming("mine") == "track 't' (plugin 'mine'): direction 'up'"
+    owned = ContractError("track", "t", "direction 'up'", plugin="theirs")
+    assert owned.blaming("mine") == str(owned)  # an object stamped with its plugin keeps naming that plugin
+    assert str(pickle.loads(pickle.dumps(owned))) == str(owned) and isinstance(owned, ValueError)
+
+
+def test_malformed_models_built_in_a_hook_name_the_plugin(clean_env):
+    clean_env.setenv(DISABLE_AUTOLOAD_ENV, "1")
+    bad_model = plugin("bad-model", gridmix_tracks=lambda: [tiny_track(models=(ModelSpec("base", print),
+                                                                                ModelSpec("i", print, role="x")))])
+    clash = plugin("clash", gridmix_models=lambda track: [ModelSpec("base", print)])
+    registry = load_registry(refresh=True, extra_plugins=[plugin("mine", gridmix_tracks=lambda: [tiny_track()]),
+                                                          bad_model, clash])
+    errors = {broken.name: broken.error for broken in registry.broken}
+    assert errors["bad-model"] == ("ValueError: model 'i' (plugin 'bad-model'): role 'x'; expected one of "
+                                   "('idea', 'baseline', 'ablation', 'control')")
+    assert errors["clash"] == ("ValueError: gridmix_models(track='tiny'): track 'tiny' (plugin 'mine'): model names "
+                               "['base'] appear more than once in ['base', 'idea', 'base']")
+    assert [m.name for m in registry.track("tiny").models] == ["base", "idea"]
+
+
+def test_did_you_mean_suggests_the_closest_known_name_or_nothing():
+    assert did_you_mean("imag", ["image", "video"]) == "; did you mean 'image'?"
+    assert did_you_mean("xyz", ["image", "video"]) == ""
+    assert did_you_mean("imag", iter(["image"])) == "; did you mean 'image'?"
 
 
 def test_validate_data_accepts_a_tracks_data_and_rejects_bad_values():
@@ -250,6 +307,9 @@ def test_validate_data_accepts_a_tracks_data_and_rejects_bad_values():
         with pytest.raises(ValueError, match="track 'tiny' \\(plugin 'p'\\) on grid 8") as error:
             validate_data(track, bad, grid)
         assert message in str(error.value), (message, str(error.value))
+    assert data.check(grid) is data
+    with pytest.raises(ValueError, match=r"^train.inputs has shape \(8, 1, 8\); expected \(S, …, 4\)"):
+        data.check(Grid((4,)))
 
 
 def test_check_grid_rejects_other_dimensionalities_and_unsupported_grids(clean_env):

@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 from gridmix_tracks.sequence_csv import csv_sequence_track
 
-from gridmix.analysis.references import edge_learning_rates, improving_at_cap, naive_references, reference_lines
+from gridmix.analysis.references import (
+    edge_learning_rates,
+    improving_at_cap,
+    naive_references,
+    reference_lines,
+    with_model_metrics,
+)
 from gridmix.grid import Grid
 from gridmix.tracks import DataSizes, Split, TrackData
 
@@ -34,6 +41,7 @@ def test_persistence_is_exact_after_a_level_shift(tmp_path):
 def test_majority_class_comes_from_the_training_split():
     class Fake:
         direction = "higher"
+        extra_metrics = {}
 
         @staticmethod
         def metric(logits, labels):
@@ -60,7 +68,7 @@ def report(idea_mean: float, base_mean: float, lr_idea: float = 3e-3) -> dict:
 def test_headline_says_when_every_model_is_worse_than_the_naive_reference():
     text = "\n".join(reference_lines(report(0.6, 0.45)))
     assert "**Every model is worse than the naive reference** seasonal naive (season 4) (0.4 test MSE)" in text
-    assert "| idea | no | 1.2 |" in text and "| vit | no | 0.9 |" in text
+    assert "| idea | no | no | 1.2 |" in text and "| vit | no | yes | 0.9 |" in text
     assert "Every model is worse" not in "\n".join(reference_lines(report(0.3, 0.45)))
 
 
@@ -85,3 +93,18 @@ def test_plots_draw_the_references_as_labelled_lines():
     assert [line.get_ydata()[0] for line in ax.get_lines()] == [0.5, 0.4]
     assert ax.get_legend_handles_labels()[1] == ["persistence (test)", "seasonal naive (season 4) (test)"]
     plt.close(fig)
+
+
+def test_model_metrics_are_means_over_the_finished_seeds_only():
+    from types import SimpleNamespace
+
+    def row(status, mase):
+        return SimpleNamespace(status=status, extras={"test_metrics": {"MASE (m=1)": mase}} if mase else {})
+
+    refs = {"kind": "forecasting", "values": {"persistence": 0.5}}
+    rows = {"idea": [row("ok", 0.8), row("ok", 1.0), row("diverged", 9.0), None],
+            "vit": [row("ok", None), row("failed", 3.0)]}
+    merged = with_model_metrics(refs, rows)
+    assert merged["models"] == {"idea": {"MASE (m=1)": pytest.approx(0.9)}} and merged["values"] == refs["values"]
+    assert with_model_metrics(refs, {"vit": [row("ok", None)]}) is refs  # nothing measured: unchanged
+    assert with_model_metrics(None, {"vit": [row("ok", None)]}) is None

@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 
 from gridmix import ConcentrationMixer, Grid, hookimpl
 from gridmix.analysis.scaling import (
+    ScalingConfig,
     fit_exponents,
     fit_power_law,
     memory_step,
@@ -228,3 +229,13 @@ def test_cli_scale_prints_tables_and_writes_json_and_png(toy_registry, tmp_path)
 def test_cli_scale_user_mistakes_are_one_line_errors(toy_registry, args, message):
     result = CliRunner().invoke(app, ["scale", *args], env={"COLUMNS": "300"})
     assert result.exit_code == 2 and message in result.output and len(result.output.strip().splitlines()) == 1
+
+
+def test_scaling_config_checks_itself_and_is_passed_whole():
+    with pytest.raises(ValueError, match="batch=0"):
+        ScalingConfig(batch=0)
+    with pytest.raises(TypeError, match="either config or its fields"):
+        scale_track(TOY, ["8x8"], config=ScalingConfig(), repeats=2)
+    result = scale_track(TOY, ["8x8"], models=["toy-attention"], config=ScalingConfig(batch=2, threads=1, repeats=1,
+                                                                                     warmup=0, memory=False))
+    assert (result.batch, result.repeats, result.threads) == (2, 1, 1)

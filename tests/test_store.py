@@ -71,3 +71,24 @@ def test_one_study_per_directory(tmp_path):
         assert ledger.study()["seeds"] == 4
         with pytest.raises(LedgerError, match="choose another --out"):
             ledger.set_study({"track": "image", "grid": "16x16", "seeds": 2})
+
+
+def test_rows_are_built_from_a_task_and_its_result_or_its_failure(tmp_path):
+    from gridmix.budget import BUDGETS
+    from gridmix.harness import RunTask
+    from gridmix.train import RunResult
+
+    task = RunTask(track="t", model="m", grid="4x4", lr=1e-3, seed=3, budget=BUDGETS["smoke"], device="cpu",
+                   threads=2)
+    result = RunResult("ok", val_metric=0.4, test_metric=0.5, train_loss=[1.0], val_curve=[0.4], epochs_done=1,
+                       wall_s=2.0, extras={"mechanism": {}})
+    done = RunRow.from_result(task, result, threads=1, versions={"torch": "x"})
+    assert (done.key, done.seed, done.config, done.device) == (task.key, 3, task.config, "cpu")
+    assert (done.status, done.test_metric, done.val_curve, done.threads, done.error) == ("ok", 0.5, [0.4], 1, "")
+    failed = RunRow.failed(task, "worker died", versions={"torch": "x"})
+    assert (failed.status, failed.error, failed.threads, failed.test_metric, failed.train_loss) == (
+        "failed", "worker died", 2, None, [])
+    assert RunRow.failed(task, "bad data", versions={}, threads=1).threads == 1
+    with Ledger(tmp_path / "out") as ledger:
+        ledger.record(failed)
+        assert ledger.get(task.key) == failed

@@ -9,7 +9,7 @@ from gridmix_tracks.image import SameColourTask
 from gridmix_tracks.image import make_track as image_track
 from gridmix_tracks.sequence import ForecastTask
 from gridmix_tracks.sequence import make_track as sequence_track
-from gridmix_tracks.sequence_csv import csv_sequence_track, read_series, window_indices
+from gridmix_tracks.sequence_csv import csv_sequence_track, read_csv_series, window_indices
 from gridmix_tracks.video import MotionTask
 from gridmix_tracks.video import make_track as video_track
 from PIL import Image
@@ -28,7 +28,7 @@ CASES = [  # track, small grid, input shape per sample, target shape per sample,
 
 @pytest.fixture
 def registry_env(monkeypatch):
-    for name in ("GRIDMIX_PLUGINS", "GRIDMIX_DISABLE_PLUGIN_AUTOLOAD", sequence_csv.ENV, sequence_csv.COLUMN_ENV,
+    for name in ("GRIDMIX_PLUGINS", "GRIDMIX_DISABLE_PLUGIN_AUTOLOAD", sequence_csv.ENV, sequence_csv.TARGET_ENV,
                  image_folder.ENV):
         monkeypatch.delenv(name, raising=False)
     yield monkeypatch
@@ -123,13 +123,16 @@ def test_synthetic_sequence_targets_continue_the_input():
 def test_csv_loader_reads_columns_by_name_or_index(tmp_path):
     path = tmp_path / "series.csv"
     path.write_text("date,load,temp\n2024-01-01,1.5,3\n2024-01-02,2.5,4\n")
-    assert read_series(path, None)[1] == "temp"
-    values, name = read_series(path, "load")
-    assert name == "load" and values.tolist() == [1.5, 2.5]
-    assert read_series(path, "1")[0].tolist() == [1.5, 2.5]
+    assert read_csv_series(path, None).target == "temp"
+    series = read_csv_series(path, "load")
+    assert series.names == ("load",) and series.values.tolist() == [[1.5], [2.5]]
+    assert read_csv_series(path, "1").values.tolist() == [[1.5], [2.5]]
     headless = tmp_path / "headless.csv"
     headless.write_text("1,2\n3,4\n")
-    assert read_series(headless, "0") == (pytest.approx(np.array([1.0, 3.0])), "0")
+    assert read_csv_series(headless, "0").values[:, 0] == pytest.approx(np.array([1.0, 3.0]))
+    dated = tmp_path / "dated.csv"  # a first row of a date and numbers is data, not a header
+    dated.write_text("2024-01-01,1.5\n2024-01-02,2.5\n")
+    assert read_csv_series(dated).values.tolist() == [[1.5], [2.5]]
 
 
 @pytest.mark.parametrize(("text", "column", "message"), [
@@ -144,7 +147,7 @@ def test_csv_loader_errors_name_the_row_and_column(tmp_path, text, column, messa
     path = tmp_path / "bad.csv"
     path.write_text(text)
     with pytest.raises(ValueError) as error:
-        read_series(path, column)
+        read_csv_series(path, column)
     assert message in str(error.value) and "\n" not in str(error.value)
 
 
@@ -160,14 +163,14 @@ def test_csv_too_short_and_constant_series_give_clear_errors(tmp_path):
     with pytest.raises(ValueError, match="is constant over the training part"):
         csv_sequence_track(constant).make_data(Grid((16,)), 0, SIZES)
     with pytest.raises(ValueError, match="no such file"):
-        read_series(tmp_path / "missing.csv")
+        read_csv_series(tmp_path / "missing.csv")
 
 
 def test_csv_track_registers_through_the_environment_and_a_bad_file_breaks_only_itself(tmp_path, registry_env):
     good = tmp_path / "good.csv"
     good.write_text("t,y\n" + "".join(f"{i},{np.sin(i / 5):.4f}\n" for i in range(300)))
     registry_env.setenv(sequence_csv.ENV, str(good))
-    registry_env.setenv(sequence_csv.COLUMN_ENV, "y")
+    registry_env.setenv(sequence_csv.TARGET_ENV, "y")
     registry = load_registry(refresh=True)
     track = registry.track("sequence-csv")
     assert track.plugin == "sequence-csv" and "column 'y'" in track.description

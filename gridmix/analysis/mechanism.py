@@ -37,6 +37,7 @@ from torch import nn
 
 from gridmix.factors import CausalFactor
 from gridmix.mixer import ConcentrationMixer
+from gridmix.tracks import ModelSpec, TrackData
 
 PREDICTED_FACTOR_BOUND = 1.0
 BOUND_RTOL = 1e-6  # relative slack for float32 round-off when comparing a singular value with its bound
@@ -136,6 +137,15 @@ def mechanism_signature(model: nn.Module, inputs: torch.Tensor, *, seed: int = 0
     finally:
         model.train(was_training)
     return _summarise(layers)
+
+
+def idea_mechanism(spec: ModelSpec, model: nn.Module, data: TrackData) -> dict:
+    """The after-training hook ``gridmix run`` hands the harness: every trained idea model's signature (on 8
+    validation samples), nothing for other models."""
+    if spec.role != "idea":
+        return {}
+    device = next(model.parameters()).device
+    return {"mechanism": mechanism_signature(model, data.val.inputs[:8].to(device))}
 
 
 def _layer_report(name: str, mixer: ConcentrationMixer, block_name: str, block: nn.Module,

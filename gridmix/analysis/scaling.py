@@ -20,6 +20,7 @@ Shape legend:
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import importlib
 import os
@@ -236,76 +237,110 @@ def memory_step(*, track: str, model: str, grid: str, batch: int, seed: int = 0,
     return train_step(net, resolved.loss, inputs, targets)
 
 
-def scale_track(track: Track, grids: Sequence[GridLike], *, models: Sequence[str] | None = None, batch: int = 8,
-                threads: int | None = None, repeats: int = 5, warmup: int = 2, seed: int = 0, device: str = "cpu",
-                memory: bool = True, track_ref: str | None = None, memory_fraction: float = 0.8,
-                time_cap_s: float = 300.0, timeout_s: float = 600.0, tail: int = 2,
-                on_start: Callable[[str, Grid], None] | None = None,
-                on_point: Callable[[ScalingPoint], None] | None = None) -> ScalingResult:
-    """Measure every (model, grid) point of ``track``; see the module docstring.
+@dataclass(frozen=True)
+class ScalingConfig:
+    """How :func:`scale_track` measures every point.
 
-    Args:
-        models: model names (default: all the track offers); grids are measured smallest first.
-        threads: torch threads for timing and memory (default: the current ``torch.get_num_threads()``).
+    Attributes:
+        batch: samples per timed step. threads: torch threads for timing and memory (``None``: the current
+            ``torch.get_num_threads()``). repeats, warmup: timed and untimed steps per point. seed: the
+            point's data and initialisation. device: ``"cpu"`` or ``"cuda"``.
         memory: measure peak memory (one subprocess per point, a few seconds each).
-        track_ref: how the memory subprocess finds the track (default: its registered name), see
+        track_ref: how the memory subprocess finds the track (``None``: its registered name), see
             :func:`resolve_track`.
         memory_fraction: skip a point whose estimated peak exceeds this fraction of the available memory.
         time_cap_s: skip a point whose warm-up and repeats, extrapolated from the model's previous grid at
-            that grid's FLOP throughput, would take longer.
-        on_start, on_point: called with ``(model name, grid)`` before and with each finished point after it
-            (progress bars).
+            that grid's FLOP throughput, would take longer. timeout_s: the memory subprocess's limit.
+        tail: the tail exponent fits the largest ``tail`` grids.
     """
+
+    batch: int = 8
+    threads: int | None = None
+    repeats: int = 5
+    warmup: int = 2
+    seed: int = 0
+    device: str = "cpu"
+    memory: bool = True
+    track_ref: str | None = None
+    memory_fraction: float = 0.8
+    time_cap_s: float = 300.0
+    timeout_s: float = 600.0
+    tail: int = 2
+
+    def __post_init__(self) -> None:
+        if self.batch < 1 or not 0 < self.memory_fraction <= 1:
+            raise ValueError(f"batch={self.batch}, memory_fraction={self.memory_fraction}; expected >= 1 and in (0, 1]")
+        if self.repeats < 1 or self.warmup < 0 or self.tail < 2:
+            raise ValueError(f"repeats={self.repeats}, warmup={self.warmup}, tail={self.tail}; expected >= 1, >= 0, "
+                             ">= 2")
+
+
+def scale_track(track: Track, grids: Sequence[GridLike], *, models: Sequence[str] | None = None,
+                config: ScalingConfig | None = None, on_start: Callable[[str, Grid], None] | None = None,
+                on_point: Callable[[ScalingPoint], None] | None = None, **options) -> ScalingResult:
+    """Measure every (model, grid) point of ``track``; see the module docstring.
+
+    ``models``: model names (default: all the track offers); grids are measured smallest first. ``config`` (or
+    its fields as keyword ``options``) says how; ``on_start(model name, grid)`` and ``on_point(point)`` are called
+    before and after each point (progress bars).
+    """
+    if config is None:
+        config = ScalingConfig(**options)
+    elif options:
+        raise TypeError(f"pass either config or its fields, not both (got config and {sorted(options)})")
     parsed = sorted((track.check_grid(g) for g in grids), key=lambda g: g.numel)
     if not parsed:
         raise ValueError("grids is empty; expected at least one grid, e.g. ['16x16', '32x32']")
     specs = [track.model(name) for name in models] if models else list(track.models)
-    threads = threads or torch.get_num_threads()
-    if batch < 1 or not 0 < memory_fraction <= 1:
-        raise ValueError(f"batch={batch}, memory_fraction={memory_fraction}; expected >= 1 and in (0, 1]")
+    config = dataclasses.replace(config, threads=config.threads or torch.get_num_threads(),
+                                 track_ref=config.track_ref or track.name)
     load_before, points = _load_average(), []
     for spec in specs:
         throughput = None  # FLOP/s of this model's largest measured grid so far
         for grid in parsed:
             if on_start:
                 on_start(spec.name, grid)
-            point = _measure_point(track, spec, grid, batch=batch, threads=threads, repeats=repeats, warmup=warmup,
-                                   seed=seed, device=device, memory=memory, track_ref=track_ref or track.name,
-                                   memory_fraction=memory_fraction, time_cap_s=time_cap_s, timeout_s=timeout_s,
-                                   throughput=throughput)
+            point = _measure_point(track, spec, grid, config, throughput=throughput)
             if point.timing and point.flops:
                 throughput = point.flops.total / point.timing.median_s
             points.append(point)
             if on_point:
                 on_point(point)
-    return ScalingResult(track=track.name, device=device, threads=threads, batch=batch, repeats=repeats,
-                         warmup=warmup, grids=[str(g) for g in parsed], models=[s.name for s in specs],
-                         points=points, fits=fit_exponents(points, tail=tail),
+    return ScalingResult(track=track.name, device=config.device, threads=config.threads, batch=config.batch,
+                         repeats=config.repeats, warmup=config.warmup, grids=[str(g) for g in parsed],
+                         models=[s.name for s in specs], points=points, fits=fit_exponents(points, tail=config.tail),
                          load_average=(load_before, _load_average()), cpu_count=os.cpu_count())
 
 
+def load_averages() -> list[float] | None:
+    """The machine's 1, 5 and 15 minute load averages (None where the system keeps none)."""
+    try:
+        return list(os.getloadavg())
+    except (AttributeError, OSError):  # no getloadavg on this platform, or the value is unobtainable
+        return None
+
+
 def _load_average() -> float | None:
-    return os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    averages = load_averages()
+    return averages[0] if averages else None
 
 
-def _measure_point(track: Track, spec: ModelSpec, grid: Grid, *, batch: int, threads: int, repeats: int,
-                   warmup: int, seed: int, device: str, memory: bool, track_ref: str, memory_fraction: float,
-                   time_cap_s: float, timeout_s: float, throughput: float | None) -> ScalingPoint:
+def _measure_point(track: Track, spec: ModelSpec, grid: Grid, config: ScalingConfig, *,
+                   throughput: float | None) -> ScalingPoint:
     point = ScalingPoint(model=spec.name, grid=str(grid), tokens=grid.numel)
     reason = spec.supports(grid)
     if reason:
         point.skipped = f"unsupported: {reason}"
         return point
     try:
-        _count_and_time(point, track, spec, grid, batch=batch, threads=threads, repeats=repeats, warmup=warmup,
-                        seed=seed, device=device, memory_fraction=memory_fraction, time_cap_s=time_cap_s,
-                        throughput=throughput)
+        _count_and_time(point, track, spec, grid, config, throughput=throughput)
         gc.collect()  # the timed model is gone before the memory subprocess starts
-        if memory and not point.skipped:
-            kwargs = dict(track=track_ref, model=spec.name, grid=str(grid), batch=batch, seed=seed, device=device)
+        if config.memory and not point.skipped:
+            kwargs = dict(track=config.track_ref, model=spec.name, grid=str(grid), batch=config.batch,
+                          seed=config.seed, device=config.device)
             try:
-                point.memory = peak_memory(MEMORY_TARGET, kwargs, threads=threads, device=device, timeout_s=timeout_s,
-                                           preload=MEMORY_PRELOAD)
+                point.memory = peak_memory(MEMORY_TARGET, kwargs, threads=config.threads, device=config.device,
+                                           timeout_s=config.timeout_s, preload=MEMORY_PRELOAD)
             except MemoryMeasurementError as error:
                 point.notes.append(f"memory not measured: {error}")
     except Exception as error:  # a broken model is this point's recorded failure, not a crashed study
@@ -313,11 +348,10 @@ def _measure_point(track: Track, spec: ModelSpec, grid: Grid, *, batch: int, thr
     return point
 
 
-def _count_and_time(point: ScalingPoint, track: Track, spec: ModelSpec, grid: Grid, *, batch: int, threads: int,
-                    repeats: int, warmup: int, seed: int, device: str, memory_fraction: float, time_cap_s: float,
+def _count_and_time(point: ScalingPoint, track: Track, spec: ModelSpec, grid: Grid, config: ScalingConfig, *,
                     throughput: float | None) -> None:
     """Fill in parameters, FLOPs and the memory estimate; then, unless the point is too big, its timing."""
-    net, inputs, targets = prepare(track, spec, grid, batch=batch, seed=seed, device=device)
+    net, inputs, targets = prepare(track, spec, grid, batch=config.batch, seed=config.seed, device=config.device)
     point.params = sum(p.numel() for p in net.parameters())
 
     def loss(out):
@@ -327,26 +361,25 @@ def _count_and_time(point: ScalingPoint, track: Track, spec: ModelSpec, grid: Gr
         point.flops, point.memory_estimate_bytes = dry_run(net, inputs, loss=loss)
     except Exception as error:  # a model that branches on values cannot run on fake tensors
         point.notes.append(f"no fake-tensor dry run ({type(error).__name__}: {error}); memory not estimated")
-    point.skipped = _too_big(point, device=device, memory_fraction=memory_fraction, time_cap_s=time_cap_s,
-                             steps=warmup + repeats, throughput=throughput)
+    point.skipped = _too_big(point, config, throughput=throughput)
     if point.skipped:
         return
     if point.flops is None:
         point.flops = count_flops(net, inputs, loss=loss)
-    point.timing = time_fn(train_step(net, track.loss, inputs, targets), warmup=warmup, repeats=repeats,
-                           threads=threads, device=device)
+    point.timing = time_fn(train_step(net, track.loss, inputs, targets), warmup=config.warmup,
+                           repeats=config.repeats, threads=config.threads, device=config.device)
 
 
-def _too_big(point: ScalingPoint, *, device: str, memory_fraction: float, time_cap_s: float, steps: int,
-             throughput: float | None) -> str | None:
+def _too_big(point: ScalingPoint, config: ScalingConfig, *, throughput: float | None) -> str | None:
+    memory_fraction, steps = config.memory_fraction, config.warmup + config.repeats
     if point.memory_estimate_bytes is not None:
-        available = available_memory(device)
+        available = available_memory(config.device)
         if point.memory_estimate_bytes > memory_fraction * available:
             return (f"too big: estimated peak {point.memory_estimate_bytes / MB:.0f} MB > {memory_fraction:.0%} "
                     f"of {available / MB:.0f} MB available")
     if throughput and point.flops:
         seconds = steps * point.flops.total / throughput
-        if seconds > time_cap_s:
-            return (f"too slow: estimated {seconds:.0f} s for {steps} steps > {time_cap_s:g} s cap "
+        if seconds > config.time_cap_s:
+            return (f"too slow: estimated {seconds:.0f} s for {steps} steps > {config.time_cap_s:g} s cap "
                     f"(at {throughput / 1e9:.2g} GFLOP/s, the previous grid's)")
     return None

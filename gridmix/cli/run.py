@@ -20,15 +20,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from gridmix.cli.app import app
-
-console = Console(stderr=True, soft_wrap=True)  # a log file gets whole lines, never wrapped at 80 columns
-
-
-def fail(message: str) -> None:
-    """A user mistake (or a file system that refuses): one line on stderr, exit status 2."""
-    console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
-    raise typer.Exit(2)
+from gridmix.cli.app import BudgetName, DeviceName, ExecutorName, app, console, fail
 
 
 def storage_error(error: OSError | sqlite3.Error, path: Path) -> str:
@@ -72,18 +64,20 @@ def set_data_env(track: str, *, data: Path | None, data_root: Path | None, downl
         load_registry(refresh=True)  # the plugins read the variables when the registry is built
 
 
-def make_executor(executor: str, *, jobs: int, address: str | None):
-    from gridmix.executors import InProcessExecutor, ProcessPoolRunner
+def make_executor(executor: ExecutorName, *, jobs: int, address: str | None):
+    """The executor ``--executor`` names, handing every run the idea's mechanism analysis after training."""
+    from gridmix.analysis.mechanism import idea_mechanism
+    from gridmix.executors import InProcessExecutor, WorkerPoolExecutor
 
-    if executor == "local":
-        return InProcessExecutor() if jobs == 1 else ProcessPoolRunner(jobs)
-    if executor == "ray":
-        try:
-            from gridmix.executors_ray import RayExecutor
-        except ImportError as error:
-            fail(f"--executor ray needs Ray: pip install 'gridmix[ray]' ({error})")
-        return RayExecutor(address=address)
-    fail(f"unknown executor {executor!r}; expected 'local' or 'ray'")
+    if executor is ExecutorName.local:
+        if jobs == 1:
+            return InProcessExecutor(after_training=idea_mechanism)
+        return WorkerPoolExecutor(jobs, after_training=idea_mechanism)
+    try:
+        from gridmix.executors_ray import RayExecutor
+    except ImportError as error:
+        fail(f"--executor ray needs Ray: pip install 'gridmix[ray]' ({error})")
+    return RayExecutor(address=address, after_training=idea_mechanism)
 
 
 def results_table(report: dict) -> Table:
@@ -112,13 +106,14 @@ def run(
     grid: str = typer.Option(None, help="Token grid, e.g. 64, 32x32, 8x16x16 (default: the track's)."),
     models: str = typer.Option(None, help="Comma-separated models to include (default: the track's default models, "
                                          "else every model the grid allows: idea, baselines, ablation, control)."),
-    budget: str = typer.Option("default", help="smoke (CI), default (minutes on a laptop) or full (seed scale)."),
+    budget: BudgetName = typer.Option("default", help="smoke (CI), default (minutes on a laptop) or full "
+                                                      "(seed scale)."),
     seeds: int = typer.Option(None, min=2, help="Paired seeds (overrides the budget)."),
     lrs: str = typer.Option(None, help="Learning rates to sweep, e.g. 1e-3,3e-3 (overrides the budget)."),
     out: Path = typer.Option(None, help="Output directory (default: runs/TRACK-GRID-BUDGET)."),
-    device: str = typer.Option("auto", help="auto, cpu or cuda."),
+    device: DeviceName = typer.Option("auto", help="auto, cpu or cuda."),
     precision: str = typer.Option("auto", help="auto (bf16 mixed precision on CUDA, fp32 on CPU), fp32, bf16 or fp16."),
-    executor: str = typer.Option("local", help="local or ray."),
+    executor: ExecutorName = typer.Option("local", help="local or ray."),
     jobs: int = typer.Option(1, min=1, help="Local worker processes (threads are split between them)."),
     address: str = typer.Option(None, help="Ray cluster address HOST:PORT (with --executor ray)."),
     threads: int = typer.Option(None, min=1, help="Torch threads per run (default: all cores / jobs)."),
@@ -147,9 +142,9 @@ def run(
         registry = load_registry()
         chosen_track = registry.track(track)
         chosen_grid = chosen_track.check_grid(grid if grid is not None else chosen_track.default_grid)
-        chosen_budget = resolve_budget(budget, chosen_track, seeds=seeds,
+        chosen_budget = resolve_budget(budget.value, chosen_track, seeds=seeds,
                                        lrs=parse_floats(lrs, "--lrs") if lrs else None)
-        resolved_device = resolve_device(device).type
+        resolved_device = resolve_device(device.value).type
         resolved_precision = resolve_precision(precision, resolved_device)
     except ValueError as error:
         fail(str(error))
@@ -179,13 +174,13 @@ def run(
         if ledger is not None:
             ledger.close()
         fail(str(error) if isinstance(error, ValueError) else storage_error(error, out))
-    runner_executor = make_executor(executor, jobs=jobs, address=address)
+    chosen_executor = make_executor(executor, jobs=jobs, address=address)
     console.print(f"[bold]gridmix run[/] {study.track} {study.grid}: models {', '.join(names)}; budget "
                   f"{chosen_budget.name} ({chosen_budget.seeds} seeds, lrs {chosen_budget.lrs}); {resolved_device} "
                   f"{resolved_precision}, "
                   f"{run_threads} thread(s); data {study.data['hash']}; ledger {ledger.path}", highlight=False)
     try:
-        report, paths, seconds = _run_study(study, ledger, runner_executor, chosen_track, chosen_grid, knobs, out,
+        report, paths, seconds = _run_study(study, ledger, chosen_executor, chosen_track, chosen_grid, knobs, out,
                                             scaling=scaling)
     except KeyboardInterrupt:
         console.print(f"interrupted: the finished runs are saved in {ledger.path}; re-run the same command to "
@@ -232,7 +227,7 @@ def _fingerprint(track, grid, budget) -> dict:
              f"{type(error).__name__}: {message}")
 
 
-def _run_study(study, ledger, runner_executor, chosen_track, chosen_grid, knobs, out, *, scaling: bool):
+def _run_study(study, ledger, chosen_executor, chosen_track, chosen_grid, knobs, out, *, scaling: bool):
     """Train what the ledger lacks, measure the analyses, write the report: (report, paths, seconds)."""
     from gridmix.harness import Runner
     from gridmix.report import build_report, write_report
@@ -259,7 +254,7 @@ def _run_study(study, ledger, runner_executor, chosen_track, chosen_grid, knobs,
                 progress.console.print(f"[yellow]{escape(task.label)}: {row.status}[/] {escape(row.error)}",
                                        highlight=False)
 
-        Runner(study, ledger, runner_executor, on_plan=on_plan, on_start=on_start, on_epoch=on_epoch,
+        Runner(study, ledger, chosen_executor, on_plan=on_plan, on_start=on_start, on_epoch=on_epoch,
                on_done=on_done).run()
         progress.update(current, visible=False)
         _store_references(ledger, chosen_track, chosen_grid, chosen_budget)
@@ -334,18 +329,18 @@ def _store_analyses(ledger, track, grid, names, budget, knobs, progress) -> None
     A failing analysis is stored as ``{"error": …}`` and reported; the study's results are kept.
     """
     from gridmix.analysis.parity import parity_report
-    from gridmix.analysis.scaling import scale_track, scaling_grids
+    from gridmix.analysis.scaling import ScalingConfig, scale_track, scaling_grids
 
     stored = ledger.fetch("analyses")
     if stored is not None and stored.get("parity", {}).get("knobs") == knobs:
         return  # measured by an earlier run of this study (a resumed sweep measures nothing twice)
     smoke = budget.name == "smoke"
     grids = [g for g in scaling_grids(grid, count=2 if smoke else 3) if track.supports(g) is None]
+    config = ScalingConfig(repeats=2 if smoke else 3, warmup=1)
     task = progress.add_task("parity and scaling", total=None)
     analyses = {}
     for name, measure in (("parity", lambda: parity_report(track, grid, models=names, knobs=knobs)),
-                          ("scaling", lambda: scale_track(track, grids, models=names, repeats=2 if smoke else 3,
-                                                          warmup=1).to_dict())):
+                          ("scaling", lambda: scale_track(track, grids, models=names, config=config).to_dict())):
         try:
             analyses[name] = measure()
         except Exception as error:  # recorded and reported; the finished runs stay valid

@@ -12,19 +12,10 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from gridmix.cli.app import app
-
-console = Console(stderr=True, soft_wrap=True)
-
-
-def _fail(message: str) -> None:
-    """A user mistake (or a file system that refuses): one line on stderr, exit status 2."""
-    console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
-    raise typer.Exit(2)
+from gridmix.cli.app import DeviceName, app, console, fail
 
 
 def _number(value: float | None, spec: str) -> str:
@@ -80,19 +71,19 @@ def scale(
     grids: str = typer.Option(None, help="Comma-separated grids, e.g. 16x16,32x32,64x64 (default: the track's "
                                          "default grid and two halvings)."),
     models: str = typer.Option(None, help="Comma-separated models (default: all the track offers)."),
-    out: str = typer.Option(None, help="Output directory for scaling.json and scaling.png (default: "
+    out: Path = typer.Option(None, help="Output directory for scaling.json and scaling.png (default: "
                                         "runs/scale-TRACK)."),
     threads: int = typer.Option(None, min=1, help="Torch threads, recorded with every timing (default: torch's)."),
     repeats: int = typer.Option(5, min=1, help="Timed forward+backward steps per point (the median is reported)."),
     warmup: int = typer.Option(2, min=0, help="Untimed steps before timing."),
     batch: int = typer.Option(8, min=1, help="Samples per step."),
-    device: str = typer.Option("cpu", help="auto, cpu or cuda."),
+    device: DeviceName = typer.Option("cpu", help="auto, cpu or cuda."),
     memory: bool = typer.Option(True, "--memory/--no-memory", help="Measure peak memory (a subprocess per point)."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout instead of tables."),
 ) -> None:
     """Measure time, FLOPs and peak memory of a track's models over grid sizes; fit exponents against N."""
     from gridmix.analysis.plots import plot_scaling
-    from gridmix.analysis.scaling import scale_track, scaling_grids
+    from gridmix.analysis.scaling import ScalingConfig, scale_track, scaling_grids
     from gridmix.grid import Grid
     from gridmix.plugins import load_registry
     from gridmix.train import resolve_device
@@ -104,12 +95,13 @@ def scale(
         names = [m.strip() for m in models.split(",") if m.strip()] if models else [m.name for m in chosen.models]
         for name in names:
             chosen.model(name)
-        resolved = resolve_device(device).type
+        config = ScalingConfig(batch=batch, threads=threads, repeats=repeats, warmup=warmup,
+                               device=resolve_device(device.value).type, memory=memory)
     except ValueError as error:
-        _fail(str(error))
+        fail(str(error))
     if not parsed:
-        _fail(f"--grids {grids!r} names no grid; expected e.g. 16x16,32x32,64x64")
-    out = Path(out) if out else Path("runs") / f"scale-{chosen.name}"
+        fail(f"--grids {grids!r} names no grid; expected e.g. 16x16,32x32,64x64")
+    out = out or Path("runs") / f"scale-{chosen.name}"
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                         console=console, disable=as_json or not console.is_terminal)
     with progress:
@@ -125,15 +117,14 @@ def scale(
                 console.print(f"done {point.model} {point.grid}: {point.skipped or measured}", highlight=False,
                               markup=False)
 
-        result = scale_track(chosen, parsed, models=names, batch=batch, threads=threads, repeats=repeats,
-                             warmup=warmup, device=resolved, memory=memory, on_start=on_start,
+        result = scale_track(chosen, parsed, models=names, config=config, on_start=on_start,
                              on_point=on_point).to_dict()
     try:
         out.mkdir(parents=True, exist_ok=True)
         (out / "scaling.json").write_text(json.dumps(result, indent=2))
         plot_scaling(result, out / "scaling.png")
     except OSError as error:
-        _fail(f"{error.filename if error.filename is not None else out}: {error.strerror or error} "
+        fail(f"{error.filename if error.filename is not None else out}: {error.strerror or error} "
               f"({type(error).__name__})")
     measured = [p for p in result["points"] if p["time_ms"] is not None or p["gflops"] is not None]
     if as_json:

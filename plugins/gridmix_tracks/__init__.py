@@ -1,5 +1,7 @@
 """gridmix's built-in tracks, each a plugin module loaded through the ``gridmix`` entry-point group.
 
-``sequence``, ``image`` and ``video`` are always there; ``sequence-csv`` and ``image-folder`` add a track
-on the user's own data when ``GRIDMIX_SEQUENCE_CSV`` or ``GRIDMIX_IMAGE_FOLDER`` is set (docs/plugins.md).
+``sequence``, ``image``, ``video`` and ``mqar`` generate their data; ``sequence-csv`` and ``image-folder`` read the
+user's own data once ``GRIDMIX_SEQUENCE_CSV`` or ``GRIDMIX_IMAGE_FOLDER`` (or ``gridmix run --data``) points at it,
+and the torchvision tracks (``mnist``, ``cifar10``, …) read ``GRIDMIX_DATA_ROOT``; without their data they are
+listed as needing it (docs/plugins.md, docs/real-data.md).
 """

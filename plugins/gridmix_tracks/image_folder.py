@@ -1,7 +1,7 @@
 """The ``image-folder`` track: classify the user's own images, stored in torchvision's ``ImageFolder`` layout.
 
-Point ``GRIDMIX_IMAGE_FOLDER`` at a root holding one sub-folder per class (``root/cat/001.png``, …); the
-track then appears in ``gridmix tracks`` (unset, this plugin adds nothing). Images are converted to RGB
+Point ``GRIDMIX_IMAGE_FOLDER`` (or ``gridmix run --data``) at a root holding one sub-folder per class
+(``root/cat/001.png``, …); unset, ``gridmix tracks`` lists the track as needing data. Images are converted to RGB
 and resized (bilinear) to exactly the grid, one pixel per token; channels are standardised with the
 training split's mean and standard deviation. An image that cannot be decoded fails the data build
 with an error naming its file. A fixed seed (not the run's) shuffles the images into train / validation /
@@ -33,6 +33,7 @@ from gridmix_tracks.common import FIXED_SPLIT_SEED, accuracy, cross_entropy, spl
 from gridmix_tracks.image import ImageModels
 
 ENV = "GRIDMIX_IMAGE_FOLDER"
+NEEDS_DATA = f"needs --data DIR (or {ENV}): a folder holding one sub-folder of images per class"
 FRACTIONS = {"train": 0.6, "val": 0.2, "test": 0.2}
 # Real images need more than the synthetic track's 3 epochs: up to 60, stopped after 8 without a better
 # validation accuracy (best epoch restored), and a sweep reaching 1e-2 (the ViT's best on a digits set).
@@ -103,27 +104,43 @@ class ImageFolderSource:
 def image_folder_track(root: str | os.PathLike) -> Track:
     """A classification track on the images under ``root`` (``ValueError`` if it is no usable ImageFolder)."""
     source = ImageFolderSource.open(root)
+    return _track(f"classify the images in {source.root} ({len(source.classes)} classes, {len(source.samples)} "
+                  f"images)", source.load, num_classes=len(source.classes), source=str(source.root))
+
+
+def awaiting_data_track() -> Track:
+    """``image-folder`` before it is given a folder: ``gridmix tracks`` lists it as needing ``--data DIR``, and
+    building its data (``gridmix run``) says so in one line."""
+    def make_data(grid: Grid, seed: int, sizes: DataSizes) -> TrackData:
+        raise ValueError(f"image-folder {NEEDS_DATA}")
+
+    # Two classes stand in for the unknown count: the models are listed, never trained, until data is given.
+    return _track("classify your own images (one sub-folder of images per class)", make_data, num_classes=2,
+                  data_missing=lambda: NEEDS_DATA)
+
+
+def _track(description: str, make_data, *, num_classes: int, source: str = "", data_missing=lambda: None) -> Track:
     return Track(
         name="image-folder",
-        description=f"classify the images in {source.root} ({len(source.classes)} classes, "
-                    f"{len(source.samples)} images)",
+        description=description,
         ndim=2,
         default_grid=Grid((32, 32)),
-        make_data=source.load,
+        make_data=make_data,
         loss=cross_entropy,
         metric=accuracy,
         fixed_split=True,  # one dataset, one split: seeds vary initialisation and batch order
         metric_name="accuracy",
         direction="higher",
-        models=ImageModels(in_chans=3, num_classes=len(source.classes)).specs(),
+        models=ImageModels(in_chans=3, num_classes=num_classes).specs(),
         matched_baseline="vit",
         budget_overrides=BUDGET_OVERRIDES,
-        source=str(source.root),
+        source=source,
+        data_missing=data_missing,
     )
 
 
 @hookimpl
 def gridmix_tracks() -> list[Track]:
-    """The ``image-folder`` track when ``GRIDMIX_IMAGE_FOLDER`` is set, else nothing."""
+    """The ``image-folder`` track on the folder ``GRIDMIX_IMAGE_FOLDER`` names, or waiting for one."""
     root = os.environ.get(ENV, "").strip()
-    return [image_folder_track(root)] if root else []
+    return [image_folder_track(root) if root else awaiting_data_track()]

@@ -101,13 +101,14 @@ class SequenceModels:
     """The forecasting models (matched pair) for a horizon; ``specs()`` gives their ModelSpecs."""
 
     horizon: int = HORIZON
+    in_chans: int = 1  # channels per time step (the CSV track's multivariate inputs)
     backbone: BackboneConfig = BackboneConfig(embed_dim=32, depth=2, num_heads=2, mlp_ratio=2.0)
     mixer: MixerConfig = field(default_factory=MixerConfig)
 
     def build(self, grid: Grid, *, token_mixer: str, mlp_ratio: float | None = None,
               kind: str = "concentration") -> GridTransformer:
         backbone = self.backbone if mlp_ratio is None else dataclasses.replace(self.backbone, mlp_ratio=mlp_ratio)
-        return GridTransformer(Grid.parse(grid), in_chans=1, num_outputs=self.horizon, backbone=backbone,
+        return GridTransformer(Grid.parse(grid), in_chans=self.in_chans, num_outputs=self.horizon, backbone=backbone,
                                token_mixer=token_mixer, mixer=dataclasses.replace(self.mixer, kind=kind),
                                readout="flatten")
 

@@ -1,31 +1,46 @@
 """The ``sequence-csv`` track: forecast the next H values of one column of the user's CSV time series.
 
-Configure it through the environment (unset, this plugin adds nothing)::
+Configure it through the environment (``gridmix run --data FILE`` sets the first; unset, ``gridmix tracks`` lists
+the track as needing data)::
 
     GRIDMIX_SEQUENCE_CSV=data/load.csv        # rows in time order; a header row is optional
-    GRIDMIX_SEQUENCE_CSV_COLUMN=load          # header name or 0-based index; default: the last column
+    GRIDMIX_SEQUENCE_CSV_TARGET=load          # the column to forecast: header name or 0-based index; default: the last
+    GRIDMIX_SEQUENCE_CSV_INPUTS=all           # optional: the models read every channel, not only the target's past
+    GRIDMIX_SEQUENCE_CSV_SEASON=1             # optional: MASE's naive season m (default 1, the previous value)
 
-The file is read when the registry loads, so a bad file shows up in ``gridmix tracks`` as a broken
-``sequence-csv`` plugin with a one-line error naming the row and column (missing values, non-numeric
-cells, a constant column). Chronological split without leakage: with ``n`` rows, training windows lie
-wholly inside the first 70 % of rows, validation targets inside the next 15 %, test targets inside the
-last 15 %; a window's input is the ``L`` rows right before its ``H`` target rows (a validation or test
-window may read earlier rows as its past, never a later split's rows). Values are standardised with the
-mean and standard deviation of the training part. When there are more windows than the budget asks for,
-a fixed seed (not the run's) picks which each split keeps: every seed sees the same splits, and the
-report's inference is conditional on this file. Models: the ``sequence`` track's, each inside per-window instance
-normalisation (:mod:`gridmix_tracks.instance_norm`), since real series trend and shift level.
+Univariate (the default, ``INPUTS=target``): the models read the target column's past only. Multivariate
+(``INPUTS=all``, the ETT / Weather / Electricity layout ``date,channel,…,target``): the first column must hold
+ISO 8601 dates in increasing order, and the models read every other column over the window, the target's
+channel first. The file is read when the registry loads, so a bad file shows up in ``gridmix tracks`` as a broken
+``sequence-csv`` plugin with a one-line error naming the row and column (missing values, non-numeric cells, no
+date column, dates out of order, a constant target). Chronological split without leakage: with ``n`` rows,
+training windows lie wholly inside the first 70 % of rows, validation targets inside the next 15 %, test targets
+inside the last 15 %; a window's input is the ``L`` rows right before its ``H`` target rows (a validation or
+test window may read earlier rows as its past, never a later split's rows). Each channel is standardised with
+the mean and standard deviation of the training part (a constant covariate is only centred). When there are
+more windows than the budget asks for, a fixed seed (not the run's) picks which each split keeps: every seed
+sees the same splits, and the report's inference is conditional on this file. Models: the ``sequence``
+track's, each inside per-window instance normalisation (:mod:`gridmix_tracks.instance_norm`), since real
+series trend and shift level.
+
+Besides test MSE, every run reports MASE (:func:`mase_scale`): the mean absolute error of its forecasts over
+all test windows and steps ahead, divided by the in-sample mean absolute error of the naive forecast one season
+(``m`` steps) back on the training part of the target, as the M4 competition scales its errors. MASE is
+free of the series' units; below 1, the forecasts beat the naive forecast's in-sample error.
 
 Shape legend:
-    S: windows, L: context (the grid), H: horizon; inputs (S, 1, L) float32, targets (S, H) float32
+    S: windows, L: context (the grid), H: horizon, C: channels (1 univariate); inputs (S, C, L) float32 with
+    the target's past in channel 0, targets (S, H) float32
 """
 
 from __future__ import annotations
 
 import csv
-import difflib
 import math
 import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 import numpy as np
@@ -33,22 +48,43 @@ import torch
 
 from gridmix import hookimpl
 from gridmix.grid import Grid
+from gridmix.suggest import did_you_mean
 from gridmix.tracks import DataSizes, Split, Track, TrackData
 from gridmix_tracks.common import FIXED_SPLIT_SEED, SPLITS, mse, mse_loss, split_rng
 from gridmix_tracks.instance_norm import with_instance_norm
 from gridmix_tracks.sequence import HORIZON, SequenceModels, context_supported
 
-ENV, COLUMN_ENV = "GRIDMIX_SEQUENCE_CSV", "GRIDMIX_SEQUENCE_CSV_COLUMN"
+ENV, TARGET_ENV = "GRIDMIX_SEQUENCE_CSV", "GRIDMIX_SEQUENCE_CSV_TARGET"
+INPUTS_ENV, SEASON_ENV = "GRIDMIX_SEQUENCE_CSV_INPUTS", "GRIDMIX_SEQUENCE_CSV_SEASON"
+INPUTS = ("target", "all")  # the models read the target's past only, or every channel but the date
 BOUNDARIES = (0.70, 0.85)  # fractions of rows where validation, then test targets begin
 MISSING = {"", "nan", "na", "n/a", "null", "none"}
+NEEDS_DATA = f"needs --data FILE (or {ENV}): a CSV time series, rows in time order"
 
 
-def read_series(path: str | os.PathLike, column: str | None = None) -> tuple[np.ndarray, str]:
-    """One column of a CSV file as float64 values, and the column's name; ``ValueError`` on any bad cell.
+@dataclass(frozen=True)
+class CsvSeries:
+    """The channels of a CSV time series that the models read, the target first."""
 
-    ``column`` is a header name or a 0-based index (``None``: the last column). The first row is a
-    header when any of its cells is not a number. Rows are numbered as in the file (1 = first line).
+    path: Path
+    names: tuple[str, ...]  # channel names, the target's first
+    values: np.ndarray  # (T, C) float64, rows in time order, column 0 the target
+
+    @property
+    def target(self) -> str:
+        return self.names[0]
+
+
+def read_csv_series(path: str | os.PathLike, target: str | None = None, *, inputs: str = "target") -> CsvSeries:
+    """The target column of a CSV file (``inputs="all"``: and every other channel but the date column).
+
+    ``target`` is a header name or a 0-based index (``None``: the last column). The first row is a header when
+    one of its cells is neither a number nor a date. With ``inputs="all"`` the first column must be ISO 8601
+    dates, strictly increasing. ``ValueError`` names the row (1 = the file's first line) and column of a bad
+    cell.
     """
+    if inputs not in INPUTS:
+        raise ValueError(f"{INPUTS_ENV}={inputs!r}; expected one of {INPUTS}")
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"{ENV}={str(path)!r}: no such file")
@@ -59,24 +95,63 @@ def read_series(path: str | os.PathLike, column: str | None = None) -> tuple[np.
         raise ValueError(f"{path}: cannot be read as CSV text ({type(error).__name__}: {error})") from None
     if not rows:
         raise ValueError(f"{path}: the file has no rows")
-    header = rows[0][1] if any(not _is_number(cell) for cell in rows[0][1]) else None
+    first = rows[0][1]
+    header = first if any(_date(cell) is None and not _is_number(cell) for cell in first) else None
     body = rows[1:] if header is not None else rows
-    names = [name.strip() for name in header] if header is not None else [str(i) for i in range(len(rows[0][1]))]
-    index = _column_index(column, names, path)
-    name = names[index]
-    values = np.empty(len(body))
+    names = [name.strip() for name in header] if header is not None else [str(i) for i in range(len(first))]
+    index = _column_index(target, names, path)
+    if inputs == "all":
+        if index == 0:
+            raise ValueError(f"{path}: the target {names[0]!r} is the date column; choose one of the channels "
+                             f"{', '.join(names[1:])}")
+        _check_dates(body, names[0], path)
+        channels = [index] + [i for i in range(1, len(names)) if i != index]
+    else:
+        channels = [index]
+    values = np.empty((len(body), len(channels)))
     for i, (number, row) in enumerate(body):
-        if index >= len(row):
-            raise ValueError(f"{path}: row {number} has {len(row)} cells; column {name!r} is cell {index + 1}")
-        cell = row[index].strip()
-        if cell.lower() in MISSING:
-            raise ValueError(f"{path}: row {number}, column {name!r}: missing value {cell!r}; fill or drop it first")
-        if not _is_number(cell):
-            raise ValueError(f"{path}: row {number}, column {name!r}: {cell!r} is not a number")
-        values[i] = float(cell)
-        if not math.isfinite(values[i]):
-            raise ValueError(f"{path}: row {number}, column {name!r}: {cell!r} is not a finite number")
-    return values, name
+        for j, column in enumerate(channels):
+            values[i, j] = _cell_value(row, number, column, names[column], path)
+    return CsvSeries(path, tuple(names[column] for column in channels), values)
+
+
+def _cell_value(row: list[str], number: int, column: int, name: str, path: Path) -> float:
+    if column >= len(row):
+        raise ValueError(f"{path}: row {number} has {len(row)} cells; column {name!r} is cell {column + 1}")
+    cell = row[column].strip()
+    if cell.lower() in MISSING:
+        raise ValueError(f"{path}: row {number}, column {name!r}: missing value {cell!r}; fill or drop it first")
+    if not _is_number(cell):
+        raise ValueError(f"{path}: row {number}, column {name!r}: {cell!r} is not a number")
+    if not math.isfinite(float(cell)):
+        raise ValueError(f"{path}: row {number}, column {name!r}: {cell!r} is not a finite number")
+    return float(cell)
+
+
+def _check_dates(body: list[tuple[int, list[str]]], name: str, path: Path) -> None:
+    """The first column holds ISO 8601 dates, strictly increasing; ``ValueError`` names the first bad row."""
+    previous = None
+    for number, row in body:
+        cell = row[0].strip()
+        when = _date(cell)
+        if when is None:
+            raise ValueError(f"{path}: {INPUTS_ENV}=all needs a date column first (date,channel,…,target as ETT "
+                             f"keeps it); row {number}, column {name!r}: {cell!r} is not an ISO 8601 date")
+        try:
+            in_order = previous is None or when > previous[1]
+        except TypeError:  # one date with a time zone, one without
+            in_order = False
+        if not in_order:
+            raise ValueError(f"{path}: row {number}, column {name!r}: {cell!r} does not come after {previous[0]!r}; "
+                             "rows must be in time order, each time once")
+        previous = (cell, when)
+
+
+def _date(cell: str) -> datetime | None:
+    try:
+        return datetime.fromisoformat(cell.strip())
+    except ValueError:
+        return None
 
 
 def _is_number(cell: str) -> bool:
@@ -94,9 +169,7 @@ def _column_index(column: str | None, names: list[str], path: Path) -> int:
         return names.index(column)
     if column.isdigit() and int(column) < len(names):
         return int(column)
-    close = difflib.get_close_matches(column, names, n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
-    raise ValueError(f"{path}: no column {column!r}{hint} columns: {', '.join(names)} "
+    raise ValueError(f"{path}: no column {column!r}{did_you_mean(column, names)} columns: {', '.join(names)} "
                      f"(or an index 0..{len(names) - 1})")
 
 
@@ -130,33 +203,76 @@ def _target_starts(n: int, *, context: int, horizon: int) -> dict[str, range]:
     }
 
 
-def csv_sequence_track(path: str | os.PathLike, column: str | None = None, *, horizon: int = HORIZON) -> Track:
-    """A forecasting track on one column of a CSV file (read now; ``ValueError`` names the bad row/column)."""
-    values, name = read_series(path, column)
-    if len(values) < 2:
+def mase_scale(train: np.ndarray, season: int = 1) -> float:
+    """MASE's denominator: the in-sample mean absolute error of the naive forecast ``season`` steps back,
+    ``mean |y_t - y_{t-m}|`` over the training series ``train`` (T,) (Hyndman & Koehler 2006; the M4 competition)."""
+    if season < 1 or len(train) <= season:
+        raise ValueError(f"MASE needs more than season {season} training values; got {len(train)}")
+    return float(np.abs(train[season:] - train[:-season]).mean())
+
+
+def mase(scale: float) -> Callable[[torch.Tensor, torch.Tensor], float]:
+    """MASE of forecasts (S, H) against targets (S, H): their mean absolute error divided by ``scale``."""
+    return lambda predictions, targets: (predictions - targets).abs().mean().item() / scale
+
+
+def csv_sequence_track(path: str | os.PathLike, target: str | None = None, *, inputs: str = "target",
+                       season: int = 1, horizon: int = HORIZON) -> Track:
+    """A forecasting track on one column of a CSV file (read now; ``ValueError`` names the bad row/column).
+
+    ``inputs="all"`` makes it multivariate (the models read every channel); ``season`` is MASE's naive season.
+    """
+    series = read_csv_series(path, target, inputs=inputs)
+    values, name = series.values, series.target  # (T, C)
+    start_val = int(len(values) * BOUNDARIES[0])  # the training part: every row before the first validation target
+    if start_val <= season:
         raise ValueError(f"{path}: column {name!r} has {len(values)} values; a series needs many more")
+    train_part = values[:start_val]  # (T_train, C)
+    mean, std = train_part.mean(axis=0), train_part.std(axis=0)
+    if std[0] == 0:
+        raise ValueError(f"{path}: column {name!r} is constant over the training part; nothing to forecast")
+    std[std == 0] = 1.0  # a covariate constant in training carries no information; centring it is enough
+    standard = torch.from_numpy(((values - mean) / std).astype(np.float32))  # (T, C)
+    scale = mase_scale((train_part[:, 0] - mean[0]) / std[0], season)  # in the targets' standardised units
+    if scale == 0:
+        raise ValueError(f"{path}: column {name!r} repeats itself every {season} step(s) over the training part, "
+                         f"so MASE's naive forecast is exact there; set {SEASON_ENV} to another season")
 
     def make_data(grid: Grid, seed: int, sizes: DataSizes) -> TrackData:
         try:
             windows = window_indices(len(values), context=grid[0], horizon=horizon)
         except ValueError as error:
             raise ValueError(f"{path}: column {name!r}: {error}") from None
-        train_part = values[: windows["train"][1].max() + 1]
-        scale = train_part.std()
-        if scale == 0:
-            raise ValueError(f"{path}: column {name!r} is constant over the training part; nothing to forecast")
-        series = torch.from_numpy(((values - train_part.mean()) / scale).astype(np.float32))
         counts = {"train": sizes.n_train, "val": sizes.n_val, "test": sizes.n_test}
         splits = {}
-        for split, (inputs, targets) in windows.items():
-            order = split_rng(FIXED_SPLIT_SEED, split, task=f"sequence-csv:{path}").permutation(len(inputs))
+        for split, (rows_in, rows_out) in windows.items():
+            order = split_rng(FIXED_SPLIT_SEED, split, task=f"sequence-csv:{path}").permutation(len(rows_in))
             keep = np.sort(order[: counts[split]])
-            splits[split] = Split(inputs=series[inputs[keep]][:, None, :], targets=series[targets[keep]])
+            splits[split] = Split(inputs=standard[rows_in[keep]].permute(0, 2, 1).contiguous(),  # (S, C, L)
+                                  targets=standard[rows_out[keep], 0])  # (S, H)
         return TrackData(**splits)
 
+    channels = f", reading all {len(series.names)} channels" if inputs == "all" else ""
+    return _track(f"forecast the next {horizon} values of column {name!r} of {path} ({len(values)} rows{channels})",
+                  make_data, horizon=horizon, in_chans=len(series.names), source=str(path),
+                  extra_metrics={f"MASE (m={season})": mase(scale)})
+
+
+def awaiting_data_track(horizon: int = HORIZON) -> Track:
+    """``sequence-csv`` before it is given a file: ``gridmix tracks`` lists it as needing ``--data FILE``, and
+    building its data (``gridmix run``) says so in one line."""
+    def make_data(grid: Grid, seed: int, sizes: DataSizes) -> TrackData:
+        raise ValueError(f"sequence-csv {NEEDS_DATA}")
+
+    return _track(f"forecast the next {horizon} values of a column of your CSV time series", make_data,
+                  horizon=horizon, in_chans=1, data_missing=lambda: NEEDS_DATA)
+
+
+def _track(description: str, make_data, *, horizon: int, in_chans: int, source: str = "",
+           extra_metrics: dict | None = None, data_missing=lambda: None) -> Track:
     return Track(
         name="sequence-csv",
-        description=f"forecast the next {horizon} values of column {name!r} of {path} ({len(values)} rows)",
+        description=description,
         ndim=1,
         default_grid=Grid((64,)),
         make_data=make_data,
@@ -165,15 +281,27 @@ def csv_sequence_track(path: str | os.PathLike, column: str | None = None, *, ho
         fixed_split=True,  # one dataset, one split: seeds vary initialisation and batch order
         metric_name="test MSE",
         direction="lower",
-        models=with_instance_norm(SequenceModels(horizon=horizon).specs()),
+        models=with_instance_norm(SequenceModels(horizon=horizon, in_chans=in_chans).specs()),
         matched_baseline="transformer",
         supports=context_supported,
-        source=str(path),
+        source=source,
+        data_missing=data_missing,
+        extra_metrics=extra_metrics or {},
     )
+
+
+def _season_from_env() -> int:
+    text = os.environ.get(SEASON_ENV, "").strip() or "1"
+    if not text.isdigit() or int(text) < 1:
+        raise ValueError(f"{SEASON_ENV}={text!r}; expected a whole number of steps >= 1 (1: the previous value)")
+    return int(text)
 
 
 @hookimpl
 def gridmix_tracks() -> list[Track]:
-    """The ``sequence-csv`` track when ``GRIDMIX_SEQUENCE_CSV`` is set, else nothing."""
+    """The ``sequence-csv`` track on the file ``GRIDMIX_SEQUENCE_CSV`` names, or waiting for one."""
     path = os.environ.get(ENV, "").strip()
-    return [csv_sequence_track(path, os.environ.get(COLUMN_ENV, "").strip() or None)] if path else []
+    if not path:
+        return [awaiting_data_track()]
+    return [csv_sequence_track(path, os.environ.get(TARGET_ENV, "").strip() or None,
+                               inputs=os.environ.get(INPUTS_ENV, "").strip() or "target", season=_season_from_env())]

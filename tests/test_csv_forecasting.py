@@ -1,0 +1,181 @@
+"""The CSV forecasting track on real-format files: MASE as the M4 competition defines it, checked by hand; the
+multivariate (date column + channels, chosen target) layout through the real loader and `gridmix run`; every bad
+input in one line."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from gridmix_tracks import sequence_csv
+from gridmix_tracks.sequence_csv import csv_sequence_track, mase, mase_scale, read_csv_series
+from typer.testing import CliRunner
+
+from gridmix.analysis.references import naive_references
+from gridmix.cli import app
+from gridmix.grid import Grid
+from gridmix.plugins import load_registry, validate_data
+from gridmix.tracks import DataSizes
+
+SIZES = DataSizes(n_train=64, n_val=32, n_test=32)
+ENVS = (sequence_csv.ENV, sequence_csv.TARGET_ENV, sequence_csv.INPUTS_ENV, sequence_csv.SEASON_ENV)
+
+
+@pytest.fixture
+def csv_env(monkeypatch):
+    for name in (*ENVS, "GRIDMIX_PLUGINS", "GRIDMIX_DISABLE_PLUGIN_AUTOLOAD"):
+        monkeypatch.delenv(name, raising=False)
+    yield monkeypatch
+    monkeypatch.undo()
+    load_registry(refresh=True)
+
+
+def write_ett_like(path, n=240, *, trend=0.02):
+    """An hourly ETT-like file: date, two load channels, and the target OT, which follows HUFL two hours later."""
+    t = np.arange(n)
+    rng = np.random.default_rng(0)
+    hufl = np.sin(2 * np.pi * t / 24) + 0.1 * rng.normal(size=n)
+    lufl = np.cos(2 * np.pi * t / 12) + 0.1 * rng.normal(size=n)
+    ot = np.roll(hufl, 2) + trend * t
+    dates = np.datetime64("2016-07-01T00:00") + t.astype("timedelta64[h]")
+    lines = ["date,HUFL,LUFL,OT"] + [f"{str(d).replace('T', ' ')}:00,{a:.5f},{b:.5f},{c:.5f}"
+                                     for d, a, b, c in zip(dates, hufl, lufl, ot)]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_mase_scale_and_mase_by_hand():
+    assert mase_scale(np.array([1.0, 3.0, 2.0, 6.0])) == pytest.approx(7 / 3)  # |2|, |-1|, |4|
+    assert mase_scale(np.array([1.0, 3.0, 2.0, 6.0]), season=2) == pytest.approx(2.0)  # |2-1|, |6-3|
+    predictions, targets = torch.tensor([[1.0, 2.0], [3.0, 4.0]]), torch.tensor([[2.0, 2.0], [3.0, 1.0]])
+    assert mase(7 / 3)(predictions, targets) == pytest.approx(1.0 / (7 / 3))  # MAE (1 + 0 + 0 + 3) / 4 = 1
+    with pytest.raises(ValueError, match="MASE needs more than season 4 training values; got 3"):
+        mase_scale(np.array([1.0, 2.0, 3.0]), season=4)
+
+
+def test_mase_of_persistence_equals_the_raw_unit_computation(tmp_path):
+    # A trending noisy series: MASE is scale-free, so the track (which standardises) must agree with numpy on
+    # the raw values: persistence's test MAE over every window and step ahead / the training part's naive MAE.
+    n, context, horizon = 300, 16, 16
+    rng = np.random.default_rng(1)
+    raw = 5.0 + 0.05 * np.arange(n) + rng.normal(size=n).cumsum() * 0.3
+    path = tmp_path / "trend.csv"
+    path.write_text("value\n" + "\n".join(f"{v:.6f}" for v in raw))
+    track = csv_sequence_track(path)
+    refs = naive_references(track, Grid((context,)), DataSizes(999, 999, 999))
+    start_val, start_test = int(0.7 * n), int(0.85 * n)
+    starts = np.arange(max(context, start_test), n - horizon + 1)
+    errors = np.abs(raw[starts[:, None] + np.arange(horizon)] - raw[starts - 1][:, None])  # (W, H)
+    expected = errors.mean() / np.abs(np.diff(raw[:start_val])).mean()
+    assert refs["extra_metrics"]["persistence"]["MASE (m=1)"] == pytest.approx(expected, rel=1e-4)
+    season = csv_sequence_track(path, season=12)
+    assert list(season.extra_metrics) == ["MASE (m=12)"]
+
+
+def test_multivariate_windows_read_every_channel_with_the_target_first(tmp_path):
+    path = write_ett_like(tmp_path / "ett.csv")
+    series = read_csv_series(path, "OT", inputs="all")
+    assert series.names == ("OT", "HUFL", "LUFL") and series.values.shape == (240, 3)
+    track = csv_sequence_track(path, "OT", inputs="all", horizon=4)
+    assert "column 'OT'" in track.description and "all 3 channels" in track.description
+    data = track.make_data(Grid((16,)), 0, SIZES)
+    validate_data(track, data, Grid((16,)))
+    assert data.train.inputs.shape == (64, 3, 16) and data.test.targets.shape == (32, 4)
+    # Channel 0 is OT's own past (standardised with the training part), the others its covariates.
+    raw = series.values
+    train = raw[: int(0.7 * 240)]
+    standard = (raw - train.mean(0)) / train.std(0)
+    first_test_target = int(np.flatnonzero(np.isclose(standard[:, 0], data.test.targets[0, 0].item(), atol=1e-5))[0])
+    window = standard[first_test_target - 16 : first_test_target]  # (L, C)
+    assert torch.allclose(data.test.inputs[0], torch.from_numpy(window.T).float(), atol=1e-5)
+    model = track.model("transformer").build(Grid((16,)))
+    assert model(data.test.inputs[:2]).shape == (2, 4)
+    univariate = csv_sequence_track(path, "OT", horizon=4).make_data(Grid((16,)), 0, SIZES)
+    assert univariate.train.inputs.shape == (64, 1, 16)
+    assert torch.equal(univariate.train.inputs[:, 0], data.train.inputs[:, 0])  # same windows, same split
+
+
+@pytest.mark.parametrize(("text", "target", "message"), [
+    ("date,a,b\n2020-01-01,1,2\n2020-01-02,2,3\n", "OT", "no column 'OT' columns: date, a, b"),
+    ("date,a,b\n2020-01-01,1,2\n2020-01-02,x,3\n", "b", "row 3, column 'a': 'x' is not a number"),
+    ("date,a,b\n2020-01-01,1,2\n2020-01-02,,3\n", "b", "row 3, column 'a': missing value ''"),
+    ("t,a,b\n0,1,2\n1,2,3\n", "b", "needs a date column first (date,channel,…,target as ETT keeps it); row 2, "
+                                   "column 't': '0' is not an ISO 8601 date"),
+    ("a,b\n1,2\n2,3\n", "b", "row 2, column 'a': '1' is not an ISO 8601 date"),
+    ("date,a,b\n2020-01-02,1,2\n2020-01-01,2,3\n", "b", "row 3, column 'date': '2020-01-01' does not come after "
+                                                        "'2020-01-02'; rows must be in time order"),
+    ("date,a,b\n2020-01-01,1,2\n2020-01-02,2,3\n", "date", "the target 'date' is the date column; choose one of "
+                                                           "the channels a, b"),
+])
+def test_multivariate_bad_input_is_one_line(tmp_path, text, target, message):
+    path = tmp_path / "bad.csv"
+    path.write_text(text)
+    with pytest.raises(ValueError) as error:
+        read_csv_series(path, target, inputs="all")
+    assert message in str(error.value) and "\n" not in str(error.value)
+
+
+def test_too_few_rows_and_bad_options_are_one_line(tmp_path, csv_env):
+    short = write_ett_like(tmp_path / "short.csv", n=60)
+    track = csv_sequence_track(short, "OT", inputs="all")
+    with pytest.raises(ValueError, match="a series of 60 values is too short for context 64 \\+ horizon 16"):
+        track.make_data(Grid((64,)), 0, SIZES)
+    with pytest.raises(ValueError, match=r"GRIDMIX_SEQUENCE_CSV_INPUTS='some'; expected one of \('target', 'all'\)"):
+        read_csv_series(short, inputs="some")
+    csv_env.setenv(sequence_csv.ENV, str(short))
+    csv_env.setenv(sequence_csv.SEASON_ENV, "0")
+    registry = load_registry(refresh=True)
+    assert [(b.name, b.error) for b in registry.broken] == [
+        ("sequence-csv", "ValueError: GRIDMIX_SEQUENCE_CSV_SEASON='0'; expected a whole number of steps >= 1 "
+                         "(1: the previous value)")]
+
+
+def run_smoke(tmp_path, *extra):
+    return CliRunner().invoke(app, ["run", "--track", "sequence-csv", "--budget", "smoke", "--no-scaling",
+                                    "--threads", "1", "--grid", "16", "--out", str(tmp_path / "out"), *extra],
+                              env={"COLUMNS": "300"})
+
+
+def test_gridmix_run_on_a_multivariate_csv_reports_mase_per_model(tmp_path, csv_env, one_thread):
+    path = write_ett_like(tmp_path / "ett.csv")
+    csv_env.setenv(sequence_csv.TARGET_ENV, "OT")
+    csv_env.setenv(sequence_csv.INPUTS_ENV, "all")
+    result = run_smoke(tmp_path, "--data", str(path))
+    assert result.exit_code == 0, result.output
+    report = json.loads((tmp_path / "out" / "bench_report.json").read_text())
+    refs = report["references"]
+    assert set(refs["models"]) == set(report["baselines"]) | {report["idea"]["name"]}
+    for metrics in refs["models"].values():
+        assert metrics["MASE (m=1)"] > 0
+    assert refs["extra_metrics"]["persistence"]["MASE (m=1)"] > 0
+    text = (tmp_path / "out" / "report.md").read_text()
+    assert "| reference | test MSE | MASE (m=1) |" in text and "MASE (m=1) (mean over seeds)" in text
+    assert "beats persistence" in text  # its own column, or the best reference's
+
+
+def test_gridmix_run_refuses_a_csv_without_a_date_column_in_one_line(tmp_path, csv_env):
+    path = tmp_path / "nodate.csv"
+    path.write_text("a,b\n" + "".join(f"{i},{i % 5}\n" for i in range(200)))
+    csv_env.setenv(sequence_csv.INPUTS_ENV, "all")
+    result = run_smoke(tmp_path, "--data", str(path))
+    assert result.exit_code == 2
+    assert len(result.output.strip().splitlines()) == 1, result.output
+    assert "is not an ISO 8601 date" in result.output
+
+
+def test_a_random_walk_report_says_every_model_is_worse_than_persistence(tmp_path, csv_env, one_thread):
+    # On a trending random walk the last value is the best forecast there is: two smoke epochs cannot beat it.
+    walk = 0.05 * np.arange(400) + np.random.default_rng(3).normal(size=400).cumsum()
+    path = tmp_path / "walk.csv"
+    path.write_text("value\n" + "\n".join(f"{v:.6f}" for v in walk))
+    result = run_smoke(tmp_path, "--data", str(path))
+    assert result.exit_code == 0, result.output
+    text = (tmp_path / "out" / "report.md").read_text()
+    assert "**Every model is worse than the naive reference** persistence" in text
+    report = json.loads((tmp_path / "out" / "bench_report.json").read_text())
+    mase_of = {name: metrics["MASE (m=1)"] for name, metrics in report["references"]["models"].items()}
+    persistence = report["references"]["extra_metrics"]["persistence"]["MASE (m=1)"]
+    assert all(value > persistence for value in mase_of.values())
+    assert "| transformer | no |" in text
