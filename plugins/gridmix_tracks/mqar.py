@@ -35,22 +35,21 @@ transformer-concentration-uncapped  2.503 2.532 2.446 2.500 2.557 2.437 2.496
 transformer-nomix (control)         3.515 3.536 3.520 3.532 3.533 3.530 3.528
 =================================== ===== ===== ===== ===== ===== ===== =====
 
-Primary comparison: Δ = 0.834, p = 0.031, MDE 0.0887 = 5.3% of attention's mean (the 5% aimed for is
-narrowly missed); no seed of the idea or of attention is near chance, the control sits at it (no mixing, no
-recall). Answer accuracy of the same configuration (pilot): attention 0.283–0.297, the idea 0.219–0.236.
-13 min 34 s on the busy machine (729 s of training, runs of 16–121 s); 24 runs of an estimated 16 s each when
-quiet (the pilot's 8 s per 8 epochs), so about 6–7 min idle. What the pilot ruled out, each on the same data: accuracy as the metric (its test
-noise alone, ≈ 0.009 over 2,048 answers, is the whole spread a 5% MDE of 0.29 allows; the MDE came to
-8.5%); 8 epochs (the old default; the idea still improving, accuracy 0.14–0.19 over 3 seeds); 12 epochs
-(cross-entropy differences' standard deviation 0.094, MDE ≈ 10%); 4,096 test sequences (MDE 5.4%: the
-spread is the training's); 4,096 training sequences × 8 epochs (less overfitting, but the idea's spread
-grows: 2.60–2.75 over 3 seeds); lr 1e-2 (seed 0: attention 2.47, the idea 3.19, both worse than at 3e-3);
-grid 32 × 24 epochs (attention solves the recall on seed 0, cross-entropy 0.003, at the ceiling, while the
-idea overfits, 2.22 → 2.34). Epochs tighten the idea's spread (standard deviation of the differences 0.094
-at 12, 0.053 at 16), but 20 would not fit the time.
-Attention's 1.67 is the plateau "one of the 4 values of the context" (log 4 = 1.39 plus a little); the
-idea's kernel is a learned time-invariant filter, which cannot look a key up by content, so it learns less
-of even that plateau.
+Primary comparison: Δ = 0.834, p = 0.031, MDE 0.0887 = 5.3% of attention's mean (the 5% aimed for is narrowly
+missed); no seed of the idea or of attention is near chance, the control sits at it (no mixing, no recall).
+Answer accuracy of the same configuration (pilot): attention 0.283–0.297, the idea 0.219–0.236. 13 min 34 s on
+the busy machine (729 s of training, runs of 16–121 s); 24 runs of an estimated 16 s each when quiet (the
+pilot's 8 s per 8 epochs), so about 6–7 min idle. What the pilot ruled out, each on the same data: accuracy as
+the metric (its test noise alone, ≈ 0.009 over 2,048 answers, is the whole spread a 5% MDE of 0.29 allows; the
+MDE came to 8.5%); 8 epochs (the old default; the idea still improving, accuracy 0.14–0.19 over 3 seeds); 12
+epochs (cross-entropy differences' standard deviation 0.094, MDE ≈ 10%); 4,096 test sequences (MDE 5.4%: the
+spread is the training's); 4,096 training sequences × 8 epochs (less overfitting, but the idea's spread grows:
+2.60–2.75 over 3 seeds); lr 1e-2 (seed 0: attention 2.47, the idea 3.19, both worse than at 3e-3); grid 32 ×
+24 epochs (attention solves the recall on seed 0, cross-entropy 0.003, at the ceiling, while the idea
+overfits, 2.22 → 2.34). Epochs tighten the idea's spread (standard deviation of the differences 0.094 at 12,
+0.053 at 16), but 20 would not fit the time. Attention's 1.67 is the plateau "one of the 4 values of the
+context" (log 4 = 1.39 plus a little); the idea's kernel is a learned time-invariant filter, which cannot look
+a key up by content, so it learns less of even that plateau.
 
 Shape legend:
     S: samples, L: sequence length (the grid), V: vocabulary; inputs (S, L) int64,
