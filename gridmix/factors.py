@@ -174,6 +174,9 @@ def symmetric_bases(factors: Sequence[SymmetricFactor]) -> list[torch.Tensor]:
     return bases
 
 
+CAUSAL_INITS = ("flat", "decay")  # CausalFactor's kernel at step 0: a running mean, or softmax(−0.5 · lag)
+
+
 def _cap(logits: torch.Tensor, capped: bool) -> torch.Tensor:
     """``sigmoid`` (values in (0, 1): the certificate) or, for the ablation, ``softplus`` (values in (0, ∞))."""
     return torch.sigmoid(logits) if capped else F.softplus(logits)
@@ -251,14 +254,24 @@ class SymmetricFactor(nn.Module):
 
 
 class CausalFactor(nn.Module):
-    """Lower-triangular Toeplitz ``T[i, j] = κ_h[i − j]`` with ``‖κ_h‖₁ = sigmoid(ρ_h) < 1``; kernel length m."""
+    """Lower-triangular Toeplitz ``T[i, j] = κ_h[i − j]`` with ``‖κ_h‖₁ = sigmoid(ρ_h) < 1``; kernel length m.
 
-    def __init__(self, *, length: int, modes: int, num_heads: int, capped: bool = True) -> None:
+    ``init`` is the kernel's shape at step 0 (:data:`CAUSAL_INITS`): ``"flat"`` (the default) gives every lag
+    the same weight, a running mean over the whole kernel, so a token far back gets as much weight, and
+    gradient, as the last one; ``"decay"`` is the exponential moving average ``softmax(−0.5 · lag)``, whose
+    weight 20 lags back is e⁻¹⁰ of the present step's (slower to learn long-range lookups: docs/mixer.md,
+    "Causal initialisation"). Either way ``‖κ‖₁ = sigmoid(ρ)`` and the factor is exactly causal.
+    """
+
+    def __init__(self, *, length: int, modes: int, num_heads: int, capped: bool = True, init: str = "flat") -> None:
         super().__init__()
         assert 1 <= modes <= length, f"need kernel length <= axis length, got {modes}, {length}"
-        self.length, self.modes, self.capped = length, modes, capped
-        # Start as a decaying exponential moving average: most weight on the present step.
-        self.kernel_logits = nn.Parameter(-0.5 * torch.arange(modes, dtype=torch.float32).repeat(num_heads, 1))
+        if init not in CAUSAL_INITS:
+            raise ValueError(f"causal init={init!r}; expected one of {CAUSAL_INITS}")
+        self.length, self.modes, self.capped, self.init = length, modes, capped, init
+        lags = torch.arange(modes, dtype=torch.float32)
+        logits = torch.zeros(modes) if init == "flat" else -0.5 * lags  # (m,)
+        self.kernel_logits = nn.Parameter(logits.repeat(num_heads, 1))  # (h, m)
         gain = torch.full((num_heads,), 2.0)
         self.gain_logit = nn.Parameter(gain if capped else _uncap_logits(gain))  # (h,)
 

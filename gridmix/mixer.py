@@ -36,7 +36,7 @@ import torch
 from torch import nn
 
 from gridmix.causal import causal_mode_product
-from gridmix.factors import CausalFactor, SymmetricFactor, symmetric_bases
+from gridmix.factors import CAUSAL_INITS, CausalFactor, SymmetricFactor, symmetric_bases
 from gridmix.grid import Grid
 from gridmix.tucker import tucker
 from gridmix.tucker_native import chain_flops
@@ -68,6 +68,8 @@ class ConcentrationMixer(nn.Module):
             causal axis this is the Toeplitz kernel length. Fewer modes give a band-limited factor whose
             parameters transfer to any axis length ``≥ m_k`` (:meth:`regrid`).
         causal_axes: axes that get a causal Toeplitz factor (negative indices allowed).
+        causal_init: the causal kernels' shape at step 0, ``"flat"`` (a running mean over the whole kernel)
+            or ``"decay"`` (``softmax(−0.5 · lag)``, most weight on the last steps); see :class:`CausalFactor`.
         num_prefix_tokens: tokens before the grid tokens (class / register tokens).
         prefix_mode: ``"mean"`` or ``"identity"``, see the module docstring.
         spectrum: ``"capped"`` (the idea: every factor's norm below 1) or ``"uncapped"`` (its ablation).
@@ -83,6 +85,7 @@ class ConcentrationMixer(nn.Module):
         rank: int | Sequence[int] = 16,
         modes: int | Sequence[int] | None = None,
         causal_axes: Sequence[int] = (),
+        causal_init: str = "flat",
         num_prefix_tokens: int = 0,
         prefix_mode: str = "mean",
         spectrum: str = "capped",
@@ -103,6 +106,8 @@ class ConcentrationMixer(nn.Module):
             raise ValueError(f"num_prefix_tokens={num_prefix_tokens}; expected >= 0")
         if spectrum not in SPECTRA:
             raise ValueError(f"spectrum={spectrum!r}; expected one of {SPECTRA}")
+        if causal_init not in CAUSAL_INITS:
+            raise ValueError(f"causal_init={causal_init!r}; expected one of {CAUSAL_INITS}")
         capped = spectrum == "capped"
         self._warn_ignored(timm_kwargs)
         d = self.grid.ndim
@@ -118,7 +123,8 @@ class ConcentrationMixer(nn.Module):
             if not 1 <= m <= n:
                 raise ValueError(f"modes={m} on axis {axis} must lie in [1, {n}] (the axis length)")
             if axis in causal:
-                factors.append(CausalFactor(length=n, modes=m, num_heads=num_heads, capped=capped))
+                factors.append(CausalFactor(length=n, modes=m, num_heads=num_heads, capped=capped,
+                                            init=causal_init))
             else:
                 if ranks[axis] is None or ranks[axis] < 1:
                     raise ValueError(f"rank={ranks[axis]!r} on axis {axis}; expected a positive integer")
@@ -130,8 +136,8 @@ class ConcentrationMixer(nn.Module):
         self.causal_axes = tuple(sorted(causal))
         self.config = dict(
             num_heads=num_heads, rank=rank, modes=tuple(f.modes for f in factors), causal_axes=self.causal_axes,
-            num_prefix_tokens=num_prefix_tokens, prefix_mode=prefix_mode, spectrum=spectrum, qkv_bias=qkv_bias,
-            proj_bias=proj_bias, proj_drop=proj_drop,
+            causal_init=causal_init, num_prefix_tokens=num_prefix_tokens, prefix_mode=prefix_mode, spectrum=spectrum,
+            qkv_bias=qkv_bias, proj_bias=proj_bias, proj_drop=proj_drop,
         )
         self.v = nn.Linear(dim, dim, bias=qkv_bias)  # W_v
         self.proj = nn.Linear(dim, dim, bias=proj_bias)  # W_o

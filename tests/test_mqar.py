@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import torch
-from gridmix_tracks.mqar import IGNORE, RecallTask, answer_accuracy, answer_loss, make_track
+from gridmix_tracks.mqar import IGNORE, RecallTask, answer_accuracy, answer_cross_entropy, answer_loss, make_track
 
 from gridmix.grid import Grid
 from gridmix.tracks import DataSizes
@@ -45,7 +47,7 @@ def test_models_predict_every_position_from_the_past_only(model):
     assert (moved[:, 11:] - out[:, 11:]).abs().max() > 1e-6
 
 
-def test_loss_and_accuracy_count_only_the_answers():
+def test_loss_and_metrics_count_only_the_answers():
     targets = torch.full((1, 4), IGNORE)
     targets[0, 2] = 3
     logits = torch.zeros(1, 4, 5)
@@ -54,6 +56,22 @@ def test_loss_and_accuracy_count_only_the_answers():
     assert answer_accuracy(logits, targets) == 1.0
     expected = torch.nn.functional.cross_entropy(logits[0, 2:3], targets[0, 2:3])
     torch.testing.assert_close(answer_loss(logits, targets), expected)
+    assert answer_cross_entropy(logits, targets) == pytest.approx(expected.item())
+
+
+def test_the_metric_is_answer_cross_entropy_by_default_and_chance_is_a_uniform_guess_among_the_values():
+    task = RecallTask(vocab=16, pairs=3, queries=3)
+    track = make_track(task)
+    assert (track.metric, track.direction, track.ceiling) == (answer_cross_entropy, "lower", 0.0)
+    targets = task.generate(np.random.default_rng(1), 8, 24).targets
+    values = torch.zeros(8, 24, 16)
+    values[..., :8] = -torch.inf  # the same logit for each of the 8 values, none for keys or filler
+    assert track.metric(values, targets) == pytest.approx(track.chance) == pytest.approx(math.log(8))
+    accuracy = make_track(task, metric="accuracy")
+    assert (accuracy.metric, accuracy.direction, accuracy.chance, accuracy.ceiling) == (
+        answer_accuracy, "higher", 1 / 8, 1.0)
+    with pytest.raises(ValueError, match="metric='mse'; expected one of"):
+        make_track(task, metric="mse")
 
 
 def test_knobs_and_grids_are_checked():

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from gridmix.factors import CAUSAL_INITS
 from gridmix.grid import Grid
 from gridmix.mixer import ConcentrationMixer
 from gridmix.tokenwise import TokenwiseMixer
@@ -35,19 +36,24 @@ class MixerConfig:
 
     ``kind``: ``"concentration"`` (the idea), ``"uncapped"`` (its ablation, ``spectrum="uncapped"``) or
     ``"tokenwise"`` (the no-mixing control, :class:`TokenwiseMixer`); the other fields are the same for all.
+    ``causal_init``: the causal kernels' start, ``"flat"`` or ``"decay"`` (:class:`gridmix.CausalFactor`).
     """
 
     rank: int = 16
     causal_axes: tuple[int, ...] = ()
     kind: str = "concentration"
+    causal_init: str = "flat"
 
     def __post_init__(self) -> None:
         if self.kind not in MIXER_KINDS:
             raise ValueError(f"MixerConfig kind={self.kind!r}; expected one of {MIXER_KINDS}")
+        if self.causal_init not in CAUSAL_INITS:
+            raise ValueError(f"MixerConfig causal_init={self.causal_init!r}; expected one of {CAUSAL_INITS}")
 
     def attn_layer(self, grid: Grid | Sequence[int]) -> type[ConcentrationMixer] | type[TokenwiseMixer]:
         """The mixer class bound to ``grid``, constructible as timm's ``attn_layer``."""
         if self.kind == "tokenwise":
             return TokenwiseMixer.configure(grid, rank=self.rank, causal_axes=self.causal_axes)
         spectrum = "capped" if self.kind == "concentration" else "uncapped"
-        return ConcentrationMixer.configure(grid, rank=self.rank, causal_axes=self.causal_axes, spectrum=spectrum)
+        return ConcentrationMixer.configure(grid, rank=self.rank, causal_axes=self.causal_axes,
+                                            causal_init=self.causal_init, spectrum=spectrum)
