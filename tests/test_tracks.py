@@ -1,6 +1,8 @@
 """The built-in tracks' data: deterministic per seed, different across seeds, well-formed; the CSV and image
 folder loaders; no leakage in forecasting windows."""
 
+import shutil
+
 import numpy as np
 import pytest
 import torch
@@ -225,3 +227,18 @@ def test_image_folder_errors_and_environment(tmp_path, registry_env):
     registry_env.setenv(image_folder.ENV, str(tmp_path / "missing"))
     registry = load_registry(refresh=True)
     assert "image" in registry.tracks and [b.name for b in registry.broken] == ["image-folder"]
+
+
+def test_a_copy_of_the_same_data_elsewhere_is_split_the_same_way(tmp_path):
+    """The fixed split follows the data, not where it lies: the same numbers from a copy in another folder."""
+    first = write_image_folder(tmp_path / "a" / "pics", per_class=8)
+    second = shutil.copytree(first, tmp_path / "somewhere" / "else")
+    sizes, grid = DataSizes(6, 3, 3), Grid((4, 4))
+    one, two = (image_folder.image_folder_track(root).make_data(grid, 0, sizes) for root in (first, second))
+    assert all(torch.equal(getattr(one, s).inputs, getattr(two, s).inputs) for s in ("train", "val", "test"))
+    values = "value\n" + "\n".join(f"{v:.3f}" for v in np.random.default_rng(0).normal(size=200).cumsum())
+    paths = [tmp_path / "x.csv", tmp_path / "a" / "y.csv"]
+    for path in paths:
+        path.write_text(values)
+    one, two = (csv_sequence_track(path).make_data(Grid((16,)), 0, DataSizes(20, 5, 5)) for path in paths)
+    assert all(torch.equal(getattr(one, s).inputs, getattr(two, s).inputs) for s in ("train", "val", "test"))

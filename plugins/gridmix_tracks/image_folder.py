@@ -66,10 +66,17 @@ class ImageFolderSource:
             raise ValueError(f"{ENV}={str(root)!r} has {len(folder.samples)} images; need at least {len(FRACTIONS)}")
         return cls(root, tuple(folder.classes), tuple(folder.samples))
 
+    @property
+    def identity(self) -> str:
+        """What the split is drawn from: the images' paths relative to the root and their classes, not where the
+        folder lies, so a copy of the folder elsewhere is split the same way."""
+        listing = "\n".join(f"{Path(path).relative_to(self.root)}:{label}" for path, label in self.samples)
+        return f"image-folder:{listing}"
+
     def load(self, grid: Grid, seed: int, sizes: DataSizes) -> TrackData:
         """The fixed split (the same for every ``seed``), resized to ``grid``, standardised with the training
         split's statistics."""
-        order = split_rng(FIXED_SPLIT_SEED, "train", task=f"image-folder:{self.root}").permutation(len(self.samples))
+        order = split_rng(FIXED_SPLIT_SEED, "train", task=self.identity).permutation(len(self.samples))
         n_val = max(1, round(FRACTIONS["val"] * len(order)))
         n_test = max(1, round(FRACTIONS["test"] * len(order)))
         chosen = {

@@ -38,6 +38,7 @@ from __future__ import annotations
 import csv
 import math
 import os
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -238,6 +239,9 @@ def csv_sequence_track(path: str | os.PathLike, target: str | None = None, *, in
         raise ValueError(f"{path}: column {name!r} repeats itself every {season} step(s) over the training part, "
                          f"so MASE's naive forecast is exact there; set {SEASON_ENV} to another season")
 
+    target_bytes = np.ascontiguousarray(values[:, 0]).tobytes()  # the split follows the target series, not the path,
+    identity = f"sequence-csv:{name}:{zlib.crc32(target_bytes)}"  # so a copy elsewhere or more covariates split alike
+
     def make_data(grid: Grid, seed: int, sizes: DataSizes) -> TrackData:
         try:
             windows = window_indices(len(values), context=grid[0], horizon=horizon)
@@ -246,7 +250,7 @@ def csv_sequence_track(path: str | os.PathLike, target: str | None = None, *, in
         counts = {"train": sizes.n_train, "val": sizes.n_val, "test": sizes.n_test}
         splits = {}
         for split, (rows_in, rows_out) in windows.items():
-            order = split_rng(FIXED_SPLIT_SEED, split, task=f"sequence-csv:{path}").permutation(len(rows_in))
+            order = split_rng(FIXED_SPLIT_SEED, split, task=identity).permutation(len(rows_in))
             keep = np.sort(order[: counts[split]])
             splits[split] = Split(inputs=standard[rows_in[keep]].permute(0, 2, 1).contiguous(),  # (S, C, L)
                                   targets=standard[rows_out[keep], 0])  # (S, H)
