@@ -62,8 +62,8 @@ def test_image_label_says_whether_the_square_has_the_background_tint():
     split = SameTintTask(noise=0.0, label_noise=0.0).generate(np.random.default_rng(0), 64, Grid((32, 32)))
     for image, label in zip(split.inputs[:, 0], split.targets):
         values, counts = torch.unique(image, return_counts=True)
-        assert sorted(counts.tolist()) == [256, 768]  # a 16x16 square of one tint on a background of another
-        square, background = (values[counts == 256], values[counts == 768])
+        assert sorted(counts.tolist()) == [495, 529]  # a 23x23 square of one tint on a background of another
+        square, background = (values[counts == 529], values[counts == 495])
         assert bool(label) == bool(torch.sign(square) == torch.sign(background))
 
 
