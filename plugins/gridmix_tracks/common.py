@@ -35,7 +35,7 @@ def cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(logits, labels)
 
 
-def test_cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> float:
+def mean_cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> float:
     """Mean cross-entropy (nats) over a whole split: a continuous metric, lower is better (ln K at chance)."""
     return F.cross_entropy(logits.float(), labels).item()
 

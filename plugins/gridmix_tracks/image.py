@@ -70,7 +70,7 @@ from gridmix import hookimpl
 from gridmix.grid import Grid
 from gridmix.models import BackboneConfig, MixerConfig, build_mlp_mixer, build_vit, mlp_mixer_supports
 from gridmix.tracks import DataSizes, ModelSpec, Split, Track, TrackData
-from gridmix_tracks.common import cross_entropy, generated_data, test_cross_entropy
+from gridmix_tracks.common import cross_entropy, generated_data, mean_cross_entropy
 
 MIN_SIDE = 8
 # 1024 tokens make dense attention the expensive model: 384 steps of 8 (1024 samples, 3 epochs), a sweep of two
@@ -181,7 +181,7 @@ def make_track(task: SameTintTask = SameTintTask(), start: str = "global") -> Tr
         default_grid=Grid((32, 32)),
         make_data=make_data,
         loss=cross_entropy,
-        metric=test_cross_entropy,
+        metric=mean_cross_entropy,
         metric_name="test cross-entropy",
         direction="lower",
         models=ImageModels(in_chans=task.colours, num_classes=2, fc_norm=False, mixer=MixerConfig(start=start)).specs(),
