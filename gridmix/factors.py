@@ -9,6 +9,13 @@ Each grid axis ``k`` of size ``n`` carries one factor, with learned parameters p
 * :class:`CausalFactor`: lower-triangular Toeplitz ``T[i, j] = κ[i − j]`` with
   ``κ = sigmoid(ρ) · softmax(w)``, so ``‖T‖₂ ≤ ‖κ‖₁ = sigmoid(ρ) < 1``; :mod:`gridmix.causal` applies it.
 
+``start`` sets the factor at step 0: ``"lowpass"`` (a local blur: ``U`` on the lowest ``r`` modes with
+``λ = sigmoid(2 … 0)``; causal kernels ``softmax(−0.5·lag)``, most weight on the present step) or
+``"global"`` (near the averaging operator, as attention's uniform start: ``λ = sigmoid(2)`` on the DC
+mode and ``sigmoid(−2)`` on the others; causal kernels flat, a running mean over the whole kernel). On
+a 32-long axis the lowpass factor carries about 1e-3 of a token's value 16 steps away, the global one
+``0.76 / 32 ≈ 0.024`` (docs/mixer.md, "Where the mixer starts").
+
 ``capped=False`` builds the ablation of the mechanism (docs/design.md section 2): the cap map
 ``sigmoid`` becomes ``softplus`` (eigenvalues, resp. the kernel's ℓ1 norm, in ``(0, ∞)``), started at the
 same values as the capped factor, so the two differ in the cap alone. ``bound()`` is then still the
@@ -174,7 +181,7 @@ def symmetric_bases(factors: Sequence[SymmetricFactor]) -> list[torch.Tensor]:
     return bases
 
 
-CAUSAL_INITS = ("flat", "decay")  # CausalFactor's kernel at step 0: a running mean, or softmax(−0.5 · lag)
+STARTS = ("lowpass", "global")
 
 
 def _cap(logits: torch.Tensor, capped: bool) -> torch.Tensor:
@@ -193,9 +200,11 @@ class SymmetricFactor(nn.Module):
     ``capped=False``: ``softplus(θ_h)`` instead of ``sigmoid(θ_h)`` (the ablation; see the module docstring).
     """
 
-    def __init__(self, *, length: int, modes: int, rank: int, num_heads: int, capped: bool = True) -> None:
+    def __init__(self, *, length: int, modes: int, rank: int, num_heads: int, capped: bool = True,
+                 start: str = "lowpass") -> None:
         super().__init__()
         assert 1 <= rank <= modes <= length, f"need rank <= modes <= length, got {rank}, {modes}, {length}"
+        assert start in STARTS, f"start={start!r}; expected one of {STARTS}"
         self.length, self.modes, self.rank, self.capped = length, modes, rank, capped
         rotation = nn.Linear(rank, modes, bias=False)  # weight (m, r): orthonormal columns
         # Householder without trivialization keeps U orthonormal to the precision of whatever dtype runs it.
@@ -209,8 +218,10 @@ class SymmetricFactor(nn.Module):
         # form): a constant, so it is not saved; _apply rebuilds it so it stays orthonormal in each dtype.
         dense = length * modes <= _DENSE_DCT_MAX
         self.register_buffer("dct", self._build_dct(torch.float32, None) if dense else None, persistent=False)
-        # A low-pass start: λ from sigmoid(2) ≈ 0.88 at the DC mode down to 0.5 at the highest kept mode.
-        ramp = torch.linspace(2.0, 0.0, rank) if rank > 1 else torch.full((1,), 2.0)
+        if start == "lowpass":  # λ from sigmoid(2) ≈ 0.88 at the DC mode down to 0.5 at the highest kept mode
+            ramp = torch.linspace(2.0, 0.0, rank) if rank > 1 else torch.full((1,), 2.0)
+        else:  # the DC mode (the grid mean) at sigmoid(2) ≈ 0.88, every other mode at sigmoid(-2) ≈ 0.12
+            ramp = torch.cat([torch.full((1,), 2.0), torch.full((rank - 1,), -2.0)])
         self.theta = nn.Parameter((ramp if capped else _uncap_logits(ramp)).repeat(num_heads, 1))  # (h, r)
 
     def _build_dct(self, dtype: torch.dtype, device) -> torch.Tensor:
@@ -254,24 +265,17 @@ class SymmetricFactor(nn.Module):
 
 
 class CausalFactor(nn.Module):
-    """Lower-triangular Toeplitz ``T[i, j] = κ_h[i − j]`` with ``‖κ_h‖₁ = sigmoid(ρ_h) < 1``; kernel length m.
+    """Lower-triangular Toeplitz ``T[i, j] = κ_h[i − j]`` with ``‖κ_h‖₁ = sigmoid(ρ_h) < 1``; kernel length m."""
 
-    ``init`` is the kernel's shape at step 0 (:data:`CAUSAL_INITS`): ``"flat"`` (the default) gives every lag
-    the same weight, a running mean over the whole kernel, so a token far back gets as much weight, and
-    gradient, as the last one; ``"decay"`` is the exponential moving average ``softmax(−0.5 · lag)``, whose
-    weight 20 lags back is e⁻¹⁰ of the present step's (slower to learn long-range lookups: docs/mixer.md,
-    "Causal initialisation"). Either way ``‖κ‖₁ = sigmoid(ρ)`` and the factor is exactly causal.
-    """
-
-    def __init__(self, *, length: int, modes: int, num_heads: int, capped: bool = True, init: str = "flat") -> None:
+    def __init__(self, *, length: int, modes: int, num_heads: int, capped: bool = True,
+                 start: str = "lowpass") -> None:
         super().__init__()
         assert 1 <= modes <= length, f"need kernel length <= axis length, got {modes}, {length}"
-        if init not in CAUSAL_INITS:
-            raise ValueError(f"causal init={init!r}; expected one of {CAUSAL_INITS}")
-        self.length, self.modes, self.capped, self.init = length, modes, capped, init
-        lags = torch.arange(modes, dtype=torch.float32)
-        logits = torch.zeros(modes) if init == "flat" else -0.5 * lags  # (m,)
-        self.kernel_logits = nn.Parameter(logits.repeat(num_heads, 1))  # (h, m)
+        assert start in STARTS, f"start={start!r}; expected one of {STARTS}"
+        self.length, self.modes, self.capped, self.start = length, modes, capped, start
+        # lowpass: a decaying exponential moving average, most weight on the present step; global: a flat kernel.
+        decay = 0.5 if start == "lowpass" else 0.0
+        self.kernel_logits = nn.Parameter(-decay * torch.arange(modes, dtype=torch.float32).repeat(num_heads, 1))
         gain = torch.full((num_heads,), 2.0)
         self.gain_logit = nn.Parameter(gain if capped else _uncap_logits(gain))  # (h,)
 

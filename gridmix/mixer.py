@@ -36,7 +36,7 @@ import torch
 from torch import nn
 
 from gridmix.causal import causal_mode_product
-from gridmix.factors import CAUSAL_INITS, CausalFactor, SymmetricFactor, symmetric_bases
+from gridmix.factors import STARTS, CausalFactor, SymmetricFactor, symmetric_bases
 from gridmix.grid import Grid
 from gridmix.tucker import tucker
 from gridmix.tucker_native import chain_flops
@@ -47,8 +47,9 @@ SPECTRA = ("capped", "uncapped")
 _IGNORED_WHEN_SET = {"qk_norm": False, "scale_norm": False, "attn_drop": 0.0}
 
 
-def _per_axis(value: int | Sequence[int] | None, grid: Grid, name: str) -> tuple[int | None, ...]:
-    if value is None or isinstance(value, int):
+def _per_axis(value, grid: Grid, name: str) -> tuple:
+    """``value`` once per axis of ``grid``: a scalar (int, str or None) repeated, or a sequence of one per axis."""
+    if value is None or isinstance(value, (int, str)):
         return (value,) * grid.ndim
     value = tuple(value)
     if len(value) != grid.ndim:
@@ -68,11 +69,12 @@ class ConcentrationMixer(nn.Module):
             causal axis this is the Toeplitz kernel length. Fewer modes give a band-limited factor whose
             parameters transfer to any axis length ``≥ m_k`` (:meth:`regrid`).
         causal_axes: axes that get a causal Toeplitz factor (negative indices allowed).
-        causal_init: the causal kernels' shape at step 0, ``"flat"`` (a running mean over the whole kernel)
-            or ``"decay"`` (``softmax(−0.5 · lag)``, most weight on the last steps); see :class:`CausalFactor`.
         num_prefix_tokens: tokens before the grid tokens (class / register tokens).
         prefix_mode: ``"mean"`` or ``"identity"``, see the module docstring.
         spectrum: ``"capped"`` (the idea: every factor's norm below 1) or ``"uncapped"`` (its ablation).
+        start: where the factors start, ``"lowpass"`` (a local blur) or ``"global"`` (near the grid mean, as
+            attention's uniform start); one for all axes or one per axis (:mod:`gridmix.factors`,
+            docs/mixer.md "Where the mixer starts").
         qkv_bias, proj_bias, proj_drop: as timm's ``Attention`` (``qkv_bias`` is the bias of ``W_v``).
     """
 
@@ -85,10 +87,10 @@ class ConcentrationMixer(nn.Module):
         rank: int | Sequence[int] = 16,
         modes: int | Sequence[int] | None = None,
         causal_axes: Sequence[int] = (),
-        causal_init: str = "flat",
         num_prefix_tokens: int = 0,
         prefix_mode: str = "mean",
         spectrum: str = "capped",
+        start: str | Sequence[str] = "lowpass",
         qkv_bias: bool = False,
         proj_bias: bool = True,
         proj_drop: float = 0.0,
@@ -106,8 +108,6 @@ class ConcentrationMixer(nn.Module):
             raise ValueError(f"num_prefix_tokens={num_prefix_tokens}; expected >= 0")
         if spectrum not in SPECTRA:
             raise ValueError(f"spectrum={spectrum!r}; expected one of {SPECTRA}")
-        if causal_init not in CAUSAL_INITS:
-            raise ValueError(f"causal_init={causal_init!r}; expected one of {CAUSAL_INITS}")
         capped = spectrum == "capped"
         self._warn_ignored(timm_kwargs)
         d = self.grid.ndim
@@ -117,6 +117,9 @@ class ConcentrationMixer(nn.Module):
                 raise ValueError(f"causal axis {axis} is out of range for the {d}-d grid {self.grid}")
             causal.add(axis % d)
         ranks, mode_counts = _per_axis(rank, self.grid, "rank"), _per_axis(modes, self.grid, "modes")
+        starts = _per_axis(start, self.grid, "start")
+        if any(s not in STARTS for s in starts):
+            raise ValueError(f"start={start!r}; expected one of {STARTS}, or one of them per axis")
         factors = []
         for axis, n in enumerate(self.grid):
             m = n if mode_counts[axis] is None else mode_counts[axis]
@@ -124,20 +127,21 @@ class ConcentrationMixer(nn.Module):
                 raise ValueError(f"modes={m} on axis {axis} must lie in [1, {n}] (the axis length)")
             if axis in causal:
                 factors.append(CausalFactor(length=n, modes=m, num_heads=num_heads, capped=capped,
-                                            init=causal_init))
+                                            start=starts[axis]))
             else:
                 if ranks[axis] is None or ranks[axis] < 1:
                     raise ValueError(f"rank={ranks[axis]!r} on axis {axis}; expected a positive integer")
                 factors.append(SymmetricFactor(length=n, modes=m, rank=min(ranks[axis], m), num_heads=num_heads,
-                                               capped=capped))
+                                               capped=capped, start=starts[axis]))
         self.axis_factors = nn.ModuleList(factors)
         self.dim, self.num_heads, self.head_dim = dim, num_heads, dim // num_heads
         self.num_prefix_tokens, self.prefix_mode, self.spectrum = num_prefix_tokens, prefix_mode, spectrum
         self.causal_axes = tuple(sorted(causal))
         self.config = dict(
             num_heads=num_heads, rank=rank, modes=tuple(f.modes for f in factors), causal_axes=self.causal_axes,
-            causal_init=causal_init, num_prefix_tokens=num_prefix_tokens, prefix_mode=prefix_mode, spectrum=spectrum,
-            qkv_bias=qkv_bias, proj_bias=proj_bias, proj_drop=proj_drop,
+            num_prefix_tokens=num_prefix_tokens, prefix_mode=prefix_mode, spectrum=spectrum, start=starts,
+            qkv_bias=qkv_bias,
+            proj_bias=proj_bias, proj_drop=proj_drop,
         )
         self.v = nn.Linear(dim, dim, bias=qkv_bias)  # W_v
         self.proj = nn.Linear(dim, dim, bias=proj_bias)  # W_o

@@ -21,13 +21,13 @@ from gridmix.mixer import ConcentrationMixer
 
 class TokenwiseMixer(nn.Module):
     """``y = W_o · W_v · x`` on every token alone; takes (and ignores) the mixing arguments of
-    :class:`~gridmix.ConcentrationMixer` (``rank``, ``modes``, ``causal_axes``, ``causal_init``, ``prefix_mode``,
-    ``spectrum``, timm's ``attn_drop`` …) so that the two are interchangeable, e.g. as timm's ``attn_layer``."""
+    :class:`~gridmix.ConcentrationMixer` (``rank``, ``modes``, ``causal_axes``, ``prefix_mode``, ``spectrum``,
+    ``start``, timm's ``attn_drop`` …) so that the two are interchangeable, e.g. as timm's ``attn_layer``."""
 
     def __init__(self, dim: int, grid: Grid | str | int | Sequence[int], *, num_heads: int = 8,
                  num_prefix_tokens: int = 0, qkv_bias: bool = False, proj_bias: bool = True, proj_drop: float = 0.0,
-                 rank=None, modes=None, causal_axes: Sequence[int] = (), causal_init: str = "flat",
-                 prefix_mode: str = "mean", spectrum: str = "capped", device=None, dtype=None, **timm_kwargs) -> None:
+                 rank=None, modes=None, causal_axes: Sequence[int] = (), prefix_mode: str = "mean",
+                 spectrum: str = "capped", start="lowpass", device=None, dtype=None, **timm_kwargs) -> None:
         super().__init__()
         self.grid = Grid.parse(grid)
         if dim % num_heads != 0:

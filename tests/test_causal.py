@@ -117,13 +117,13 @@ def test_bad_arguments_name_the_values():
         causal_mode_product(torch.randn(1, 4, 2, 3), torch.rand(2, 4), 3)
 
 
-@pytest.mark.parametrize("init", ["flat", "decay"])
-def test_causal_init_sets_how_far_back_the_mixer_sees_at_step_0_and_stays_causal_and_certified(init):
+@pytest.mark.parametrize("start", ["global", "lowpass"])
+def test_the_start_sets_how_far_back_a_causal_axis_sees_at_step_0_and_stays_causal_and_certified(start):
     torch.manual_seed(5)
     n = 64
-    mixer = ConcentrationMixer(4, str(n), num_heads=2, rank=2, causal_axes=(0,), causal_init=init).double()
+    mixer = ConcentrationMixer(4, str(n), num_heads=2, rank=2, causal_axes=(0,), start=start).double()
     factor = mixer.axis_factors[0]
-    assert factor.init == init and (factor.bound() < 1).all()
+    assert factor.start == start and (factor.bound() < 1).all()
     kernel = factor.kernel()  # (h, m)
     torch.testing.assert_close(kernel.sum(-1), factor.bound())
     x = torch.randn(2, n, 4, dtype=torch.float64, requires_grad=True)
@@ -131,8 +131,8 @@ def test_causal_init_sets_how_far_back_the_mixer_sees_at_step_0_and_stays_causal
     grad = torch.autograd.grad(mixer.mix(x)[:, t].sum(), x)[0].abs().sum(dim=(0, 2))  # (n,): per input position
     assert grad[t + 1 :].max().item() == 0.0  # exactly causal either way
     reach = (grad[0] / grad[t]).item()  # the first token's pull on step t, relative to step t's own
-    if init == "flat":
-        torch.testing.assert_close(kernel, kernel[:, :1].expand_as(kernel))  # the same weight at every lag
+    if start == "global":
+        torch.testing.assert_close(kernel, kernel[:, :1].expand_as(kernel))  # flat: the same weight at every lag
         assert reach == pytest.approx(1.0, rel=1e-9)
     else:
         torch.testing.assert_close(kernel[:, 1:] / kernel[:, :-1], torch.full((2, n - 1), math.exp(-0.5),
@@ -140,11 +140,11 @@ def test_causal_init_sets_how_far_back_the_mixer_sees_at_step_0_and_stays_causal
         assert reach < 1e-8
 
 
-def test_causal_init_is_checked_and_survives_regrid():
-    with pytest.raises(ValueError, match="causal_init='ramp'; expected one of"):
-        ConcentrationMixer(4, "16", num_heads=2, causal_axes=(0,), causal_init="ramp")
-    with pytest.raises(ValueError, match="MixerConfig causal_init='ramp'"):
-        MixerConfig(causal_axes=(0,), causal_init="ramp")
-    layer = MixerConfig(causal_axes=(0,), causal_init="decay").attn_layer(Grid((16,)))(4, num_heads=2)
-    assert layer.axis_factors[0].init == "decay"
-    assert layer.regrid("32").axis_factors[0].init == "decay"
+def test_a_causal_start_is_checked_and_survives_regrid():
+    with pytest.raises(ValueError, match="start='ramp'; expected one of"):
+        ConcentrationMixer(4, "16", num_heads=2, causal_axes=(0,), start="ramp")
+    with pytest.raises(ValueError, match="MixerConfig start='ramp'"):
+        MixerConfig(causal_axes=(0,), start="ramp")
+    layer = MixerConfig(causal_axes=(0,), start="global").attn_layer(Grid((16,)))(4, num_heads=2)
+    assert layer.axis_factors[0].start == "global"
+    assert layer.regrid("32").axis_factors[0].start == "global"

@@ -30,7 +30,7 @@ def test_tracks_table_lists_builtin_tracks_models_and_plugins(fresh_registry):
     assert result.exit_code == 0, result.output
     for text in ("sequence", "image", "video", "1-d", "2-d", "3-d", "32x32", "8x8x8", "test MSE ↓", "accuracy ↑",
                  "vit-concentration (idea)", "vit (matched)", "mlp-mixer", "divided-attention",
-                 "transformer-concentration (idea)", "image 0.1.0", "far-apart squares"):
+                 "transformer-concentration (idea)", "image 0.1.0", "same tint as the background"):
         assert text in result.output, text
     assert "broken plugins" not in result.output
 
@@ -42,8 +42,8 @@ def test_tracks_json_is_machine_readable(fresh_registry):
     tracks = {track["name"]: track for track in summary["tracks"]}
     assert {"sequence", "image", "video"} <= set(tracks)
     image = tracks["image"]
-    assert (image["ndim"], image["default_grid"], image["metric"], image["direction"]) == (2, "32x32", "accuracy",
-                                                                                          "higher")
+    assert (image["ndim"], image["default_grid"], image["metric"], image["direction"]) == (
+        2, "32x32", "test cross-entropy", "lower")
     assert image["plugin"] == "image" and image["plugin_version"]
     roles = {model["name"]: (model["role"], model["matched_baseline"]) for model in image["models"]}
     assert roles == {"vit": ("baseline", True), "vit-concentration": ("idea", False), "mlp-mixer": ("baseline", False),

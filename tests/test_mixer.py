@@ -234,3 +234,36 @@ def test_basis_survives_adamw_weight_decay():
     u = mixer.axis_factors[0].basis()
     torch.testing.assert_close(u.T @ u, torch.eye(16), rtol=1e-5, atol=1e-5)
     assert (mixer.mix(v).norm() / v.norm()) > 0.05
+
+
+def _far_square_weight(mixer: ConcentrationMixer) -> float:
+    """Mean weight of the (head 0) operator from a 12x12 square at the corner to one 16 tokens away on 32x32."""
+    factor = mixer.factors()[0][0].detach()  # (32, 32), both axes start alike
+    return float(factor[:12, 16:28].mean() ** 2)
+
+
+def test_global_start_sees_the_whole_grid_and_lowpass_stays_local():
+    uniform = 1 / 1024  # what attention's uniform start gives every pair of tokens on 32x32
+    lowpass = ConcentrationMixer(8, "32x32", num_heads=2, rank=16)
+    global_ = ConcentrationMixer(8, "32x32", num_heads=2, rank=16, start="global")
+    assert _far_square_weight(lowpass) < 1e-3 * uniform
+    assert 0.5 * uniform < _far_square_weight(global_) < uniform
+    # the global start is still a contraction, and the default start is unchanged (lowpass)
+    assert (global_.spectral_bound() < 1).all()
+    assert torch.equal(lowpass.axis_factors[0].theta[0], torch.linspace(2.0, 0.0, 16))
+
+
+def test_start_per_axis_and_on_causal_axes():
+    mixer = ConcentrationMixer(8, "6x10", num_heads=2, rank=4, causal_axes=(0,), start=("global", "lowpass"))
+    kernel = mixer.axis_factors[0].kernel()  # (h, 6): flat, a running mean
+    assert torch.allclose(kernel, kernel[:, :1].expand_as(kernel))
+    assert mixer.config["start"] == ("global", "lowpass")
+    assert mixer.regrid("6x12").config["start"] == ("global", "lowpass")
+    lowpass_kernel = ConcentrationMixer(8, "6x10", num_heads=2, rank=4, causal_axes=(0,)).axis_factors[0].kernel()
+    assert (lowpass_kernel[:, 0] > 10 * lowpass_kernel[:, -1]).all()  # decaying: most weight on the present step
+
+
+@pytest.mark.parametrize("start", ["uniform", ("global",), ("global", "global", "global")])
+def test_bad_start_is_a_value_error(start):
+    with pytest.raises(ValueError, match="start"):
+        ConcentrationMixer(8, "6x10", num_heads=2, start=start)

@@ -10,7 +10,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from gridmix import ConcentrationMixer
 from gridmix.grid import Grid
-from gridmix.models import BackboneConfig, GridTransformer, build_mlp_mixer, mlp_mixer_supports
+from gridmix.models import BackboneConfig, GridTransformer, MixerConfig, build_mlp_mixer, mlp_mixer_supports
 from gridmix.tracks import DataSizes
 
 TRACKS = [(sequence_track(), Grid((16,))), (image_track(), Grid((8, 8))), (video_track(), Grid((4, 4, 4)))]
@@ -115,3 +115,28 @@ def test_divided_attention_mixes_time_per_location_then_space_per_frame():
     out[0].sum().backward()
     touched = x.grad.reshape(3, 4, 32).abs().sum(-1) > 0
     assert touched[:, 0].all() and not touched[:, 1:].any()
+
+
+def test_image_vits_normalise_tokens_before_pooling_and_mixers_start_global():
+    # A LayerNorm after the pooling is a nonlinearity across tokens: with it a model without token mixing
+    # could solve the image task. Every ViT of the track normalises each token before pooling instead.
+    for spec in image_track().models:
+        if spec.name == "mlp-mixer":
+            continue
+        model = spec.build(Grid((8, 8)))
+        assert isinstance(model.fc_norm, torch.nn.Identity) and isinstance(model.norm, torch.nn.LayerNorm), spec.name
+    mixer = image_track().idea.build(Grid((8, 8))).blocks[0].attn
+    assert all(torch.equal(f.theta[:, 1:], torch.full_like(f.theta[:, 1:], -2.0)) for f in mixer.axis_factors)
+
+
+def test_video_mixer_starts_as_a_running_mean_over_time_and_a_blur_in_space():
+    model = video_track().idea.build(Grid((4, 6, 6)))
+    mixer = next(m for m in model.modules() if isinstance(m, ConcentrationMixer))
+    assert mixer.config["start"] == ("global", "lowpass", "lowpass")
+    time_factor = mixer.factors()[0][0].detach()  # (4, 4): DC mode dominant, every frame weighs every frame
+    assert (time_factor > 0.15).all()
+
+
+def test_mixer_config_rejects_an_unknown_start():
+    with pytest.raises(ValueError, match="start='uniform'"):
+        MixerConfig(start="uniform")

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 from gridmix_tracks import image_folder, sequence_csv
-from gridmix_tracks.image import SameColourTask
+from gridmix_tracks.image import SameTintTask
 from gridmix_tracks.image import make_track as image_track
 from gridmix_tracks.sequence import ForecastTask
 from gridmix_tracks.sequence import make_track as sequence_track
@@ -23,7 +23,7 @@ from gridmix.tracks import DataSizes
 SIZES = DataSizes(n_train=12, n_val=6, n_test=6)
 CASES = [  # track, small grid, input shape per sample, target shape per sample, target dtype
     (sequence_track, Grid((16,)), (1, 16), (16,), torch.float32),
-    (image_track, Grid((8, 12)), (2, 8, 12), (), torch.int64),
+    (image_track, Grid((8, 12)), (1, 8, 12), (), torch.int64),
     (video_track, Grid((4, 6, 6)), (1, 4, 6, 6), (), torch.int64),
 ]
 
@@ -60,17 +60,36 @@ def test_classification_labels_cover_every_class_evenly(make, grid, classes):
     assert len(counts) == classes and counts.min() > 0.5 * counts.float().mean()
 
 
-def test_image_squares_are_far_apart_and_the_label_says_same_colour():
-    split = SameColourTask(noise=0.0).generate(np.random.default_rng(0), 32, Grid((32, 32)))
-    for image, label in zip(split.inputs, split.targets):
-        colours, rows, cols = torch.nonzero(image, as_tuple=True)
-        assert len(rows) == 2 * 12 * 12 and (image[image > 0] == 1).all()  # two 12x12 squares, no overlap
-        y0, x0 = int(rows.min()), int(cols[rows == rows.min()].min())
-        first = (rows - y0 >= 0) & (rows - y0 < 12) & (cols - x0 >= 0) & (cols - x0 < 12)
-        assert first.sum() == 144
-        y1, x1 = int(rows[~first].min()), int(cols[~first].min())
-        assert max(abs(y1 - y0), abs(x1 - x0)) >= 16  # half the grid
-        assert bool(label) == (len(set(colours.tolist())) == 1)
+def test_image_label_says_whether_the_square_has_the_background_tint():
+    split = SameTintTask(noise=0.0, label_noise=0.0).generate(np.random.default_rng(0), 64, Grid((32, 32)))
+    for image, label in zip(split.inputs[:, 0], split.targets):
+        values, counts = torch.unique(image, return_counts=True)
+        assert sorted(counts.tolist()) == [495, 529]  # a 23x23 square of one tint on a background of another
+        square, background = (values[counts == 529], values[counts == 495])
+        assert bool(label) == bool(torch.sign(square) == torch.sign(background))
+
+
+def test_image_tokens_alone_carry_no_label_information():
+    # Any one token's value has the same distribution under both labels (its tint's sign is a fair coin and
+    # its magnitude uniform in 0.5..1), so a model without token mixing, whose logit is a sum of per-token terms, is
+    # blind up to the 75 % that a threshold on one tint's sign allows.
+    split = SameTintTask(noise=0.0, label_noise=0.0).generate(np.random.default_rng(1), 4000, Grid((32, 32)))
+    tokens = split.inputs[:, 0, ::8, ::8].flatten(1)  # (4000, 16) tokens spread over the grid
+    for label in (0, 1):
+        chosen = tokens[split.targets == label]
+        assert abs((chosen > 0).float().mean() - 0.5) < 0.03
+        assert abs(chosen.abs().mean() - 0.75) < 0.02
+    # Two tokens together do: the centre (almost always in the square) and a corner (almost never in it) have the
+    # same sign exactly when the label is 1, except where both lie in the background.
+    same = (torch.sign(split.inputs[:, 0, 16, 16]) == torch.sign(split.inputs[:, 0, 0, 0])).float()
+    assert (same == split.targets.float()).float().mean() > 0.85
+
+
+def test_image_label_noise_flips_the_asked_fraction():
+    clean = SameTintTask(label_noise=0.0).generate(np.random.default_rng(2), 4000, Grid((16, 16)))
+    noisy = SameTintTask(label_noise=0.1).generate(np.random.default_rng(2), 4000, Grid((16, 16)))
+    assert torch.equal(clean.inputs, noisy.inputs)
+    assert abs((clean.targets != noisy.targets).float().mean() - 0.1) < 0.02
 
 
 def test_video_label_counts_the_squares_that_move():

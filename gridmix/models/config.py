@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gridmix.factors import CAUSAL_INITS
+from gridmix.factors import STARTS
 from gridmix.grid import Grid
 from gridmix.mixer import ConcentrationMixer
 from gridmix.tokenwise import TokenwiseMixer
@@ -36,24 +36,26 @@ class MixerConfig:
 
     ``kind``: ``"concentration"`` (the idea), ``"uncapped"`` (its ablation, ``spectrum="uncapped"``) or
     ``"tokenwise"`` (the no-mixing control, :class:`TokenwiseMixer`); the other fields are the same for all.
-    ``causal_init``: the causal kernels' start, ``"flat"`` or ``"decay"`` (:class:`gridmix.CausalFactor`).
+    ``start``: where the factors start, ``"lowpass"`` or ``"global"``, one for all axes or one per axis
+    (docs/mixer.md, "Where the mixer starts").
     """
 
     rank: int = 16
     causal_axes: tuple[int, ...] = ()
     kind: str = "concentration"
-    causal_init: str = "flat"
+    start: str | tuple[str, ...] = "lowpass"
 
     def __post_init__(self) -> None:
         if self.kind not in MIXER_KINDS:
             raise ValueError(f"MixerConfig kind={self.kind!r}; expected one of {MIXER_KINDS}")
-        if self.causal_init not in CAUSAL_INITS:
-            raise ValueError(f"MixerConfig causal_init={self.causal_init!r}; expected one of {CAUSAL_INITS}")
+        starts = (self.start,) if isinstance(self.start, str) else self.start
+        if not starts or any(s not in STARTS for s in starts):
+            raise ValueError(f"MixerConfig start={self.start!r}; expected one of {STARTS}, or one of them per axis")
 
     def attn_layer(self, grid: Grid | Sequence[int]) -> type[ConcentrationMixer] | type[TokenwiseMixer]:
         """The mixer class bound to ``grid``, constructible as timm's ``attn_layer``."""
         if self.kind == "tokenwise":
             return TokenwiseMixer.configure(grid, rank=self.rank, causal_axes=self.causal_axes)
         spectrum = "capped" if self.kind == "concentration" else "uncapped"
-        return ConcentrationMixer.configure(grid, rank=self.rank, causal_axes=self.causal_axes,
-                                            causal_init=self.causal_init, spectrum=spectrum)
+        return ConcentrationMixer.configure(grid, rank=self.rank, causal_axes=self.causal_axes, spectrum=spectrum,
+                                            start=self.start)

@@ -21,10 +21,13 @@ MLP_MIXER_MAX_TOKENS = 4096  # its token MLP holds two dense N × N/2 matrices p
 
 
 def build_vit(grid: Grid, *, in_chans: int, num_outputs: int, backbone: BackboneConfig,
-              attn_layer: type[nn.Module] | None = None, global_pool: str = "avg") -> VisionTransformer:
+              attn_layer: type[nn.Module] | None = None, global_pool: str = "avg",
+              fc_norm: bool | None = None) -> VisionTransformer:
     """timm's ViT mapping (B, C_in, H, W) → (B, K); ``attn_layer`` replaces attention (``None``: timm's).
 
-    ``global_pool=""`` keeps every token: (B, H·W, K), for per-token outputs.
+    ``global_pool=""`` keeps every token: (B, H·W, K), for per-token outputs. ``fc_norm`` is timm's: ``None``
+    puts a LayerNorm after average pooling; ``False`` normalises every token before pooling instead, so a model
+    without token mixing has a logit that is a sum of per-token terms (no interaction between tokens).
     """
     grid = Grid.parse(grid)
     if grid.ndim != 2:
@@ -33,7 +36,8 @@ def build_vit(grid: Grid, *, in_chans: int, num_outputs: int, backbone: Backbone
     return VisionTransformer(
         img_size=grid.shape, patch_size=1, in_chans=in_chans, num_classes=num_outputs,
         embed_dim=backbone.embed_dim, depth=backbone.depth, num_heads=backbone.num_heads,
-        mlp_ratio=backbone.mlp_ratio, qkv_bias=True, class_token=False, global_pool=global_pool, **extra,
+        mlp_ratio=backbone.mlp_ratio, qkv_bias=True, class_token=False, global_pool=global_pool, fc_norm=fc_norm,
+        **extra,
     )
 
 

@@ -35,6 +35,11 @@ def cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(logits, labels)
 
 
+def mean_cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> float:
+    """Mean cross-entropy (nats) over a whole split: a continuous metric, lower is better (ln K at chance)."""
+    return F.cross_entropy(logits.float(), labels).item()
+
+
 def accuracy(logits: torch.Tensor, labels: torch.Tensor) -> float:
     """Fraction of samples whose arg-max logit is the label."""
     return (logits.argmax(dim=-1) == labels).float().mean().item()

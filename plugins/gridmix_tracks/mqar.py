@@ -15,7 +15,7 @@ embedding, learned positions, blocks, norm, a next-token head at every position;
 
 - ``transformer``: causal attention (the matched baseline);
 - ``transformer-concentration``: :class:`gridmix.ConcentrationMixer` with the sequence axis causal
-  (the idea; its causal Toeplitz factor, :mod:`gridmix.causal`, started flat: ``causal_init="flat"``);
+  (the idea; its causal Toeplitz factor, :mod:`gridmix.causal`, started flat: ``start="global"``);
 - ``transformer-concentration-uncapped`` (ablation) and ``transformer-nomix`` (control).
 
 Metric: answer cross-entropy in nats, lower is better (chance ``log(vocab / 2)`` = 3.47, a uniform guess
@@ -177,7 +177,7 @@ class RecallModels:
 
     vocab: int = 64
     backbone: BackboneConfig = BackboneConfig(embed_dim=64, depth=2, num_heads=2, mlp_ratio=2.0)
-    mixer: MixerConfig = field(default_factory=lambda: MixerConfig(causal_axes=(0,)))
+    mixer: MixerConfig = field(default_factory=lambda: MixerConfig(causal_axes=(0,), start="global"))
 
     def _backbone(self, mlp_ratio: float | None) -> BackboneConfig:
         return self.backbone if mlp_ratio is None else dataclasses.replace(self.backbone, mlp_ratio=mlp_ratio)

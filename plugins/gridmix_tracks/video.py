@@ -6,8 +6,11 @@ the frame edges. The label is how many of them move (0 to 3, uniformly), and eve
 Gaussian noise. Any single frame shows three identical squares whatever the label: a model has to relate
 the frames of the clip (a pixel that stays lit through time belongs to a static square) and count.
 
-Classifying a whole clip involves no future, so the mixer's time axis is symmetric, not causal. At the
-default budget only divided attention gets off the chance plateau (docs/plugins.md, "Budgets").
+Classifying a whole clip involves no future, so the mixer's time axis is symmetric, not causal. The mixer
+starts as a running mean over time at each place (``start=("global", "lowpass", "lowpass")``), which shows
+at step 0 which pixels stay lit: started as a spatio-temporal blur (the lowpass start) it stayed at chance
+at the default budget. Dense attention starts blind (its uniform start gives every token the clip's mean,
+which does not depend on the label) and stayed at chance too (docs/plugins.md, "Budgets").
 
 Models (same embedding, learned positions, depth, width, MLP, norms and head; they differ in the token
 mixer only): dense spatio-temporal attention over all T·H·W tokens (the matched baseline), factorised
@@ -75,7 +78,9 @@ class VideoModels:
 
     num_classes: int = SQUARES + 1
     backbone: BackboneConfig = BackboneConfig(embed_dim=32, depth=2, num_heads=2, mlp_ratio=2.0)
-    mixer: MixerConfig = field(default_factory=MixerConfig)
+    # A running mean over time at each place, a blur in space: where a lit pixel stays lit (a static square) shows
+    # at step 0, as in divided attention's uniform time attention (docs/mixer.md, "Where the mixer starts").
+    mixer: MixerConfig = field(default_factory=lambda: MixerConfig(start=("global", "lowpass", "lowpass")))
 
     def build(self, grid: Grid, *, token_mixer: str, mlp_ratio: float | None = None,
               kind: str = "concentration") -> GridTransformer:
