@@ -96,7 +96,8 @@ def _pairs(study, rows, chosen, a: str, b: str) -> tuple[list[float], list[float
 
 
 def _family(study, rows, chosen, arms, family: str, pairs: dict[str, tuple[str, str]]) -> dict[str, dict]:
-    """Compare each ``name -> (a, b)`` (a − b per seed), Holm-adjusted within the family, with its verdict.
+    """Compare each ``name -> (a, b)`` (a − b per seed), Holm-adjusted within the family, with its verdict (a
+    family of one is a test alone at α).
 
     A comparison whose Holm floor (family size × the smallest attainable p) is not below α gets the verdict
     "cannot reach α"; one whose two arms both sit at chance (or at the ceiling) is "uninformative".
@@ -208,7 +209,8 @@ def build_report(ledger: Ledger) -> dict:
         comparisons=comparisons,
         holm_adjusted_over=secondary,
         power=_power(study, len(secondary)),
-        mechanism=_family(study, rows, chosen, arms, "mechanism", mechanism),
+        mechanism={name: _family(study, rows, chosen, arms, "mechanism", {name: pair})[name]  # each question alone
+                   for name, pair in mechanism.items()},
         mechanism_signature=_mechanism(study, rows, chosen[study.idea]),
         budget=dict(spec["budget"]),
         failures=[dict(model=row.model, lr=row.lr, seed=row.seed, status=row.status, error=row.error)

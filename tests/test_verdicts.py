@@ -53,7 +53,8 @@ def clear_track(**changes) -> Track:
         metric_name="test MSE", direction="lower", matched_baseline="one-token",
         models=(ModelSpec("mixer", lambda g: FirstToken(ConcentrationMixer(8, g, num_heads=1, rank=4)), role="idea"),
                 ModelSpec("one-token", lambda g: FirstToken(TokenwiseMixer(8, g))),
-                ModelSpec("one-token-wide", lambda g: FirstToken(TokenwiseMixer(16, g), dim=16))),
+                ModelSpec("one-token-wide", lambda g: FirstToken(TokenwiseMixer(16, g), dim=16)),
+                ModelSpec("no-mix", lambda g: FirstToken(TokenwiseMixer(8, g)), role="control")),
         budget_overrides={"default": dict(n_train=256, n_val=64, n_test=256, epochs=4, lrs=(1e-2,))})
     return Track(**{**fields, **changes})
 
@@ -86,6 +87,11 @@ def test_a_clear_win_is_significant_at_the_default_seeds_with_two_baselines(tmp_
     assert secondary["family"] == "secondary" and report["holm_adjusted_over"] == ["one-token-wide"]
     assert secondary["verdict"] == VERDICT_BETTER  # a family of one: Holm leaves it at 2/64
     assert report["power"]["primary"] == dict(min_p=2 / 64, seeds_needed=6, reachable=True)
+    # each mechanism question is tested alone, so 6 seeds can answer it too
+    mechanism = report["mechanism"]
+    assert set(mechanism) == {"idea_vs_control", "baseline_vs_control"}  # the track has no ablation arm
+    assert mechanism["idea_vs_control"]["verdict"] == VERDICT_BETTER and mechanism["idea_vs_control"]["holm_over"] == 1
+    assert "does the idea's token mixing help over no mixing?" in (tmp_path / "out" / "report.md").read_text()
 
 
 def test_too_few_seeds_are_refused_before_any_training(tmp_path):
