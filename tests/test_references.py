@@ -54,6 +54,20 @@ def test_majority_class_comes_from_the_training_split():
 
     assert naive_references(Fake, Grid((2, 2)), SIZES)["values"] == {"majority class": 0.25}
 
+    class FakeCrossEntropy(Fake):
+        direction = "lower"
+
+        @staticmethod
+        def metric(logits, labels):
+            return torch.nn.functional.cross_entropy(logits, labels).item()
+
+    # Under a cross-entropy the reference is the smoothed training prior: counts (1, 0, 3) + 0.5 over 4 + 1.5, not a
+    # confident guess; the value is the test labels' mean negative log-probability under it.
+    prior = {0: 1.5 / 5.5, 1: 0.5 / 5.5, 2: 3.5 / 5.5}
+    expected = -np.mean([np.log(prior[y]) for y in (2, 0, 0, 1)])
+    value = naive_references(FakeCrossEntropy, Grid((2, 2)), SIZES)["values"]["majority class"]
+    assert value == pytest.approx(expected, rel=1e-6)
+
 
 def report(idea_mean: float, base_mean: float, lr_idea: float = 3e-3) -> dict:
     arm = lambda name, mean, lr, val: {"name": name, "full": {"mean": mean}, "best_cfg": {"lr": lr},  # noqa: E731

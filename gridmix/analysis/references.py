@@ -3,7 +3,9 @@
 Besides the references, the report flags two training problems (:func:`reference_lines`): a chosen learning
 rate on the edge of the sweep, and final runs still improving when the epoch cap ended them.
 
-Classification (int64 class labels ``(S,)``): the majority class of the training split. Forecasting (inputs
+Classification (int64 class labels ``(S,)``): the majority class of the training split, predicted as the
+training class frequencies (log-probabilities whose argmax is the majority class), so that an accuracy scores
+the majority class and a cross-entropy the class prior, never a confident one-hot guess. Forecasting (inputs
 ``(S, C, L)``, a context window whose channel 0 is the forecast series' own past and whose other channels, if
 any, are covariates, and float targets ``(S, H)``, the next values): persistence (the window's last value for
 every step ahead) and seasonal naive (the value one season earlier; the season is chosen on the validation
@@ -37,9 +39,10 @@ def naive_references(track: Track, grid: Grid, sizes: DataSizes) -> dict:
     data = track.make_data(grid, 0, sizes)
     train, val, test = data.train, data.val, data.test
     if test.targets.dtype == torch.int64 and test.targets.ndim == 1:
-        majority = torch.bincount(train.targets).argmax()
         k = int(max(train.targets.max(), test.targets.max())) + 1
-        forecasts = {"majority class": torch.nn.functional.one_hot(majority.expand(len(test)), k).float()}  # (S, K)
+        counts = torch.bincount(train.targets, minlength=k).float()  # (K,)
+        prior = (counts + 0.5) / (counts.sum() + 0.5 * k)  # the training frequencies, smoothed: no class at p = 0
+        forecasts = {"majority class": prior.log().expand(len(test), k)}  # (S, K): argmax is the majority class
         kind = "classification"
     elif test.inputs.ndim == 3 and test.targets.ndim == 2 and test.targets.is_floating_point():
         forecasts = {"persistence": _persistence(test.inputs, test.targets.shape[1])}  # (S, H)
