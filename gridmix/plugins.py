@@ -154,11 +154,18 @@ def build_registry(*, extra_plugins: Iterable[object] = (), environ: Mapping[str
 def _call(impl: pluggy.HookImpl, **arguments: object) -> object:
     """One plugin's implementation of a hook, called on its own with the arguments it asks for.
 
-    Not ``manager.hook.<name>()``: pluggy's call stops at the first implementation that raises and returns
-    the results without saying which plugin returned what, while a broken plugin must be recorded by name
-    and the others keep working. ``manager.subset_hook_caller`` could call one plugin at a time, but it
-    keeps the removed plugins in a set, so it fails for plugin objects that are not hashable (a
-    ``types.SimpleNamespace``, a dataclass instance), which ``extra_plugins`` accepts.
+    Not through ``manager.hook``, because on pluggy 1.x no public caller can blame one plugin and keep the
+    others (``tests/test_plugins.py`` shows each point on the installed version):
+
+    - ``manager.hook.<name>(...)`` returns a bare list of the non-``None`` answers: ``gridmix_models`` may
+      answer ``None``, so a position in the list does not say which plugin answered, and a hook wrapper may
+      rewrite the list; and the first implementation that raises ends the call, losing every other answer.
+    - ``manager.subset_hook_caller(name, remove_plugins)``, the public way to call one plugin at a time,
+      puts the plugins it leaves out in a ``set``: it raises ``TypeError`` for plugin objects that are not
+      hashable (a ``types.SimpleNamespace``, a dataclass instance), which ``register`` and ``extra_plugins``
+      accept. Calling one implementation through ``HookCaller._hookexec`` would be private API.
+
+    The price: hook wrappers and ``manager.trace`` do not see these calls.
     """
     return impl.function(**{name: arguments[name] for name in impl.argnames})
 

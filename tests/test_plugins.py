@@ -4,7 +4,9 @@ import dataclasses
 import inspect
 import pickle
 import types
+from pathlib import Path
 
+import pluggy
 import pytest
 import torch
 from gridmix_tracks.torchvision_sets import DATASETS
@@ -16,6 +18,7 @@ from gridmix.hookspecs import hookimpl
 from gridmix.plugins import (
     ALLOW_ENV,
     DISABLE_AUTOLOAD_ENV,
+    _call,
     build_registry,
     load_registry,
     validate_data,
@@ -70,6 +73,8 @@ def test_every_hook_is_documented():
     assert {spec.__name__ for spec in specs} == {"gridmix_tracks", "gridmix_models"}
     for spec in specs:
         assert spec.__doc__ and len(spec.__doc__.strip()) > 40, f"hook {spec.__name__} has no docstring"
+    guide = (Path(__file__).parents[1] / "docs" / "plugins.md").read_text()
+    assert all(f"`{spec.__name__}(" in guide for spec in specs), "every hook is listed in docs/plugins.md"
 
 
 def test_builtin_tracks_load_through_entry_points(clean_env):
@@ -160,6 +165,38 @@ def test_broken_plugins_are_reported_by_name_and_the_others_keep_working(clean_e
     assert BUILTIN | {"good"} | {spec.track for spec in DATASETS} | user_data == set(registry.tracks)
     assert [m.name for m in registry.track("image").models] == ["vit", "vit-concentration", "mlp-mixer",
                                                                 "vit-concentration-uncapped", "vit-nomix"]
+
+
+def test_pm_hook_cannot_blame_one_plugin_so_each_implementation_is_called_alone():
+    """Why ``plugins._call`` calls each implementation itself: what pluggy's own callers do, on this version.
+
+    If a pluggy release changes one of these, this test fails: then re-examine ``_call``'s docstring.
+    """
+    manager = pluggy.PluginManager(hookspecs.PROJECT_NAME)
+    manager.add_hookspecs(hookspecs)
+    nothing = plugin("nothing", gridmix_models=lambda track: None)  # a valid answer: no models for this track
+    adds = plugin("adds", gridmix_models=lambda track: ["model"])
+    for name, each in (("nothing", nothing), ("adds", adds)):
+        manager.register(each, name=name)
+    # the results are a bare list: None answers are dropped, so a position does not say which plugin answered
+    assert manager.hook.gridmix_models(track=None) == [["model"]]
+    assert len(manager.hook.gridmix_models.get_hookimpls()) == 2
+    # the first implementation that raises ends the call: every other plugin's answer is lost with it
+    manager.register(plugin("raises", gridmix_models=lambda track: 1 / 0), name="raises")
+    with pytest.raises(ZeroDivisionError):
+        manager.hook.gridmix_models(track=None)
+    # pluggy's public caller for one plugin at a time collects the plugins it leaves out in a set: plugin objects
+    # that registration accepts but that are not hashable (SimpleNamespace, dataclass instances) break it
+    with pytest.raises(TypeError, match="unhashable"):
+        manager.subset_hook_caller("gridmix_models", remove_plugins=[nothing, adds])
+    # what gridmix does instead: one implementation at a time, each answer (None too) attributed to its plugin
+    answers = {}
+    for impl in manager.hook.gridmix_models.get_hookimpls():
+        try:
+            answers[impl.plugin_name] = _call(impl, track=None)
+        except ZeroDivisionError as error:
+            answers[impl.plugin_name] = type(error).__name__
+    assert answers == {"nothing": None, "adds": ["model"], "raises": "ZeroDivisionError"}
 
 
 def test_gridmix_models_adds_a_baseline_to_an_existing_track(clean_env):
