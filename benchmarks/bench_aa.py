@@ -81,9 +81,9 @@ def main(argv: list[str] | None = None) -> dict:
                   matched_baseline="attention", metric_name=TRACK.metric_name, direction="lower", budget=budget,
                   device="cpu", threads=1)
 
-    def progress(k: int, comparison: dict) -> None:
+    def progress(k: int, comparison) -> None:  # a gridmix.report_types.Comparison
         if (k + 1) % 25 == 0:
-            print(f"A/A replicate {k + 1}/{args.replicates}: p = {comparison['p_value']:.3g}", flush=True)
+            print(f"A/A replicate {k + 1}/{args.replicates}: p = {comparison.result.p_value:.3g}", flush=True)
 
     with tempfile.TemporaryDirectory() as ledgers:
         result = aa_false_positive_rate(study, ledgers, replicates=args.replicates, on_replicate=progress)

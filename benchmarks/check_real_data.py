@@ -26,6 +26,7 @@ from PIL import Image
 
 from gridmix.budget import resolve_budget
 from gridmix.grid import Grid
+from gridmix.report_types import Report
 from gridmix.tracks import TrackData
 
 GLYPHS = {  # 4x4 stroke patterns, one per class
@@ -98,9 +99,8 @@ def main() -> None:
     torch.manual_seed(0)
     track = image_folder_track(args.data)
     data = track.make_data(Grid.parse(args.grid), 0, resolve_budget("default", track).sizes)
-    report = json.loads(Path(args.report).read_text())
-    arms = {report["idea"]["name"]: report["idea"], **report["baselines"]}
-    result = acceptance(data, {name: arm["full"]["mean"] for name, arm in arms.items()}, report["baseline"]["name"])
+    report = Report.from_dict(json.loads(Path(args.report).read_text()))
+    result = acceptance(data, {name: arm.mean for name, arm in report.arms.items()}, report.primary_baseline)
     text = json.dumps(result, indent=2)
     print(text)
     if args.json:

@@ -20,11 +20,12 @@ from gridmix.analysis.stats import VERDICT_BETTER, VERDICT_WORSE, exact_level
 from gridmix.executors import InProcessExecutor
 from gridmix.harness import Runner, Study, aa_study
 from gridmix.report import ALPHA, build_report
+from gridmix.report_types import Comparison
 from gridmix.store import Ledger
 
 
 def aa_false_positive_rate(study: Study, root: str | Path, *, replicates: int,
-                           on_replicate: Callable[[int, dict], None] | None = None) -> dict:
+                           on_replicate: Callable[[int, Comparison], None] | None = None) -> dict:
     """Run ``replicates`` A/A versions of ``study`` (ledgers under ``root``) and count significant verdicts.
 
     Replicate k compares seeds ``study.first_seed + k·seeds …``; a ledger already holding replicate k resumes.
@@ -39,11 +40,12 @@ def aa_false_positive_rate(study: Study, root: str | Path, *, replicates: int,
         replicate = dataclasses.replace(base, first_seed=study.first_seed + k * study.budget.seeds)
         with Ledger(Path(root) / f"aa-{k:04d}") as ledger:
             Runner(replicate, ledger, InProcessExecutor()).run()
-            comparison = build_report(ledger)["comparison"]
-        if "p_value" not in comparison:
-            raise RuntimeError(f"A/A replicate {k} was not compared: {comparison.get('reason')}")
-        p_values.append(comparison["p_value"])
-        significant += comparison["verdict"] in (VERDICT_BETTER, VERDICT_WORSE)
+            comparison = build_report(ledger).comparison
+        if comparison is None or comparison.result is None:
+            why = comparison.reason if comparison else "no baseline"
+            raise RuntimeError(f"A/A replicate {k} was not compared: {why}")
+        p_values.append(comparison.result.p_value)
+        significant += comparison.verdict in (VERDICT_BETTER, VERDICT_WORSE)
         if on_replicate:
             on_replicate(k, comparison)
     level = exact_level(study.budget.seeds, ALPHA)

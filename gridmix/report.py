@@ -7,8 +7,9 @@ the matched baseline, alone at α), ``comparisons`` (primary and secondary, each
 ``holm_adjusted_over`` (the secondary family), ``mechanism`` (idea vs ablation, idea and matched baseline vs
 the no-mixing control), ``power`` (can the seeds reach α), ``seeds`` (comparison and sweep seeds),
 ``chance``/``ceiling`` and every arm's ``role`` and ``flag``, the budget, timings, versions, failures, and the
-scaling and parity analyses when the run measured them. :mod:`gridmix.report_markdown` renders it.
-docs/design.md section 6, docs/analysis.md.
+scaling and parity analyses when the run measured them. The report is a :class:`gridmix.report_types.Report`;
+:meth:`~gridmix.report_types.Report.to_dict` writes the JSON, :mod:`gridmix.report_markdown` renders the
+Markdown. docs/design.md section 6, docs/analysis.md.
 
 Differences to the reference report's keys, on purpose: ``sweep`` entries hold the *validation* metric
 (the reference study chose on test); ``comparison.mde`` is the sign-flip test's minimum detectable effect at 80% power,
@@ -18,6 +19,7 @@ the exact sign-flip p.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -32,6 +34,17 @@ from gridmix.analysis.stats import (
     summarize,
 )
 from gridmix.harness import Study, choose_learning_rates
+from gridmix.report_types import (
+    Arm,
+    Comparison,
+    FailedRun,
+    Power,
+    PrimaryPower,
+    Report,
+    SecondaryPower,
+    SweepPoint,
+    naming_arm,
+)
 from gridmix.store import Ledger, RunRow
 from gridmix.tracks import ROLES
 
@@ -50,20 +63,16 @@ def _final_rows(study: Study, rows: dict[str, RunRow], model: str, lr: float | N
     return [rows.get(study.task(model, lr, seed).key) for seed in study.comparison_seeds]
 
 
-def _arm(study: Study, rows: dict[str, RunRow], model: str, lr: float | None, sweep: list) -> dict:
+def _arm(study: Study, rows: dict[str, RunRow], model: str, lr: float | None, sweep: list[dict]) -> Arm:
     finals = _final_rows(study, rows, model, lr)
     ok = [row.test_metric for row in finals if row is not None and row.status == "ok"]
-    arm = dict(name=model, role=study.role(model), best_cfg={"lr": lr}, sweep=sweep,
-               per_seed_status=[row.status if row else "missing" for row in finals],
-               curves=dict(train_loss=[row.train_loss if row else [] for row in finals],
-                           val=[row.val_curve if row else [] for row in finals]))
-    if ok:
-        summary = summarize(ok)
-        arm["full"] = dict(mean=summary.mean, std=summary.std, per_seed=summary.per_seed, n=summary.n)
-    else:
-        arm["full"] = dict(mean=None, std=None, per_seed=[], n=0)
-    arm["flag"] = _bound_flag(study, ok)
-    return arm
+    summary = summarize(ok) if ok else None
+    return Arm(name=model, role=study.role(model), lr=lr, sweep=tuple(SweepPoint.from_dict(p) for p in sweep),
+               per_seed_status=tuple(row.status if row else "missing" for row in finals),
+               train_loss=tuple(tuple(row.train_loss) if row else () for row in finals),
+               val=tuple(tuple(row.val_curve) if row else () for row in finals),
+               per_seed=tuple(summary.per_seed) if summary else (), mean=summary.mean if summary else None,
+               std=summary.std if summary else None, flag=_bound_flag(study, ok))
 
 
 def _bound_flag(study: Study, values: list[float]) -> str | None:
@@ -95,9 +104,10 @@ def _pairs(study, rows, chosen, a: str, b: str) -> tuple[list[float], list[float
             [study.comparison_seeds[i] for i in both])
 
 
-def _family(study, rows, chosen, arms, family: str, pairs: dict[str, tuple[str, str]]) -> dict[str, dict]:
+def _family(study, rows, chosen, arms: dict[str, Arm], family: str,
+            pairs: dict[str, tuple[str, str]]) -> dict[str, Comparison]:
     """Compare each ``name -> (a, b)`` (a − b per seed), Holm-adjusted within the family, with its verdict (a
-    family of one is a test alone at α).
+    family of one is a test alone at α), said of ``a`` by its role ("baseline better" when ``a`` is one).
 
     A comparison whose Holm floor (family size × the smallest attainable p) is not below α gets the verdict
     "cannot reach α"; one whose two arms both sit at chance (or at the ceiling) is "uninformative".
@@ -108,33 +118,34 @@ def _family(study, rows, chosen, arms, family: str, pairs: dict[str, tuple[str, 
         if len(seeds) >= 2:
             values[name] = (a_values, b_values)
         else:
-            results[name] = dict(verdict="not compared", a=a, b=b, family=family,
-                                 reason=f"only {len(seeds)} seed(s) where both models finished; a paired test needs 2")
+            results[name] = Comparison(a=a, b=b, family=family, verdict="not compared",
+                                       reason=f"only {len(seeds)} seed(s) where both models finished; a paired test "
+                                              "needs 2")
     compared = compare_many(values, direction=study.direction, alpha=ALPHA) if values else {}
     for name, result in compared.items():
         a, b = pairs[name]
-        entry = dict(result.to_dict(), a=a, b=b, family=family, holm_over=len(values))
-        floor = len(values) * min_attainable_p(result.n_pairs)
-        if floor >= ALPHA:
-            entry["verdict"] = VERDICT_UNREACHABLE
-        flags = {arms[a]["flag"], arms[b]["flag"]}
+        verdict = naming_arm(result.verdict, study.role(a))
+        if len(values) * min_attainable_p(result.n_pairs) >= ALPHA:  # the Holm floor
+            verdict = VERDICT_UNREACHABLE
+        flags = {arms[a].flag, arms[b].flag}
         if len(flags) == 1 and None not in flags:
-            entry["verdict"] = f"uninformative: both arms {flags.pop()}"
-        results[name] = entry
+            verdict = f"uninformative: both arms {flags.pop()}"
+        results[name] = Comparison(a=a, b=b, family=family, verdict=verdict, holm_over=len(values),
+                                   result=dataclasses.replace(result, verdict=verdict))
     return {name: results[name] for name in pairs}
 
 
-def _power(study: Study, n_secondary: int) -> dict:
+def _power(study: Study, n_secondary: int) -> Power:
     """Before any training: can the primary (alone) and the secondary family (Holm) reach α with these seeds?"""
     n = study.budget.seeds
-    primary = dict(min_p=min_attainable_p(n), seeds_needed=seeds_needed(ALPHA))
-    primary["reachable"] = primary["min_p"] < ALPHA
-    power = dict(alpha=ALPHA, n_seeds=n, primary=primary, underpowered_run=study.underpowered)
+    min_p = min_attainable_p(n)
+    secondary = None
     if n_secondary:
-        power["secondary"] = dict(comparisons=n_secondary, min_p_holm=min(1.0, n_secondary * min_attainable_p(n)),
-                                  seeds_needed=seeds_needed(ALPHA, comparisons=n_secondary))
-        power["secondary"]["reachable"] = power["secondary"]["min_p_holm"] < ALPHA
-    return power
+        min_p_holm = min(1.0, n_secondary * min_p)
+        secondary = SecondaryPower(comparisons=n_secondary, min_p_holm=min_p_holm, reachable=min_p_holm < ALPHA,
+                                   seeds_needed=seeds_needed(ALPHA, comparisons=n_secondary))
+    return Power(alpha=ALPHA, n_seeds=n, underpowered_run=study.underpowered, secondary=secondary,
+                 primary=PrimaryPower(min_p=min_p, seeds_needed=seeds_needed(ALPHA), reachable=min_p < ALPHA))
 
 
 def _mechanism(study: Study, rows: dict[str, RunRow], idea_lr: float | None) -> dict | None:
@@ -157,7 +168,7 @@ def _identity(spec: dict, versions: dict) -> dict:
                 code=dict(versions, plugin=data.get("plugin"), plugin_version=data.get("plugin_version")))
 
 
-def build_report(ledger: Ledger) -> dict:
+def build_report(ledger: Ledger) -> Report:
     """The full report of the ledger's study, with the analyses (scaling, parity) the run stored."""
     spec = ledger.study()
     if spec is None:
@@ -178,7 +189,7 @@ def build_report(ledger: Ledger) -> dict:
     comparisons = _family(study, rows, chosen, arms, "primary", {primary: (study.idea, primary)} if primary else {})
     comparisons.update(_family(study, rows, chosen, arms, "secondary", {m: (study.idea, m) for m in secondary}))
     for name, comparison in comparisons.items():
-        arms[name]["comparison"] = comparison
+        arms[name] = dataclasses.replace(arms[name], comparison=comparison)
     mechanism = {}
     for ablation in by_role["ablation"]:
         mechanism["ablation"] = (study.idea, ablation)
@@ -189,43 +200,40 @@ def build_report(ledger: Ledger) -> dict:
 
     study_rows = [row for model in study.models for row in rows.values()
                   if row.model == model and row.key in _study_keys(study, chosen)]
-    report = dict(
+    versions = study_rows[0].versions if study_rows else {}
+    return Report(
         bench_version=BENCH_VERSION,
         track=study.track,
         grid=study.grid,
-        model=study.idea,
+        idea=study.idea,
         metric=study.metric_name,
-        metric_direction=f"{study.direction} is better",
-        n_seeds=study.budget.seeds,
-        seeds=dict(comparison=study.comparison_seeds, sweep=study.sweep_seeds),
+        direction=study.direction,
+        comparison_seeds=tuple(study.comparison_seeds),
+        sweep_seeds=tuple(study.sweep_seeds),
         fixed_split=study.fixed_split,
         chance=study.chance,
         ceiling=study.ceiling,
-        baseline=arms[primary] if primary else None,
-        idea=dict(arms[study.idea], **arms[study.idea]["full"]),
-        baselines={name: arms[name] for name in study.models if name != study.idea},
+        arms={study.idea: arms[study.idea], **{name: arms[name] for name in study.models if name != study.idea}},
         primary_baseline=primary,
-        comparison=comparisons.get(primary, dict(verdict="not compared", reason="no baseline")),
         comparisons=comparisons,
-        holm_adjusted_over=secondary,
+        holm_adjusted_over=tuple(secondary),
         power=_power(study, len(secondary)),
         mechanism={name: _family(study, rows, chosen, arms, "mechanism", {name: pair})[name]  # each question alone
                    for name, pair in mechanism.items()},
         mechanism_signature=_mechanism(study, rows, chosen[study.idea]),
         budget=dict(spec["budget"]),
-        failures=[dict(model=row.model, lr=row.lr, seed=row.seed, status=row.status, error=row.error)
-                  for row in study_rows if row.status != "ok"],
+        failures=tuple(FailedRun(model=row.model, lr=row.lr, seed=row.seed, status=row.status, error=row.error)
+                       for row in study_rows if row.status != "ok"),
         timings=_timings(study_rows),
-        versions=study_rows[0].versions if study_rows else {},
+        versions=versions,
         device=study.device,
         precision=study.precision,
         threads=study.threads,
+        **_identity(spec, versions),
+        analyses=ledger.fetch("analyses") or {},
+        references=with_model_metrics(ledger.fetch("references"), {
+            model: _final_rows(study, rows, model, chosen[model]) for model in study.models}),
     )
-    report.update(_identity(spec, report["versions"]))
-    report.update(ledger.fetch("analyses") or {})
-    report["references"] = with_model_metrics(ledger.fetch("references"), {
-        model: _final_rows(study, rows, model, chosen[model]) for model in study.models})
-    return report
 
 
 def _study_keys(study: Study, chosen: dict) -> set[str]:
@@ -244,7 +252,7 @@ def _timings(rows: list[RunRow]) -> dict:
                 total_s=float(sum(row.wall_s for row in rows)))
 
 
-def write_report(report: dict, out: str | Path) -> list[Path]:
+def write_report(report: Report, out: str | Path) -> list[Path]:
     """Write ``bench_report.json``, ``report.md`` and the PNG plots into ``out``; return the paths."""
     from gridmix.report_markdown import render_markdown
     from gridmix.report_plots import plot_report
@@ -254,13 +262,13 @@ def write_report(report: dict, out: str | Path) -> list[Path]:
     errors: list[str] = []
     figures = plot_report(report, out, errors=errors)
     if errors:
-        report = dict(report, plot_errors=errors)
-    paths[0].write_text(json.dumps(report, indent=2, sort_keys=False) + "\n")
+        report = report.with_plot_errors(errors)
+    paths[0].write_text(json.dumps(report.to_dict(), indent=2, sort_keys=False) + "\n")
     try:
         markdown = render_markdown(report, figures=[p.name for p in figures])
     except Exception as error:  # never lose report.md: the verdict and the error, the JSON holds the rest
-        markdown = (f"# gridmix: {report.get('model')} on {report.get('track')} {report.get('grid')}\n\n"
-                    f"**Verdict: {report.get('comparison', {}).get('verdict', '–')}**\n\n"
+        markdown = (f"# gridmix: {report.idea} on {report.track} {report.grid}\n\n"
+                    f"**Verdict: {report.verdict}**\n\n"
                     f"The full report could not be rendered ({type(error).__name__}: {error}); "
                     "bench_report.json holds every number.\n")
     paths[1].write_text(markdown)

@@ -1,16 +1,10 @@
-"""What every renderer of a report shares: its arms in display order, and how a number is written.
+"""How every renderer of a report writes a number: :func:`fmt`.
 
-The report dict (:func:`gridmix.report.build_report`) keeps the idea apart from the other arms (``idea``,
-``baselines``), as the reference report does; the Markdown, the plots, the references and the terminal
-table all list them as one, through :func:`report_arms`, and write numbers through :func:`fmt`.
+The Markdown, the plots, the naive references' lines, the terminal table and the per-run log lines all write
+numbers through it; the arms in display order are :attr:`gridmix.report_types.Report.arms`.
 """
 
 from __future__ import annotations
-
-
-def report_arms(report: dict) -> dict[str, dict]:
-    """Every arm of ``report`` by model name: the idea first, then the others in the study's order."""
-    return {report["idea"]["name"]: report["idea"], **report["baselines"]}
 
 
 def fmt(value, digits: int = 4) -> str:

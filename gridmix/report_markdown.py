@@ -1,4 +1,5 @@
-"""``report.md``: the study report as Markdown, verdict first, from the dict :func:`gridmix.report.build_report` makes.
+"""``report.md``: the study report as Markdown, verdict first, from the :class:`~gridmix.report_types.Report`
+:func:`gridmix.report.build_report` makes.
 
 The headline is the primary comparison (idea vs the matched baseline, alone at α); caveats follow (seeds too
 few for α, arms at chance or ceiling, a dataset-conditional test), then the naive references, the secondary
@@ -10,107 +11,99 @@ in place; the rest stands. docs/analysis.md defines every figure.
 from __future__ import annotations
 
 from gridmix.analysis.references import reference_lines
-from gridmix.analysis.stats import VERDICT_BETTER, VERDICT_WORSE
-from gridmix.report_format import fmt, report_arms
+from gridmix.report_format import fmt
+from gridmix.report_types import Comparison, Report
 
 
-def render_markdown(report: dict, *, figures: list[str] = ()) -> str:
-    c = report["comparison"]
-    lines = [f"# gridmix: {report['model']} vs {report['baseline']['name'] if report['baseline'] else '–'} "
-             f"on {report['track']} {report['grid']}", ""]
-    if "delta_mean" in c:
-        lines += [f"**Verdict: {c['verdict']}** — primary comparison, idea vs the matched baseline {c['b']}, "
-                  f"α = {c['alpha']:g} unadjusted. {report['metric']} ({report['metric_direction']}): idea "
-                  f"{fmt(c['idea_mean'])} vs baseline {fmt(c['baseline_mean'])}, Δ = {fmt(c['delta_mean'])} "
-                  f"(95% t-interval {fmt(c['ci_low'])} … {fmt(c['ci_high'])}), idea wins {c['idea_wins']}/"
-                  f"{c['n_pairs']} seeds, sign-flip p = {fmt(c['p_value'])} ({c['p_method']}); {_mde_words(c)}.", ""]
+def render_markdown(report: Report, *, figures: list[str] = ()) -> str:
+    baseline = report.baseline
+    lines = [f"# gridmix: {report.idea} vs {baseline.name if baseline else '–'} on {report.track} {report.grid}", ""]
+    c = report.comparison
+    if c is not None and c.result is not None:
+        r = c.result
+        lines += [f"**Verdict: {c.verdict}** — primary comparison, idea vs the matched baseline {c.b}, "
+                  f"α = {r.alpha:g} unadjusted. {report.metric} ({report.metric_direction}): idea "
+                  f"{fmt(r.idea_mean)} vs baseline {fmt(r.baseline_mean)}, Δ = {fmt(r.delta_mean)} "
+                  f"(95% t-interval {fmt(r.ci_low)} … {fmt(r.ci_high)}), idea wins {r.idea_wins}/"
+                  f"{r.n_pairs} seeds, sign-flip p = {fmt(r.p_value)} ({r.p_method}); {_mde_words(c)}.", ""]
     else:
-        lines += [f"**Verdict: {c['verdict']}** — {c.get('reason', '')}", ""]
+        lines += [f"**Verdict: {report.verdict}** — {c.reason if c else 'no baseline'}", ""]
     lines += _caveat_lines(report)
     lines += reference_lines(report)
-    secondary = {name: comp for name, comp in report["comparisons"].items() if comp.get("family") == "secondary"}
+    secondary = {name: comp for name, comp in report.comparisons.items() if comp.family == "secondary"}
     if secondary:
         lines += [f"## Secondary comparisons (idea − other baselines, Holm-adjusted over these {len(secondary)})",
                   ""] + _comparison_table(secondary, "baseline") + [""]
     lines += ["## Models (test metric over the comparison seeds, at each model's chosen learning rate)", "",
               "| model | role | chosen lr | mean | std (ddof=0) | n | per seed | flag |",
               "|---|---|---|---|---|---|---|---|"]
-    arms = report_arms(report)
-    for name, arm in arms.items():
-        full = arm["full"]
-        lines.append(f"| {name} | {arm.get('role', '–')} | {fmt(arm['best_cfg']['lr'])} | {fmt(full['mean'])} | "
-                     f"{fmt(full['std'])} | {full['n']} | {', '.join(fmt(v) for v in full['per_seed'])} | "
-                     f"{arm.get('flag') or ''} |")
-    lines += _sweep_lines(report, arms)
+    for name, arm in report.arms.items():
+        lines.append(f"| {name} | {arm.role} | {fmt(arm.lr)} | {fmt(arm.mean)} | {fmt(arm.std)} | {arm.n} | "
+                     f"{', '.join(fmt(v) for v in arm.per_seed)} | {arm.flag or ''} |")
+    lines += _sweep_lines(report)
     lines += _markdown_sections(report)
     if figures:
         lines += ["", "## Plots", ""] + [f"![{name}]({name})" for name in figures]
-    seeds = report.get("seeds") or {}
     lines += ["", "## Method", "",
-              f"Budget `{report['budget']['name']}`: {report['n_seeds']} paired comparison seeds "
-              f"{seeds.get('comparison', '–')}; learning rates {report['budget']['lrs']} chosen on the validation "
-              f"metric over the sweep seeds {seeds.get('sweep', '–')}, which never enter a comparison; "
-              f"{report['budget']['epochs']} epochs. Paired differences per seed; two-sided sign-flip permutation "
+              f"Budget `{report.budget['name']}`: {report.n_seeds} paired comparison seeds "
+              f"{list(report.comparison_seeds)}; learning rates {report.budget['lrs']} chosen on the validation "
+              f"metric over the sweep seeds {list(report.sweep_seeds)}, which never enter a comparison; "
+              f"{report.budget['epochs']} epochs. Paired differences per seed; two-sided sign-flip permutation "
               "test (exact up to 20 pairs, else Monte Carlo); 95% Student t-interval; MDE of the sign-flip test at 80% "
               "power, simulated at the observed spread of the differences. The primary comparison (idea vs matched "
               "baseline) is tested alone at α, as is each mechanism question (ablation, control); other baselines are "
               "Holm-adjusted among themselves (docs/analysis.md). "
-              f"Device {report['device']} ({report.get('precision', 'fp32')}), "
-              f"{report['threads']} thread(s). Versions: "
-              + ", ".join(f"{k} {v}" for k, v in report["versions"].items()) + ".", ""]
+              f"Device {report.device} ({report.precision}), {report.threads} thread(s). Versions: "
+              + ", ".join(f"{k} {v}" for k, v in report.versions.items()) + ".", ""]
     return "\n".join(lines)
 
 
-def _comparison_table(comparisons: dict, label: str) -> list[str]:
+def _comparison_table(comparisons: dict[str, Comparison], label: str) -> list[str]:
     lines = [f"| {label} | n | Δ mean | 95% CI | wins | p (sign-flip) | p (Holm) | MDE (80%, sign-flip) | verdict |",
              "|---|---|---|---|---|---|---|---|---|"]
     for name, comp in comparisons.items():
-        if "delta_mean" in comp:
-            lines.append(f"| {name} | {comp['n_pairs']} | {fmt(comp['delta_mean'])} | {fmt(comp['ci_low'])} … "
-                         f"{fmt(comp['ci_high'])} | {comp['idea_wins']} | {fmt(comp['p_value'])} "
-                         f"({comp['p_method']}) | {fmt(comp['p_holm'])} | "
-                         f"{'unreachable' if comp['mde'] is None else fmt(comp['mde'])} | {comp['verdict']} |")
+        r = comp.result
+        if r is not None:
+            lines.append(f"| {name} | {r.n_pairs} | {fmt(r.delta_mean)} | {fmt(r.ci_low)} … {fmt(r.ci_high)} | "
+                         f"{r.idea_wins} | {fmt(r.p_value)} ({r.p_method}) | {fmt(r.p_holm)} | "
+                         f"{'unreachable' if r.mde is None else fmt(r.mde)} | {comp.verdict} |")
         else:
-            lines.append(f"| {name} | – | – | – | – | – | – | – | {comp['verdict']}: {comp['reason']} |")
+            lines.append(f"| {name} | – | – | – | – | – | – | – | {comp.verdict}: {comp.reason} |")
     return lines
 
 
-def _caveat_lines(report: dict) -> list[str]:
+def _caveat_lines(report: Report) -> list[str]:
     """What limits the headline: seeds too few for α, arms at the floor or ceiling, a dataset-conditional test."""
     lines = []
-    power = report.get("power") or {}
-    primary = power.get("primary")
-    if primary and not primary["reachable"]:
-        lines.append(f"- ⚠ With {power['n_seeds']} seeds the primary comparison cannot reach α = {power['alpha']:g}: "
-                     f"the exact sign-flip test's smallest p is {fmt(primary['min_p'])}; it needs "
-                     f"{primary['seeds_needed']} seeds.")
-    secondary = power.get("secondary")
-    if secondary and not secondary["reachable"]:
-        lines.append(f"- ⚠ The {secondary['comparisons']} secondary comparisons (Holm) cannot reach α: their smallest "
-                     f"adjusted p is {fmt(secondary['min_p_holm'])}; they need {secondary['seeds_needed']} seeds.")
-    arms = report_arms(report)
-    for name, arm in arms.items():
-        if arm.get("flag"):
-            bound = report.get("chance") if arm["flag"] == "at chance" else report.get("ceiling")
-            lines.append(f"- ⚠ {name} ({arm.get('role', '–')}): every seed {arm['flag']} ({fmt(bound)}): "
+    power, primary, secondary = report.power, report.power.primary, report.power.secondary
+    if not primary.reachable:
+        lines.append(f"- ⚠ With {power.n_seeds} seeds the primary comparison cannot reach α = {power.alpha:g}: "
+                     f"the exact sign-flip test's smallest p is {fmt(primary.min_p)}; it needs "
+                     f"{primary.seeds_needed} seeds.")
+    if secondary and not secondary.reachable:
+        lines.append(f"- ⚠ The {secondary.comparisons} secondary comparisons (Holm) cannot reach α: their smallest "
+                     f"adjusted p is {fmt(secondary.min_p_holm)}; they need {secondary.seeds_needed} seeds.")
+    for name, arm in report.arms.items():
+        if arm.flag:
+            bound = report.chance if arm.flag == "at chance" else report.ceiling
+            lines.append(f"- ⚠ {name} ({arm.role}): every seed {arm.flag} ({fmt(bound)}): "
                          "its comparisons say little about mixing.")
-    if report.get("fixed_split"):
+    if report.fixed_split:
         lines.append("- The split is fixed for this dataset and the seeds vary initialisation and batch order, so the "
                      "inference is conditional on this dataset (another sample of data could rank the models "
                      "differently).")
     return lines + ([""] if lines else [])
 
 
-def _sweep_lines(report: dict, arms: dict) -> list[str]:
-    sweep = report["idea"]["sweep"]
+def _sweep_lines(report: Report) -> list[str]:
+    sweep = report.idea_arm.sweep
     if not sweep:
-        return ["", "## Learning rate", "", f"One rate, {report['budget']['lrs'][0]:g}, for every model: no sweep."]
-    seeds = (report.get("seeds") or {}).get("sweep", "–")
-    lines = ["", f"## Learning-rate sweep (validation metric, mean over the sweep seeds {seeds})", "",
-             "| model | " + " | ".join(f"lr {fmt(e['cfg']['lr'])}" for e in sweep) + " |",
+        return ["", "## Learning rate", "", f"One rate, {report.budget['lrs'][0]:g}, for every model: no sweep."]
+    lines = ["", f"## Learning-rate sweep (validation metric, mean over the sweep seeds {list(report.sweep_seeds)})",
+             "", "| model | " + " | ".join(f"lr {fmt(point.lr)}" for point in sweep) + " |",
              "|---|" + "---|" * len(sweep)]
-    for name, arm in arms.items():
-        cells = [fmt(e["mean"]) if e["eligible"] else "/".join(e["statuses"]) for e in arm["sweep"]]
+    for name, arm in report.arms.items():
+        cells = [fmt(point.mean) if point.eligible else "/".join(point.statuses) for point in arm.sweep]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return lines
 
@@ -123,26 +116,27 @@ def _section(title: str, render, *args) -> list[str]:
         return ["", f"## {title}", "", f"– (this section could not be rendered: {type(error).__name__}: {error})"]
 
 
-def _mde_words(c: dict) -> str:
+def _mde_words(comparison: Comparison) -> str:
     """The primary comparison's MDE in words: the sign-flip test's, estimated from the observed spread."""
-    if c.get("mde") is None:
-        return (f"no effect is detectable with {c['n_pairs']} pairs: the sign-flip test's smallest p, "
-                f"2/2^{c['n_pairs']}, is not below α = {c['alpha']:g} (MDE unreachable)")
+    r = comparison.result
+    if r.mde is None:
+        return (f"no effect is detectable with {r.n_pairs} pairs: the sign-flip test's smallest p, "
+                f"2/2^{r.n_pairs}, is not below α = {r.alpha:g} (MDE unreachable)")
     return (f"the sign-flip test's minimum detectable effect at 80% power, estimated from the observed spread, is "
-            f"{fmt(c['mde'])} ({fmt(c['mde_rel_pct'], 3)}% of baseline)")
+            f"{fmt(r.mde)} ({fmt(r.mde_rel_pct, 3)}% of baseline)")
 
 
-def _markdown_sections(report: dict) -> list[str]:
+def _markdown_sections(report: Report) -> list[str]:
     return (_section("Mechanism", _mechanism_lines, report)
-            + _section("Parity", _parity_lines, report.get("parity"))
-            + _section("Scaling", _scaling_lines, report.get("scaling"))
+            + _section("Parity", _parity_lines, report.analyses.get("parity"))
+            + _section("Scaling", _scaling_lines, report.analyses.get("scaling"))
             + _section("Failed or diverged runs", _failure_lines, report)
             + _section("Data and code", _identity_lines, report)
-            + _section("Timings", _timing_lines, report["timings"]))
+            + _section("Timings", _timing_lines, report.timings))
 
 
-def _identity_lines(report: dict) -> list[str]:
-    data, code = report.get("data"), report.get("code") or {}
+def _identity_lines(report: Report) -> list[str]:
+    data, code = report.data, report.code or {}
     lines = ["", "## Data and code", ""]
     if data:
         source = (f"source `{data['source']}` (sha256 {data['source_hash']}), " if data.get("source") else
@@ -154,7 +148,7 @@ def _identity_lines(report: dict) -> list[str]:
     else:
         lines.append("Data: – (this ledger predates data fingerprints)")
     lines.append("Code: " + ", ".join(f"{k} {v}" for k, v in code.items() if v) + ".")
-    lines += [f"- ⚠ {error}" for error in report.get("plot_errors", [])]
+    lines += [f"- ⚠ {error}" for error in report.plot_errors]
     return lines
 
 
@@ -166,27 +160,24 @@ MECHANISM_QUESTIONS = {  # mechanism comparison -> (what it asks, the effect's n
 }
 
 
-def _mechanism_lines(report: dict) -> list[str]:
+def _mechanism_lines(report: Report) -> list[str]:
     lines = ["", "## Mechanism", ""]
-    comparisons = report.get("mechanism") or {}
+    comparisons = report.mechanism
     if not comparisons:
         lines += ["No ablation or no-mixing control in this study (add them with --models); the constraint and "
                   "the need for mixing are untested.", ""]
     for name, comp in comparisons.items():
         question, effect = MECHANISM_QUESTIONS[name]
-        if "delta_mean" not in comp:
-            lines.append(f"- {question} {comp['a']} vs {comp['b']}: {comp['verdict']} ({comp['reason']})")
+        r = comp.result
+        if r is None:
+            lines.append(f"- {question} {comp.a} vs {comp.b}: {comp.verdict} ({comp.reason})")
             continue
-        answer = comp["verdict"]
-        if comp["verdict"] == VERDICT_BETTER:
-            answer = f"yes, {effect} (significant)"
-        elif comp["verdict"] == VERDICT_WORSE:
-            answer = f"no, the opposite (significant: {comp['b']} is better)"
-        lines.append(f"- {question} {comp['a']} − {comp['b']}: Δ = {fmt(comp['delta_mean'])} (95% t-interval "
-                     f"{fmt(comp['ci_low'])} … {fmt(comp['ci_high'])}), {comp['a']} better on {comp['idea_wins']}/"
-                     f"{comp['n_pairs']} seeds, p = {fmt(comp['p_value'])} ({comp['p_method']}, alone at α) → "
-                     f"**{answer}**.")
-    mech = report.get("mechanism_signature")
+        answer = {True: f"yes, {effect} (significant)", False: f"no, the opposite (significant: {comp.b} is better)",
+                  None: comp.verdict}[comp.a_better]
+        lines.append(f"- {question} {comp.a} − {comp.b}: Δ = {fmt(r.delta_mean)} (95% t-interval "
+                     f"{fmt(r.ci_low)} … {fmt(r.ci_high)}), {comp.a} better on {r.idea_wins}/"
+                     f"{r.n_pairs} seeds, p = {fmt(r.p_value)} ({r.p_method}, alone at α) → **{answer}**.")
+    mech = report.mechanism_signature
     if mech and "error" in mech:
         return lines + ["", f"Parametrisation check: – (failed: {mech['error']})"]
     if mech:
@@ -201,12 +192,11 @@ def _mechanism_lines(report: dict) -> list[str]:
     return lines
 
 
-def _failure_lines(report: dict) -> list[str]:
-    if not report["failures"]:
+def _failure_lines(report: Report) -> list[str]:
+    if not report.failures:
         return []
     return (["", "## Failed or diverged runs", "", "| model | lr | seed | status | error |", "|---|---|---|---|---|"]
-            + [f"| {f['model']} | {fmt(f['lr'])} | {f['seed']} | {f['status']} | {f['error']} |"
-               for f in report["failures"]])
+            + [f"| {f.model} | {fmt(f.lr)} | {f.seed} | {f.status} | {f.error} |" for f in report.failures])
 
 
 def _timing_lines(timings: dict) -> list[str]:
@@ -229,8 +219,8 @@ def _parity_lines(parity: dict | None) -> list[str]:
         if row["skipped"]:
             lines.append(f"| {row['model']} | {row['role']} | – | – | – | {row['skipped']} |")
             continue
-        lines.append(f"| {row['model']} | {row['role']} | {row['params']:,} | {row['flops'] / 1e9:.4g} | "
-                     f"{row['params_ratio']:.3g} | {row['flops_ratio']:.3g} |")
+        lines.append(f"| {row['model']} | {row['role']} | {row['params']:,} | {fmt(row['flops'] / 1e9)} | "
+                     f"{fmt(row['params_ratio'], 3)} | {fmt(row['flops_ratio'], 3)} |")
     lines += [""] + [f"- ⚠ {warning}" for warning in parity["warnings"]]
     if parity.get("knobs"):
         lines.append(f"- width matched with {parity['knobs']}")

@@ -60,7 +60,8 @@ def run_study(out, spec=None, executor=None):
 
 
 def test_sweep_divergence_and_report(tmp_path):
-    chosen, report, executor = run_study(tmp_path / "a")
+    chosen, built, executor = run_study(tmp_path / "a")
+    report = built.to_dict()  # bench_report.json's keys
     # 3 models x 2 lrs x 1 sweep seed (1000), then the 3 comparison seeds (0, 1, 2) of each at its chosen rate
     assert len(executor.executed) == 6 + 3 * 3
     assert chosen["fake-fragile"] == 1e-3  # 3e-3 diverged, so it cannot be chosen
@@ -88,7 +89,7 @@ def test_sweep_divergence_and_report(tmp_path):
     assert best["cfg"]["lr"] == report["idea"]["best_cfg"]["lr"]
     mech = report["mechanism_signature"]
     assert mech["confirmed"] is True and len(mech["per_seed"]) == 3
-    paths = write_report(report, tmp_path / "a")
+    paths = write_report(built, tmp_path / "a")
     names = {p.name for p in paths}
     assert {"bench_report.json", "report.md", "paired.png", "sweep.png", "curves.png"} <= names
     markdown = (tmp_path / "a" / "report.md").read_text()
@@ -101,10 +102,8 @@ def test_same_study_twice_gives_identical_numbers(tmp_path):
     _, first, _ = run_study(tmp_path / "a", spec)
     _, second, _ = run_study(tmp_path / "b", spec)
     for model in ("fake-mixer", "fake-attention"):
-        arm = first["idea"] if model == "fake-mixer" else first["baselines"][model]
-        other = second["idea"] if model == "fake-mixer" else second["baselines"][model]
-        assert arm["full"]["per_seed"] == other["full"]["per_seed"]
-    strip = lambda r: {k: v for k, v in r.items() if k not in ("timings",)}  # noqa: E731
+        assert first.arms[model].per_seed == second.arms[model].per_seed
+    strip = lambda r: {k: v for k, v in r.to_dict().items() if k not in ("timings",)}  # noqa: E731
     assert strip(first) == strip(second)
 
 
@@ -117,5 +116,5 @@ def test_interrupted_sweep_resumes_without_redoing_finished_runs(tmp_path):
     _, resumed, executor = run_study(tmp_path / "r", spec)
     assert len(executor.executed) == 4 + 2 * 3 - 3  # only what was missing
     _, uninterrupted, _ = run_study(tmp_path / "u", spec)
-    strip = lambda r: {k: v for k, v in r.items() if k not in ("timings",)}  # noqa: E731
+    strip = lambda r: {k: v for k, v in r.to_dict().items() if k not in ("timings",)}  # noqa: E731
     assert strip(resumed) == strip(uninterrupted)

@@ -50,5 +50,5 @@ def test_a_mixed_precision_study_trains_and_its_report_says_so(tmp_path, precisi
         report = build_report(ledger)
         rows = ledger.rows()
     assert all(row.status == "ok" for row in rows), [row.error for row in rows]
-    assert report["precision"] == precision
+    assert report.precision == report.to_dict()["precision"] == precision
     assert f"Device cpu ({precision})" in render_markdown(report)

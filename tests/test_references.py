@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 import torch
@@ -15,6 +17,7 @@ from gridmix.analysis.references import (
     with_model_metrics,
 )
 from gridmix.grid import Grid
+from gridmix.report_types import Arm
 from gridmix.tracks import DataSizes, Split, TrackData
 
 SIZES = DataSizes(n_train=200, n_val=100, n_test=100)
@@ -69,14 +72,19 @@ def test_majority_class_comes_from_the_training_split():
     assert value == pytest.approx(expected, rel=1e-6)
 
 
-def report(idea_mean: float, base_mean: float, lr_idea: float = 3e-3) -> dict:
-    arm = lambda name, mean, lr, val: {"name": name, "full": {"mean": mean}, "best_cfg": {"lr": lr},  # noqa: E731
-                                       "curves": {"val": val}}
-    return {"idea": arm("idea", idea_mean, lr_idea, [[3, 2, 1], [3, 1, 2]]),
-            "baselines": {"vit": arm("vit", base_mean, 2e-3, [[3, 1, 2], [2, 1]])}, "n_seeds": 2,
-            "metric": "test MSE", "metric_direction": "lower is better",
-            "budget": {"lrs": [1e-3, 2e-3, 3e-3], "epochs": 3},
-            "references": {"kind": "forecasting", "values": {"persistence": 0.5, "seasonal naive (season 4)": 0.4}}}
+def arm(name: str, role: str, mean: float, lr: float, val: tuple) -> Arm:
+    return Arm(name=name, role=role, lr=lr, sweep=(), per_seed_status=("ok", "ok"), train_loss=((), ()), val=val,
+               per_seed=(mean, mean), mean=mean, std=0.0)
+
+
+def report(idea_mean: float, base_mean: float, lr_idea: float = 3e-3) -> SimpleNamespace:
+    """The fields of a :class:`gridmix.report_types.Report` that the references' lines and plots read."""
+    return SimpleNamespace(arms={"idea": arm("idea", "idea", idea_mean, lr_idea, ((3, 2, 1), (3, 1, 2))),
+                                 "vit": arm("vit", "baseline", base_mean, 2e-3, ((3, 1, 2), (2, 1)))},
+                           n_seeds=2, metric="test MSE", lower_is_better=True,
+                           budget={"lrs": [1e-3, 2e-3, 3e-3], "epochs": 3},
+                           references={"kind": "forecasting",
+                                       "values": {"persistence": 0.5, "seasonal naive (season 4)": 0.4}})
 
 
 def test_headline_says_when_every_model_is_worse_than_the_naive_reference():
@@ -110,8 +118,6 @@ def test_plots_draw_the_references_as_labelled_lines():
 
 
 def test_model_metrics_are_means_over_the_finished_seeds_only():
-    from types import SimpleNamespace
-
     def row(status, mase):
         return SimpleNamespace(status=status, extras={"test_metrics": {"MASE (m=1)": mase}} if mase else {})
 

@@ -20,12 +20,17 @@ models' test split. Shape legend: S samples, L context length, H horizon.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import torch
 
 from gridmix.grid import Grid
-from gridmix.report_format import fmt, report_arms
+from gridmix.report_format import fmt
 from gridmix.tracks import DataSizes, Track
+
+if TYPE_CHECKING:
+    from gridmix.report_types import Report
 
 SEASONS = (4, 7, 12, 24, 52)
 
@@ -92,16 +97,15 @@ def with_model_metrics(references: dict | None, final_rows: dict[str, list]) -> 
     return dict(references or {"kind": "none", "values": {}}, models=models)
 
 
-def reference_summary(report: dict) -> dict | None:
+def reference_summary(report: Report) -> dict | None:
     """Which models beat the best naive reference, and (forecasting) each model's metric relative to persistence."""
-    refs = report.get("references") or {}
+    refs = report.references or {}
     if not refs.get("values"):
         return None
-    lower = report["metric_direction"].startswith("lower")
+    lower = report.lower_is_better
     best_name = (min if lower else max)(refs["values"], key=refs["values"].get)
     best = refs["values"][best_name]
-    arms = report_arms(report)
-    means = {name: arm["full"]["mean"] for name, arm in arms.items() if arm["full"].get("mean") is not None}
+    means = {name: arm.mean for name, arm in report.arms.items() if arm.mean is not None}
     beats = {name: (mean < best if lower else mean > best) for name, mean in means.items()}
     summary = {"best": best_name, "best_value": best, "beats_best": beats,
                "all_worse": bool(beats) and not any(beats.values())}
@@ -110,31 +114,28 @@ def reference_summary(report: dict) -> dict | None:
     return summary
 
 
-def edge_learning_rates(report: dict) -> dict[str, float]:
+def edge_learning_rates(report: Report) -> dict[str, float]:
     """Models whose chosen learning rate is the smallest or largest one swept (the optimum may lie beyond)."""
-    lrs = sorted(report["budget"]["lrs"])
-    arms = report_arms(report)
+    lrs = sorted(report.budget["lrs"])
     if len(lrs) < 2:
         return {}
-    return {name: arm["best_cfg"]["lr"] for name, arm in arms.items()
-            if arm["best_cfg"].get("lr") in (lrs[0], lrs[-1])}
+    return {name: arm.lr for name, arm in report.arms.items() if arm.lr in (lrs[0], lrs[-1])}
 
 
-def improving_at_cap(report: dict) -> dict[str, int]:
+def improving_at_cap(report: Report) -> dict[str, int]:
     """Per model, how many final runs were still improving at the epoch cap (best validation epoch the last)."""
-    cap = report["budget"]["epochs"]
-    lower = report["metric_direction"].startswith("lower")
-    arms = report_arms(report)
+    cap = report.budget["epochs"]
+    lower = report.lower_is_better
     counts = {}
-    for name, arm in arms.items():
-        curves = [c for c in arm.get("curves", {}).get("val", []) if len(c) == cap and cap > 1]
+    for name, arm in report.arms.items():
+        curves = [c for c in arm.val if len(c) == cap and cap > 1]
         n = sum(1 for c in curves if c.index(min(c) if lower else max(c)) == cap - 1)
         if n:
             counts[name] = n
     return counts
 
 
-def reference_lines(report: dict) -> list[str]:
+def reference_lines(report: Report) -> list[str]:
     """The report's Markdown on the naive references and learning rates at the edge of the sweep."""
     lines = []
     summary = reference_summary(report)
@@ -144,36 +145,36 @@ def reference_lines(report: dict) -> list[str]:
     if edges:
         lines += ["**Learning rate at the edge of the sweep** (the best may lie beyond it; widen `--lrs`): "
                   + ", ".join(f"{name} chose {lr:g}" for name, lr in edges.items())
-                  + f" of {sorted(report['budget']['lrs'])}.", ""]
+                  + f" of {sorted(report.budget['lrs'])}.", ""]
     improving = improving_at_cap(report)
     if improving:
-        lines += [f"**Still improving at the cap of {report['budget']['epochs']} epochs** (best validation in the "
+        lines += [f"**Still improving at the cap of {report.budget['epochs']} epochs** (best validation in the "
                   "last epoch; more epochs or `patience` in the budget may change the result): "
-                  + ", ".join(f"{name} in {n} of {report['n_seeds']} seeds" for name, n in improving.items()) + ".",
+                  + ", ".join(f"{name} in {n} of {report.n_seeds} seeds" for name, n in improving.items()) + ".",
                   ""]
     return lines
 
 
-def _reference_tables(report: dict, summary: dict) -> list[str]:
+def _reference_tables(report: Report, summary: dict) -> list[str]:
     """The references' values, then per model whether it beats them (and its extra metrics, e.g. MASE)."""
-    refs = report["references"]
+    refs = report.references
     ref_extras, model_extras = refs.get("extra_metrics") or {}, refs.get("models") or {}
     extra_names = sorted({name for table in (ref_extras, model_extras) for metrics in table.values()
                           for name in metrics})
     lines = []
     if summary["all_worse"]:
         lines += [f"**Every model is worse than the naive reference** {summary['best']} "
-                  f"({summary['best_value']:.4g} {report['metric']}).", ""]
+                  f"({fmt(summary['best_value'])} {report.metric}).", ""]
     lines += ["## Naive references (same test split, seed 0's data)", "",
-              "| reference | " + " | ".join([report["metric"], *extra_names]) + " |",
+              "| reference | " + " | ".join([report.metric, *extra_names]) + " |",
               "|---|---|" + "---|" * len(extra_names)]
     for name, value in refs["values"].items():
         extras = "".join(f" {fmt(ref_extras.get(name, {}).get(e), 3)} |" for e in extra_names)
-        lines.append(f"| {name} | {value:.4g} |" + extras)
+        lines.append(f"| {name} | {fmt(value)} |" + extras)
     relative = summary.get("relative_to_persistence")
     persistence_column = relative is not None and summary["best"] != "persistence"
     columns = ["model", f"beats {summary['best']}"] + (["beats persistence"] if persistence_column else [])
-    columns += [f"{report['metric']} / persistence"] if relative is not None else []
+    columns += [f"{report.metric} / persistence"] if relative is not None else []
     columns += [f"{name} (mean over seeds)" for name in extra_names]
     lines += ["", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for name, beats in summary["beats_best"].items():
@@ -181,7 +182,7 @@ def _reference_tables(report: dict, summary: dict) -> list[str]:
         if persistence_column:
             cells.append("yes" if relative[name] < 1 else "no")
         if relative is not None:
-            cells.append(f"{relative[name]:.3g}")
+            cells.append(fmt(relative[name], 3))
         cells += [fmt(model_extras.get(name, {}).get(e), 3) for e in extra_names]
         lines.append("| " + " | ".join(cells) + " |")
     if any(name.startswith("MASE") for name in extra_names):

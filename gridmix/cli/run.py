@@ -21,7 +21,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from gridmix.cli.app import BudgetName, DeviceName, ExecutorName, app, console, fail
-from gridmix.report_format import fmt, report_arms
+from gridmix.report_format import fmt
+from gridmix.report_types import Report
 
 
 def storage_error(error: OSError | sqlite3.Error, path: Path) -> str:
@@ -81,20 +82,19 @@ def make_executor(executor: ExecutorName, *, jobs: int, address: str | None):
     return RayExecutor(address=address, after_training=idea_mechanism)
 
 
-def results_table(report: dict) -> Table:
-    table = Table(title=f"{report['track']} {report['grid']} — {report['metric']} ({report['metric_direction']})")
+def results_table(report: Report) -> Table:
+    """Every arm with its chosen rate, its test metric, and the idea's comparison with it (or mechanism question)."""
+    table = Table(title=f"{report.track} {report.grid} — {report.metric} ({report.metric_direction})")
     for column in ("model", "role", "lr", "mean", "std", "n", "idea − it: Δ", "p", "MDE 80%", "verdict"):
         table.add_column(column, justify="left" if column in ("model", "role", "verdict") else "right")
-    arms = report_arms(report)
-    mechanism = {comp["b"]: comp for comp in (report.get("mechanism") or {}).values() if comp["a"] == report["model"]}
-
-    for name, arm in arms.items():
-        full = arm["full"]
-        comp = arm.get("comparison") or mechanism.get(name, {})
-        role = arm.get("role", "–") + (" (primary)" if comp.get("family") == "primary" else "")
-        verdict = comp.get("verdict", "") + (f" [{arm['flag']}]" if arm.get("flag") else "")
-        table.add_row(name, role, fmt(arm["best_cfg"]["lr"]), fmt(full["mean"]), fmt(full["std"]), str(full["n"]),
-                      fmt(comp.get("delta_mean")), fmt(comp.get("p_holm")), fmt(comp.get("mde")), verdict)
+    mechanism = {comp.b: comp for comp in report.mechanism.values() if comp.a == report.idea}
+    for name, arm in report.arms.items():
+        comp = arm.comparison or mechanism.get(name)
+        result = comp.result if comp else None
+        role = arm.role + (" (primary)" if comp and comp.family == "primary" else "")
+        verdict = (comp.verdict if comp else "") + (f" [{arm.flag}]" if arm.flag else "")
+        table.add_row(name, role, fmt(arm.lr), fmt(arm.mean), fmt(arm.std), str(arm.n),
+                      *(fmt(getattr(result, key, None)) for key in ("delta_mean", "p_holm", "mde")), verdict)
     return table
 
 
@@ -187,7 +187,7 @@ def run(
     except (OSError, sqlite3.Error) as error:
         fail(storage_error(error, out))
     Console(width=None if sys.stdout.isatty() else 140).print(results_table(report))
-    console.print(f"verdict: [bold]{report['comparison']['verdict']}[/]; report: {paths[1]} ({seconds:.0f} s)",
+    console.print(f"verdict: [bold]{report.verdict}[/]; report: {paths[1]} ({seconds:.0f} s)",
                   highlight=False)
     errors = analysis_errors(report)
     for line in errors:
@@ -354,12 +354,12 @@ def _store_references(ledger, track, grid, budget) -> None:
         ledger.put("references", {"kind": "none", "values": {}, "error": f"{type(error).__name__}: {error}"})
 
 
-def analysis_errors(report: dict) -> list[str]:
+def analysis_errors(report: Report) -> list[str]:
     """What went wrong in the study itself (never that the idea lost): failed runs and failed analyses."""
-    errors = [f"run {f['model']} lr={f['lr']:g} seed={f['seed']} failed: {f['error']}"
-              for f in report["failures"] if f["status"] == "failed"]
-    errors += [f"{name} analysis failed: {report[name]['error']}" for name in ("parity", "scaling")
-               if isinstance(report.get(name), dict) and "error" in report[name]]
+    errors = [f"run {f.model} lr={f.lr:g} seed={f.seed} failed: {f.error}"
+              for f in report.failures if f.status == "failed"]
+    errors += [f"{name} analysis failed: {report.analyses[name]['error']}" for name in ("parity", "scaling")
+               if isinstance(report.analyses.get(name), dict) and "error" in report.analyses[name]]
     return errors
 
 

@@ -1,0 +1,97 @@
+"""The typed report: it serialises to the JSON the report always had, reads back from it, renders report.md and
+the terminal table as before, checks itself when built, and says which arm a mechanism verdict is about."""
+
+import dataclasses
+import json
+
+import pytest
+from rich.console import Console
+
+from gridmix.analysis.stats import VERDICT_BETTER
+from gridmix.cli.run import results_table
+from gridmix.report import build_report, write_report
+from gridmix.report_markdown import render_markdown
+from gridmix.report_types import Arm, Comparison, Report
+from gridmix.store import Ledger
+from tests import report_example
+
+FIGURES = ["paired.png", "curves.png"]  # as the reference Markdown was rendered
+
+
+def build(out) -> Report:
+    with Ledger(report_example.fill(out), create=False) as ledger:
+        return build_report(ledger)
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory) -> Report:
+    return build(tmp_path_factory.mktemp("study"))
+
+
+def reference_json() -> dict:
+    """The dict the report code wrote for the example study before the report was typed."""
+    return json.loads((report_example.DATA / "report_example.json").read_text())
+
+
+def test_the_report_serialises_to_the_keys_and_values_it_always_had(report):
+    before, after = reference_json(), json.loads(json.dumps(report.to_dict()))
+    # one deliberate change: the baseline's mechanism verdict named the idea ("idea better")
+    question = before["mechanism"]["baseline_vs_control"]
+    assert question["a"] == "base" and question["verdict"] == VERDICT_BETTER
+    question["verdict"] = "baseline better (significant)"
+    assert after == before
+    assert list(after) == list(before) and list(after["idea"]) == list(before["idea"])  # the same key order
+    assert list(after["comparison"]) == list(before["comparison"])
+
+
+def test_a_mechanism_verdict_names_the_arm_it_is_about(report):
+    idea_question, baseline_question = report.mechanism["idea_vs_control"], report.mechanism["baseline_vs_control"]
+    assert idea_question.verdict == VERDICT_BETTER and idea_question.a_better
+    assert baseline_question.verdict == "baseline better (significant)" and baseline_question.a_better
+    assert report.mechanism["ablation"].a_better is None  # no significant difference
+    assert report.mechanism["ablation"].verdict == "no significant difference"
+    assert set(baseline_question.to_dict()) == set(reference_json()["mechanism"]["baseline_vs_control"])
+
+
+def test_a_stored_report_reads_back_as_the_same_object(report):
+    assert Report.from_dict(json.loads(json.dumps(report.to_dict()))) == report
+    old = Report.from_dict(reference_json())  # written before the verdict named its arm: still read
+    assert old.mechanism["baseline_vs_control"].a_better and old.comparison.result.p_value == 2 / 64
+    assert old.baseline.comparison is old.comparison  # one object per comparison, as built
+    with pytest.raises(ValueError, match="not a gridmix report .KeyError: 'comparisons'.; expected the JSON"):
+        Report.from_dict({"track": "image"})
+
+
+def test_renderers_take_the_object_and_write_what_they_wrote_before(report):
+    assert render_markdown(report, figures=FIGURES) == (report_example.DATA / "report_example.md").read_text()
+    console = Console(width=160, record=True, file=open("/dev/null", "w"))
+    console.print(results_table(report))
+    assert console.export_text() == (report_example.DATA / "report_example_table.txt").read_text()
+
+
+def test_the_written_json_is_the_objects(tmp_path):  # and `gridmix report` re-renders it (tests/conftest.py)
+    report = build(tmp_path)
+    paths = write_report(report, tmp_path)  # beside the ledger, as `gridmix run` writes it
+    written = json.loads(paths[0].read_text())
+    assert written["plot_errors"] and written["plot_errors"][0].startswith("scaling plot: ")  # the example's
+    assert Report.from_dict(written) == report.with_plot_errors(written["plot_errors"])  # scaling lacks fields
+    assert "![paired.png](paired.png)" in paths[1].read_text()
+
+
+def test_the_report_and_its_parts_check_themselves(report):
+    arm = report.idea_arm
+    with pytest.raises(ValueError, match="arm 'mix': 5 test values for 6 finished seeds"):
+        dataclasses.replace(arm, per_seed=arm.per_seed[:5])
+    with pytest.raises(ValueError, match="arm 'mix': flag 'at sea'; expected None or one of"):
+        dataclasses.replace(arm, flag="at sea")
+    with pytest.raises(ValueError, match="family 'tertiary'; expected one of"):
+        dataclasses.replace(report.comparison, family="tertiary")
+    with pytest.raises(ValueError, match="expected either a result or a reason"):
+        Comparison(a="mix", b="base", family="primary", verdict="not compared")
+    with pytest.raises(ValueError, match="expected the idea 'mix' first"):
+        dataclasses.replace(report, arms=dict(reversed(report.arms.items())))
+    with pytest.raises(ValueError, match="arm 'base' .* does not carry its comparison"):
+        dataclasses.replace(report, arms={**report.arms, "base": dataclasses.replace(report.baseline, comparison=None)})
+    with pytest.raises(ValueError, match="primary reachable=False with smallest p 0.03125"):
+        dataclasses.replace(report.power, primary=dataclasses.replace(report.power.primary, reachable=False))
+    assert isinstance(arm, Arm) and arm.by_seed == dict(enumerate(arm.per_seed))
