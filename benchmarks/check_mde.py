@@ -19,6 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
+from gridmix.report_types import Report
+
 
 def sign_flip_p(sample: np.ndarray, patterns: np.ndarray) -> float:
     observed = abs(sample.sum())
@@ -38,9 +40,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--draws", type=int, default=4000)
     parser.add_argument("--seed", type=int, default=12345)
     args = parser.parse_args(argv)
-    comparison = json.loads(args.report.read_text())["comparison"]
-    diffs = np.asarray(comparison["per_seed_diffs"])
-    n, spread, alpha, reported = diffs.size, float(diffs.std(ddof=1)), comparison["alpha"], comparison["mde"]
+    comparison = Report.from_dict(json.loads(args.report.read_text())).comparison
+    if comparison is None or comparison.result is None:
+        why = comparison.reason if comparison else "no baseline"
+        print(f"{args.report}: the primary comparison was not compared ({why})")
+        return 1
+    result = comparison.result
+    diffs = np.asarray(result.per_seed_diffs)
+    n, spread, alpha, reported = diffs.size, float(diffs.std(ddof=1)), result.alpha, result.mde
     if reported is None:
         print(f"report MDE unreachable at n={n}: smallest exact p 2/2^{n} = {2 / 2**n:.4g} vs alpha {alpha}")
         return 0 if 2 / 2**n >= alpha else 1

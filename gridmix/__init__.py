@@ -11,6 +11,7 @@ from gridmix.hookspecs import hookimpl
 from gridmix.mixer import ConcentrationMixer, tucker_flops
 from gridmix.native_build import set_native
 from gridmix.plugins import BrokenPlugin, Registry, load_registry, validate_data
+from gridmix.report_types import Arm, Comparison, Report
 from gridmix.suggest import did_you_mean
 from gridmix.tokenwise import TokenwiseMixer
 from gridmix.tracks import ContractError, DataSizes, ModelSpec, Split, Track, TrackData
@@ -19,8 +20,10 @@ from gridmix.tucker import set_triton
 __version__ = "0.1.0"
 
 __all__ = [
+    "Arm",
     "BrokenPlugin",
     "CausalFactor",
+    "Comparison",
     "ConcentrationMixer",
     "ContractError",
     "DataSizes",
@@ -28,6 +31,7 @@ __all__ = [
     "GridLike",
     "ModelSpec",
     "Registry",
+    "Report",
     "Split",
     "SymmetricFactor",
     "TokenwiseMixer",
