@@ -327,7 +327,7 @@ class Report:
         if self.primary_baseline is not None and self.primary_baseline not in self.arms:
             raise ValueError(f"primary baseline {self.primary_baseline!r} is not among the arms {list(self.arms)}")
         for name, arm in self.arms.items():
-            if arm.name != name or arm.comparison is not self.comparisons.get(name, None):
+            if arm.name != name or arm.comparison != self.comparisons.get(name):
                 raise ValueError(f"arm {name!r} (named {arm.name!r}) does not carry its comparison in the report; "
                                  f"expected the arm named by its key, with comparisons[{name!r}] or none")
         for name, comparison in {**self.comparisons, **self.mechanism}.items():
@@ -407,7 +407,11 @@ class Report:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Report:
-        """A report read back from ``bench_report.json``; ``ValueError`` when a key is missing or malformed."""
+        """A report read back from ``bench_report.json``; ``ValueError`` when a key is missing or malformed.
+
+        Keys that reports gained later (``fixed_split``, ``chance``, ``ceiling``, ``precision``, ``data``,
+        ``code``, ``references``) may be missing: an older report reads with their defaults.
+        """
         try:
             return cls._from_dict(data)
         except (KeyError, TypeError, AttributeError) as error:
@@ -426,12 +430,14 @@ class Report:
             bench_version=data["bench_version"], track=data["track"], grid=data["grid"], idea=data["model"],
             metric=data["metric"], direction=metric_direction.removesuffix(" is better"),
             comparison_seeds=tuple(data["seeds"]["comparison"]), sweep_seeds=tuple(data["seeds"]["sweep"]),
-            fixed_split=data["fixed_split"], chance=data["chance"], ceiling=data["ceiling"], arms=arms,
+            fixed_split=data.get("fixed_split", False), chance=data.get("chance"), ceiling=data.get("ceiling"),
+            arms=arms,
             primary_baseline=data["primary_baseline"], comparisons=comparisons,
             holm_adjusted_over=tuple(data["holm_adjusted_over"]), power=Power.from_dict(data["power"]),
             mechanism={name: Comparison.from_dict(c) for name, c in data["mechanism"].items()},
             mechanism_signature=data["mechanism_signature"], budget=data["budget"],
             failures=tuple(FailedRun(**f) for f in data["failures"]), timings=data["timings"],
-            versions=data["versions"], device=data["device"], precision=data["precision"], threads=data["threads"],
-            data=data["data"], code=data["code"], analyses={k: v for k, v in data.items() if k not in _KEYS},
-            references=data["references"], plot_errors=tuple(data.get("plot_errors", ())))
+            versions=data["versions"], device=data["device"], precision=data.get("precision", "fp32"),
+            threads=data["threads"], data=data.get("data"), code=data.get("code", {}),
+            analyses={k: v for k, v in data.items() if k not in _KEYS}, references=data.get("references"),
+            plot_errors=tuple(data.get("plot_errors", ())))

@@ -60,6 +60,9 @@ def test_a_stored_report_reads_back_as_the_same_object(report):
     assert old.baseline.comparison is old.comparison  # one object per comparison, as built
     with pytest.raises(ValueError, match="not a gridmix report .KeyError: 'comparisons'.; expected the JSON"):
         Report.from_dict({"track": "image"})
+    later = ("fixed_split", "chance", "ceiling", "precision", "data", "code", "references")
+    older = Report.from_dict({k: v for k, v in reference_json().items() if k not in later})  # before those keys
+    assert (older.fixed_split, older.chance, older.precision, older.references) == (False, None, "fp32", None)
 
 
 def test_renderers_take_the_object_and_write_what_they_wrote_before(report):
@@ -90,7 +93,7 @@ def test_the_report_and_its_parts_check_themselves(report):
         Comparison(a="mix", b="base", family="primary", verdict="not compared")
     with pytest.raises(ValueError, match="expected the idea 'mix' first"):
         dataclasses.replace(report, arms=dict(reversed(report.arms.items())))
-    with pytest.raises(ValueError, match="arm 'base' .* does not carry its comparison"):
+    with pytest.raises(ValueError, match="arm 'base' .* does not carry its comparison"):  # the idea's with it
         dataclasses.replace(report, arms={**report.arms, "base": dataclasses.replace(report.baseline, comparison=None)})
     with pytest.raises(ValueError, match="primary reachable=False with smallest p 0.03125"):
         dataclasses.replace(report.power, primary=dataclasses.replace(report.power.primary, reachable=False))
