@@ -45,8 +45,8 @@ from __future__ import annotations
 import torch
 
 LEAF = 128  # dense leaf length (docs/mixer.md, benchmarks/bench_causal.py)
-BRANCH = 2  # most sub-blocks per stage
-CHUNK = 1 << 18  # values of the (R, h, L) tensor per chunk of rows
+BRANCH = 4  # most sub-blocks per stage
+CHUNK = 1 << 20  # values of the (R, h, L) tensor per chunk of rows (4 MiB in float32)
 
 
 def causal_toeplitz(kernel: torch.Tensor, length: int) -> torch.Tensor:
