@@ -110,7 +110,7 @@ def _flip_sign(s: int, device: torch.device, dtype: torch.dtype) -> torch.Tensor
 
 
 class _CausalBlocks(torch.autograd.Function):
-    """:func:`causal_mode_product` on the padded, row-major tensor ``t`` (R, h, L): leaves and stages, chunk by chunk.
+    """:func:`causal_mode_product` on the padded tensor ``t`` (h, R, L): leaves and stages, chunk of rows by chunk.
 
     Stage ``(s, P)`` cuts every block of ``P·s`` positions into ``P`` sub-blocks and adds to sub-block ``j``
     the contribution of every earlier sub-block ``i < j``: ``y_j += irfft(X_i · G_{j−i})[s:]`` with ``X_i`` the
@@ -122,24 +122,25 @@ class _CausalBlocks(torch.autograd.Function):
 
     Rows are processed in chunks of about ``CHUNK`` values, every stage and the leaves per chunk: the
     intermediates stay in cache and are reused by the allocator instead of paging in fresh memory per level.
+    Within a head a chunk is contiguous, so the leaves are one GEMM per head (rows × leaf blocks, b) @ (b, b).
     """
 
     @staticmethod
     def forward(ctx, t: torch.Tensor, kappa: torch.Tensor, leaf: int, stages: list[tuple[int, int]]) -> torch.Tensor:
-        rows, heads, length = t.shape  # (R, h, L)
+        heads, rows, length = t.shape  # (h, R, L)
         leaf_matrices = causal_toeplitz(kappa[:, :leaf], leaf).mT.contiguous()  # (h, b, b): x_block @ Tᵀ
         filters = [torch.fft.rfft(kappa[:, : p * s].unfold(-1, 2 * s, s), n=2 * s) for s, p in stages]  # (h, P−1, s+1)
-        y = torch.empty_like(t)  # (R, h, L)
-        for start in range(0, rows, _chunk_rows(heads, length)):
-            tc = t[start : start + _chunk_rows(heads, length)]  # (Rc, h, L)
-            yc = y[start : start + tc.shape[0]]
-            torch.matmul(tc.view(-1, heads, length // leaf, leaf), leaf_matrices,
-                         out=yc.view(-1, heads, length // leaf, leaf))  # (Rc, h, L/b, b)
+        y = torch.empty_like(t)  # (h, R, L)
+        step = _chunk_rows(heads, length)
+        for start in range(0, rows, step):
+            tc = t[:, start : start + step]  # (h, Rc, L)
+            yc = torch.bmm(tc.reshape(heads, -1, leaf), leaf_matrices).view(tc.shape)  # (h, Rc, L)
             for (s, p), filt in zip(stages, filters):
-                blocks = tc.view(-1, heads, length // (p * s), p, s)  # (Rc, h, Q, P, s)
-                spectra = torch.fft.rfft(blocks[..., : p - 1, :], n=2 * s)  # (Rc, h, Q, P−1, s+1): sub-blocks 0..P−2
-                mixed = _causal_sum(spectra, filt)  # (Rc, h, Q, P−1, s+1): into sub-blocks 1..P−1
-                yc.view(-1, heads, length // (p * s), p, s)[..., 1:, :] += torch.fft.irfft(mixed, n=2 * s)[..., s:]
+                blocks = tc.view(heads, -1, length // (p * s), p, s)  # (h, Rc, Q, P, s)
+                spectra = torch.fft.rfft(blocks[..., : p - 1, :], n=2 * s)  # (h, Rc, Q, P−1, s+1): sub-blocks 0..P−2
+                mixed = _causal_sum(spectra, filt)  # (h, Rc, Q, P−1, s+1): into sub-blocks 1..P−1
+                yc.view(blocks.shape)[..., 1:, :] += torch.fft.irfft(mixed, n=2 * s)[..., s:]
+            y[:, start : start + step] = yc
         ctx.save_for_backward(t, kappa, *filters)
         ctx.leaf, ctx.stages = leaf, stages
         return y
@@ -147,36 +148,35 @@ class _CausalBlocks(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
         t, kappa, *filters = ctx.saved_tensors
-        rows, heads, length = t.shape
+        heads, rows, length = t.shape
         leaf, stages = ctx.leaf, ctx.stages
-        grad = grad.contiguous()  # (R, h, L)
         want_t, want_kappa = ctx.needs_input_grad[:2]
         leaf_matrices = causal_toeplitz(kappa[:, :leaf], leaf).contiguous()  # (h, b, b)
         adjoints = [_flip_sign(s, t.device, t.dtype) * f.conj() for (s, _), f in zip(stages, filters)]  # (h, P−1, s+1)
         grad_t = torch.empty_like(t) if want_t else None
         leaf_outer = t.new_zeros(heads, leaf, leaf)  # Σ ḡ_i x_j over all leaf blocks: (h, b, b)
         cross = [f.new_zeros(f.shape) for f in filters]  # Σ rfft(ḡ_j) conj(X_{j−d}): (h, P−1, s+1) per stage
-        for start in range(0, rows, _chunk_rows(heads, length)):
-            gc = grad[start : start + _chunk_rows(heads, length)]  # (Rc, h, L)
-            tc = t[start : start + gc.shape[0]]
+        step = _chunk_rows(heads, length)
+        for start in range(0, rows, step):
+            gc = grad[:, start : start + step].contiguous()  # (h, Rc, L)
+            tc = t[:, start : start + step]
             if want_t:
-                xc = grad_t[start : start + gc.shape[0]]
-                torch.matmul(gc.view(-1, heads, length // leaf, leaf), leaf_matrices,
-                             out=xc.view(-1, heads, length // leaf, leaf))  # (Rc, h, L/b, b)
+                xc = torch.bmm(gc.view(heads, -1, leaf), leaf_matrices).view(gc.shape)  # (h, Rc, L)
             if want_kappa:
-                leaf_outer += torch.matmul(gc.view(-1, heads, length // leaf, leaf).mT,
-                                           tc.view(-1, heads, length // leaf, leaf)).sum(0)  # (h, b, b)
+                leaf_outer += torch.bmm(gc.view(heads, -1, leaf).mT, tc.reshape(heads, -1, leaf))  # (h, b, b)
             for (s, p), adjoint, acc in zip(stages, adjoints, cross):
-                shape = (-1, heads, length // (p * s), p, s)  # (Rc, h, Q, P, s)
-                out = torch.fft.rfft(gc.view(shape)[..., 1:, :], n=2 * s)  # (Rc, h, Q, P−1, s+1): ḡ, sub-blocks 1..P−1
+                shape = (heads, -1, length // (p * s), p, s)  # (h, Rc, Q, P, s)
+                out = torch.fft.rfft(gc.view(shape)[..., 1:, :], n=2 * s)  # (h, Rc, Q, P−1, s+1): ḡ, sub-blocks 1..P−1
                 if want_t:
-                    back = torch.fft.irfft(_anticausal_sum(out, adjoint), n=2 * s)  # (Rc, h, Q, P−1, 2s)
+                    back = torch.fft.irfft(_anticausal_sum(out, adjoint), n=2 * s)  # (h, Rc, Q, P−1, 2s)
                     xc.view(shape)[..., : p - 1, :] += back[..., :s]  # into sub-blocks 0..P−2
                 if want_kappa:
-                    spectra = torch.fft.rfft(tc.view(shape)[..., : p - 1, :], n=2 * s)  # (Rc, h, Q, P−1, s+1)
+                    spectra = torch.fft.rfft(tc.view(shape)[..., : p - 1, :], n=2 * s)  # (h, Rc, Q, P−1, s+1)
                     for d in range(1, p):
-                        products = torch.linalg.vecdot(spectra[..., : p - d, :], out[..., d - 1 :, :], dim=0)
+                        products = torch.linalg.vecdot(spectra[..., : p - d, :], out[..., d - 1 :, :], dim=1)
                         acc[:, d - 1] += products.sum((1, 2))  # Σ over rows, blocks, sub-blocks: (h, s+1)
+            if want_t:
+                grad_t[:, start : start + step] = xc
         grad_kappa = None
         if want_kappa:
             grad_kappa = torch.zeros_like(kappa)  # (h, L)
@@ -191,25 +191,25 @@ class _CausalBlocks(torch.autograd.Function):
 
 
 def _chunk_rows(heads: int, length: int) -> int:
-    """Rows per chunk: about ``CHUNK`` values of the (R, h, L) tensor, at least one row."""
+    """Rows per chunk: about ``CHUNK`` values of the (h, R, L) tensor, at least one row."""
     return max(1, CHUNK // (heads * length))
 
 
 def _causal_sum(spectra: torch.Tensor, filters: torch.Tensor) -> torch.Tensor:
-    """``out_j = Σ_{i<j} X_i · G_{j−i}`` for ``j = 1..P−1``: (Rc, h, Q, P−1, F) from ``X_{0..P−2}`` and (h, P−1, F)."""
+    """``out_j = Σ_{i<j} X_i · G_{j−i}`` for ``j = 1..P−1``: (h, Rc, Q, P−1, F) from ``X_{0..P−2}`` and (h, P−1, F)."""
     parts = spectra.shape[-2] + 1
-    out = spectra * filters[:, None, :1]  # d = 1: X_{j−1} G_1
+    out = spectra * filters[:, None, None, :1]  # d = 1: X_{j−1} G_1
     for d in range(2, parts):
-        out[..., d - 1 :, :] += spectra[..., : parts - d, :] * filters[:, None, d - 1 : d]
+        out[..., d - 1 :, :] += spectra[..., : parts - d, :] * filters[:, None, None, d - 1 : d]
     return out
 
 
 def _anticausal_sum(grads: torch.Tensor, adjoints: torch.Tensor) -> torch.Tensor:
-    """``out_i = Σ_{j>i} Ḡ_j · H_{j−i}`` for ``i = 0..P−2``: (Rc, h, Q, P−1, F) from ``Ḡ_{1..P−1}`` and (h, P−1, F)."""
+    """``out_i = Σ_{j>i} Ḡ_j · H_{j−i}`` for ``i = 0..P−2``: (h, Rc, Q, P−1, F) from ``Ḡ_{1..P−1}`` and (h, P−1, F)."""
     parts = grads.shape[-2] + 1
-    out = grads * adjoints[:, None, :1]  # d = 1: Ḡ_{i+1} H_1
+    out = grads * adjoints[:, None, None, :1]  # d = 1: Ḡ_{i+1} H_1
     for d in range(2, parts):
-        out[..., : parts - d, :] += grads[..., d - 1 :, :] * adjoints[:, None, d - 1 : d]
+        out[..., : parts - d, :] += grads[..., d - 1 :, :] * adjoints[:, None, None, d - 1 : d]
     return out
 
 
@@ -227,11 +227,11 @@ def causal_mode_product(x: torch.Tensor, kernel: torch.Tensor, axis: int, *, lea
     n, heads = x.shape[axis], x.shape[-2]
     b, length = _padded_length(n, leaf)
     with torch.autocast(x.device.type, enabled=False):
-        moved = x.to(work).movedim(axis, -1).movedim(-3, -2)  # (…, c, h, n): the axis last, heads next to it
-        t = moved.new_empty(moved.shape[:-2].numel(), heads, length)  # (R, h, L): rows first, chunked
+        moved = x.to(work).movedim(axis, -1).movedim(-3, 0)  # (h, …, c, n): heads first, the axis last
+        t = moved.new_empty(heads, moved.shape[1:-1].numel(), length)  # (h, R, L): chunked along R
         t[..., n:] = 0  # zeros after the end
         t[..., :n].view(moved.shape).copy_(moved)
         kappa = torch.nn.functional.pad(kernel.to(work), (0, length - kernel.shape[1]))  # (h, L)
-        y = _CausalBlocks.apply(t, kappa, b, _stages(length, b, branch))  # (R, h, L)
-        y = y[..., :n].view(moved.shape)  # (…, c, h, n)
-        return y.movedim(-2, -3).movedim(-1, axis).to(x.dtype)  # (…, n, …, h, c)
+        y = _CausalBlocks.apply(t, kappa, b, _stages(length, b, branch))  # (h, R, L)
+        y = y[..., :n].view(moved.shape)  # (h, …, c, n)
+        return y.movedim(0, -3).movedim(-1, axis).to(x.dtype)  # (…, n, …, h, c)
