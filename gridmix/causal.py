@@ -180,14 +180,24 @@ class _CausalBlocks(torch.autograd.Function):
         grad_kappa = None
         if want_kappa:
             grad_kappa = torch.zeros_like(kappa)  # (h, L)
-            with torch.enable_grad():
-                window = kappa[:, :leaf].detach().requires_grad_()
-                grad_kappa[:, :leaf] = torch.autograd.grad(causal_toeplitz(window, leaf), window, leaf_outer)[0]
+            grad_kappa[:, :leaf] = _lower_diagonal_sums(leaf_outer)
             for (s, p), acc in zip(stages, cross):
                 windows = torch.fft.irfft(acc * _flip_sign(s, t.device, t.dtype), n=2 * s)  # (h, P−1, 2s)
                 for d in range(1, p):
                     grad_kappa[:, (d - 1) * s : (d + 1) * s] += windows[:, d - 1]
         return grad_t, grad_kappa, None, None
+
+
+def _lower_diagonal_sums(matrices: torch.Tensor) -> torch.Tensor:
+    """``out[:, k] = Σ_{i − j = k} M[:, i, j]`` for ``k = 0..b−1``: (h, b) from (h, b, b), the adjoint of
+    :func:`causal_toeplitz` on one leaf.
+
+    Rows padded to ``2b − 1`` and read back ``2b`` wide put ``M[i, j]`` in column ``(j − i) mod 2b``.
+    """
+    heads, b, _ = matrices.shape
+    flat = torch.nn.functional.pad(torch.nn.functional.pad(matrices, (0, b - 1)).reshape(heads, -1), (0, b))
+    sums = flat.view(heads, b, 2 * b).sum(1)  # (h, 2b): column c holds the lags j − i ≡ c (mod 2b)
+    return sums[:, (-torch.arange(b, device=matrices.device)) % (2 * b)]  # (h, b)
 
 
 def _chunk_rows(heads: int, length: int) -> int:
@@ -228,9 +238,7 @@ def causal_mode_product(x: torch.Tensor, kernel: torch.Tensor, axis: int, *, lea
     b, length = _padded_length(n, leaf)
     with torch.autocast(x.device.type, enabled=False):
         moved = x.to(work).movedim(axis, -1).movedim(-3, 0)  # (h, …, c, n): heads first, the axis last
-        t = moved.new_empty(heads, moved.shape[1:-1].numel(), length)  # (h, R, L): chunked along R
-        t[..., n:] = 0  # zeros after the end
-        t[..., :n].view(moved.shape).copy_(moved)
+        t = torch.nn.functional.pad(moved, (0, length - n)).reshape(heads, -1, length)  # (h, R, L): zeros after the end
         kappa = torch.nn.functional.pad(kernel.to(work), (0, length - kernel.shape[1]))  # (h, L)
         y = _CausalBlocks.apply(t, kappa, b, _stages(length, b, branch))  # (h, R, L)
         y = y[..., :n].view(moved.shape)  # (h, …, c, n)
