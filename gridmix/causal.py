@@ -37,7 +37,8 @@ input's dtype.
 Shape legend:
     h: heads, c: channels per head, n: causal axis length, m: kernel length (≤ n),
     R: every other dimension folded (batch, other axes, channels), L: n padded to ``leaf · 2^k``,
-    P: parent blocks at a level, s: half a parent block
+    Rc: rows in a chunk, Q: blocks of ``P·s`` at a stage, P: sub-blocks per block, s: a sub-block's length,
+    F = s + 1: rfft bins of a length-``2s`` frame
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ import torch
 
 LEAF = 128  # dense leaf length (docs/mixer.md, benchmarks/bench_causal.py)
 BRANCH = 4  # most sub-blocks per stage
-CHUNK = 1 << 20  # values of the (R, h, L) tensor per chunk of rows (4 MiB in float32)
+CHUNK = 1 << 20  # values of the (h, R, L) tensor per chunk of rows (4 MiB in float32)
 
 
 def causal_toeplitz(kernel: torch.Tensor, length: int) -> torch.Tensor:
