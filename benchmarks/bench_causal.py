@@ -4,7 +4,8 @@
 
 Forward+backward (gradients of the input and the kernel) on (8, n, 4 heads, 16 channels), the mixer's
 benchmark shape, for: the exactly causal blocked form (:func:`gridmix.causal.causal_mode_product`) at
-several leaf lengths; one zero-padded FFT convolution of length 2n (faster, but its rounding leaks the
+several leaf lengths (``leafB``, at most ``BRANCH`` sub-blocks per stage) and several branchings (``branchP``, at
+the default leaf); one zero-padded FFT convolution of length 2n (faster, but its rounding leaks the
 future, see docs/mixer.md "Causal axes"); the dense Toeplitz reference (up to 4,096); and the rank-16
 projection and expansion GEMMs of one symmetric axis, for scale. Interleaved rounds
 (``bench_common.interleaved``); every figure is also given as a ratio to the one-FFT time, the median of
@@ -19,12 +20,13 @@ from pathlib import Path
 import torch
 from bench_common import add_machine_arguments, interleaved, markdown_table, paired_ratio, set_up_machine, write_json
 
-from gridmix.causal import causal_mode_product, causal_mode_product_dense
+from gridmix.causal import LEAF, causal_mode_product, causal_mode_product_dense
 
 BATCH, HEADS, HEAD_DIM, RANK = 8, 4, 16, 16
-LEAVES = (64, 256, 512, 1024)
+LEAVES = (64, 128, 256, 512)
+BRANCHES = (2, 4, 8)
 DENSE_MAX = 4096
-NAMES = [*(f"leaf{b}" for b in LEAVES), "one_fft", "symmetric_r16", "dense"]
+NAMES = [*(f"leaf{b}" for b in LEAVES), *(f"branch{p}" for p in BRANCHES), "one_fft", "symmetric_r16", "dense"]
 
 
 def one_fft(x: torch.Tensor, kernel: torch.Tensor) -> torch.Tensor:
@@ -46,6 +48,8 @@ def cases(n: int) -> dict:
         return lambda: torch.autograd.grad(fn(), inputs, grad)
 
     out = {f"leaf{b}": step(lambda b=b: causal_mode_product(x, kernel, 1, leaf=b), (x, kernel)) for b in LEAVES}
+    out.update({f"branch{p}": step(lambda p=p: causal_mode_product(x, kernel, 1, leaf=LEAF, branch=p), (x, kernel))
+                for p in BRANCHES})
     out["one_fft"] = step(lambda: one_fft(x, kernel), (x, kernel))
     out["symmetric_r16"] = step(lambda: torch.einsum("brhc,nr->bnhc", torch.einsum("bnhc,nr->brhc", x, basis), basis),
                                 (x, basis))

@@ -12,16 +12,23 @@ causality exact, by construction:
 
 * the sequence is cut into leaf blocks of ``LEAF`` positions (padded with zeros at the end to
   ``LEAF · 2^k``); inside a leaf the dense lower-triangular block acts (exact zeros above the diagonal);
-* at each level ``s = LEAF, 2·LEAF, …`` every parent block of ``2s`` positions adds the contribution of
-  its left half to its right half, ``y[s + a] += Σ_b κ[s + a − b] x[b]`` — a full Toeplitz block, applied
-  by a length-``2s`` FFT of the left half only.
+* in stages from the top, every block of ``P·s`` positions is cut into ``P`` sub-blocks of ``s`` (``P ≤
+  BRANCH``, a power of two) and every sub-block ``j`` gets the contribution of every earlier one ``i < j``,
+  ``y[js + a] += Σ_b κ[(j − i)s + a − b] x[is + b]`` — a full Toeplitz block, applied in the frequency
+  domain of length ``2s``: one rfft per earlier sub-block, one irfft per later one, and the kernel windows'
+  spectra computed once per stage. ``BRANCH = 2`` is one stage per doubling (``log₂(n / LEAF)`` stages).
 
-Every pair ``j < i`` in different leaves is separated at exactly one level, where ``j`` lies in the left
-and ``i`` in the right half of one parent, so the sum is ``T x``. Each FFT reads only inputs that lie
-wholly before the outputs it writes: ``y_i`` is computed from ``x_{≤i}`` alone (bit-for-bit independent of
-the future) and autograd's gradient with respect to ``x_j`` gets exactly zero from every ``y_i``, ``i < j``
-(a block whose output gradient is all zero transforms to exact zeros). Cost per level: one rfft/irfft
-pair over the whole tensor, so ``O(n log n)`` per level and ``log₂(n / LEAF)`` levels.
+Every pair ``j < i`` in different leaves is separated at exactly one stage, where they first fall in
+different sub-blocks of one block, so the sum is ``T x``. Each transform reads only inputs that lie wholly
+before the outputs it writes (sub-blocks ``0..P−2`` are transformed, ``1..P−1`` written): ``y_i`` is computed
+from ``x_{≤i}`` alone (bit-for-bit independent of the future) and the hand-written backward sends ``x_j``
+exactly zero from every ``y_i``, ``i < j`` (a block whose output gradient is all zero transforms to exact
+zeros). Cost per stage: one rfft/irfft pair over (at most) the whole tensor, so ``O(n log n)`` per stage.
+
+Speed: rows (batch, other axes, channels) are processed in chunks of about ``CHUNK`` values, all stages
+per chunk, so the intermediates stay in cache and the allocator reuses them. Transforming the whole
+tensor per level instead made every level stream it from memory and allocate fresh tensors of > 32 MB
+(glibc maps those anew: a page fault per 4 KiB), which made 16,384 tokens 5.5x slower than 8,192.
 
 Everything here runs in at least float32, with autocast off inside (FFTs in half precision lose the
 certificate's meaning, and cuFFT takes only powers of two in float16); the result comes back in the
@@ -30,14 +37,17 @@ input's dtype.
 Shape legend:
     h: heads, c: channels per head, n: causal axis length, m: kernel length (≤ n),
     R: every other dimension folded (batch, other axes, channels), L: n padded to ``leaf · 2^k``,
-    P: parent blocks at a level, s: half a parent block
+    Rc: rows in a chunk, Q: blocks of ``P·s`` at a stage, P: sub-blocks per block, s: a sub-block's length,
+    F = s + 1: rfft bins of a length-``2s`` frame
 """
 
 from __future__ import annotations
 
 import torch
 
-LEAF = 256  # leaf length: 2.7x one plain FFT at 16,384 tokens, 3.6x for 64 (docs/mixer.md, benchmarks/bench_causal.py)
+LEAF = 128  # dense leaf length (docs/mixer.md, benchmarks/bench_causal.py)
+BRANCH = 4  # most sub-blocks per stage
+CHUNK = 1 << 20  # values of the (h, R, L) tensor per chunk of rows (4 MiB in float32)
 
 
 def causal_toeplitz(kernel: torch.Tensor, length: int) -> torch.Tensor:
@@ -79,78 +89,158 @@ def _padded_length(n: int, leaf: int) -> tuple[int, int]:
     return b, length
 
 
-class _CrossBlocks(torch.autograd.Function):
-    """The levels of :func:`causal_mode_product`: ``y[s + a] = Σ_b κ[s + a − b] x[b]`` per parent block of 2s.
+def _stages(length: int, leaf: int, branch: int) -> list[tuple[int, int]]:
+    """``[(s, P), …]`` from the top: blocks of ``P·s`` cut into ``P`` sub-blocks of ``s``, down to the leaves.
 
-    One node with a hand-written backward (autograd through ``rfft`` would pad and run complex-to-complex
-    transforms, and allocate a zero half per level): per level, forward one rfft of the left halves and
-    one irfft; backward the adjoint correlation ``x̄ = irfft(rfft(ḡ) · conj(K̂))[:s]`` with ``ḡ`` the output
-    gradient of the right halves (zero-padded in front), and the kernel gradient
-    ``κ̄[:2s] += irfft(Σ_{R,P} rfft(ḡ) · conj(X̂))`` (X̂ recomputed, not stored: one more rfft instead of
-    a complex copy of the input per level). A block whose output gradient is zero gives exact zeros.
+    ``log₂(L / leaf)`` is split into as few stages as ``P ≤ branch`` allows, as evenly as possible (``P`` a power of
+    two); ``branch=2`` gives one stage per doubling (the level-by-level form).
+    """
+    levels, most = (length // leaf).bit_length() - 1, max(1, branch.bit_length() - 1)
+    stages, size = [], length
+    while levels > 0:
+        step = -(-levels // -(-levels // most))  # ceil(levels / number of stages still needed)
+        size >>= step
+        stages.append((size, 1 << step))
+        levels -= step
+    return stages
+
+
+def _flip_sign(s: int, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+    """``(−1)^k`` for the ``s + 1`` bins of a length-``2s`` rfft: a shift by ``s`` positions, exactly."""
+    return 1 - 2 * (torch.arange(s + 1, device=device) % 2).to(dtype)  # (s + 1,)
+
+
+class _CausalBlocks(torch.autograd.Function):
+    """:func:`causal_mode_product` on the padded tensor ``t`` (h, R, L): leaves and stages, chunk of rows by chunk.
+
+    Stage ``(s, P)`` cuts every block of ``P·s`` positions into ``P`` sub-blocks and adds to sub-block ``j``
+    the contribution of every earlier sub-block ``i < j``: ``y_j += irfft(X_i · G_{j−i})[s:]`` with ``X_i`` the
+    length-``2s`` rfft of sub-block ``i`` and ``G_d`` that of the kernel window ``κ[(d−1)s : (d+1)s]``. Only
+    sub-blocks ``0..P−2`` are transformed forward and ``1..P−1`` back: an output never reads a later input,
+    not even multiplied by zero. Backward: the adjoint correlation ``x̄_i = irfft(Σ_{j>i} Ḡ_j · conj(G_{j−i}))[:s]``
+    (``Ḡ_j`` the rfft of the output gradient placed at ``s..2s−1``: its rfft at ``0..s−1`` times ``(−1)^k``) and
+    the kernel gradient ``κ̄[(d−1)s : (d+1)s] += irfft(Σ Ḡ_{i+d} · conj(X_i))``.
+
+    Rows are processed in chunks of about ``CHUNK`` values, every stage and the leaves per chunk: the
+    intermediates stay in cache and are reused by the allocator instead of paging in fresh memory per level.
+    Within a head a chunk is contiguous, so the leaves are one GEMM per head (rows × leaf blocks, b) @ (b, b).
     """
 
     @staticmethod
-    def forward(ctx, t: torch.Tensor, kappa: torch.Tensor, leaf: int) -> torch.Tensor:
-        heads, rows, length = t.shape  # (h, R, L), L = leaf · 2^k
-        y = t.new_zeros(heads, rows, length)
-        s = leaf
-        while s < length:
-            parents = t.view(heads, rows, length // (2 * s), 2, s)  # (h, R, P, 2, s)
-            filt = torch.fft.rfft(kappa[:, : 2 * s], n=2 * s)[:, None, None]  # (h, 1, 1, s + 1)
-            spectrum = torch.fft.rfft(parents[..., 0, :], n=2 * s)  # (h, R, P, s + 1): left halves only
-            right = torch.fft.irfft(spectrum * filt, n=2 * s)[..., s:]  # (h, R, P, s): y[s + a], a < s
-            y.view(heads, rows, length // (2 * s), 2, s)[..., 1, :] += right
-            s *= 2
-        ctx.save_for_backward(t, kappa)
-        ctx.leaf = leaf
+    def forward(ctx, t: torch.Tensor, kappa: torch.Tensor, leaf: int, stages: list[tuple[int, int]]) -> torch.Tensor:
+        heads, rows, length = t.shape  # (h, R, L)
+        leaf_matrices = causal_toeplitz(kappa[:, :leaf], leaf).mT.contiguous()  # (h, b, b): x_block @ Tᵀ
+        filters = [torch.fft.rfft(kappa[:, : p * s].unfold(-1, 2 * s, s), n=2 * s) for s, p in stages]  # (h, P−1, s+1)
+        y = torch.empty_like(t)  # (h, R, L)
+        step = _chunk_rows(heads, length)
+        for start in range(0, rows, step):
+            tc = t[:, start : start + step]  # (h, Rc, L)
+            yc = torch.bmm(tc.reshape(heads, -1, leaf), leaf_matrices).view(tc.shape)  # (h, Rc, L)
+            for (s, p), filt in zip(stages, filters):
+                blocks = tc.view(heads, -1, length // (p * s), p, s)  # (h, Rc, Q, P, s)
+                spectra = torch.fft.rfft(blocks[..., : p - 1, :], n=2 * s)  # (h, Rc, Q, P−1, s+1): sub-blocks 0..P−2
+                mixed = _causal_sum(spectra, filt)  # (h, Rc, Q, P−1, s+1): into sub-blocks 1..P−1
+                yc.view(blocks.shape)[..., 1:, :] += torch.fft.irfft(mixed, n=2 * s)[..., s:]
+            y[:, start : start + step] = yc
+        ctx.save_for_backward(t, kappa, *filters)
+        ctx.leaf, ctx.stages = leaf, stages
         return y
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
-        t, kappa = ctx.saved_tensors
+        t, kappa, *filters = ctx.saved_tensors
         heads, rows, length = t.shape
-        grad_t = torch.zeros_like(t) if ctx.needs_input_grad[0] else None
-        grad_kappa = torch.zeros_like(kappa) if ctx.needs_input_grad[1] else None
-        s = ctx.leaf
-        while s < length:
-            shape = (heads, rows, length // (2 * s), 2, s)  # (h, R, P, 2, s)
-            # the right halves' gradient at positions s..2s−1 of a length-2s frame: rfft of [0 (s), ḡ]
-            out = torch.fft.rfft(grad.reshape(shape)[..., 1, :], n=2 * s)  # (h, R, P, s + 1) of ḡ at 0..s−1
-            # moved to s..2s−1: a shift by s multiplies bin k by e^{−2πiks/2s} = (−1)^k, exactly
-            out = out * (1 - 2 * (torch.arange(s + 1, device=t.device) % 2)).to(t.dtype)
-            if grad_t is not None:
-                filt = torch.fft.rfft(kappa[:, : 2 * s], n=2 * s)[:, None, None]  # (h, 1, 1, s + 1)
-                grad_t.view(shape)[..., 0, :] += torch.fft.irfft(out * filt.conj(), n=2 * s)[..., :s]
-            if grad_kappa is not None:
-                spectrum = torch.fft.rfft(t.view(shape)[..., 0, :], n=2 * s)  # (h, R, P, s + 1)
-                cross = (out * spectrum.conj()).sum(dim=(1, 2))  # (h, s + 1)
-                grad_kappa[:, : 2 * s] += torch.fft.irfft(cross, n=2 * s)
-            s *= 2
-        return grad_t, grad_kappa, None
+        leaf, stages = ctx.leaf, ctx.stages
+        want_t, want_kappa = ctx.needs_input_grad[:2]
+        leaf_matrices = causal_toeplitz(kappa[:, :leaf], leaf).contiguous()  # (h, b, b)
+        adjoints = [_flip_sign(s, t.device, t.dtype) * f.conj() for (s, _), f in zip(stages, filters)]  # (h, P−1, s+1)
+        grad_t = torch.empty_like(t) if want_t else None
+        leaf_outer = t.new_zeros(heads, leaf, leaf)  # Σ ḡ_i x_j over all leaf blocks: (h, b, b)
+        cross = [f.new_zeros(f.shape) for f in filters]  # Σ rfft(ḡ_j) conj(X_{j−d}): (h, P−1, s+1) per stage
+        step = _chunk_rows(heads, length)
+        for start in range(0, rows, step):
+            gc = grad[:, start : start + step].contiguous()  # (h, Rc, L)
+            tc = t[:, start : start + step]
+            if want_t:
+                xc = torch.bmm(gc.view(heads, -1, leaf), leaf_matrices).view(gc.shape)  # (h, Rc, L)
+            if want_kappa:
+                leaf_outer += torch.bmm(gc.view(heads, -1, leaf).mT, tc.reshape(heads, -1, leaf))  # (h, b, b)
+            for (s, p), adjoint, acc in zip(stages, adjoints, cross):
+                shape = (heads, -1, length // (p * s), p, s)  # (h, Rc, Q, P, s)
+                out = torch.fft.rfft(gc.view(shape)[..., 1:, :], n=2 * s)  # (h, Rc, Q, P−1, s+1): ḡ, sub-blocks 1..P−1
+                if want_t:
+                    back = torch.fft.irfft(_anticausal_sum(out, adjoint), n=2 * s)  # (h, Rc, Q, P−1, 2s)
+                    xc.view(shape)[..., : p - 1, :] += back[..., :s]  # into sub-blocks 0..P−2
+                if want_kappa:
+                    spectra = torch.fft.rfft(tc.view(shape)[..., : p - 1, :], n=2 * s)  # (h, Rc, Q, P−1, s+1)
+                    for d in range(1, p):
+                        products = torch.linalg.vecdot(spectra[..., : p - d, :], out[..., d - 1 :, :], dim=1)
+                        acc[:, d - 1] += products.sum((1, 2))  # Σ over rows, blocks, sub-blocks: (h, s+1)
+            if want_t:
+                grad_t[:, start : start + step] = xc
+        grad_kappa = None
+        if want_kappa:
+            grad_kappa = torch.zeros_like(kappa)  # (h, L)
+            grad_kappa[:, :leaf] = _lower_diagonal_sums(leaf_outer)
+            for (s, p), acc in zip(stages, cross):
+                windows = torch.fft.irfft(acc * _flip_sign(s, t.device, t.dtype), n=2 * s)  # (h, P−1, 2s)
+                for d in range(1, p):
+                    grad_kappa[:, (d - 1) * s : (d + 1) * s] += windows[:, d - 1]
+        return grad_t, grad_kappa, None, None
 
 
-def causal_mode_product(x: torch.Tensor, kernel: torch.Tensor, axis: int, *, leaf: int = LEAF) -> torch.Tensor:
+def _lower_diagonal_sums(matrices: torch.Tensor) -> torch.Tensor:
+    """``out[:, k] = Σ_{i − j = k} M[:, i, j]`` for ``k = 0..b−1``: (h, b) from (h, b, b), the adjoint of
+    :func:`causal_toeplitz` on one leaf.
+
+    Rows padded to ``2b − 1`` and read back ``2b`` wide put ``M[i, j]`` in column ``(j − i) mod 2b``.
+    """
+    heads, b, _ = matrices.shape
+    flat = torch.nn.functional.pad(torch.nn.functional.pad(matrices, (0, b - 1)).reshape(heads, -1), (0, b))
+    sums = flat.view(heads, b, 2 * b).sum(1)  # (h, 2b): column c holds the lags j − i ≡ c (mod 2b)
+    return sums[:, (-torch.arange(b, device=matrices.device)) % (2 * b)]  # (h, b)
+
+
+def _chunk_rows(heads: int, length: int) -> int:
+    """Rows per chunk: about ``CHUNK`` values of the (h, R, L) tensor, at least one row."""
+    return max(1, CHUNK // (heads * length))
+
+
+def _causal_sum(spectra: torch.Tensor, filters: torch.Tensor) -> torch.Tensor:
+    """``out_j = Σ_{i<j} X_i · G_{j−i}`` for ``j = 1..P−1``: (h, Rc, Q, P−1, F) from ``X_{0..P−2}`` and (h, P−1, F)."""
+    parts = spectra.shape[-2] + 1
+    out = spectra * filters[:, None, None, :1]  # d = 1: X_{j−1} G_1
+    for d in range(2, parts):
+        out[..., d - 1 :, :] += spectra[..., : parts - d, :] * filters[:, None, None, d - 1 : d]
+    return out
+
+
+def _anticausal_sum(grads: torch.Tensor, adjoints: torch.Tensor) -> torch.Tensor:
+    """``out_i = Σ_{j>i} Ḡ_j · H_{j−i}`` for ``i = 0..P−2``: (h, Rc, Q, P−1, F) from ``Ḡ_{1..P−1}`` and (h, P−1, F)."""
+    parts = grads.shape[-2] + 1
+    out = grads * adjoints[:, None, None, :1]  # d = 1: Ḡ_{i+1} H_1
+    for d in range(2, parts):
+        out[..., : parts - d, :] += grads[..., d - 1 :, :] * adjoints[:, None, None, d - 1 : d]
+    return out
+
+
+def causal_mode_product(x: torch.Tensor, kernel: torch.Tensor, axis: int, *, leaf: int = LEAF,
+                        branch: int = BRANCH) -> torch.Tensor:
     """``causal_mode_product_dense(x, kernel, axis)`` in O(n log² n), exactly causal (module docstring).
 
-    ``x``: (…, n at ``axis``, …, h, c); ``kernel``: (h, m), m ≤ n. Returns ``x``'s shape and dtype.
+    ``x``: (…, n at ``axis``, …, h, c); ``kernel``: (h, m), m ≤ n. Returns ``x``'s shape and dtype. ``leaf``:
+    the dense block length; ``branch``: the most sub-blocks per stage (a power of two ≥ 2).
     """
     _check(x, kernel, axis)
-    if leaf < 1:
-        raise ValueError(f"leaf={leaf}; expected a positive block length")
+    if leaf < 1 or branch < 2 or branch & (branch - 1):
+        raise ValueError(f"leaf={leaf}, branch={branch}; expected a positive leaf and a power of two branch >= 2")
     work = torch.promote_types(x.dtype, torch.float32)
     n, heads = x.shape[axis], x.shape[-2]
     b, length = _padded_length(n, leaf)
     with torch.autocast(x.device.type, enabled=False):
-        t = x.to(work).movedim(-2, 0).movedim(axis + 1, -1)  # (h, …, c, n): heads first, the axis last
-        moved = t.shape
-        t = torch.nn.functional.pad(t.reshape(heads, -1, n), (0, length - n))  # (h, R, L): zeros after the end
-        kappa = kernel.to(work)
-        kappa = torch.nn.functional.pad(kappa, (0, length - kappa.shape[1]))  # (h, L)
-        rows = t.shape[1]
-        leaves = t.view(heads, rows * (length // b), b)  # (h, R·L/b, b)
-        y = torch.bmm(leaves, causal_toeplitz(kappa[:, :b], b).mT).view(heads, rows, length)  # (h, R, L)
-        if length > b:
-            y = y + _CrossBlocks.apply(t, kappa, b)
-        y = y[..., :n].reshape(moved)  # (h, …, c, n)
-        return y.movedim(-1, axis + 1).movedim(0, -2).to(x.dtype)  # (…, n, …, h, c)
+        moved = x.to(work).movedim(axis, -1).movedim(-3, 0)  # (h, …, c, n): heads first, the axis last
+        t = torch.nn.functional.pad(moved, (0, length - n)).reshape(heads, -1, length)  # (h, R, L): zeros after the end
+        kappa = torch.nn.functional.pad(kernel.to(work), (0, length - kernel.shape[1]))  # (h, L)
+        y = _CausalBlocks.apply(t, kappa, b, _stages(length, b, branch))  # (h, R, L)
+        y = y[..., :n].view(moved.shape)  # (h, …, c, n)
+        return y.movedim(0, -3).movedim(-1, axis).to(x.dtype)  # (…, n, …, h, c)

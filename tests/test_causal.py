@@ -115,6 +115,8 @@ def test_bad_arguments_name_the_values():
         causal_mode_product(torch.randn(1, 4, 2, 3), torch.rand(3, 5), 1)
     with pytest.raises(ValueError, match="axis=3"):
         causal_mode_product(torch.randn(1, 4, 2, 3), torch.rand(2, 4), 3)
+    with pytest.raises(ValueError, match="branch=3"):
+        causal_mode_product(torch.randn(1, 4, 2, 3), torch.rand(2, 4), 1, branch=3)
 
 
 @pytest.mark.parametrize("start", ["global", "lowpass"])
@@ -148,3 +150,18 @@ def test_a_causal_start_is_checked_and_survives_regrid():
     layer = MixerConfig(causal_axes=(0,), start="global").attn_layer(Grid((16,)))(4, num_heads=2)
     assert layer.axis_factors[0].start == "global"
     assert layer.regrid("32").axis_factors[0].start == "global"
+
+
+@pytest.mark.parametrize("branch", [2, 8])
+def test_stages_of_several_sub_blocks_and_rows_split_over_chunks_equal_the_dense_reference(branch, monkeypatch):
+    monkeypatch.setattr("gridmix.causal.CHUNK", 64)  # a chunk of one row: every row on its own
+    torch.manual_seed(2)
+    x = torch.randn(3, 300, 2, 3, dtype=torch.float64, requires_grad=True)
+    kernel = torch.rand(2, 260, dtype=torch.float64, requires_grad=True)
+    grad = torch.randn(x.shape, dtype=torch.float64)
+    fast = causal_mode_product(x, kernel, 1, leaf=4, branch=branch)  # 512 = 4 · 2^7: several stages
+    reference = causal_mode_product_dense(x, kernel, 1)
+    torch.testing.assert_close(fast, reference, rtol=1e-12, atol=1e-12)
+    for got, expected in zip(torch.autograd.grad(fast, (x, kernel), grad),
+                             torch.autograd.grad(reference, (x, kernel), grad)):
+        torch.testing.assert_close(got, expected, rtol=1e-12, atol=1e-12)

@@ -191,7 +191,11 @@ def resolve_track(ref: str) -> Track:
         from gridmix.plugins import load_registry
 
         return load_registry().track(ref)
-    found = getattr(importlib.import_module(module), name)
+    try:
+        found = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as error:
+        raise ValueError(f"track {ref!r} cannot be loaded ({type(error).__name__}: {error}); expected a registered "
+                         "name or MODULE:ATTRIBUTE naming a Track or a function returning one") from None
     track = found if isinstance(found, Track) else found()
     if not isinstance(track, Track):
         raise ValueError(f"{ref!r} gave a {type(track).__name__}; expected a gridmix Track")

@@ -67,7 +67,9 @@ def fits_table(result: dict) -> Table:
 
 @app.command("scale")
 def scale(
-    track: str = typer.Option(..., help="Track name (see `gridmix tracks`)."),
+    track: str = typer.Option(..., help="Track name (see `gridmix tracks`), or MODULE:ATTRIBUTE for a track not "
+                                        "registered as a plugin, e.g. gridmix.analysis.causal_scaling:sequence "
+                                        "(the causal mixer against causal SDPA; :video for a causal time axis)."),
     grids: str = typer.Option(None, help="Comma-separated grids, e.g. 16x16,32x32,64x64 (default: the track's "
                                          "default grid and two halvings)."),
     models: str = typer.Option(None, help="Comma-separated models (default: all the track offers)."),
@@ -83,20 +85,19 @@ def scale(
 ) -> None:
     """Measure time, FLOPs and peak memory of a track's models over grid sizes; fit exponents against N."""
     from gridmix.analysis.plots import plot_scaling
-    from gridmix.analysis.scaling import ScalingConfig, scale_track, scaling_grids
+    from gridmix.analysis.scaling import ScalingConfig, resolve_track, scale_track, scaling_grids
     from gridmix.grid import Grid
-    from gridmix.plugins import load_registry
     from gridmix.train import resolve_device
 
     try:
-        chosen = load_registry().track(track)
+        chosen = resolve_track(track)
         parsed = ([chosen.check_grid(Grid.parse(g.strip())) for g in grids.split(",") if g.strip()] if grids
                   else scaling_grids(chosen.default_grid))
         names = [m.strip() for m in models.split(",") if m.strip()] if models else [m.name for m in chosen.models]
         for name in names:
             chosen.model(name)
         config = ScalingConfig(batch=batch, threads=threads, repeats=repeats, warmup=warmup,
-                               device=resolve_device(device.value).type, memory=memory)
+                               device=resolve_device(device.value).type, memory=memory, track_ref=track)
     except ValueError as error:
         fail(str(error))
     if not parsed:

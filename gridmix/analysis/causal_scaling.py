@@ -1,0 +1,100 @@
+"""Operator tracks for ``gridmix scale``: one token-mixing layer along a causal first axis, against causal SDPA.
+
+``gridmix scale --track gridmix.analysis.causal_scaling:sequence --grids 1024,2048,4096,8192,16384`` (1-D)
+and ``--track gridmix.analysis.causal_scaling:video --grids 8x16x16,16x32x32`` (time causal, space
+symmetric) time three single layers on random tokens, forward+backward with a mean-squared loss:
+
+- ``mixer-causal`` (the idea): :class:`gridmix.ConcentrationMixer` with axis 0 causal (its exactly causal
+  Toeplitz factor, :mod:`gridmix.causal`), the other axes symmetric;
+- ``sdpa-causal`` (the matched baseline): the same value and output projections around
+  ``F.scaled_dot_product_attention(is_causal=True)`` over the flattened grid (row-major, so the first axis
+  is the slowest: causal in the flattened order is causal in time, and stricter within a frame);
+- ``mixer`` (a baseline): the all-symmetric mixer, the speed a causal axis is compared with.
+
+Not registered plugins (nothing to train: the data is noise and the metric only reports the loss); the
+scaling study and its memory subprocesses find them by ``module:attribute``
+(:func:`gridmix.analysis.scaling.resolve_track`). The bare-operator figures of the same question are
+``benchmarks/bench_mixer.py --causal``.
+
+Shape legend:
+    S: samples, B: batch, C: channels (``DIM``), N: tokens on the grid, h: heads, c: channels per head
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from gridmix.grid import Grid
+from gridmix.mixer import ConcentrationMixer
+from gridmix.tracks import DataSizes, ModelSpec, Split, Track, TrackData
+
+DIM, HEADS, RANK = 64, 4, 16  # the mixer benchmark's operator (benchmarks/bench_mixer.py)
+
+
+class MixingLayer(nn.Module):
+    """(B, C, *grid) → (B, C, *grid): one token mixer over the grid's tokens."""
+
+    def __init__(self, grid: Grid, mixer: nn.Module) -> None:
+        super().__init__()
+        self.grid, self.mixer = grid, mixer
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        tokens = x.flatten(2).mT  # (B, N, C), row-major over the grid
+        return self.mixer(tokens).mT.reshape(x.shape)
+
+
+class CausalAttention(nn.Module):
+    """(B, N, C) → (B, N, C): query, key and value projections, causal SDPA per head, output projection."""
+
+    def __init__(self, dim: int = DIM, num_heads: int = HEADS) -> None:
+        super().__init__()
+        self.num_heads = num_heads
+        self.qkv, self.proj = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, N, C = x.shape
+        q, k, v = self.qkv(x).view(B, N, 3, self.num_heads, C // self.num_heads).permute(2, 0, 3, 1, 4)  # (B, h, N, c)
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, h, N, c)
+        return self.proj(out.transpose(1, 2).reshape(B, N, C))
+
+
+def _mixer(grid: Grid, *, causal: bool) -> nn.Module:
+    return MixingLayer(grid, ConcentrationMixer(DIM, grid, num_heads=HEADS, rank=RANK,
+                                                causal_axes=(0,) if causal else ()))
+
+
+def _noise(grid: Grid, seed: int, sizes: DataSizes) -> TrackData:
+    """Standard normal inputs and targets (S, C, *grid), one generator per split."""
+    def split(offset: int, count: int) -> Split:
+        generator = torch.Generator().manual_seed(1000 * seed + offset)
+        inputs, targets = torch.randn(2, count, DIM, *grid, generator=generator)  # (S, C, *grid) each
+        return Split(inputs=inputs, targets=targets)
+
+    return TrackData(train=split(0, sizes.n_train), val=split(1, sizes.n_val), test=split(2, sizes.n_test))
+
+
+def _track(name: str, ndim: int, default_grid: str) -> Track:
+    models = (
+        ModelSpec("mixer-causal", lambda grid: _mixer(grid, causal=True), role="idea",
+                  description=f"concentration mixer, rank {RANK}, axis 0 causal"),
+        ModelSpec("sdpa-causal", lambda grid: MixingLayer(grid, CausalAttention()),
+                  description="causal scaled-dot-product attention over the flattened grid"),
+        ModelSpec("mixer", lambda grid: _mixer(grid, causal=False),
+                  description=f"concentration mixer, rank {RANK}, every axis symmetric"),
+    )
+    return Track(name=name, description=f"one token-mixing layer on noise, {ndim}-d grid, axis 0 causal "
+                 "(scaling only)", ndim=ndim, default_grid=Grid.parse(default_grid), make_data=_noise,
+                 loss=F.mse_loss, metric=lambda predictions, targets: F.mse_loss(predictions, targets).item(),
+                 metric_name="MSE to noise", direction="lower", models=models, matched_baseline="sdpa-causal")
+
+
+def sequence() -> Track:
+    """The 1-D operator track ``causal-sequence`` (a causal sequence axis)."""
+    return _track("causal-sequence", 1, "4096")
+
+
+def video() -> Track:
+    """The 3-D operator track ``causal-video`` (time causal, height and width symmetric)."""
+    return _track("causal-video", 3, "16x32x32")
