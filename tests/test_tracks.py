@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 from gridmix_tracks import image_folder, sequence_csv
+from gridmix_tracks.common import mean_cross_entropy
 from gridmix_tracks.image import SameTintTask
 from gridmix_tracks.image import make_track as image_track
 from gridmix_tracks.sequence import ForecastTask
@@ -126,6 +127,21 @@ def test_video_label_noise_flips_the_asked_fraction():
     noisy = CutTask(label_noise=0.1).generate(np.random.default_rng(2), 4000, Grid((4, 6, 6)))
     assert torch.equal(clean.inputs, noisy.inputs)
     assert abs((clean.targets != noisy.targets).float().mean() - 0.1) < 0.02
+
+
+def test_video_ceiling_is_the_cross_entropy_of_knowing_the_clean_label():
+    # Knowing every clean label, the best guess gives it probability 0.9 (10 % are flipped): its cross-entropy is the
+    # track's ceiling, and any other confidence does worse.
+    clean = CutTask(label_noise=0.0).generate(np.random.default_rng(3), 20000, Grid((4, 6, 6))).targets
+    noisy = CutTask().generate(np.random.default_rng(3), 20000, Grid((4, 6, 6))).targets
+
+    def knowing(confidence):
+        probabilities = torch.where(torch.nn.functional.one_hot(clean, 2).bool(), confidence, 1 - confidence)
+        return mean_cross_entropy(probabilities.log(), noisy)
+
+    ceiling = video_track().ceiling
+    assert abs(knowing(0.9) - ceiling) < 0.01 and 0.32 < ceiling < 0.33
+    assert knowing(0.8) > knowing(0.9) < knowing(0.97)
 
 
 def test_sequence_windows_never_leak_targets(tmp_path):

@@ -67,7 +67,9 @@ between seeds). The control is worse than the baseline by 0.362, far beyond the 
 
 Models (same embedding, learned positions, depth, width, MLP, norms and head; they differ in the token
 mixer only): dense spatio-temporal attention over all T·H·W tokens (the matched baseline), factorised
-(divided) space-time attention as TimeSformer's, and the concentration mixer.
+(divided) space-time attention as TimeSformer's (not in the default run: ``--models`` reaches it), and the
+concentration mixer; for the mechanism, the idea without its eigenvalue cap (ablation) and with no token mixing
+(control).
 
 Shape legend:
     S: samples, T, H, W: the grid; inputs (S, 1, T, H, W) float32, targets (S,) int64 in {0, 1}
