@@ -30,7 +30,8 @@ def test_every_model_trains_a_few_steps_with_falling_loss(case):
         loss = track.loss(model(data.inputs), data.targets)
         optimizer.zero_grad()
         loss.backward()
-        optimizer.step()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)  # as gridmix.train does: unclipped, divided
+        optimizer.step()  # attention fitted the video samples to 0.014 nats, then spiked to 1.3 at step 40
         losses.append(loss.item())
     assert losses[-1] < 0.8 * losses[0], losses
 
@@ -129,12 +130,14 @@ def test_image_vits_normalise_tokens_before_pooling_and_mixers_start_global():
     assert all(torch.equal(f.theta[:, 1:], torch.full_like(f.theta[:, 1:], -2.0)) for f in mixer.axis_factors)
 
 
-def test_video_mixer_starts_as_a_running_mean_over_time_and_a_blur_in_space():
+def test_video_mixer_starts_near_the_average_over_the_whole_clip():
+    # The clip's mean tells the label (the scene's tint kept or flipped at the cut): every factor starts with its DC
+    # mode dominant, so every frame weighs every frame and every place every place, as uniform attention does.
     model = video_track().idea.build(Grid((4, 6, 6)))
     mixer = next(m for m in model.modules() if isinstance(m, ConcentrationMixer))
-    assert mixer.config["start"] == ("global", "lowpass", "lowpass")
-    time_factor = mixer.factors()[0][0].detach()  # (4, 4): DC mode dominant, every frame weighs every frame
-    assert (time_factor > 0.15).all()
+    assert mixer.config["start"] == ("global", "global", "global")
+    for factor in mixer.factors():  # (heads, n, n) per axis: time 4, height 6, width 6
+        assert (factor.detach() > 0.1).all()
 
 
 def test_mixer_config_rejects_an_unknown_start():

@@ -7,12 +7,13 @@ import numpy as np
 import pytest
 import torch
 from gridmix_tracks import image_folder, sequence_csv
+from gridmix_tracks.common import mean_cross_entropy
 from gridmix_tracks.image import SameTintTask
 from gridmix_tracks.image import make_track as image_track
 from gridmix_tracks.sequence import ForecastTask
 from gridmix_tracks.sequence import make_track as sequence_track
 from gridmix_tracks.sequence_csv import csv_sequence_track, read_csv_series, window_indices
-from gridmix_tracks.video import MotionTask
+from gridmix_tracks.video import CutTask
 from gridmix_tracks.video import make_track as video_track
 from PIL import Image
 
@@ -53,7 +54,7 @@ def test_data_is_deterministic_per_seed_and_well_formed(make, grid, x_shape, y_s
 
 
 @pytest.mark.parametrize(("make", "grid", "classes"), [(image_track, Grid((32, 32)), 2),
-                                                       (video_track, Grid((8, 8, 8)), 4)])
+                                                       (video_track, Grid((8, 8, 8)), 2)])
 def test_classification_labels_cover_every_class_evenly(make, grid, classes):
     labels = make().make_data(grid, 0, DataSizes(400, 8, 8)).train.targets
     counts = torch.bincount(labels, minlength=classes)
@@ -92,15 +93,55 @@ def test_image_label_noise_flips_the_asked_fraction():
     assert abs((clean.targets != noisy.targets).float().mean() - 0.1) < 0.02
 
 
-def test_video_label_counts_the_squares_that_move():
-    # Noise-free, 5 frames of 16x16 with 4x4 squares: a moving square lights no pixel in every frame, a static
-    # one lights 16 (fewer only where squares overlap), so the label is 3 minus the static squares.
-    split = MotionTask(noise=0.0).generate(np.random.default_rng(0), 64, Grid((5, 16, 16)))
-    persistent = (split.inputs[:, 0] > 0.5).all(dim=1).sum(dim=(1, 2))  # pixels lit in every frame
-    static = torch.round(persistent / 16)
-    assert ((3 - static) == split.targets).float().mean() > 0.9
-    lit = (split.inputs[:, 0] > 0.5).sum(dim=(2, 3)).float()  # per frame: the same whatever moves
-    assert (lit <= 48).all() and lit.mean() > 40
+def test_video_label_says_whether_the_scene_tint_flips_sign_at_the_cut():
+    # Noise-free on 8 frames of 8x8: the 2x2 moving square covers 4 of 64 pixels, so every frame's median is the
+    # scene's tint; the label is 1 exactly when the tint's sign differs between the frames before and after frame 4.
+    split = CutTask(noise=0.0, label_noise=0.0).generate(np.random.default_rng(0), 256, Grid((8, 8, 8)))
+    tint = split.inputs[:, 0].flatten(2).median(dim=2).values  # (256, 8) per frame
+    assert torch.equal(tint[:, :4], tint[:, :1].expand(-1, 4)) and torch.equal(tint[:, 4:], tint[:, 4:5].expand(-1, 4))
+    flips = (torch.sign(tint[:, 0]) != torch.sign(tint[:, -1])).long()
+    assert torch.equal(flips, split.targets) and 0.4 < split.targets.float().mean() < 0.6
+    assert ((tint.abs() >= 0.5) & (tint.abs() <= 1.0)).all()
+    # The square moves one pixel a frame: its pixels (those off the frame's median) shift between frames.
+    off = split.inputs[:, 0] != tint[:, :, None, None]  # (256, 8, 8, 8)
+    assert (off.sum(dim=(2, 3)) <= 4).all() and not torch.equal(off[:, 0], off[:, 1])
+
+
+def test_video_tokens_alone_carry_no_label_information():
+    # Any one token's value has the same distribution under both labels (the tint's sign is a fair coin, its
+    # magnitude uniform in 0.5..1, the square's likewise), so a model whose logit is a sum of per-token terms is
+    # blind up to the 75 % a threshold on one half's sign allows; a token before the cut and one after, together,
+    # tell the label.
+    split = CutTask(noise=0.0, label_noise=0.0).generate(np.random.default_rng(1), 4000, Grid((8, 8, 8)))
+    tokens = split.inputs[:, 0, ::3, ::4, ::4].flatten(1)  # (4000, 12) tokens spread over the clip
+    for label in (0, 1):
+        chosen = tokens[split.targets == label]
+        assert abs((chosen > 0).float().mean() - 0.5) < 0.03
+        assert abs(chosen.abs().mean() - 0.75) < 0.02
+    flipped = (torch.sign(split.inputs[:, 0, 0, 0, 0]) != torch.sign(split.inputs[:, 0, -1, 0, 0])).long()
+    assert (flipped == split.targets).float().mean() > 0.85
+
+
+def test_video_label_noise_flips_the_asked_fraction():
+    clean = CutTask(label_noise=0.0).generate(np.random.default_rng(2), 4000, Grid((4, 6, 6)))
+    noisy = CutTask(label_noise=0.1).generate(np.random.default_rng(2), 4000, Grid((4, 6, 6)))
+    assert torch.equal(clean.inputs, noisy.inputs)
+    assert abs((clean.targets != noisy.targets).float().mean() - 0.1) < 0.02
+
+
+def test_video_ceiling_is_the_cross_entropy_of_knowing_the_clean_label():
+    # Knowing every clean label, the best guess gives it probability 0.9 (10 % are flipped): its cross-entropy is the
+    # track's ceiling, and any other confidence does worse.
+    clean = CutTask(label_noise=0.0).generate(np.random.default_rng(3), 20000, Grid((4, 6, 6))).targets
+    noisy = CutTask().generate(np.random.default_rng(3), 20000, Grid((4, 6, 6))).targets
+
+    def knowing(confidence):
+        probabilities = torch.where(torch.nn.functional.one_hot(clean, 2).bool(), confidence, 1 - confidence)
+        return mean_cross_entropy(probabilities.log(), noisy)
+
+    ceiling = video_track().ceiling
+    assert abs(knowing(0.9) - ceiling) < 0.01 and 0.32 < ceiling < 0.33
+    assert knowing(0.8) > knowing(0.9) < knowing(0.97)
 
 
 def test_sequence_windows_never_leak_targets(tmp_path):
