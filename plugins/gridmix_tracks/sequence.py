@@ -45,6 +45,11 @@ advantage varied from seed to seed (s_d 0.019: an MDE near 7.7 % of attention at
 (s_d 0.010: an MDE near 0.017 = 4.2 % at 6 seeds, 0.013 = 3.1 % at 7), while the control stayed 0.041–0.049 behind
 attention (on sines 0.85–0.87 against attention's 0.78–0.81 and the idea's 0.48–0.53).
 
+The default run (``gridmix run --track sequence --threads 1``, shared machine, 20 min 44 s there, 434 s of CPU
+time), per seed 0–6: idea 0.2813 0.2625 0.2665 0.2629 0.2631 0.2611 0.2590 (0.2652); attention 0.4175 0.4180 0.4107
+0.4223 0.4087 0.4096 0.4227 (0.4157); control 0.4584 0.4620 0.4602 0.4754 0.4477 0.4646 0.4787 (0.4638). The idea
+better on 7/7 seeds, p = 0.0156, MDE 0.0127 (3.06 % of attention's mean); the control 0.0482 behind attention.
+
 Shape legend:
     S: samples, L: context (the grid), H: horizon; inputs (S, 1, L) float32, targets (S, H) float32
 """
@@ -67,8 +72,8 @@ HORIZON = 16
 MIN_CONTEXT = 8
 # 64 tokens train fast: four times the default data (fresh series rather than more epochs over few), a test set
 # four times larger (each seed draws its own, so its sampling is part of the paired differences) and 7 seeds (the
-# sign-flip MDE is about 1.78 s_d at 6, 1.33 s_d at 7) still finish a default comparison in about 6 minutes on 2
-# CPU cores (docs/plugins.md, "Budgets of the built-in tracks"; the pilot is in the module docstring).
+# sign-flip MDE is about 1.78 s_d at 6, 1.33 s_d at 7) still finish a default comparison in about 6-7 minutes on 2
+# idle CPU cores (estimated) (docs/plugins.md, "Budgets of the built-in tracks"; the pilot is in the module docstring).
 BUDGET_OVERRIDES = {"default": {"seeds": 7, "n_train": 4096, "epochs": 8, "n_test": 2048}}
 KINDS = ("sines", "ar", "mackey-glass")
 # AR(2) is left out by default: 16 steps ahead it is mostly unforeseeable noise, the same for every model (test MSE
