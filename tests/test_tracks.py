@@ -17,6 +17,8 @@ from gridmix_tracks.video import CutTask
 from gridmix_tracks.video import make_track as video_track
 from PIL import Image
 
+from gridmix.analysis.stats import sign_flip_mde
+from gridmix.budget import resolve_budget
 from gridmix.grid import Grid
 from gridmix.plugins import load_registry, validate_data
 from gridmix.tracks import DataSizes
@@ -180,6 +182,53 @@ def test_synthetic_sequence_targets_continue_the_input():
     step_in = (x[:, -1] - x[:, -2]).abs()
     step_across = (y[:, 0] - x[:, -1]).abs()
     assert torch.median(step_across / (step_in + 1e-3)) < 3
+
+
+def _lag_windows(split, width: int) -> np.ndarray:
+    """Every window of ``width`` consecutive values of each whole series (context then targets): (S, windows, width)."""
+    series = np.concatenate([split.inputs[:, 0].double().numpy(), split.targets.double().numpy()], axis=1)
+    return np.lib.stride_tricks.sliding_window_view(series, width, axis=1)
+
+
+def test_sequence_kinds_choose_the_generators():
+    # Noise-free sums of at most three sines obey a linear recurrence of order 6: windows of 7 values are rank 6.
+    # AR(2) and Mackey-Glass series do not; drawing only "sines" must give only such series.
+    def smallest_relative_singular_value(kind: str) -> np.ndarray:
+        split = ForecastTask(kinds=(kind,), noise=0.0).generate(np.random.default_rng(0), 32, 32)
+        singular = np.linalg.svd(_lag_windows(split, 7), compute_uv=False)  # (S, 7)
+        return singular[:, -1] / singular[:, 0]
+
+    assert smallest_relative_singular_value("sines").max() < 1e-5
+    assert smallest_relative_singular_value("ar").min() > 1e-4
+    assert smallest_relative_singular_value("mackey-glass").min() > 1e-4
+    assert ForecastTask().kinds == ("sines", "mackey-glass")
+    for kinds in ((), ("sines", "sines"), ("noise",)):
+        with pytest.raises(ValueError, match=r"kinds=.*; expected distinct names among"):
+            ForecastTask(kinds=kinds)
+
+
+def test_the_default_sequence_task_asks_more_than_a_fixed_linear_forecast():
+    # A per-token model with the flattening head can add any function of each value and its position: it holds every
+    # fixed linear forecast from the window. Least squares on 2,048 series shows how far that gets: most of the
+    # sines' variance is left (each series has its own periods), a quarter of Mackey-Glass's. AR(2) 16 steps ahead
+    # is hardly foreseeable at all, which is why the default task leaves it out.
+    def linear_forecast_mse(kind: str) -> np.ndarray:
+        task = ForecastTask(kinds=(kind,))
+        train, test = (task.generate(np.random.default_rng(seed), n, 64) for seed, n in ((0, 2048), (1, 1024)))
+        design = [np.c_[split.inputs[:, 0].numpy(), np.ones(len(split))] for split in (train, test)]
+        weights = np.linalg.lstsq(design[0], train.targets.numpy(), rcond=None)[0]  # (L + 1, H)
+        return ((design[1] @ weights - test.targets.numpy()) ** 2).mean(axis=0)  # (H,)
+
+    sines, mackey_glass, ar = (linear_forecast_mse(kind) for kind in ("sines", "mackey-glass", "ar"))
+    assert sines.mean() > 0.6 and mackey_glass.mean() > 0.2
+    assert ar[-1] > 0.9 and ar[-1] > 2 * sines[0]
+
+
+def test_the_default_sequence_budget_has_seeds_and_test_series_for_a_precise_comparison():
+    budget = resolve_budget("default", sequence_track())
+    unit_spread = np.random.default_rng(0).standard_normal(budget.seeds)
+    assert budget.seeds == 7 and sign_flip_mde(unit_spread / unit_spread.std(ddof=1)) < 1.4  # 1.78 at 6 seeds
+    assert budget.n_test >= 2048 and budget.n_train >= 4096
 
 
 def test_csv_loader_reads_columns_by_name_or_index(tmp_path):
