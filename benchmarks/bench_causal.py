@@ -14,17 +14,14 @@ per-round ratios. Writes ``DIR/bench_causal.json`` and prints the table.
 
 from __future__ import annotations
 
-import argparse
-from pathlib import Path
-
 import torch
-from bench_common import add_machine_arguments, interleaved, markdown_table, paired_ratio, set_up_machine, write_json
+from bench_common import length_sweep_main
 
-from gridmix.causal import LEAF, causal_mode_product, causal_mode_product_dense
+from gridmix.causal import BRANCH, LEAF, causal_mode_product, causal_mode_product_dense
 
 BATCH, HEADS, HEAD_DIM, RANK = 8, 4, 16, 16
 LEAVES = (64, 128, 256, 512)
-BRANCHES = (2, 4, 8)
+BRANCHES = tuple(p for p in (2, 4, 8) if p != BRANCH)  # the default branching is timed as leaf{LEAF}
 DENSE_MAX = 4096
 NAMES = [*(f"leaf{b}" for b in LEAVES), *(f"branch{p}" for p in BRANCHES), "one_fft", "symmetric_r16", "dense"]
 
@@ -59,29 +56,7 @@ def cases(n: int) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", type=Path, required=True, help="directory for bench_causal.json")
-    parser.add_argument("--lengths", type=int, nargs="*", default=[1024, 4096, 16384], help="causal axis lengths")
-    parser.add_argument("--repeats", type=int, default=7)
-    add_machine_arguments(parser)
-    args = parser.parse_args()
-    env = set_up_machine(args)
-    rows, result = [], dict(environment=env, points={})
-    for n in args.lengths:
-        steps = cases(n)
-        timed = interleaved(steps, repeats={name: args.repeats for name in steps}, warmup=1, threads=args.threads,
-                            max_other_share=args.max_other_share)
-        ref = dict(timing=timed["one_fft"]["timing"], rounds=timed["one_fft"]["rounds"])
-        point = {}
-        for name, entry in timed.items():
-            ratio = paired_ratio(dict(timing=entry["timing"], rounds=entry["rounds"]), ref)
-            point[name] = dict(fwdbwd_ms=1e3 * entry["timing"].median_s, over_one_fft=ratio)
-        result["points"][n] = point
-        rows.append([n, *(f"{point[k]['fwdbwd_ms']:.3g} ({point[k]['over_one_fft']:.2f}×)" if k in point else "–"
-                          for k in NAMES)])
-        print(f"n={n}: " + ", ".join(f"{k} {v['fwdbwd_ms']:.3g} ms" for k, v in point.items()), flush=True)
-    write_json(args.out / "bench_causal.json", result)
-    print(markdown_table(["n", *NAMES], rows))
+    length_sweep_main(__doc__.split("\n")[0], "bench_causal.json", cases, names=NAMES, reference="one_fft", repeats=7)
 
 
 if __name__ == "__main__":

@@ -259,3 +259,40 @@ def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> 
 def write_json(path: Path, data: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=1, default=lambda o: o.to_dict() if hasattr(o, "to_dict") else str(o)))
+
+
+def length_sweep_main(description: str, json_name: str, cases: Callable[[int], Mapping[str, Callable[[], object]]], *,
+                      names: Sequence[str], reference: str, repeats: int,
+                      record: Mapping[str, object] | None = None, before: Callable[[], None] | None = None) -> None:
+    """The ``main`` of a benchmark that times ``cases(n)`` at each ``--lengths`` n, every case as a ratio to one.
+
+    Parses ``--out``, ``--lengths``, ``--repeats`` and the machine arguments, runs ``before`` (e.g. a
+    correctness check), times each point's cases in interleaved rounds, and writes ``DIR/json_name`` with
+    ``fwdbwd_ms`` and ``over_<reference>`` (:func:`paired_ratio`) per case, plus ``record``; prints a table
+    with one column per name in ``names`` ("–" where a point lacks that case).
+    """
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--out", type=Path, required=True, help=f"directory for {json_name}")
+    parser.add_argument("--lengths", type=int, nargs="*", default=[1024, 4096, 16384], help="causal axis lengths")
+    parser.add_argument("--repeats", type=int, default=repeats)
+    add_machine_arguments(parser)
+    args = parser.parse_args()
+    env = set_up_machine(args)
+    if before is not None:
+        before()
+    ratio_key = f"over_{reference}"
+    rows, result = [], dict(environment=env, **(record or {}), points={})
+    for n in args.lengths:
+        steps = cases(n)
+        timed = interleaved(steps, repeats={name: args.repeats for name in steps}, warmup=1, threads=args.threads,
+                            max_other_share=args.max_other_share)
+        ref = dict(timing=timed[reference]["timing"], rounds=timed[reference]["rounds"])
+        point = {name: {"fwdbwd_ms": 1e3 * entry["timing"].median_s,
+                        ratio_key: paired_ratio(dict(timing=entry["timing"], rounds=entry["rounds"]), ref)}
+                 for name, entry in timed.items()}
+        result["points"][n] = point
+        rows.append([n, *(f"{point[k]['fwdbwd_ms']:.3g} ({point[k][ratio_key]:.2f}×)" if k in point else "–"
+                          for k in names)])
+        print(f"n={n}: " + ", ".join(f"{k} {v['fwdbwd_ms']:.3g} ms" for k, v in point.items()), flush=True)
+    write_json(args.out / json_name, result)
+    print(markdown_table(["n", *names], rows))
