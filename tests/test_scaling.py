@@ -5,6 +5,7 @@ its points; its models avoid timm so that each subprocess starts quickly.
 """
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -141,6 +142,22 @@ def test_scaling_grids_halve_every_axis():
 def test_resolve_track_from_attribute_or_function():
     assert resolve_track("tests.test_scaling:TOY") is TOY
     assert resolve_track("tests.test_scaling:make_toy") is TOY
+
+
+def needs_an_argument(size):
+    return TOY
+
+
+@pytest.mark.parametrize(("ref", "message"), [
+    ("tests.test_scaling:DIM", "gave an object of type int; expected a registered name"),
+    ("tests.test_scaling:needs_an_argument", "cannot be loaded (TypeError: "),
+    ("tests.test_scaling:missing", "cannot be loaded (AttributeError: "),
+    ("tests.no_such_module:TOY", "cannot be loaded (ModuleNotFoundError: "),
+    (".relative:TOY", "cannot be loaded (TypeError: "),
+])
+def test_resolve_track_names_what_is_wrong_with_a_bad_reference(ref, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        resolve_track(ref)
 
 
 def test_scale_track_measures_points_and_skips_with_reasons():

@@ -191,14 +191,14 @@ def resolve_track(ref: str) -> Track:
         from gridmix.plugins import load_registry
 
         return load_registry().track(ref)
-    try:
+    expected = "expected a registered name or MODULE:ATTRIBUTE naming a Track or a function returning one"
+    try:  # the module's import and the factory are user code: whatever they raise is the reference's fault
         found = getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError) as error:
-        raise ValueError(f"track {ref!r} cannot be loaded ({type(error).__name__}: {error}); expected a registered "
-                         "name or MODULE:ATTRIBUTE naming a Track or a function returning one") from None
-    track = found if isinstance(found, Track) else found()
+        track = found if isinstance(found, Track) or not callable(found) else found()
+    except Exception as error:
+        raise ValueError(f"track {ref!r} cannot be loaded ({type(error).__name__}: {error}); {expected}") from None
     if not isinstance(track, Track):
-        raise ValueError(f"{ref!r} gave a {type(track).__name__}; expected a gridmix Track")
+        raise ValueError(f"{ref!r} gave an object of type {type(track).__name__}; {expected}")
     return track
 
 
