@@ -41,8 +41,9 @@ def plot_paired(report: Report, path: Path) -> Path:
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7)
         ax.set_xticks([0, 1], [name, idea.name], rotation=10)
-        family = arm.comparison.family if arm.comparison else "mechanism"
-        ax.set_title(f"{arm.role} ({family}): {arm.comparison.verdict if arm.comparison else '–'}", fontsize=8)
+        comp = report.comparison_with(name)
+        family = comp.family if comp else "mechanism"
+        ax.set_title(f"{arm.role} ({family}): {comp.verdict if comp else '–'}", fontsize=8)
         ax.set_ylabel(report.metric)
     fig.suptitle(f"{report.track} {report.grid}: paired seeds ({report.metric_direction})\n"
                  "green = idea better on that seed, red = worse, grey = tie", fontsize=9)

@@ -362,6 +362,13 @@ class Report:
         """The primary comparison, idea − matched baseline; None without a baseline."""
         return None if self.primary_baseline is None else self.comparisons[self.primary_baseline]
 
+    def comparison_with(self, name: str) -> Comparison | None:
+        """The idea's comparison with arm ``name``: a baseline's own, else the mechanism question idea − it."""
+        arm = self.arms[name]
+        if arm.comparison is not None:
+            return arm.comparison
+        return next((c for c in self.mechanism.values() if c.a == self.idea and c.b == name), None)
+
     @property
     def verdict(self) -> str:
         return NOT_COMPARED["verdict"] if self.comparison is None else self.comparison.verdict
@@ -409,8 +416,8 @@ class Report:
     def from_dict(cls, data: Mapping[str, Any]) -> Report:
         """A report read back from ``bench_report.json``; ``ValueError`` when a key is missing or malformed.
 
-        Keys that reports gained later (``fixed_split``, ``chance``, ``ceiling``, ``precision``, ``data``,
-        ``code``, ``references``) may be missing: an older report reads with their defaults.
+        ``fixed_split``, the one key added after the report took its present shape (power, mechanism, the
+        floor/ceiling flags), may be missing: a report written before it reads as ``fixed_split=False``.
         """
         try:
             return cls._from_dict(data)
@@ -430,14 +437,14 @@ class Report:
             bench_version=data["bench_version"], track=data["track"], grid=data["grid"], idea=data["model"],
             metric=data["metric"], direction=metric_direction.removesuffix(" is better"),
             comparison_seeds=tuple(data["seeds"]["comparison"]), sweep_seeds=tuple(data["seeds"]["sweep"]),
-            fixed_split=data.get("fixed_split", False), chance=data.get("chance"), ceiling=data.get("ceiling"),
+            fixed_split=data.get("fixed_split", False), chance=data["chance"], ceiling=data["ceiling"],
             arms=arms,
             primary_baseline=data["primary_baseline"], comparisons=comparisons,
             holm_adjusted_over=tuple(data["holm_adjusted_over"]), power=Power.from_dict(data["power"]),
             mechanism={name: Comparison.from_dict(c) for name, c in data["mechanism"].items()},
             mechanism_signature=data["mechanism_signature"], budget=data["budget"],
             failures=tuple(FailedRun(**f) for f in data["failures"]), timings=data["timings"],
-            versions=data["versions"], device=data["device"], precision=data.get("precision", "fp32"),
-            threads=data["threads"], data=data.get("data"), code=data.get("code", {}),
-            analyses={k: v for k, v in data.items() if k not in _KEYS}, references=data.get("references"),
+            versions=data["versions"], device=data["device"], precision=data["precision"],
+            threads=data["threads"], data=data["data"], code=data["code"],
+            analyses={k: v for k, v in data.items() if k not in _KEYS}, references=data["references"],
             plot_errors=tuple(data.get("plot_errors", ())))

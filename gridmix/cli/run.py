@@ -87,9 +87,8 @@ def results_table(report: Report) -> Table:
     table = Table(title=f"{report.track} {report.grid} — {report.metric} ({report.metric_direction})")
     for column in ("model", "role", "lr", "mean", "std", "n", "idea − it: Δ", "p", "MDE 80%", "verdict"):
         table.add_column(column, justify="left" if column in ("model", "role", "verdict") else "right")
-    mechanism = {comp.b: comp for comp in report.mechanism.values() if comp.a == report.idea}
     for name, arm in report.arms.items():
-        comp = arm.comparison or mechanism.get(name)
+        comp = report.comparison_with(name)
         result = comp.result if comp else None
         role = arm.role + (" (primary)" if comp and comp.family == "primary" else "")
         verdict = (comp.verdict if comp else "") + (f" [{arm.flag}]" if arm.flag else "")
