@@ -28,7 +28,8 @@ zeros). Cost per stage: one rfft/irfft pair over (at most) the whole tensor, so 
 Speed: rows (batch, other axes, channels) are processed in chunks of about ``CHUNK`` values, all stages
 per chunk, so the intermediates stay in cache and the allocator reuses them. Transforming the whole
 tensor per level instead made every level stream it from memory and allocate fresh tensors of > 32 MB
-(glibc maps those anew: a page fault per 4 KiB), which made 16,384 tokens 5.5x slower than 8,192.
+(glibc maps those anew: a page fault per 4 KiB), which made the bare product at 16,384 tokens 5.5x slower
+than at 8,192 (docs/mixer.md, "Causal axes").
 
 Everything here runs in at least float32, with autocast off inside (FFTs in half precision lose the
 certificate's meaning, and cuFFT takes only powers of two in float16); the result comes back in the

@@ -6,7 +6,7 @@ symmetric) time three single layers on random tokens, forward+backward with a me
 
 - ``mixer-causal`` (the idea): :class:`gridmix.ConcentrationMixer` with axis 0 causal (its exactly causal
   Toeplitz factor, :mod:`gridmix.causal`), the other axes symmetric;
-- ``sdpa-causal`` (the matched baseline): the same value and output projections around
+- ``sdpa-causal`` (the matched baseline): value and output projections of the same shape around
   ``F.scaled_dot_product_attention(is_causal=True)`` over the flattened grid (row-major, so the first axis
   is the slowest: causal in the flattened order is causal in time, and stricter within a frame);
 - ``mixer`` (a baseline): the all-symmetric mixer, the speed a causal axis is compared with.
