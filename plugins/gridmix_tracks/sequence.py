@@ -24,8 +24,8 @@ sines 0.958 / 0.821 / 0.978; AR(2) 1.118 / 1.122 / 1.132; Mackey-Glass 0.108 / 0
 linear forecast from the window (fit on 2,048 series) scored 0.778 (sines 0.875, AR(2) 1.06, Mackey-Glass 0.40).
 AR(2) sixteen steps ahead is noise that every arm shares, a third of the test set that measures nothing; on sines
 (each series has its own periods, found only by comparing values) attention had learned too little to leave the
-control behind. So the default task drops AR(2), and the default budget trains on four times as many fresh series
-(8 epochs: 1.6 times the steps), tests on 2,048 series and pairs 7 seeds.
+control behind. So the default task drops AR(2), and the default budget trains on twice as many series (4,096,
+drawn once, 8 epochs: 1.6 times the steps), tests on 2,048 series and pairs 7 seeds.
 
 Pilot (lr 3e-3 for every arm, no sweep, 1 thread on the shared machine; test MSE on the budget's test set;
 "idea" and "control" columns are differences from attention, s_d their standard deviation over seeds):
@@ -45,10 +45,11 @@ advantage varied from seed to seed (s_d 0.019: an MDE near 7.7 % of attention at
 (s_d 0.010: an MDE near 0.017 = 4.2 % at 6 seeds, 0.013 = 3.1 % at 7), while the control stayed 0.041–0.049 behind
 attention (on sines 0.85–0.87 against attention's 0.78–0.81 and the idea's 0.48–0.53).
 
-The default run (``gridmix run --track sequence --threads 1``, shared machine, 20 min 44 s there, 434 s of CPU
-time), per seed 0–6: idea 0.2813 0.2625 0.2665 0.2629 0.2631 0.2611 0.2590 (0.2652); attention 0.4175 0.4180 0.4107
-0.4223 0.4087 0.4096 0.4227 (0.4157); control 0.4584 0.4620 0.4602 0.4754 0.4477 0.4646 0.4787 (0.4638). The idea
-better on 7/7 seeds, p = 0.0156, MDE 0.0127 (3.06 % of attention's mean); the control 0.0482 behind attention.
+The default run, ``gridmix run --track sequence`` on a fresh clone of an idle 2-core machine (2 threads), took
+5 min 16 s (``time``; 264.5 s of it training), per seed 0–6: idea 0.2781 0.2610 0.2652 0.2629 0.2621 0.2609 0.2590
+(0.2642); attention 0.4147 0.4186 0.4137 0.4224 0.4087 0.4093 0.4222 (0.4157); ablation 0.2682 on average; control
+0.4586 0.4624 0.4602 0.4755 0.4477 0.4646 0.4776 (0.4638). The idea better on 7/7 seeds, Δ = −0.1515, p = 0.0156,
+MDE 0.0122 (2.93 % of attention's mean); the control 0.0481 behind attention (p = 0.0156), four times the MDE.
 
 Shape legend:
     S: samples, L: context (the grid), H: horizon; inputs (S, 1, L) float32, targets (S, H) float32
@@ -70,12 +71,11 @@ from gridmix_tracks.common import generated_data, mse, mse_loss
 
 HORIZON = 16
 MIN_CONTEXT = 8
-# 64 tokens train fast: four times the default data (fresh series rather than more epochs over few), a test set
-# four times larger (each seed draws its own, so its sampling is part of the paired differences) and 7 seeds (the
-# sign-flip MDE is about 1.78 s_d at 6, 1.33 s_d at 7) still finish a default comparison in about 6-7 minutes on 2
-# idle CPU cores (estimated) (docs/plugins.md, "Budgets of the built-in tracks"; the pilot is in the module docstring).
+# 64 tokens train fast: four times the global default's training series, a test set four times larger (each seed
+# draws its own, so its sampling is part of the paired differences) and 7 seeds (the sign-flip MDE is about 1.78 s_d
+# at 6, 1.33 s_d at 7) still finish a default comparison in 5 min 16 s on 2 idle CPU cores (measured; the pilot is in
+# the module docstring, the run in docs/plugins.md, "Budgets of the built-in tracks").
 BUDGET_OVERRIDES = {"default": {"seeds": 7, "n_train": 4096, "epochs": 8, "n_test": 2048}}
-KINDS = ("sines", "ar", "mackey-glass")
 # AR(2) is left out by default: 16 steps ahead it is mostly unforeseeable noise, the same for every model (test MSE
 # 1.09-1.13 for attention, the idea and the no-mixing control alike in the pilot), so it only dilutes the comparison.
 DEFAULT_KINDS = ("sines", "mackey-glass")
@@ -89,12 +89,12 @@ class ForecastTask:
 
     horizon: int = HORIZON
     noise: float = 0.1  # observation noise, on inputs and targets alike
-    kinds: tuple[str, ...] = DEFAULT_KINDS  # the generators drawn from, equally often (any of KINDS)
+    kinds: tuple[str, ...] = DEFAULT_KINDS  # the generators drawn from, equally often (keys of GENERATORS)
 
     def __post_init__(self) -> None:
-        unknown = [kind for kind in self.kinds if kind not in KINDS]
+        unknown = [kind for kind in self.kinds if kind not in GENERATORS]
         if not self.kinds or unknown or len(set(self.kinds)) != len(self.kinds):
-            raise ValueError(f"kinds={self.kinds}; expected distinct names among {KINDS}")
+            raise ValueError(f"kinds={self.kinds}; expected distinct names among {tuple(GENERATORS)}")
 
     def generate(self, rng: np.random.Generator, n: int, context: int) -> Split:
         length = context + self.horizon
