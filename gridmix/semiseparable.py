@@ -1,0 +1,120 @@
+"""A semiseparable causal factor: a sum of decaying exponentials applied as an exactly causal chunked scan.
+
+The kernel is ``κ_h[k] = Σ_q w_hq λ_hq^k`` for ``0 ≤ k < n`` (``r`` terms per head, ``0 < λ < 1``): the
+lower-triangular Toeplitz matrix ``T[i, j] = κ_h[i − j]`` of :mod:`gridmix.causal`, but with ``2r`` numbers per
+head instead of ``n`` (S4D / Mamba-2's semiseparable form). :class:`gridmix.factors.SemiseparableFactor` sets
+``w`` so that ``‖κ_h‖₁`` equals its gain exactly (the certificate); this module applies ``T`` to a tensor.
+
+:func:`semiseparable_mode_product` cuts the axis into chunks of ``b`` positions (zeros padded at the end):
+
+* inside a chunk, the dense lower-triangular Toeplitz block of ``κ[:b]`` (one GEMM per head; exact zeros
+  above the diagonal);
+* each chunk's end state ``s_q(c) = Σ_a λ_q^(b−1−a) x[cb + a]`` (one GEMM per head);
+* the carry ``h_q(c) = Σ_{c' < c} (λ_q^b)^(c−1−c') s_q(c')``, by :func:`_carry`: chunks in groups of ``GROUP``,
+  a dense strictly lower-triangular ``GROUP × GROUP`` matrix inside each group and the same carry, recursively,
+  over the groups' end states (decay ``λ^(b·GROUP)``). Each level costs ``GROUP·r / b`` multiply-adds per value
+  of the level below, so the cost per value does not grow with ``n`` (the prototype's dense ``(n/b)²`` carry
+  did: ``(n / b²)·r`` per value, 64 at 16,384 tokens);
+* read out as ``y[cb + a] += Σ_q w_q λ_q^(a+1) h_q(c)`` (one GEMM per head).
+
+Per value, forward: ``2b`` (leaf, half of it on exact zeros) ``+ 2r`` (state) ``+ 2r`` (read-out) ``+ ≈ 2r·GROUP/b``
+(carry) flops. No FFT: every output reads a later input only through an exact zero of a matrix (the leaf's upper
+triangle, the carry's strict upper triangle), so ``y_i`` is bit-for-bit independent of any finite later input and
+autograd's backward (the transposed matrices) sends later inputs exactly zero gradient.
+
+:func:`semiseparable_kernel` materialises ``κ`` (h, n); ``causal_mode_product_dense`` of it is the O(n²) reference
+the tests compare against in float64. Everything here runs in at least float32 with autocast off inside and
+returns the input's dtype, as :func:`gridmix.causal.causal_mode_product`.
+
+Shape legend:
+    h: heads, c: channels per head, n: axis length, r: terms per head, R: every other dimension folded
+    (batch, other axes, channels), b: chunk length, C: chunks, G: chunks per group
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from gridmix.causal import _check
+
+CHUNK = 32  # positions per chunk (docs/mixer.md, "Causal axes": about 2b + 4r flops per value)
+GROUP = 16  # chunks per group of the carry
+
+
+def semiseparable_kernel(log_decays: torch.Tensor, weights: torch.Tensor, length: int) -> torch.Tensor:
+    """``κ[h, k] = Σ_q w[h, q] λ[h, q]^k`` for ``k < length``: (h, n) from ``log λ`` and ``w``, each (h, r)."""
+    lags = torch.arange(length, device=log_decays.device, dtype=log_decays.dtype)  # (n,)
+    return torch.einsum("hq,hqk->hk", weights, torch.exp(log_decays[..., None] * lags))  # (h, n)
+
+
+def _dense_carry(states: torch.Tensor, log_decay: torch.Tensor) -> torch.Tensor:
+    """``h(i) = Σ_{j<i} a^(i−1−j) s(j)`` along dim 2 of ``states`` (h, R, G, r) with ``a = exp(log_decay)`` (h, r)."""
+    steps = torch.arange(states.shape[2], device=states.device)
+    gap = (steps[:, None] - steps[None, :] - 1).to(states.dtype)  # (G, G): i − 1 − j
+    powers = torch.exp(gap.clamp(min=0) * log_decay[..., None, None])  # (h, r, G, G)
+    powers = torch.where(gap >= 0, powers, 0.0)  # exact zeros on and above the diagonal
+    return torch.einsum("hqij,hRjq->hRiq", powers, states)  # (h, R, G, r)
+
+
+def _carry(states: torch.Tensor, log_decay: torch.Tensor, group: int) -> torch.Tensor:
+    """:func:`_dense_carry` of ``states`` (h, R, C, r) in levels of ``group`` chunks (module docstring).
+
+    ``h(gG + j) = local(g, j) + a^j H(g)``: ``local`` the carry inside group ``g``, ``H`` the carry over the
+    groups' end states ``S(g) = a·local(g, G−1) + s(g, G−1)`` with decay ``a^G``.
+    """
+    heads, rows, count, terms = states.shape
+    if count <= group:
+        return _dense_carry(states, log_decay)
+    groups = -(-count // group)
+    padded = F.pad(states, (0, 0, 0, groups * group - count))  # (h, R, Cg·G, r): zero states after the end
+    local = _dense_carry(padded.view(heads, rows * groups, group, terms), log_decay)  # (h, R·Cg, G, r)
+    local = local.reshape(heads, rows, groups, group, terms)  # (h, R, Cg, G, r)
+    ends = torch.exp(log_decay)[:, None, None] * local[..., -1, :] + padded.view(local.shape)[..., -1, :]
+    into = _carry(ends, group * log_decay, group)  # (h, R, Cg, r): H(g)
+    offsets = torch.arange(group, device=states.device, dtype=states.dtype)  # (G,)
+    spread = torch.exp(offsets[:, None] * log_decay[:, None, None, None])  # (h, 1, 1, G, r): a^j
+    return (local + spread * into[..., None, :]).reshape(heads, rows, -1, terms)[:, :, :count]  # (h, R, C, r)
+
+
+def _scan(t: torch.Tensor, log_decays: torch.Tensor, weights: torch.Tensor, chunk: int, group: int) -> torch.Tensor:
+    """``T t`` along the last axis of ``t`` (h, R, L), ``L`` a multiple of ``chunk`` (module docstring)."""
+    heads, rows, length = t.shape
+    blocks = t.view(heads, rows * (length // chunk), chunk)  # (h, R·C, b)
+    offsets = torch.arange(chunk, device=t.device, dtype=t.dtype)  # (b,)
+    lags = offsets[:, None] - offsets[None, :]  # (b, b): i − j
+    kappa = semiseparable_kernel(log_decays, weights, chunk)  # (h, b)
+    leaf = torch.where(lags >= 0, kappa[:, lags.clamp(min=0).long()], 0.0)  # (h, b, b): [i, j] = κ[i − j], i ≥ j
+    y = torch.bmm(blocks, leaf.mT)  # (h, R·C, b)
+    into_state = torch.exp((chunk - 1 - offsets)[:, None] * log_decays[:, None])  # (h, b, r): λ^(b−1−a)
+    states = torch.bmm(blocks, into_state).view(heads, rows, -1, log_decays.shape[1])  # (h, R, C, r)
+    carried = _carry(states, chunk * log_decays, group)  # (h, R, C, r)
+    out_of_state = weights[..., None] * torch.exp((offsets + 1) * log_decays[..., None])  # (h, r, b): w λ^(a+1)
+    y = y + torch.bmm(carried.reshape(heads, -1, carried.shape[-1]), out_of_state)  # (h, R·C, b)
+    return y.view(t.shape)
+
+
+def semiseparable_mode_product(x: torch.Tensor, log_decays: torch.Tensor, weights: torch.Tensor, axis: int, *,
+                               chunk: int = CHUNK, group: int = GROUP) -> torch.Tensor:
+    """``causal_mode_product_dense(x, semiseparable_kernel(log_decays, weights, n), axis)`` in O(n·(b + r)).
+
+    ``x``: (…, n at ``axis``, …, h, c); ``log_decays`` (``log λ``, negative) and ``weights`` (``w``): (h, r).
+    Returns ``x``'s shape and dtype. ``chunk``: positions per chunk; ``group``: chunks per group of the carry (≥ 2).
+    Exactly causal (module docstring).
+    """
+    if log_decays.dim() != 2 or log_decays.shape != weights.shape:
+        raise ValueError(f"log_decays {tuple(log_decays.shape)} and weights {tuple(weights.shape)} must both be "
+                         f"(h={x.shape[-2]}, r)")
+    _check(x, log_decays[:, :1], axis)
+    if chunk < 1 or group < 2:
+        raise ValueError(f"chunk={chunk}, group={group}; expected chunk >= 1 and group >= 2")
+    work = torch.promote_types(x.dtype, torch.float32)
+    n, heads = x.shape[axis], x.shape[-2]
+    b = min(chunk, n)
+    length = -(-n // b) * b
+    with torch.autocast(x.device.type, enabled=False):
+        moved = x.to(work).movedim(axis, -1).movedim(-3, 0)  # (h, …, c, n): heads first, the axis last
+        t = F.pad(moved, (0, length - n)).reshape(heads, -1, length)  # (h, R, L): zeros after the end
+        y = _scan(t, log_decays.to(work), weights.to(work), b, group)  # (h, R, L)
+        y = y[..., :n].reshape(moved.shape)  # (h, …, c, n)
+        return y.movedim(0, -3).movedim(-1, axis).to(x.dtype)  # (…, n, …, h, c)
