@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import pytest
 import torch
+from timm.models.vision_transformer import VisionTransformer
 
+from gridmix import ConcentrationMixer, Grid
+from gridmix.analysis.mechanism import mechanism_signature
 from gridmix.causal import causal_mode_product_dense
-from gridmix.factors import SemiseparableFactor
+from gridmix.factors import CausalFactor, SemiseparableFactor, SymmetricFactor
+from gridmix.models import MixerConfig
 from gridmix.semiseparable import semiseparable_kernel, semiseparable_mode_product
 
 SHAPES = [  # (x shape (…, h, c), causal axis)
@@ -120,3 +124,115 @@ def test_bad_arguments_name_the_values():
         semiseparable_mode_product(x, log_decays, weights, 3)
     with pytest.raises(ValueError, match="group=1"):
         semiseparable_mode_product(x, log_decays, weights, 1, group=1)
+
+
+def _perturbed(mixer: ConcentrationMixer) -> ConcentrationMixer:
+    with torch.no_grad():
+        for p in mixer.parameters():
+            p.add_(0.3 * torch.randn_like(p))
+    return mixer
+
+
+@pytest.mark.parametrize("grid,causal", [("300", (0,)), ("20x7", (0,)), ("6x5x40", (2,)), ("9x4x5", (0, 2)),
+                                         ("5x6", (0, 1))])
+def test_mixer_values_and_gradients_equal_its_dense_operator_in_float64(grid, causal):
+    torch.manual_seed(4)
+    mixer = _perturbed(ConcentrationMixer(4, grid, num_heads=2, rank=2, causal_axes=causal, causal_form="semiseparable",
+                                          terms=3).double())
+    assert all(isinstance(mixer.axis_factors[k], SemiseparableFactor) for k in causal)
+    v = torch.randn(2, *mixer.grid, 4, dtype=torch.float64, requires_grad=True)
+    grad = torch.randn(v.shape, dtype=torch.float64)
+    heads = v.reshape(2, mixer.grid.numel, 2, 2)  # (B, N, h, c)
+    expected = torch.einsum("hij,bjhc->bihc", mixer.operator(), heads).reshape(v.shape)
+    fast = mixer.mix(v)
+    torch.testing.assert_close(fast, expected, rtol=1e-10, atol=1e-12)
+    leaves = [v, *(p for name, p in mixer.named_parameters() if "axis_factors" in name)]
+    for got, want in zip(torch.autograd.grad(fast, leaves, grad), torch.autograd.grad(expected, leaves, grad)):
+        torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-11)
+
+
+def test_mix_applies_the_scan_not_the_materialised_kernel(monkeypatch):
+    mixer = ConcentrationMixer(8, "64x4", num_heads=2, rank=2, causal_axes=(0,), causal_form="semiseparable")
+    v = torch.randn(2, 64, 4, 8)
+    expected = mixer.mix(v)
+
+    def refuse(self):
+        raise AssertionError("mix materialised the semiseparable kernel")
+
+    monkeypatch.setattr(SemiseparableFactor, "kernel", refuse)
+    torch.testing.assert_close(mixer.mix(v), expected, rtol=0, atol=0)
+
+
+def test_mixer_is_exactly_causal_and_certified():
+    torch.manual_seed(5)
+    mixer = _perturbed(ConcentrationMixer(8, "200x3", num_heads=2, rank=2, causal_axes=(0,),
+                                          causal_form="semiseparable", start="global"))
+    x = torch.randn(2, 200, 3, 8, requires_grad=True)
+    t = 77
+    grad = torch.autograd.grad(mixer.mix(x)[:, : t + 1].sum(), x)[0]  # (2, 200, 3, 8)
+    assert grad[:, t + 1 :].abs().max().item() == 0.0 and grad[:, : t + 1].abs().sum((0, 2, 3)).min() > 0
+    bound = mixer.spectral_bound()  # (h,)
+    assert (bound < 1).all()
+    dense = mixer.double().operator()  # (h, N, N)
+    assert (torch.linalg.matrix_norm(dense, ord=2) <= bound.double() + 1e-12).all()
+
+
+def test_regrid_keeps_the_parameters_and_renormalises_the_kernel():
+    torch.manual_seed(6)
+    mixer = _perturbed(ConcentrationMixer(8, "32x4", num_heads=2, rank=2, causal_axes=(0,),
+                                          causal_form="semiseparable", terms=5)).double()
+    for grid in ("16x4", "100x4"):
+        other = mixer.regrid(grid)
+        factor = other.axis_factors[0]
+        assert isinstance(factor, SemiseparableFactor) and factor.length == int(grid.split("x")[0])
+        for name, p in mixer.state_dict().items():
+            assert torch.equal(other.state_dict()[name], p)
+        torch.testing.assert_close(factor.kernel().sum(-1), factor.bound())  # ‖κ‖₁ = gain on the new length too
+        v = torch.randn(1, *other.grid, 8, dtype=torch.float64)
+        heads = v.reshape(1, other.grid.numel, 2, 4)
+        expected = torch.einsum("hij,bjhc->bihc", other.operator(), heads).reshape(v.shape)
+        torch.testing.assert_close(other.mix(v), expected, rtol=1e-10, atol=1e-12)
+    v = torch.randn(1, 32, 4, 8, dtype=torch.float64)
+    torch.testing.assert_close(mixer.regrid("64x4").regrid("32x4").mix(v), mixer.mix(v), rtol=0, atol=0)
+
+
+def test_the_default_is_the_toeplitz_factor_and_the_config_threads_the_knob():
+    assert isinstance(ConcentrationMixer(4, "16", num_heads=2, causal_axes=(0,)).axis_factors[0], CausalFactor)
+    assert MixerConfig().causal_form == "toeplitz"
+    layer = MixerConfig(causal_axes=(0,), causal_form="semiseparable", terms=4, start="global").attn_layer(
+        Grid((16, 3)))(4, num_heads=2)
+    factor = layer.axis_factors[0]
+    assert isinstance(factor, SemiseparableFactor) and factor.terms == 4 and factor.start == "global"
+    assert isinstance(layer.axis_factors[1], SymmetricFactor)
+    uncapped = MixerConfig(causal_axes=(0,), causal_form="semiseparable", kind="uncapped").attn_layer(Grid((16,)))
+    assert not uncapped(4, num_heads=2).axis_factors[0].capped
+
+
+@pytest.mark.parametrize("options,message", [
+    (dict(causal_form="ssm"), "causal_form='ssm'; expected one of"),
+    (dict(causal_form="semiseparable", terms=0), "terms=0; expected a positive integer"),
+    (dict(causal_form="semiseparable", terms=2.5), "terms=2.5; expected a positive integer"),
+    (dict(causal_form="semiseparable", modes=8), "modes=8 on semiseparable causal axis 0: .* expected None or 16"),
+])
+def test_bad_knob_values_are_one_line_value_errors(options, message):
+    with pytest.raises(ValueError, match=message):
+        ConcentrationMixer(4, "16", num_heads=2, causal_axes=(0,), **options)
+
+
+@pytest.mark.parametrize("options,message", [
+    (dict(causal_form="ssm"), "MixerConfig causal_form='ssm'; expected one of"),
+    (dict(terms=-1), "MixerConfig terms=-1; expected a positive integer"),
+])
+def test_bad_config_values_are_value_errors(options, message):
+    with pytest.raises(ValueError, match=message):
+        MixerConfig(causal_axes=(0,), **options)
+
+
+def test_mechanism_analysis_reports_a_semiseparable_axis_as_causal_and_certified():
+    torch.manual_seed(7)
+    layer = ConcentrationMixer.configure((4, 6), rank=2, causal_axes=(0,), causal_form="semiseparable", terms=3)
+    model = VisionTransformer(img_size=(4, 6), patch_size=1, in_chans=1, embed_dim=16, depth=1, num_heads=2,
+                              num_classes=3, class_token=False, global_pool="avg", attn_layer=layer)
+    signature = mechanism_signature(model, torch.randn(2, 1, 4, 6))
+    assert [axis["kind"] for axis in signature["layers"][0]["axes"]] == ["causal", "symmetric"]
+    assert signature["confirmed"] is True
