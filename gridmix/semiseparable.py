@@ -49,48 +49,56 @@ def semiseparable_kernel(log_decays: torch.Tensor, weights: torch.Tensor, length
 
 
 def _dense_carry(states: torch.Tensor, log_decay: torch.Tensor) -> torch.Tensor:
-    """``h(i) = Σ_{j<i} a^(i−1−j) s(j)`` along dim 2 of ``states`` (h, R, G, r) with ``a = exp(log_decay)`` (h, r)."""
-    steps = torch.arange(states.shape[2], device=states.device)
-    gap = (steps[:, None] - steps[None, :] - 1).to(states.dtype)  # (G, G): i − 1 − j
+    """``h(i) = Σ_{j<i} a^(i−1−j) s(j)`` along the last dim of ``states`` (h, r, R, G), ``a = exp(log_decay)`` (h, r).
+
+    One GEMM per head and term, ``(R, G) @ (G, G)``: the terms are a batch dimension, so no transpose is needed.
+    """
+    steps = torch.arange(states.shape[-1], device=states.device)
+    gap = (steps[None, :] - steps[:, None] - 1).to(states.dtype)  # (G, G): [j, i] = i − 1 − j
     powers = torch.exp(gap.clamp(min=0) * log_decay[..., None, None])  # (h, r, G, G)
-    powers = torch.where(gap >= 0, powers, 0.0)  # exact zeros on and above the diagonal
-    return torch.einsum("hqij,hRjq->hRiq", powers, states)  # (h, R, G, r)
+    powers = torch.where(gap >= 0, powers, 0.0)  # exact zeros where j ≥ i
+    return torch.matmul(states, powers)  # (h, r, R, G)
 
 
 def _carry(states: torch.Tensor, log_decay: torch.Tensor, group: int) -> torch.Tensor:
-    """:func:`_dense_carry` of ``states`` (h, R, C, r) in levels of ``group`` chunks (module docstring).
+    """:func:`_dense_carry` of ``states`` (h, r, R, C) in levels of ``group`` chunks (module docstring).
 
     ``h(gG + j) = local(g, j) + a^j H(g)``: ``local`` the carry inside group ``g``, ``H`` the carry over the
     groups' end states ``S(g) = a·local(g, G−1) + s(g, G−1)`` with decay ``a^G``.
     """
-    heads, rows, count, terms = states.shape
+    heads, terms, rows, count = states.shape
     if count <= group:
         return _dense_carry(states, log_decay)
     groups = -(-count // group)
-    padded = F.pad(states, (0, 0, 0, groups * group - count))  # (h, R, Cg·G, r): zero states after the end
-    local = _dense_carry(padded.view(heads, rows * groups, group, terms), log_decay)  # (h, R·Cg, G, r)
-    local = local.reshape(heads, rows, groups, group, terms)  # (h, R, Cg, G, r)
-    ends = torch.exp(log_decay)[:, None, None] * local[..., -1, :] + padded.view(local.shape)[..., -1, :]
-    into = _carry(ends, group * log_decay, group)  # (h, R, Cg, r): H(g)
+    padded = F.pad(states, (0, groups * group - count))  # (h, r, R, Cg·G): zero states after the end
+    padded = padded.view(heads, terms, rows * groups, group)  # (h, r, R·Cg, G)
+    local = _dense_carry(padded, log_decay)  # (h, r, R·Cg, G)
+    ends = torch.exp(log_decay)[..., None] * local[..., -1] + padded[..., -1]  # (h, r, R·Cg): S(g)
+    into = _carry(ends.view(heads, terms, rows, groups), group * log_decay, group)  # (h, r, R, Cg): H(g)
     offsets = torch.arange(group, device=states.device, dtype=states.dtype)  # (G,)
-    spread = torch.exp(offsets[:, None] * log_decay[:, None, None, None])  # (h, 1, 1, G, r): a^j
-    return (local + spread * into[..., None, :]).reshape(heads, rows, -1, terms)[:, :, :count]  # (h, R, C, r)
+    spread = torch.exp(offsets * log_decay[..., None])  # (h, r, G): a^j
+    carried = local.view(heads, terms, rows, groups, group) + spread[:, :, None, None] * into[..., None]
+    return carried.view(heads, terms, rows, -1)[..., :count]  # (h, r, R, C)
 
 
 def _scan(t: torch.Tensor, log_decays: torch.Tensor, weights: torch.Tensor, chunk: int, group: int) -> torch.Tensor:
-    """``T t`` along the last axis of ``t`` (h, R, L), ``L`` a multiple of ``chunk`` (module docstring)."""
+    """``T t`` along the last axis of ``t`` (h, R, L), ``L`` a multiple of ``chunk`` (module docstring).
+
+    The states are kept as (h, r, R·C), the terms ahead of the rows, so that the carry needs no transpose; the
+    GEMMs read them, and the chunks, transposed in place.
+    """
     heads, rows, length = t.shape
+    terms = log_decays.shape[1]
     blocks = t.view(heads, rows * (length // chunk), chunk)  # (h, R·C, b)
     offsets = torch.arange(chunk, device=t.device, dtype=t.dtype)  # (b,)
     lags = offsets[:, None] - offsets[None, :]  # (b, b): i − j
     kappa = semiseparable_kernel(log_decays, weights, chunk)  # (h, b)
     leaf = torch.where(lags >= 0, kappa[:, lags.clamp(min=0).long()], 0.0)  # (h, b, b): [i, j] = κ[i − j], i ≥ j
-    y = torch.bmm(blocks, leaf.mT)  # (h, R·C, b)
-    into_state = torch.exp((chunk - 1 - offsets)[:, None] * log_decays[:, None])  # (h, b, r): λ^(b−1−a)
-    states = torch.bmm(blocks, into_state).view(heads, rows, -1, log_decays.shape[1])  # (h, R, C, r)
-    carried = _carry(states, chunk * log_decays, group)  # (h, R, C, r)
+    into_state = torch.exp((chunk - 1 - offsets) * log_decays[..., None])  # (h, r, b): λ^(b−1−a)
+    states = torch.bmm(into_state, blocks.mT).view(heads, terms, rows, -1)  # (h, r, R, C): s_q(c)
+    carried = _carry(states, chunk * log_decays, group).reshape(heads, terms, -1)  # (h, r, R·C): h_q(c)
     out_of_state = weights[..., None] * torch.exp((offsets + 1) * log_decays[..., None])  # (h, r, b): w λ^(a+1)
-    y = y + torch.bmm(carried.reshape(heads, -1, carried.shape[-1]), out_of_state)  # (h, R·C, b)
+    y = torch.baddbmm(torch.bmm(blocks, leaf.mT), carried.mT, out_of_state)  # (h, R·C, b)
     return y.view(t.shape)
 
 
