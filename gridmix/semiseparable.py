@@ -17,6 +17,9 @@ head instead of ``n`` (S4D / Mamba-2's semiseparable form). :class:`gridmix.fact
   did: ``(n / b²)·r`` per value, 64 at 16,384 tokens);
 * read out as ``y[cb + a] += Σ_q w_q λ_q^(a+1) h_q(c)`` (one GEMM per head).
 
+An axis no longer than ``b`` is one chunk: the leaf alone, the dense Toeplitz product (on short axes such as a
+video's 16 frames the states, ``r`` per chunk, would outnumber the values).
+
 Per value, forward: ``2b`` (leaf, half of it on exact zeros) ``+ 2r`` (state) ``+ 2r`` (read-out) ``+ ≈ 2r·GROUP/b``
 (carry) flops. No FFT: every output reads a later input only through an exact zero of a matrix (the leaf's upper
 triangle, the carry's strict upper triangle), so ``y_i`` is bit-for-bit independent of any finite later input and
@@ -94,6 +97,8 @@ def _scan(t: torch.Tensor, log_decays: torch.Tensor, weights: torch.Tensor, chun
     lags = offsets[:, None] - offsets[None, :]  # (b, b): i − j
     kappa = semiseparable_kernel(log_decays, weights, chunk)  # (h, b)
     leaf = torch.where(lags >= 0, kappa[:, lags.clamp(min=0).long()], 0.0)  # (h, b, b): [i, j] = κ[i − j], i ≥ j
+    if length == chunk:  # one chunk (n ≤ b): the leaf is the whole product, no states to carry
+        return torch.bmm(blocks, leaf.mT).view(t.shape)
     into_state = torch.exp((chunk - 1 - offsets) * log_decays[..., None])  # (h, r, b): λ^(b−1−a)
     states = torch.bmm(into_state, blocks.mT).view(heads, terms, rows, -1)  # (h, r, R, C): s_q(c)
     carried = _carry(states, chunk * log_decays, group).reshape(heads, terms, -1)  # (h, r, R·C): h_q(c)
