@@ -21,9 +21,10 @@ An axis no longer than ``b`` is one chunk: the leaf alone, the dense Toeplitz pr
 video's 16 frames the states, ``r`` per chunk, would outnumber the values).
 
 Per value, forward: ``2b`` (leaf, half of it on exact zeros) ``+ 2r`` (state) ``+ 2r`` (read-out) ``+ ≈ 2r·GROUP/b``
-(carry) flops. No FFT: every output reads a later input only through an exact zero of a matrix (the leaf's upper
-triangle, the carry's strict upper triangle), so ``y_i`` is bit-for-bit independent of any finite later input and
-autograd's backward (the transposed matrices) sends later inputs exactly zero gradient.
+(carry) flops, about 200 at ``b = 64, r = 16``. No FFT: every output reads a later input only through an exact
+zero of a matrix (the leaf's upper triangle, the carry's strict upper triangle), so ``y_i`` is bit-for-bit
+independent of any finite later input and autograd's backward (the transposed matrices) sends later inputs exactly
+zero gradient.
 
 :func:`semiseparable_kernel` materialises ``κ`` (h, n); ``causal_mode_product_dense`` of it is the O(n²) reference
 the tests compare against in float64. Everything here runs in at least float32 with autocast off inside and
@@ -41,8 +42,9 @@ import torch.nn.functional as F
 
 from gridmix.causal import _check
 
-CHUNK = 32  # positions per chunk (docs/mixer.md, "Causal axes": about 2b + 4r flops per value)
+CHUNK = 64  # positions per chunk: 64 beat 16, 32 and 128 in every A/B on the shared machine (docs/mixer.md)
 GROUP = 16  # chunks per group of the carry
+PIECE = 1 << 20  # values of the (h, R, L) tensor per piece of rows (4 MiB in float32), as gridmix.causal.CHUNK
 
 
 def semiseparable_kernel(log_decays: torch.Tensor, weights: torch.Tensor, length: int) -> torch.Tensor:
@@ -80,31 +82,36 @@ def _carry(states: torch.Tensor, log_decay: torch.Tensor, group: int) -> torch.T
     into = _carry(ends.view(heads, terms, rows, groups), group * log_decay, group)  # (h, r, R, Cg): H(g)
     offsets = torch.arange(group, device=states.device, dtype=states.dtype)  # (G,)
     spread = torch.exp(offsets * log_decay[..., None])  # (h, r, G): a^j
-    carried = local.view(heads, terms, rows, groups, group) + spread[:, :, None, None] * into[..., None]
+    carried = torch.addcmul(local.view(heads, terms, rows, groups, group), spread[:, :, None, None], into[..., None])
     return carried.view(heads, terms, rows, -1)[..., :count]  # (h, r, R, C)
 
 
 def _scan(t: torch.Tensor, log_decays: torch.Tensor, weights: torch.Tensor, chunk: int, group: int) -> torch.Tensor:
     """``T t`` along the last axis of ``t`` (h, R, L), ``L`` a multiple of ``chunk`` (module docstring).
 
-    The states are kept as (h, r, R·C), the terms ahead of the rows, so that the carry needs no transpose; the
-    GEMMs read them, and the chunks, transposed in place.
+    Rows go through in pieces of about ``PIECE`` values (``split``/``cat``: one node each, so the backward
+    gathers the pieces' gradients in one pass), so each piece's intermediates stay in cache. The states are kept
+    as (h, r, R·C), the terms ahead of the rows, so that the carry needs no transpose; the GEMMs read them,
+    and the chunks, transposed in place.
     """
     heads, rows, length = t.shape
-    terms = log_decays.shape[1]
-    blocks = t.view(heads, rows * (length // chunk), chunk)  # (h, R·C, b)
     offsets = torch.arange(chunk, device=t.device, dtype=t.dtype)  # (b,)
     lags = offsets[:, None] - offsets[None, :]  # (b, b): i − j
     kappa = semiseparable_kernel(log_decays, weights, chunk)  # (h, b)
-    leaf = torch.where(lags >= 0, kappa[:, lags.clamp(min=0).long()], 0.0)  # (h, b, b): [i, j] = κ[i − j], i ≥ j
+    leaf = torch.where(lags >= 0, kappa[:, lags.clamp(min=0).long()], 0.0).mT  # (h, b, b): x_block @ leaf
     if length == chunk:  # one chunk (n ≤ b): the leaf is the whole product, no states to carry
-        return torch.bmm(blocks, leaf.mT).view(t.shape)
+        return torch.bmm(t, leaf)
     into_state = torch.exp((chunk - 1 - offsets) * log_decays[..., None])  # (h, r, b): λ^(b−1−a)
-    states = torch.bmm(into_state, blocks.mT).view(heads, terms, rows, -1)  # (h, r, R, C): s_q(c)
-    carried = _carry(states, chunk * log_decays, group).reshape(heads, terms, -1)  # (h, r, R·C): h_q(c)
     out_of_state = weights[..., None] * torch.exp((offsets + 1) * log_decays[..., None])  # (h, r, b): w λ^(a+1)
-    y = torch.baddbmm(torch.bmm(blocks, leaf.mT), carried.mT, out_of_state)  # (h, R·C, b)
-    return y.view(t.shape)
+    terms = log_decays.shape[1]
+    pieces = []
+    for piece in t.split(max(1, PIECE // (heads * length)), dim=1):  # (h, Rp, L)
+        blocks = piece.reshape(heads, -1, chunk)  # (h, Rp·C, b): a view
+        states = torch.bmm(into_state, blocks.mT).view(heads, terms, piece.shape[1], -1)  # (h, r, Rp, C): s_q(c)
+        carried = _carry(states, chunk * log_decays, group).reshape(heads, terms, -1)  # (h, r, Rp·C): h_q(c)
+        y = torch.bmm(blocks, leaf).baddbmm_(carried.mT, out_of_state)  # (h, Rp·C, b): the read-out added in place
+        pieces.append(y.view(piece.shape))
+    return torch.cat(pieces, dim=1) if len(pieces) > 1 else pieces[0]  # (h, R, L)
 
 
 def semiseparable_mode_product(x: torch.Tensor, log_decays: torch.Tensor, weights: torch.Tensor, axis: int, *,

@@ -46,6 +46,20 @@ def test_values_and_gradients_equal_the_dense_toeplitz_of_the_kernel_in_float64(
         torch.testing.assert_close(got, expected, rtol=1e-10, atol=1e-11)
 
 
+def test_rows_split_into_pieces_equal_the_dense_reference(monkeypatch):
+    monkeypatch.setattr("gridmix.semiseparable.PIECE", 2 * 2 * 104)  # two rows of (h=2, L=104) per piece: 3 pieces
+    torch.manual_seed(8)
+    x = torch.randn(5, 100, 2, 1, dtype=torch.float64, requires_grad=True)  # R = 5 rows
+    log_decays, weights = _parameters(2, 3)
+    grad = torch.randn(x.shape, dtype=torch.float64)
+    fast = semiseparable_mode_product(x, log_decays, weights, 1, chunk=8, group=2)
+    reference = causal_mode_product_dense(x, semiseparable_kernel(log_decays, weights, 100), 1)
+    torch.testing.assert_close(fast, reference, rtol=1e-11, atol=1e-12)
+    leaves = (x, log_decays, weights)
+    for got, expected in zip(torch.autograd.grad(fast, leaves, grad), torch.autograd.grad(reference, leaves, grad)):
+        torch.testing.assert_close(got, expected, rtol=1e-10, atol=1e-11)
+
+
 def test_the_kernel_is_the_sum_of_exponentials():
     log_decays, weights = torch.log(torch.tensor([[0.5, 0.25]], dtype=torch.float64)), torch.tensor([[2.0, -1.0]])
     expected = torch.tensor([[2 * 0.5**k - 0.25**k for k in range(5)]], dtype=torch.float64)
