@@ -25,7 +25,7 @@ from gridmix.causal import causal_mode_product
 from gridmix.semiseparable import CHUNK, GROUP, semiseparable_mode_product
 
 BATCH, HEADS, HEAD_DIM, RANK, TERMS = 8, 4, 16, 16, 16
-CHUNKS = (16, 32, 64)
+CHUNKS = (32, 64, 128)
 GROUPS = tuple(g for g in (4, 16, 64) if g != GROUP)  # the default group is timed as chunk{CHUNK}
 NAMES = [*(f"chunk{b}" for b in CHUNKS), *(f"group{g}" for g in GROUPS), "blocked_fft", "symmetric_mix",
          "sdpa_causal"]
