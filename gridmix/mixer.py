@@ -6,7 +6,8 @@ DCT (resolution-free) basis, or causal Toeplitz factors on axes that must not se
 factor has ``‖M_k‖₂ < 1``, so ``‖M‖₂ ≤ Π_k ‖M_k‖₂ < 1``. The operator is never materialised: it is
 applied in Tucker form (project each symmetric axis down with a basis shared by the heads, scale the
 core per head, expand back), causal axes as per-head Toeplitz factors on the projected tensor, applied
-in O(n log² n) and exactly causal (:mod:`gridmix.causal`).
+in O(n log² n) and exactly causal (:mod:`gridmix.causal`); with ``causal_form="semiseparable"`` their kernels
+are sums of decaying exponentials, applied exactly causally in O(n) (:mod:`gridmix.semiseparable`).
 As a drop-in for attention the block is ``y = W_o · M(W_v · x)`` per head. docs/design.md section 2 holds
 the mathematics; docs/benchmarks.md the measured speed and what the fast path does.
 
