@@ -5,8 +5,9 @@
 Forward+backward (gradients of the input and the factor's parameters) of
 :func:`gridmix.semiseparable.semiseparable_mode_product` through :class:`gridmix.factors.SemiseparableFactor`
 (``TERMS`` exponentials per head) on (8, n, 4 heads, 16 channels), the mixer benchmark's shape, at chunk lengths
-``chunkB`` (the default group) and groups ``groupG`` (the default chunk), for choosing the defaults ``CHUNK`` and
-``GROUP`` on an idle machine; against the symmetric rank-16 mixer's ``mix`` (C = 64, the reference), the exactly
+``chunkB`` (the default group) and groups ``groupG`` (the default chunk), and without pieces of rows
+(``unpieced``: the whole tensor at once), for choosing the defaults ``CHUNK``, ``GROUP`` and ``PIECE`` on an idle
+machine; against the symmetric rank-16 mixer's ``mix`` (C = 64, the reference), the exactly
 causal blocked FFT with a full-length kernel (:func:`gridmix.causal.causal_mode_product`) and causal SDPA
 (flash kernel). Interleaved rounds (``bench_common.interleaved``); ratios to the symmetric mixer are medians of
 per-round ratios. Writes ``DIR/bench_semiseparable.json`` and prints the table. Exactness (the dense Toeplitz
@@ -22,13 +23,13 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from gridmix import ConcentrationMixer, Grid, SemiseparableFactor
 from gridmix.causal import causal_mode_product
-from gridmix.semiseparable import CHUNK, GROUP, semiseparable_mode_product
+from gridmix.semiseparable import CHUNK, GROUP, PIECE, semiseparable_mode_product
 
 BATCH, HEADS, HEAD_DIM, RANK, TERMS = 8, 4, 16, 16, 16
 CHUNKS = (32, 64, 128)
 GROUPS = tuple(g for g in (4, 16, 64) if g != GROUP)  # the default group is timed as chunk{CHUNK}
-NAMES = [*(f"chunk{b}" for b in CHUNKS), *(f"group{g}" for g in GROUPS), "blocked_fft", "symmetric_mix",
-         "sdpa_causal"]
+NAMES = [*(f"chunk{b}" for b in CHUNKS), *(f"group{g}" for g in GROUPS), "unpieced", "blocked_fft",
+         "symmetric_mix", "sdpa_causal"]
 
 
 def cases(n: int) -> dict:
@@ -42,9 +43,10 @@ def cases(n: int) -> dict:
     v = torch.randn(BATCH, n, HEADS * HEAD_DIM, requires_grad=True)  # (B, n, C)
     q, k, w = (torch.randn(BATCH, HEADS, n, HEAD_DIM, requires_grad=True) for _ in range(3))  # (B, h, n, c)
 
-    def scan(chunk: int, group: int):
+    def scan(chunk: int, group: int, piece: int = PIECE):
         def step():
-            y = semiseparable_mode_product(x, factor.log_decays(), factor.weights(), 1, chunk=chunk, group=group)
+            y = semiseparable_mode_product(x, factor.log_decays(), factor.weights(), 1, chunk=chunk, group=group,
+                                           piece=piece)
             return torch.autograd.grad(y, (x, *factor.parameters()), grad)
         return step
 
@@ -55,6 +57,7 @@ def cases(n: int) -> dict:
 
     out = {f"chunk{b}": scan(b, GROUP) for b in CHUNKS}
     out.update({f"group{g}": scan(CHUNK, g) for g in GROUPS})
+    out["unpieced"] = scan(CHUNK, GROUP, piece=1 << 62)  # one piece: every row at once
     out.update(blocked_fft=lambda: torch.autograd.grad(causal_mode_product(x, kernel, 1), (x, kernel), grad),
                symmetric_mix=lambda: torch.autograd.grad(mixer.mix(v), (v, *mixer.parameters()), grad.flatten(2),
                                                          allow_unused=True),  # W_v, W_o: not part of mix
@@ -64,7 +67,8 @@ def cases(n: int) -> dict:
 
 def main() -> None:
     length_sweep_main(__doc__.split("\n")[0], "bench_semiseparable.json", cases, names=NAMES,
-                      reference="symmetric_mix", repeats=5, record=dict(terms=TERMS, chunk=CHUNK, group=GROUP))
+                      reference="symmetric_mix", repeats=5,
+                      record=dict(terms=TERMS, chunk=CHUNK, group=GROUP, piece=PIECE))
 
 
 if __name__ == "__main__":

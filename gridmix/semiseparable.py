@@ -86,10 +86,11 @@ def _carry(states: torch.Tensor, log_decay: torch.Tensor, group: int) -> torch.T
     return carried.view(heads, terms, rows, -1)[..., :count]  # (h, r, R, C)
 
 
-def _scan(t: torch.Tensor, log_decays: torch.Tensor, weights: torch.Tensor, chunk: int, group: int) -> torch.Tensor:
+def _scan(t: torch.Tensor, log_decays: torch.Tensor, weights: torch.Tensor, chunk: int, group: int,
+          piece_values: int) -> torch.Tensor:
     """``T t`` along the last axis of ``t`` (h, R, L), ``L`` a multiple of ``chunk`` (module docstring).
 
-    Rows go through in pieces of about ``PIECE`` values (``split``/``cat``: one node each, so the backward
+    Rows go through in pieces of about ``piece_values`` values (``split``/``cat``: one node each, so the backward
     gathers the pieces' gradients in one pass), so each piece's intermediates stay in cache. The states are kept
     as (h, r, R·C), the terms ahead of the rows, so that the carry needs no transpose; the GEMMs read them,
     and the chunks, transposed in place.
@@ -105,7 +106,7 @@ def _scan(t: torch.Tensor, log_decays: torch.Tensor, weights: torch.Tensor, chun
     out_of_state = weights[..., None] * torch.exp((offsets + 1) * log_decays[..., None])  # (h, r, b): w λ^(a+1)
     terms = log_decays.shape[1]
     pieces = []
-    for piece in t.split(max(1, PIECE // (heads * length)), dim=1):  # (h, Rp, L)
+    for piece in t.split(max(1, piece_values // (heads * length)), dim=1):  # (h, Rp, L)
         blocks = piece.reshape(heads, -1, chunk)  # (h, Rp·C, b): a view
         states = torch.bmm(into_state, blocks.mT).view(heads, terms, piece.shape[1], -1)  # (h, r, Rp, C): s_q(c)
         carried = _carry(states, chunk * log_decays, group).reshape(heads, terms, -1)  # (h, r, Rp·C): h_q(c)
@@ -115,19 +116,20 @@ def _scan(t: torch.Tensor, log_decays: torch.Tensor, weights: torch.Tensor, chun
 
 
 def semiseparable_mode_product(x: torch.Tensor, log_decays: torch.Tensor, weights: torch.Tensor, axis: int, *,
-                               chunk: int = CHUNK, group: int = GROUP) -> torch.Tensor:
+                               chunk: int = CHUNK, group: int = GROUP, piece: int = PIECE) -> torch.Tensor:
     """``causal_mode_product_dense(x, semiseparable_kernel(log_decays, weights, n), axis)`` in O(n·(b + r)).
 
     ``x``: (…, n at ``axis``, …, h, c); ``log_decays`` (``log λ``, negative) and ``weights`` (``w``): (h, r).
-    Returns ``x``'s shape and dtype. ``chunk``: positions per chunk; ``group``: chunks per group of the carry (≥ 2).
-    Exactly causal (module docstring).
+    Returns ``x``'s shape and dtype. ``chunk``: positions per chunk; ``group``: chunks per group of the carry (≥ 2);
+    ``piece``: about how many values of the padded (h, R, L) tensor go through the scan at a time (whole rows, at
+    least one). Exactly causal (module docstring).
     """
     if log_decays.dim() != 2 or log_decays.shape != weights.shape:
         raise ValueError(f"log_decays {tuple(log_decays.shape)} and weights {tuple(weights.shape)} must both be "
                          f"(h={x.shape[-2]}, r)")
     _check(x, log_decays[:, :1], axis)
-    if chunk < 1 or group < 2:
-        raise ValueError(f"chunk={chunk}, group={group}; expected chunk >= 1 and group >= 2")
+    if chunk < 1 or group < 2 or piece < 1:
+        raise ValueError(f"chunk={chunk}, group={group}, piece={piece}; expected chunk >= 1, group >= 2, piece >= 1")
     work = torch.promote_types(x.dtype, torch.float32)
     n, heads = x.shape[axis], x.shape[-2]
     b = min(chunk, n)
@@ -135,6 +137,6 @@ def semiseparable_mode_product(x: torch.Tensor, log_decays: torch.Tensor, weight
     with torch.autocast(x.device.type, enabled=False):
         moved = x.to(work).movedim(axis, -1).movedim(-3, 0)  # (h, …, c, n): heads first, the axis last
         t = F.pad(moved, (0, length - n)).reshape(heads, -1, length)  # (h, R, L): zeros after the end
-        y = _scan(t, log_decays.to(work), weights.to(work), b, group)  # (h, R, L)
+        y = _scan(t, log_decays.to(work), weights.to(work), b, group, piece)  # (h, R, L)
         y = y[..., :n].reshape(moved.shape)  # (h, …, c, n)
         return y.movedim(0, -3).movedim(-1, axis).to(x.dtype)  # (…, n, …, h, c)

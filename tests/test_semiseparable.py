@@ -46,13 +46,12 @@ def test_values_and_gradients_equal_the_dense_toeplitz_of_the_kernel_in_float64(
         torch.testing.assert_close(got, expected, rtol=1e-10, atol=1e-11)
 
 
-def test_rows_split_into_pieces_equal_the_dense_reference(monkeypatch):
-    monkeypatch.setattr("gridmix.semiseparable.PIECE", 2 * 2 * 104)  # two rows of (h=2, L=104) per piece: 3 pieces
+def test_rows_split_into_pieces_equal_the_dense_reference():
     torch.manual_seed(8)
     x = torch.randn(5, 100, 2, 1, dtype=torch.float64, requires_grad=True)  # R = 5 rows
     log_decays, weights = _parameters(2, 3)
     grad = torch.randn(x.shape, dtype=torch.float64)
-    fast = semiseparable_mode_product(x, log_decays, weights, 1, chunk=8, group=2)
+    fast = semiseparable_mode_product(x, log_decays, weights, 1, chunk=8, group=2, piece=2 * 2 * 104)  # 3 pieces
     reference = causal_mode_product_dense(x, semiseparable_kernel(log_decays, weights, 100), 1)
     torch.testing.assert_close(fast, reference, rtol=1e-11, atol=1e-12)
     leaves = (x, log_decays, weights)
@@ -143,6 +142,8 @@ def test_bad_arguments_name_the_values():
         semiseparable_mode_product(x, log_decays, weights, 3)
     with pytest.raises(ValueError, match="group=1"):
         semiseparable_mode_product(x, log_decays, weights, 1, group=1)
+    with pytest.raises(ValueError, match="piece=0"):
+        semiseparable_mode_product(x, log_decays, weights, 1, piece=0)
 
 
 def _perturbed(mixer: ConcentrationMixer) -> ConcentrationMixer:
