@@ -12,9 +12,9 @@ head instead of ``n`` (S4D / Mamba-2's semiseparable form). :class:`gridmix.fact
 * each chunk's end state ``s_q(c) = Σ_a λ_q^(b−1−a) x[cb + a]`` (one GEMM per head);
 * the carry ``h_q(c) = Σ_{c' < c} (λ_q^b)^(c−1−c') s_q(c')``, by :func:`_carry`: chunks in groups of ``GROUP``,
   a dense strictly lower-triangular ``GROUP × GROUP`` matrix inside each group and the same carry, recursively,
-  over the groups' end states (decay ``λ^(b·GROUP)``). Each level costs ``GROUP·r / b`` multiply-adds per value
-  of the level below, so the cost per value does not grow with ``n`` (the prototype's dense ``(n/b)²`` carry
-  did: ``(n / b²)·r`` per value, 64 at 16,384 tokens);
+  over the groups' end states (decay ``λ^(b·GROUP)``). The first level costs ``GROUP·r / b`` multiply-adds per
+  value, each further level ``1/GROUP`` of the one before, so the cost per value does not grow with ``n`` (the
+  prototype's dense ``(n/b)²`` carry did: ``(n / b²)·r`` per value, 64 at 16,384 tokens with ``b = 64``);
 * read out as ``y[cb + a] += Σ_q w_q λ_q^(a+1) h_q(c)`` (one GEMM per head).
 
 An axis no longer than ``b`` is one chunk: the leaf alone, the dense Toeplitz product (on short axes such as a
