@@ -8,8 +8,10 @@ At 64x64 the summary's ``targets_64x64`` entry holds the four speed targets docs
 On the same tokens (batch 8, C = 64 channels, 4 heads, rank 16 unless varied), forward+backward and
 forward-only, at 1-D, 2-D and 3-D grids:
 
-* ``mix``, ``mix_r4``, ``mix_causal``: the bare operator ``M`` (docs/design.md section 2) at rank 16, at
-  rank 4, and with axis 0 causal; ``layer``: the full mixer, ``W_o · M(W_v · x)``;
+* ``mix``, ``mix_r4``, ``mix_causal``, ``mix_causal_ss``: the bare operator ``M`` (docs/design.md section 2) at
+  rank 16, at rank 4, with axis 0 causal (the default Toeplitz factor, a full-length kernel by the blocked FFT),
+  and with axis 0 causal in the semiseparable form (``causal_form="semiseparable"``, 16 exponentials per head,
+  the chunked scan); ``layer``: the full mixer, ``W_o · M(W_v · x)``;
 * ``sdpa``: ``scaled_dot_product_attention`` on (B, h, N, C/h), the dense baseline, held to its flash
   kernel so it never falls back to materialising the N×N matrix; ``sdpa_causal``: the same with
   ``is_causal=True``, the baseline of ``mix_causal``;
@@ -29,9 +31,10 @@ interleaved (``bench_common.interleaved``), and each one's peak memory is measur
 ``--device cuda`` runs every case on the GPU (each step ends with a synchronisation; peak memory is
 ``torch.cuda.max_memory_allocated``), ``--precision bf16`` under bf16 autocast; FLOPs stay those of fp32.
 
-``--causal`` runs the causal set: ``mix``, ``mix_causal`` and ``sdpa_causal`` on 1-D grids of 1,024 to
-16,384 tokens and the 16x32x32 video grid (time causal), and prints the four causal targets
-(``summary["causal_targets"]`` in the JSON).
+``--causal`` runs the causal set: ``mix``, ``mix_causal``, ``mix_causal_ss`` and ``sdpa_causal`` on 1-D grids of
+1,024 to 16,384 tokens and the 16x32x32 video grid (time causal), and prints the four causal targets for each
+causal form (``summary["causal_targets"]`` in the JSON: ``causal_…`` for the Toeplitz factor, ``semiseparable_…``
+for the semiseparable one). ``--grids 256 512`` with ``--quick --no-memory`` checks the script in seconds.
 """
 
 from __future__ import annotations
@@ -68,18 +71,20 @@ GRIDS = ["256", "512", "1024", "2048", "4096", "8192", "16384",
          "8x16x16", "16x16x16", "16x32x32"]
 QUICK_GRIDS = ["1024", "16x16", "32x32", "64x64", "8x16x16"]
 FIT_RANGES = {"1-D": ("1024", "16384"), "2-D": ("32x32", "128x128"), "3-D": ("8x16x16", "16x32x32")}
-CASES = ["mix", "mix_r4", "mix_causal", "layer", "sdpa", "sdpa_causal", "fft", "mlp_mixer", "axial", "gemm"]
+CASES = ["mix", "mix_r4", "mix_causal", "mix_causal_ss", "layer", "sdpa", "sdpa_causal", "fft", "mlp_mixer", "axial",
+         "gemm"]
 CAUSAL_GRIDS = ["1024", "2048", "4096", "8192", "16384", "16x32x32"]
-CAUSAL_CASES = ["mix", "mix_causal", "sdpa_causal"]
+CAUSAL_CASES = ["mix", "mix_causal", "mix_causal_ss", "sdpa_causal"]
 MEMORY_TARGET = "bench_mixer:memory_step"
 # Kernels that never hold the N×N matrix: flash (CPU; CUDA in bf16/fp16), memory-efficient (CUDA in fp32 too)
 FUSED_SDPA = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION]
 
 
 class BareMix(nn.Module):
-    def __init__(self, grid: Grid, *, rank: int, causal: bool) -> None:
+    def __init__(self, grid: Grid, *, rank: int, causal: bool, causal_form: str = "toeplitz") -> None:
         super().__init__()
-        self.mixer = ConcentrationMixer(DIM, grid, num_heads=HEADS, rank=rank, causal_axes=(0,) if causal else ())
+        self.mixer = ConcentrationMixer(DIM, grid, num_heads=HEADS, rank=rank, causal_axes=(0,) if causal else (),
+                                        causal_form=causal_form)
         self.v = nn.Parameter(torch.randn(BATCH, *grid, DIM))  # (B, *grid, C)
 
     def forward(self) -> torch.Tensor:
@@ -163,8 +168,9 @@ def build(case: str, grid: Grid) -> nn.Module:
     """The case's module; ``ValueError`` with the reason when the case does not apply to the grid."""
     if case == "mix_compiled":
         return CompiledMix(grid)
-    if case in ("mix", "mix_r4", "mix_causal"):
-        return BareMix(grid, rank=4 if case == "mix_r4" else RANK, causal=case == "mix_causal")
+    if case in ("mix", "mix_r4", "mix_causal", "mix_causal_ss"):
+        return BareMix(grid, rank=4 if case == "mix_r4" else RANK, causal=case.startswith("mix_causal"),
+                       causal_form="semiseparable" if case == "mix_causal_ss" else "toeplitz")
     if case == "sdpa_causal":
         return Attention(grid, causal=True)
     if case == "mlp_mixer" and grid.numel > MLP_MAX_TOKENS:
@@ -360,17 +366,22 @@ def causal_figures(at: dict, summary: dict) -> dict:
     """The causal speed targets (each None when its points were not timed): at 16,384 tokens the causal mixer's
     speed-up over causal SDPA (goal ≥ 50) and its time over the symmetric mixer's (goal ≤ 2), its
     time exponent from 1,024 to 16,384 tokens (goal ≤ 1.15), and at 16x32x32 with time causal its time
-    over the all-symmetric mixer's (goal ≤ 2). Ratios are medians of per-round ratios."""
+    over the all-symmetric mixer's (goal ≤ 2). Ratios are medians of per-round ratios. The four ``causal_…``
+    figures are the default Toeplitz factor's (``mix_causal``), the four ``semiseparable_…`` ones the
+    semiseparable factor's (``mix_causal_ss``)."""
     def ratio(grid: str, slow: str, fast: str) -> float | None:
         return _ratio(at, grid, slow, fast) if (grid, slow) in at and (grid, fast) in at else None
 
-    fits = summary["exponents"].get("mix_causal", {})
-    return dict(
-        causal_speedup_vs_causal_sdpa_16384=ratio("16384", "sdpa_causal", "mix_causal"),
-        causal_over_symmetric_16384=ratio("16384", "mix_causal", "mix"),
-        causal_exponent_1024_16384=fits.get("1-D 1024..16384", {}).get("exponent"),
-        causal_time_over_symmetric_16x32x32=ratio("16x32x32", "mix_causal", "mix"),
-    )
+    figures = {}
+    for prefix, case in (("causal", "mix_causal"), ("semiseparable", "mix_causal_ss")):
+        fits = summary["exponents"].get(case, {})
+        figures.update({
+            f"{prefix}_speedup_vs_causal_sdpa_16384": ratio("16384", "sdpa_causal", case),
+            f"{prefix}_over_symmetric_16384": ratio("16384", case, "mix"),
+            f"{prefix}_exponent_1024_16384": fits.get("1-D 1024..16384", {}).get("exponent"),
+            f"{prefix}_time_over_symmetric_16x32x32": ratio("16x32x32", case, "mix"),
+        })
+    return figures
 
 
 def _memory_cell(point: dict | None) -> str:

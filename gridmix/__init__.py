@@ -4,7 +4,7 @@ The public API is listed in ``__all__``; docs/design.md describes the mathematic
 """
 
 from gridmix.causal import causal_mode_product, causal_mode_product_dense
-from gridmix.factors import CausalFactor, SymmetricFactor, dct_basis
+from gridmix.factors import CausalFactor, SemiseparableFactor, SymmetricFactor, dct_basis
 from gridmix.fingerprint import data_fingerprint
 from gridmix.grid import Grid, GridLike
 from gridmix.hookspecs import hookimpl
@@ -12,6 +12,7 @@ from gridmix.mixer import ConcentrationMixer, tucker_flops
 from gridmix.native_build import set_native
 from gridmix.plugins import BrokenPlugin, Registry, load_registry, validate_data
 from gridmix.report_types import Arm, Comparison, Report
+from gridmix.semiseparable import semiseparable_kernel, semiseparable_mode_product
 from gridmix.suggest import did_you_mean
 from gridmix.tokenwise import TokenwiseMixer
 from gridmix.tracks import ContractError, DataSizes, ModelSpec, Split, Track, TrackData
@@ -32,6 +33,7 @@ __all__ = [
     "ModelSpec",
     "Registry",
     "Report",
+    "SemiseparableFactor",
     "Split",
     "SymmetricFactor",
     "TokenwiseMixer",
@@ -45,6 +47,8 @@ __all__ = [
     "did_you_mean",
     "hookimpl",
     "load_registry",
+    "semiseparable_kernel",
+    "semiseparable_mode_product",
     "set_native",
     "set_triton",
     "tucker_flops",

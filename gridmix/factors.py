@@ -8,6 +8,8 @@ Each grid axis ``k`` of size ``n`` carries one factor, with learned parameters p
   ``‖M_k‖₂ = max λ < 1``. ``U`` is shared by the heads, ``λ`` is per head.
 * :class:`CausalFactor`: lower-triangular Toeplitz ``T[i, j] = κ[i − j]`` with
   ``κ = sigmoid(ρ) · softmax(w)``, so ``‖T‖₂ ≤ ‖κ‖₁ = sigmoid(ρ) < 1``; :mod:`gridmix.causal` applies it.
+* :class:`SemiseparableFactor`: the same causal Toeplitz form with ``κ`` a sum of ``r`` decaying exponentials
+  over the whole axis, ``‖κ‖₁ = sigmoid(ρ)`` exactly; :mod:`gridmix.semiseparable` applies it as a chunked scan.
 
 ``start`` sets the factor at step 0: ``"lowpass"`` (a local blur: ``U`` on the lowest ``r`` modes with
 ``λ = sigmoid(2 … 0)``; causal kernels ``softmax(−0.5·lag)``, most weight on the present step) or
@@ -40,7 +42,8 @@ from torch import nn
 from torch.autograd.function import once_differentiable
 from torch.nn.utils import parametrizations
 
-from gridmix.causal import causal_toeplitz
+from gridmix.causal import causal_mode_product, causal_toeplitz
+from gridmix.semiseparable import semiseparable_kernel, semiseparable_mode_product
 
 _DENSE_DCT_MAX = 128 * 128  # n·m above which bases use the FFT form, dct_columns (measured crossover on CPU)
 
@@ -293,3 +296,68 @@ class CausalFactor(nn.Module):
     def bound(self) -> torch.Tensor:
         """``‖T‖₂ ≤ ‖κ‖₁`` per head (h,) (below 1 only when capped), in at least float32."""
         return _cap(_at_least_float32(self.gain_logit), self.capped)
+
+    def mode_product(self, x: torch.Tensor, axis: int) -> torch.Tensor:
+        """``T`` applied along ``axis`` of ``x`` (…, n, …, h, c) by the exactly causal blocked FFT
+        (:func:`gridmix.causal.causal_mode_product`)."""
+        return causal_mode_product(x, self.kernel(), axis)
+
+
+class SemiseparableFactor(nn.Module):
+    """Causal Toeplitz ``T[i, j] = κ_h[i − j]`` with ``κ_h[k] = Σ_q w_hq λ_hq^k`` over the whole axis, ``r`` terms.
+
+    ``λ = sigmoid(z_h)`` (decays in (0, 1)) and ``w_hq = g_h · softmax(a_h)_q · (1 − λ_hq) / (1 − λ_hq^n)``, so
+    that ``‖κ_h‖₁ = Σ_q w_hq (1 − λ_hq^n) / (1 − λ_hq) = g_h`` exactly, with ``g_h = sigmoid(ρ_h) < 1`` (the
+    certificate ``‖T‖₂ ≤ ‖κ‖₁``, as :class:`CausalFactor`) or ``softplus(ρ_h)`` when uncapped (the ablation).
+    The parameters are ``2r + 1`` numbers per head whatever ``n`` (the kernel is renormalised to each axis
+    length: the same factor serves any ``n``); :func:`gridmix.semiseparable.semiseparable_mode_product` applies
+    it in O(n·(b + r)) without materialising ``κ``.
+
+    Starts: the terms' time constants ``τ_q`` (``λ_q = e^(−1/τ_q)``) are spread log-evenly, equal mixture logits
+    ``a = 0``. ``"lowpass"``: ``τ`` from 1/2 to 8 steps, a decaying kernel with most weight on the last steps (κ at
+    lags 1, 4 and 40 is 0.43, 0.10 and 2e-4 of κ at lag 0); ``"global"``: ``τ`` from ``2n`` to ``32n``, a near-flat
+    kernel (its last lag weighs 0.84 of its first at any ``n``), about a running mean over the whole axis.
+    Distinct ``τ`` keep the terms from being interchangeable (equal terms would get equal gradients forever).
+    """
+
+    def __init__(self, *, length: int, terms: int, num_heads: int, capped: bool = True,
+                 start: str = "lowpass") -> None:
+        super().__init__()
+        assert length >= 1 and terms >= 1, f"need length >= 1 and terms >= 1, got {length}, {terms}"
+        assert start in STARTS, f"start={start!r}; expected one of {STARTS}"
+        self.length, self.terms, self.capped, self.start = length, terms, capped, start
+        self.modes = length  # the kernel spans the whole axis
+        low, high = (0.5, 8.0) if start == "lowpass" else (2.0 * length, 32.0 * length)
+        timescales = torch.logspace(math.log10(low), math.log10(high), terms, dtype=torch.float64)  # (r,): τ_q
+        decay_logits = -torch.log(torch.expm1(1.0 / timescales))  # sigmoid(z) = e^(−1/τ)
+        self.decay_logits = nn.Parameter(decay_logits.float().repeat(num_heads, 1))  # (h, r)
+        self.weight_logits = nn.Parameter(torch.zeros(num_heads, terms))  # (h, r)
+        gain = torch.full((num_heads,), 2.0)
+        self.gain_logit = nn.Parameter(gain if capped else _uncap_logits(gain))  # (h,)
+
+    def log_decays(self) -> torch.Tensor:
+        """``log λ``: (h, r), negative, in at least float32 (``logsigmoid``: exact where ``λ`` rounds to 1)."""
+        return F.logsigmoid(_at_least_float32(self.decay_logits))
+
+    def weights(self) -> torch.Tensor:
+        """``w``: (h, r), ``Σ_q w_q Σ_{k<n} λ_q^k = gain`` for this factor's ``n``; in at least float32."""
+        logits = _at_least_float32(self.decay_logits)
+        mass = -torch.expm1(self.length * F.logsigmoid(logits)) / torch.sigmoid(-logits)  # (h, r): Σ_{k<n} λ^k
+        gain = _cap(_at_least_float32(self.gain_logit), self.capped)  # (h,)
+        return gain[:, None] * torch.softmax(_at_least_float32(self.weight_logits), dim=-1) / mass
+
+    def kernel(self) -> torch.Tensor:
+        """``κ``: (h, n) materialised, non-negative, ``‖κ_h‖₁`` = the gain (the reference and the certificate)."""
+        return semiseparable_kernel(self.log_decays(), self.weights(), self.length)
+
+    def dense(self) -> torch.Tensor:
+        """The factor as dense lower-triangular Toeplitz matrices (h, n, n)."""
+        return causal_toeplitz(self.kernel(), self.length)
+
+    def bound(self) -> torch.Tensor:
+        """``‖T‖₂ ≤ ‖κ‖₁`` per head (h,) (below 1 only when capped), in at least float32."""
+        return _cap(_at_least_float32(self.gain_logit), self.capped)
+
+    def mode_product(self, x: torch.Tensor, axis: int) -> torch.Tensor:
+        """``T`` applied along ``axis`` of ``x`` (…, n, …, h, c) by the chunked scan, exactly causal."""
+        return semiseparable_mode_product(x, self.log_decays(), self.weights(), axis)

@@ -6,7 +6,8 @@ DCT (resolution-free) basis, or causal Toeplitz factors on axes that must not se
 factor has ``‖M_k‖₂ < 1``, so ``‖M‖₂ ≤ Π_k ‖M_k‖₂ < 1``. The operator is never materialised: it is
 applied in Tucker form (project each symmetric axis down with a basis shared by the heads, scale the
 core per head, expand back), causal axes as per-head Toeplitz factors on the projected tensor, applied
-in O(n log² n) and exactly causal (:mod:`gridmix.causal`).
+in O(n log² n) and exactly causal (:mod:`gridmix.causal`); with ``causal_form="semiseparable"`` their kernels
+are sums of decaying exponentials, applied exactly causally in O(n) (:mod:`gridmix.semiseparable`).
 As a drop-in for attention the block is ``y = W_o · M(W_v · x)`` per head. docs/design.md section 2 holds
 the mathematics; docs/benchmarks.md the measured speed and what the fast path does.
 
@@ -35,14 +36,14 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from gridmix.causal import causal_mode_product
-from gridmix.factors import STARTS, CausalFactor, SymmetricFactor, symmetric_bases
+from gridmix.factors import STARTS, CausalFactor, SemiseparableFactor, SymmetricFactor, symmetric_bases
 from gridmix.grid import Grid
 from gridmix.tucker import tucker
 from gridmix.tucker_native import chain_flops
 
 PREFIX_MODES = ("mean", "identity")
 SPECTRA = ("capped", "uncapped")
+CAUSAL_FORMS = ("toeplitz", "semiseparable")
 # timm's Block passes these to every attention layer; they have no meaning without queries and keys.
 _IGNORED_WHEN_SET = {"qk_norm": False, "scale_norm": False, "attn_drop": 0.0}
 
@@ -69,6 +70,13 @@ class ConcentrationMixer(nn.Module):
             causal axis this is the Toeplitz kernel length. Fewer modes give a band-limited factor whose
             parameters transfer to any axis length ``≥ m_k`` (:meth:`regrid`).
         causal_axes: axes that get a causal Toeplitz factor (negative indices allowed).
+        causal_form: how the causal axes' kernels are built: ``"toeplitz"`` (the default: :class:`CausalFactor`,
+            ``m`` free numbers per head, applied by the exactly causal blocked FFT) or ``"semiseparable"``
+            (:class:`SemiseparableFactor`: a sum of ``terms`` decaying exponentials over the whole axis, applied
+            by an exactly causal chunked scan in O(n·(b + r)); its kernel spans the axis, so ``modes`` must be
+            left ``None`` on those axes). The certificate is the same, ``‖T‖₂ ≤ ‖κ‖₁ < 1``; docs/mixer.md
+            "Causal axes".
+        terms: exponentials per head of a semiseparable causal factor (ignored with ``causal_form="toeplitz"``).
         num_prefix_tokens: tokens before the grid tokens (class / register tokens).
         prefix_mode: ``"mean"`` or ``"identity"``, see the module docstring.
         spectrum: ``"capped"`` (the idea: every factor's norm below 1) or ``"uncapped"`` (its ablation).
@@ -91,6 +99,8 @@ class ConcentrationMixer(nn.Module):
         prefix_mode: str = "mean",
         spectrum: str = "capped",
         start: str | Sequence[str] = "lowpass",
+        causal_form: str = "toeplitz",
+        terms: int = 16,
         qkv_bias: bool = False,
         proj_bias: bool = True,
         proj_drop: float = 0.0,
@@ -108,6 +118,10 @@ class ConcentrationMixer(nn.Module):
             raise ValueError(f"num_prefix_tokens={num_prefix_tokens}; expected >= 0")
         if spectrum not in SPECTRA:
             raise ValueError(f"spectrum={spectrum!r}; expected one of {SPECTRA}")
+        if causal_form not in CAUSAL_FORMS:
+            raise ValueError(f"causal_form={causal_form!r}; expected one of {CAUSAL_FORMS}")
+        if isinstance(terms, bool) or not isinstance(terms, int) or terms < 1:
+            raise ValueError(f"terms={terms!r}; expected a positive integer (exponentials per head)")
         capped = spectrum == "capped"
         self._warn_ignored(timm_kwargs)
         d = self.grid.ndim
@@ -125,7 +139,13 @@ class ConcentrationMixer(nn.Module):
             m = n if mode_counts[axis] is None else mode_counts[axis]
             if not 1 <= m <= n:
                 raise ValueError(f"modes={m} on axis {axis} must lie in [1, {n}] (the axis length)")
-            if axis in causal:
+            if axis in causal and causal_form == "semiseparable":
+                if mode_counts[axis] not in (None, n):
+                    raise ValueError(f"modes={mode_counts[axis]} on semiseparable causal axis {axis}: its kernel spans "
+                                     f"the whole axis; expected None or {n}")
+                factors.append(SemiseparableFactor(length=n, terms=terms, num_heads=num_heads, capped=capped,
+                                                   start=starts[axis]))
+            elif axis in causal:
                 factors.append(CausalFactor(length=n, modes=m, num_heads=num_heads, capped=capped,
                                             start=starts[axis]))
             else:
@@ -138,7 +158,8 @@ class ConcentrationMixer(nn.Module):
         self.num_prefix_tokens, self.prefix_mode, self.spectrum = num_prefix_tokens, prefix_mode, spectrum
         self.causal_axes = tuple(sorted(causal))
         self.config = dict(
-            num_heads=num_heads, rank=rank, modes=tuple(f.modes for f in factors), causal_axes=self.causal_axes,
+            num_heads=num_heads, rank=rank, causal_axes=self.causal_axes, causal_form=causal_form, terms=terms,
+            modes=tuple(None if isinstance(f, SemiseparableFactor) else f.modes for f in factors),
             num_prefix_tokens=num_prefix_tokens, prefix_mode=prefix_mode, spectrum=spectrum, start=starts,
             qkv_bias=qkv_bias,
             proj_bias=proj_bias, proj_drop=proj_drop,
@@ -189,10 +210,11 @@ class ConcentrationMixer(nn.Module):
 
         Tucker-form axes are projected down (shared bases: one GEMM per mode product, heads and
         channels folded into its columns, :mod:`gridmix.tucker`), the per-head causal factors act on the
-        smallest tensor (:func:`gridmix.causal.causal_mode_product`), the core is scaled by the per-head
-        eigenvalues, and the Tucker axes are expanded back. Mixed precision: the operator is applied in at
-        least float32, with autocast off, and the result is cast back to ``v``'s dtype (bf16/fp16
-        activations, or a bf16 module), so the bases, eigenvalues and causal kernels are never rounded.
+        smallest tensor (:func:`gridmix.causal.causal_mode_product`, or the chunked scan of
+        :func:`gridmix.semiseparable.semiseparable_mode_product` with ``causal_form="semiseparable"``), the core
+        is scaled by the per-head eigenvalues, and the Tucker axes are expanded back. Mixed precision: the
+        operator is applied in at least float32, with autocast off, and the result is cast back to ``v``'s
+        dtype (bf16/fp16 activations, or a bf16 module), so the bases, eigenvalues and causal kernels are never rounded.
         """
         if tuple(v.shape[1:-1]) != self.grid.shape or v.shape[-1] != self.dim:
             raise ValueError(f"mix expects (B, {', '.join(map(str, self.grid))}, {self.dim}); got {tuple(v.shape)}")
@@ -214,7 +236,7 @@ class ConcentrationMixer(nn.Module):
         if low_rank:
             x = tucker(x, bases, axes, expand=False)  # (B, *core, h, c): n_k -> r_k on the Tucker axes
         for k in dense:  # per-head causal factors act on the smallest tensor
-            x = causal_mode_product(x, self.axis_factors[k].kernel(), axis=k + 1)
+            x = self.axis_factors[k].mode_product(x, axis=k + 1)
         if low_rank:
             x = tucker(x, bases, axes, eigenvalues=eigenvalues, project=False)  # scale, then r_k -> n_k
         return x.reshape(v.shape)
@@ -294,7 +316,7 @@ class ConcentrationMixer(nn.Module):
         if grid.ndim != self.grid.ndim:
             raise ValueError(f"cannot regrid a {self.grid.ndim}-d mixer ({self.grid}) to the {grid.ndim}-d grid {grid}")
         for axis, (n, f) in enumerate(zip(grid, self.axis_factors)):
-            if n < f.modes:
+            if n < f.modes and not isinstance(f, SemiseparableFactor):  # a semiseparable kernel spans any n
                 raise ValueError(f"axis {axis} of {grid} has length {n} < its {f.modes} modes; regrid needs n >= modes")
         config = dict(self.config)
         config["rank"] = tuple(getattr(f, "rank", 1) for f in self.axis_factors)

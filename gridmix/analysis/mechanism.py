@@ -35,7 +35,7 @@ from collections.abc import Callable, Mapping
 import torch
 from torch import nn
 
-from gridmix.factors import CausalFactor
+from gridmix.factors import SymmetricFactor
 from gridmix.mixer import ConcentrationMixer
 from gridmix.tracks import ModelSpec, TrackData
 
@@ -107,7 +107,7 @@ def _capture_inputs(model: nn.Module, blocks: list[nn.Module], inputs: torch.Ten
 def _axis_report(axis: int, mixer: ConcentrationMixer, factor: torch.Tensor, bound: torch.Tensor) -> dict:
     singular = torch.linalg.svdvals(factor.detach().double())  # (h, n_k), descending
     largest, bound = singular[:, 0], bound.detach().double()
-    kind = "causal" if isinstance(mixer.axis_factors[axis], CausalFactor) else "symmetric"
+    kind = "symmetric" if isinstance(mixer.axis_factors[axis], SymmetricFactor) else "causal"
     return dict(axis=axis, kind=kind, length=factor.shape[-1], singular_values=singular.tolist(),
                 largest=largest.tolist(), bound=bound.tolist(), tightness=(largest / bound).tolist(),
                 respects_bound=_respects(largest.tolist(), bound.tolist()))

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from gridmix.factors import STARTS
 from gridmix.grid import Grid
-from gridmix.mixer import ConcentrationMixer
+from gridmix.mixer import CAUSAL_FORMS, ConcentrationMixer
 from gridmix.tokenwise import TokenwiseMixer
 
 # The idea, its ablation (no eigenvalue cap) and the no-mixing control: a track builds all three from one config.
@@ -37,13 +37,16 @@ class MixerConfig:
     ``kind``: ``"concentration"`` (the idea), ``"uncapped"`` (its ablation, ``spectrum="uncapped"``) or
     ``"tokenwise"`` (the no-mixing control, :class:`TokenwiseMixer`); the other fields are the same for all.
     ``start``: where the factors start, ``"lowpass"`` or ``"global"``, one for all axes or one per axis
-    (docs/mixer.md, "Where the mixer starts").
+    (docs/mixer.md, "Where the mixer starts"). ``causal_form``: ``"toeplitz"`` (the default) or
+    ``"semiseparable"`` (a sum of ``terms`` decaying exponentials per head; docs/mixer.md, "Causal axes").
     """
 
     rank: int = 16
     causal_axes: tuple[int, ...] = ()
     kind: str = "concentration"
     start: str | tuple[str, ...] = "lowpass"
+    causal_form: str = "toeplitz"
+    terms: int = 16
 
     def __post_init__(self) -> None:
         if self.kind not in MIXER_KINDS:
@@ -51,6 +54,10 @@ class MixerConfig:
         starts = (self.start,) if isinstance(self.start, str) else self.start
         if not starts or any(s not in STARTS for s in starts):
             raise ValueError(f"MixerConfig start={self.start!r}; expected one of {STARTS}, or one of them per axis")
+        if self.causal_form not in CAUSAL_FORMS:
+            raise ValueError(f"MixerConfig causal_form={self.causal_form!r}; expected one of {CAUSAL_FORMS}")
+        if isinstance(self.terms, bool) or not isinstance(self.terms, int) or self.terms < 1:
+            raise ValueError(f"MixerConfig terms={self.terms!r}; expected a positive integer")
 
     def attn_layer(self, grid: Grid | Sequence[int]) -> type[ConcentrationMixer] | type[TokenwiseMixer]:
         """The mixer class bound to ``grid``, constructible as timm's ``attn_layer``."""
@@ -58,4 +65,4 @@ class MixerConfig:
             return TokenwiseMixer.configure(grid, rank=self.rank, causal_axes=self.causal_axes)
         spectrum = "capped" if self.kind == "concentration" else "uncapped"
         return ConcentrationMixer.configure(grid, rank=self.rank, causal_axes=self.causal_axes, spectrum=spectrum,
-                                            start=self.start)
+                                            start=self.start, causal_form=self.causal_form, terms=self.terms)
