@@ -27,7 +27,7 @@ def test_only_the_symmetric_mixer_sees_the_last_time_step_from_earlier_ones(make
         model = spec.build(grid).eval()
         with torch.no_grad():
             moved[spec.name] = (model(changed) - model(x))[:, :, :-1].abs().max().item()  # on earlier steps
-    assert moved["mixer-causal"] == 0.0 and moved["sdpa-causal"] == 0.0 and moved["mixer"] > 0.0
+    assert moved["mixer-causal"] == moved["mixer-causal-ss"] == moved["sdpa-causal"] == 0.0 and moved["mixer"] > 0.0
 
 
 def test_scale_measures_the_causal_mixer_and_causal_sdpa_on_sequences_and_a_causal_time_video_grid(tmp_path):
@@ -39,7 +39,8 @@ def test_scale_measures_the_causal_mixer_and_causal_sdpa_on_sequences_and_a_caus
     saved = json.loads(result.stdout)
     assert saved["track"] == "causal-sequence" and saved["grids"] == ["32", "64"]
     measured = {(p["model"], p["grid"]) for p in saved["points"] if p["time_ms"] is not None}
-    assert measured == {(m, g) for m in ("mixer-causal", "sdpa-causal", "mixer") for g in ("32", "64")}
+    models = ("mixer-causal", "mixer-causal-ss", "sdpa-causal", "mixer")
+    assert measured == {(m, g) for m in models for g in ("32", "64")}
     ref = "gridmix.analysis.causal_scaling:video"
     clip = scale_track(resolve_track(ref), ["2x4x4"], models=["mixer-causal"],
                        config=ScalingConfig(batch=2, threads=1, repeats=1, warmup=0, track_ref=ref))

@@ -6,6 +6,8 @@ symmetric) time three single layers on random tokens, forward+backward with a me
 
 - ``mixer-causal`` (the idea): :class:`gridmix.ConcentrationMixer` with axis 0 causal (its exactly causal
   Toeplitz factor, :mod:`gridmix.causal`), the other axes symmetric;
+- ``mixer-causal-ss``: the same with the semiseparable causal factor (``causal_form="semiseparable"``,
+  :mod:`gridmix.semiseparable`);
 - ``sdpa-causal`` (the matched baseline): value and output projections of the same shape around
   ``F.scaled_dot_product_attention(is_causal=True)`` over the flattened grid (row-major, so the first axis
   is the slowest: causal in the flattened order is causal in time, and stricter within a frame);
@@ -60,9 +62,9 @@ class CausalAttention(nn.Module):
         return self.proj(out.transpose(1, 2).reshape(B, N, C))
 
 
-def _mixer(grid: Grid, *, causal: bool) -> nn.Module:
+def _mixer(grid: Grid, *, causal: bool, causal_form: str = "toeplitz") -> nn.Module:
     return MixingLayer(grid, ConcentrationMixer(DIM, grid, num_heads=HEADS, rank=RANK,
-                                                causal_axes=(0,) if causal else ()))
+                                                causal_axes=(0,) if causal else (), causal_form=causal_form))
 
 
 def _noise(grid: Grid, seed: int, sizes: DataSizes) -> TrackData:
@@ -79,6 +81,8 @@ def _track(name: str, ndim: int, default_grid: str) -> Track:
     models = (
         ModelSpec("mixer-causal", lambda grid: _mixer(grid, causal=True), role="idea",
                   description=f"concentration mixer, rank {RANK}, axis 0 causal"),
+        ModelSpec("mixer-causal-ss", lambda grid: _mixer(grid, causal=True, causal_form="semiseparable"),
+                  description="the same with its causal axis semiseparable (causal_form='semiseparable')"),
         ModelSpec("sdpa-causal", lambda grid: MixingLayer(grid, CausalAttention()),
                   description="causal scaled-dot-product attention over the flattened grid"),
         ModelSpec("mixer", lambda grid: _mixer(grid, causal=False),
