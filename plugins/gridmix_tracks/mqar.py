@@ -91,7 +91,8 @@ from gridmix.tracks import DataSizes, ModelSpec, Split, Track, TrackData
 from gridmix_tracks.common import generated_data
 
 IGNORE = -100  # targets at positions that are not answers (F.cross_entropy's ignore_index)
-BUDGET_OVERRIDES = {"default": {"n_train": 2048, "epochs": 16, "n_test": 2048, "lrs": (3e-3,)}}
+# weight decay 0.5 (not the budget's 0.05): it turns attention from memorising the 2,048 training sequences to recalling
+BUDGET_OVERRIDES = {"default": {"n_train": 2048, "epochs": 20, "n_test": 2048, "lrs": (3e-3,), "weight_decay": 0.5}}
 
 
 @dataclass(frozen=True)
@@ -173,17 +174,18 @@ def answer_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
 
 
 def answer_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> float:
-    """Mean cross-entropy (nats) of the answers (targets ≠ IGNORE) over a whole split: the track's metric."""
+    """Mean cross-entropy (nats) of the answers (targets ≠ IGNORE) over a whole split (``make_track(metric=
+    "cross-entropy")``)."""
     return answer_loss(logits, targets).item()
 
 
 def answer_accuracy(logits: torch.Tensor, targets: torch.Tensor) -> float:
-    """Fraction of answers (targets ≠ IGNORE) whose arg-max logit is the answer (``make_track(metric="accuracy")``)."""
+    """Fraction of answers (targets ≠ IGNORE) whose arg-max logit is the answer: the track's metric."""
     answers = targets != IGNORE
     return (logits.argmax(dim=-1)[answers] == targets[answers]).float().mean().item()
 
 
-METRICS = ("cross-entropy", "accuracy")
+METRICS = ("accuracy", "cross-entropy")
 
 
 @dataclass(frozen=True)
@@ -227,10 +229,9 @@ class RecallModels:
         )
 
 
-def make_track(task: RecallTask = RecallTask(), *, metric: str = "cross-entropy") -> Track:
-    """The ``mqar`` track with the given task knobs; ``metric`` ``"cross-entropy"`` (lower is better; chance: a
-    uniform guess among the ``vocab // 2`` values, ``log(vocab / 2)``) or ``"accuracy"`` (higher; chance
-    ``2 / vocab``)."""
+def make_track(task: RecallTask = RecallTask(), *, metric: str = "accuracy") -> Track:
+    """The ``mqar`` track with the given task knobs; ``metric`` ``"accuracy"`` (higher is better; chance: a uniform
+    guess among the ``vocab // 2`` values, ``2 / vocab``) or ``"cross-entropy"`` (lower; chance ``log(vocab / 2)``)."""
     if metric not in METRICS:
         raise ValueError(f"metric={metric!r}; expected one of {METRICS}")
     by_cross_entropy = metric == "cross-entropy"
@@ -249,7 +250,7 @@ def make_track(task: RecallTask = RecallTask(), *, metric: str = "cross-entropy"
         description=f"multi-query associative recall: {task.pairs} key-value pairs, {task.queries} queries, "
                     f"vocabulary {task.vocab}; next-token {metric} on the answers",
         ndim=1,
-        default_grid=Grid((64,)),
+        default_grid=Grid((32,)),
         make_data=make_data,
         loss=answer_loss,
         metric=answer_cross_entropy if by_cross_entropy else answer_accuracy,
