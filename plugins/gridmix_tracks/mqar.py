@@ -65,15 +65,15 @@ weight decay 1.0, 16 epochs                     0–5                         le
 weight decay 1.0, 24 epochs                     6, 11                       never left (0.29, 0.30)
 weight decay 0.5, 16 epochs                     0–11                        left at 6–13 on 11: 8 at ≥ 0.999, 0.957,
                                                                             0.974, 0.654 (seed 6); seed 11 never
-weight decay 0.5, 20 epochs (the default)       6, 11 (the late ones)       left at 12, 13: 0.9998, 0.9995
+weight decay 0.5, 20 epochs (the default)       0–11 (0–5: the run above)   left at 8–13 on all 12: 0.9995–1.000
 weight decay 0.5, 24 epochs                     0–11                        left at 8–13 on all 12: 1.000 each
 =============================================== =========================== ===========================================
 
 At 16 epochs the late escapes (epoch 11–13) have too little learning rate left to finish; 24 epochs finish every
 one, but give the idea time to leave its own plateau on some seeds (seed 4: 0.469 at 24 epochs, against
 0.257–0.280 on seeds 0–3 and 5–8), which would make the differences bimodal again. 20 epochs sit between: the
-latest escapes seen (epochs 12–13) finish, and the idea stays on its plateau (seeds 0–5 in the run above, seed 4
-included: 0.258). The idea at 16 epochs (seeds 0–10): 0.246–0.272, flat from epoch 8 on. Attention at the ceiling
+latest escapes seen (epochs 12–13) finish, and the idea stays on its plateau (seeds 0–11: 0.252–0.272, seed 4
+0.258). The idea at 16 epochs (seeds 0–10): 0.246–0.272, flat from epoch 8 on. Attention at the ceiling
 means the comparison measures how much of the recall the idea does, not whether attention found it; the report
 flags attention "at ceiling", which is what it should say: an idea as good as attention could not be told apart
 from it on this budget. Cross-entropy is no metric here: attention's 0.01–0.02 nats make any MDE a large
