@@ -81,9 +81,10 @@ percentage of its mean.
 
 Cost: 24 runs (4 arms × 6 seeds, one rate), 1 thread, shared machine: median run attention 11.2 s, idea 10.7 s,
 ablation 9.1 s, control 7.6 s; 233 s of training, 4 min 31 s wall with the analyses, so well under 10 min idle. With
-``--threads 2`` on the same busy machine (two other jobs) an attention run took 43 s to over 7 min instead of 11 s
-(oversubscribed cores), which is why the figures above are from ``--threads 1``; the 2-thread runs that finished
-(attention, seeds 0–2) gave 1.0000, 0.9999, 1.0000.
+``--threads 2`` on the busy machine (two other jobs) an attention run took 43 s to over 7 min (oversubscribed
+cores); once it was quieter, ``gridmix run --track mqar --threads 2`` took 3 min 17 s wall (166 s of training,
+median run 6.0–7.8 s) and gave the table's values but four, by at most 0.0005 (attention 0.9999 on seed 1, the idea
+0.2632 on seed 2, the ablation 0.2648 on seed 0, the control 0.0303 on seed 0): MDE 0.0097 = 0.97 %.
 
 Shape legend:
     S: samples, L: sequence length (the grid), V: vocabulary; inputs (S, L) int64,
