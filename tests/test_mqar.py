@@ -9,6 +9,7 @@ import pytest
 import torch
 from gridmix_tracks.mqar import IGNORE, RecallTask, answer_accuracy, answer_cross_entropy, answer_loss, make_track
 
+from gridmix.budget import BUDGETS, resolve_budget
 from gridmix.grid import Grid
 from gridmix.tracks import DataSizes
 
@@ -59,19 +60,26 @@ def test_loss_and_metrics_count_only_the_answers():
     assert answer_cross_entropy(logits, targets) == pytest.approx(expected.item())
 
 
-def test_the_metric_is_answer_cross_entropy_by_default_and_chance_is_a_uniform_guess_among_the_values():
+def test_the_metric_is_answer_accuracy_by_default_and_chance_is_a_uniform_guess_among_the_values():
     task = RecallTask(vocab=16, pairs=3, queries=3)
     track = make_track(task)
-    assert (track.metric, track.direction, track.ceiling) == (answer_cross_entropy, "lower", 0.0)
+    assert (track.metric, track.direction, track.chance, track.ceiling) == (answer_accuracy, "higher", 1 / 8, 1.0)
     targets = task.generate(np.random.default_rng(1), 8, 24).targets
     values = torch.zeros(8, 24, 16)
     values[..., :8] = -torch.inf  # the same logit for each of the 8 values, none for keys or filler
-    assert track.metric(values, targets) == pytest.approx(track.chance) == pytest.approx(math.log(8))
-    accuracy = make_track(task, metric="accuracy")
-    assert (accuracy.metric, accuracy.direction, accuracy.chance, accuracy.ceiling) == (
-        answer_accuracy, "higher", 1 / 8, 1.0)
+    nats = make_track(task, metric="cross-entropy")
+    assert (nats.metric, nats.direction, nats.ceiling) == (answer_cross_entropy, "lower", 0.0)
+    assert nats.metric(values, targets) == pytest.approx(nats.chance) == pytest.approx(math.log(8))
     with pytest.raises(ValueError, match="metric='mse'; expected one of"):
         make_track(task, metric="mse")
+
+
+def test_the_default_budget_decays_weights_strongly_on_32_tokens():
+    track = make_track()
+    budget = resolve_budget("default", track)
+    assert (budget.weight_decay, budget.epochs, budget.lrs) == (0.5, 20, (3e-3,))
+    assert resolve_budget("smoke", track).weight_decay == BUDGETS["smoke"].weight_decay  # only the default changes
+    assert track.default_grid == Grid((32,))
 
 
 def test_knobs_and_grids_are_checked():
