@@ -46,8 +46,8 @@ lr 3e-3, noise σ = 0.5   0.454, 0.431, 0.333 (first 3 epochs; 1 thread)      0.
 
 The stalled run's attention was still uniform at the end (mean entropy 0.996 of ln N in both blocks): the clip's
 mean still reached every token; what the spike broke, it seems, was the part of the network that reads it. Less
-noise did not stop the spike; a lower rate did. 1e-3 on more seeds (test cross-entropy; with 2 threads, seeds 0–5, the default run
-below; with 1 thread, seeds 0–11, a pilot at the default budget):
+noise did not stop the spike; a lower rate did. 1e-3 on more seeds (test cross-entropy; with 2 threads, seeds
+0–5, the default run below; with 1 thread, seeds 0–11, a pilot at the default budget):
 
 ==============================  =====================================================================
 arm, threads, seeds             test cross-entropy per seed (worst)
