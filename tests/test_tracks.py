@@ -1,6 +1,7 @@
 """The built-in tracks' data: deterministic per seed, different across seeds, well-formed; the CSV and image
 folder loaders; no leakage in forecasting windows."""
 
+import math
 import shutil
 
 import numpy as np
@@ -143,6 +144,52 @@ def test_video_ceiling_is_the_cross_entropy_of_knowing_the_clean_label():
     ceiling = video_track().ceiling
     assert abs(knowing(0.9) - ceiling) < 0.01 and 0.32 < ceiling < 0.33
     assert knowing(0.8) > knowing(0.9) < knowing(0.97)
+
+
+def fitted_logistic_cross_entropy(train_features, train_labels, test_features, test_labels):
+    """Held-out cross-entropy of a logistic regression fitted (LBFGS, small ridge) on the given features."""
+    weights = torch.zeros(train_features.shape[1] + 1, requires_grad=True)
+    optimizer = torch.optim.LBFGS([weights], max_iter=200)
+
+    def logits(features):
+        return features @ weights[1:] + weights[0]
+
+    def closure():
+        optimizer.zero_grad()
+        loss = torch.nn.functional.binary_cross_entropy_with_logits(logits(train_features), train_labels.float())
+        (loss + 1e-4 * weights.square().sum()).backward()
+        return loss
+
+    optimizer.step(closure)
+    with torch.no_grad():
+        return torch.nn.functional.binary_cross_entropy_with_logits(logits(test_features), test_labels.float()).item()
+
+
+def test_video_no_logit_summed_over_tokens_beats_chance_but_the_clip_mean_does():
+    # Why the no-mixing control sits at chance at any rate and noise level: each token is label-blind, so for a logit
+    # z = sum of per-token terms E[(1/2 - y) z] = 0 and the expected cross-entropy is at least ln 2. Here the
+    # per-token terms are free functions of every token's value (8 bins a token, one weight each); |clip mean|, which
+    # uniform attention and the mixer's global start hand every token at step 0, is far below ln 2.
+    task, grid = CutTask(), Grid((4, 6, 6))
+    train, test = (task.generate(np.random.default_rng(seed), 4000, grid) for seed in (4, 5))
+
+    def per_token_bins(split):  # (S, N·8): one-hot of each token's value in 8 bins
+        bins = torch.bucketize(split.inputs.flatten(1), torch.linspace(-2.0, 2.0, 7))
+        return torch.nn.functional.one_hot(bins, 8).flatten(1).float()
+
+    def clip_mean(split):  # (S, 1)
+        return split.inputs.flatten(1).mean(dim=1, keepdim=True).abs()
+
+    additive = fitted_logistic_cross_entropy(per_token_bins(train), train.targets, per_token_bins(test), test.targets)
+    mixed = fitted_logistic_cross_entropy(clip_mean(train), train.targets, clip_mean(test), test.targets)
+    assert additive > math.log(2) - 0.01 and mixed < 0.45, (additive, mixed)
+
+
+def test_video_default_budget_trains_every_arm_at_one_gentle_rate():
+    # At 3e-3 dense attention (the matched baseline) could leave the chance plateau in its first epoch, spike past
+    # ln 2 at the peak rate and stay at chance; 1e-3, the same for every arm and never swept, took off on every seed.
+    budget = resolve_budget("default", video_track())
+    assert budget.lrs == (1e-3,) and budget.batch_size == 8 and budget.epochs * budget.n_train // 8 == 768
 
 
 def test_sequence_windows_never_leak_targets(tmp_path):
