@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 from gridmix_tracks import image_folder, sequence_csv
-from gridmix_tracks.common import mean_cross_entropy
+from gridmix_tracks.common import binary_entropy, mean_cross_entropy
 from gridmix_tracks.image import SameTintTask
 from gridmix_tracks.image import make_track as image_track
 from gridmix_tracks.sequence import ForecastTask
@@ -144,6 +144,11 @@ def test_video_ceiling_is_the_cross_entropy_of_knowing_the_clean_label():
     ceiling = video_track().ceiling
     assert abs(knowing(0.9) - ceiling) < 0.01 and 0.32 < ceiling < 0.33
     assert knowing(0.8) > knowing(0.9) < knowing(0.97)
+
+
+def test_image_and_video_share_the_flipped_label_ceiling():  # the report's chance/ceiling flags read it alike
+    assert image_track().ceiling == video_track().ceiling == binary_entropy(0.1)
+    assert image_track(SameTintTask(label_noise=0.0)).ceiling == 0.0
 
 
 def fitted_logistic_cross_entropy(train_features, train_labels, test_features, test_labels):

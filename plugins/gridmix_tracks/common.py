@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import zlib
 from collections.abc import Callable
 
@@ -38,6 +39,11 @@ def cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
 def mean_cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> float:
     """Mean cross-entropy (nats) over a whole split: a continuous metric, lower is better (ln K at chance)."""
     return F.cross_entropy(logits.float(), labels).item()
+
+
+def binary_entropy(p: float) -> float:
+    """H(p) in nats: the least expected cross-entropy when a fraction ``p`` of the labels is flipped at random."""
+    return 0.0 if p in (0.0, 1.0) else -(p * math.log(p) + (1 - p) * math.log(1 - p))
 
 
 def accuracy(logits: torch.Tensor, labels: torch.Tensor) -> float:

@@ -101,7 +101,7 @@ from gridmix import hookimpl
 from gridmix.grid import Grid
 from gridmix.models import BackboneConfig, GridTransformer, MixerConfig
 from gridmix.tracks import DataSizes, ModelSpec, Split, Track, TrackData
-from gridmix_tracks.common import cross_entropy, generated_data, mean_cross_entropy
+from gridmix_tracks.common import binary_entropy, cross_entropy, generated_data, mean_cross_entropy
 
 # (dy, dx) per direction of motion: E, NE, N, NW, W, SW, S, SE
 DIRECTIONS = np.array([(0, 1), (-1, 1), (-1, 0), (-1, -1), (0, -1), (1, -1), (1, 0), (1, 1)])
@@ -233,11 +233,6 @@ def make_track(task: CutTask = CutTask(), start: str | tuple[str, ...] = "global
         ceiling=binary_entropy(task.label_noise),
         supports=grid_supported,
     )
-
-
-def binary_entropy(p: float) -> float:
-    """H(p) in nats: the least expected cross-entropy when a fraction ``p`` of the labels is flipped at random."""
-    return 0.0 if p in (0.0, 1.0) else -(p * math.log(p) + (1 - p) * math.log(1 - p))
 
 
 @hookimpl
