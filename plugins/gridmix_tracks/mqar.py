@@ -84,7 +84,8 @@ ablation 9.1 s, control 7.6 s; 233 s of training, 4 min 31 s wall with the analy
 ``--threads 2`` on the busy machine (two other jobs) an attention run took 43 s to over 7 min (oversubscribed
 cores); once it was quieter, ``gridmix run --track mqar --threads 2`` took 3 min 17 s wall (166 s of training,
 median run 6.0–7.8 s) and gave the table's values but four, by at most 0.0005 (attention 0.9999 on seed 1, the idea
-0.2632 on seed 2, the ablation 0.2648 on seed 0, the control 0.0303 on seed 0): MDE 0.0097 = 0.97 %.
+0.2632 on seed 2, the ablation 0.2648 on seed 0, the control 0.0303 on seed 0): MDE 0.0097 = 0.97 %. On a fresh
+clone of an idle 2-core machine, ``gridmix run --track mqar`` (2 threads) gave those same values in 3 min 45 s wall.
 
 Shape legend:
     S: samples, L: sequence length (the grid), V: vocabulary; inputs (S, L) int64,
