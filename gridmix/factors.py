@@ -326,7 +326,7 @@ class SemiseparableFactor(nn.Module):
         assert length >= 1 and terms >= 1, f"need length >= 1 and terms >= 1, got {length}, {terms}"
         assert start in STARTS, f"start={start!r}; expected one of {STARTS}"
         self.length, self.terms, self.capped, self.start = length, terms, capped, start
-        self.modes = length  # the kernel spans the whole axis
+        self.modes = None  # no modes: the kernel spans whatever axis length it is applied to
         low, high = (0.5, 8.0) if start == "lowpass" else (2.0 * length, 32.0 * length)
         timescales = torch.logspace(math.log10(low), math.log10(high), terms, dtype=torch.float64)  # (r,): τ_q
         decay_logits = -torch.log(torch.expm1(1.0 / timescales))  # sigmoid(z) = e^(−1/τ)

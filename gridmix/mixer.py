@@ -159,7 +159,7 @@ class ConcentrationMixer(nn.Module):
         self.causal_axes = tuple(sorted(causal))
         self.config = dict(
             num_heads=num_heads, rank=rank, causal_axes=self.causal_axes, causal_form=causal_form, terms=terms,
-            modes=tuple(None if isinstance(f, SemiseparableFactor) else f.modes for f in factors),
+            modes=tuple(f.modes for f in factors),
             num_prefix_tokens=num_prefix_tokens, prefix_mode=prefix_mode, spectrum=spectrum, start=starts,
             qkv_bias=qkv_bias,
             proj_bias=proj_bias, proj_drop=proj_drop,
@@ -316,7 +316,7 @@ class ConcentrationMixer(nn.Module):
         if grid.ndim != self.grid.ndim:
             raise ValueError(f"cannot regrid a {self.grid.ndim}-d mixer ({self.grid}) to the {grid.ndim}-d grid {grid}")
         for axis, (n, f) in enumerate(zip(grid, self.axis_factors)):
-            if n < f.modes and not isinstance(f, SemiseparableFactor):  # a semiseparable kernel spans any n
+            if f.modes is not None and n < f.modes:
                 raise ValueError(f"axis {axis} of {grid} has length {n} < its {f.modes} modes; regrid needs n >= modes")
         config = dict(self.config)
         config["rank"] = tuple(getattr(f, "rank", 1) for f in self.axis_factors)
