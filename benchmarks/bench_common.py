@@ -46,15 +46,16 @@ def environment(*, threads: int) -> dict:
 
 
 # glibc's mallopt parameters (malloc.h) and the largest mmap threshold it accepts on 64-bit (32 MiB)
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD, _MMAP_THRESHOLD_MAX = -1, -3, 32 * 2**20
+_M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4  # mallopt parameters (glibc malloc.h)
 
 
 def configure_allocator(mode: str) -> dict:
     """Set how this process's malloc returns freed memory; returns the record for the environment.
 
-    ``"retain"``: glibc keeps freed memory for reuse (``mallopt``: trim threshold 2 GiB, mmap threshold
-    at its 32 MiB maximum), so a step that frees and re-allocates the same large tensors does not
-    page-fault them in again each call, as a long training loop runs in steady state. PyTorch's CPU
+    ``"retain"``: glibc keeps freed memory for reuse (``mallopt``: trim threshold 2 GiB, and no block served
+    by ``mmap``), so a step that frees and re-allocates the same large tensors does not page-fault them in
+    again each call, as a long training loop runs in steady state. Raising the mmap threshold instead stops at
+    glibc's 32 MiB maximum, which a (8, 16384, 64) float32 tensor (32 MiB plus malloc's header) exceeds. PyTorch's CPU
     performance guide recommends the same effect by preloading jemalloc or tcmalloc. ``"default"``:
     glibc as configured. The peak-memory subprocesses are fresh processes and keep glibc's defaults.
     """
@@ -65,8 +66,7 @@ def configure_allocator(mode: str) -> dict:
         path = ctypes.util.find_library("c")
         try:
             libc = ctypes.CDLL(path)
-            record["applied"] = bool(libc.mallopt(_M_TRIM_THRESHOLD, 2**31 - 1)) and bool(
-                libc.mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD_MAX))
+            record["applied"] = bool(libc.mallopt(_M_TRIM_THRESHOLD, 2**31 - 1)) and bool(libc.mallopt(_M_MMAP_MAX, 0))
         except (OSError, AttributeError, TypeError) as error:  # not glibc: nothing to configure
             record["error"] = f"{type(error).__name__}: {error}"
     return record

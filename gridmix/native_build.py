@@ -1,11 +1,11 @@
-"""Build and load the fused native Tucker kernel (``tucker_native.c``), and the switch that turns it on or off.
+"""Build and load the fused native kernels (``tucker_native.c``, ``semiseparable_native.c``), and their one switch.
 
-The kernel is compiled once per machine and source with the system C compiler (``$CC``, default ``cc``;
-``-O3 -march=native -fopenmp``) into ``$GRIDMIX_CACHE_DIR`` (default ``~/.cache/gridmix``), in about a
-second. Without a working compiler gridmix warns once and uses the library-GEMM path (the same results
-to float32 rounding, slower). The kernel is used unless ``GRIDMIX_NATIVE=0`` is set or
-:func:`set_native` says otherwise (as timm's ``set_fused_attn``); :mod:`gridmix.tucker_native` defines
-the ops that call it.
+The kernels are compiled once per machine and source with the system C compiler (``$CC``, default ``cc``;
+``-O3 -march=native -fopenmp``) into one library in ``$GRIDMIX_CACHE_DIR`` (default ``~/.cache/gridmix``),
+in about a second. Without a working compiler gridmix warns once and uses the torch-op paths (the same results
+to float32 rounding, slower). The kernels are used unless ``GRIDMIX_NATIVE=0`` is set or :func:`set_native` says
+otherwise (as timm's ``set_fused_attn``); :mod:`gridmix.tucker_native` and :mod:`gridmix.semiseparable_native`
+define the ops that call them.
 """
 
 from __future__ import annotations
@@ -23,14 +23,14 @@ from pathlib import Path
 
 import torch
 
-_SOURCE = Path(__file__).with_name("tucker_native.c")
+_SOURCES = tuple(Path(__file__).with_name(name) for name in ("tucker_native.c", "semiseparable_native.c"))
 _FLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=gnu11")
 MAX_AXES = 8  # MAX_AXES in the C source
 _choice: bool | None = None  # set_native's choice; None: GRIDMIX_NATIVE decides
 
 
 def set_native(enabled: bool | None) -> None:
-    """Use the fused kernel (``True``), the library GEMMs (``False``), or what ``GRIDMIX_NATIVE`` says (``None``).
+    """Use the fused kernels (``True``), the torch ops (``False``), or what ``GRIDMIX_NATIVE`` says (``None``).
 
     Takes effect on the next call; a function already compiled by ``torch.compile`` keeps the choice it
     was traced with (recompile it, or choose before compiling).
@@ -42,7 +42,7 @@ def set_native(enabled: bool | None) -> None:
 
 
 def native_enabled() -> bool:
-    """Whether the kernel is switched on: :func:`set_native`'s choice, else ``GRIDMIX_NATIVE`` (default ``1``)."""
+    """Whether the kernels are switched on: :func:`set_native`'s choice, else ``GRIDMIX_NATIVE`` (default ``1``)."""
     return _choice if _choice is not None else os.environ.get("GRIDMIX_NATIVE", "1") != "0"
 
 
@@ -58,18 +58,19 @@ def _cpu_flags() -> str:
 
 
 def _build(compiler: str) -> Path:
-    """Compile the kernel into the cache (atomically: concurrent builders each rename a finished file)."""
-    source = _SOURCE.read_bytes()
+    """Compile the kernels into the cache (atomically: concurrent builders each rename a finished file)."""
+    source = b"\0".join(path.read_bytes() for path in _SOURCES)
     version = subprocess.run([compiler, "--version"], capture_output=True, text=True, check=True).stdout
     key = hashlib.sha256(b"\0".join([source, " ".join(_FLAGS).encode(), version.encode(), _cpu_flags().encode()]))
     cache = Path(os.environ.get("GRIDMIX_CACHE_DIR") or Path.home() / ".cache" / "gridmix")
-    target = cache / f"tucker_native-{key.hexdigest()[:16]}.so"
+    target = cache / f"gridmix_native-{key.hexdigest()[:16]}.so"
     if target.exists():
         return target
     cache.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=cache) as tmp:
         built = Path(tmp) / target.name
-        result = subprocess.run([compiler, *_FLAGS, str(_SOURCE), "-o", str(built)], capture_output=True, text=True)
+        command = [compiler, *_FLAGS, *map(str, _SOURCES), "-o", str(built)]
+        result = subprocess.run(command, capture_output=True, text=True)
         if result.returncode != 0:
             first = (result.stderr.strip().splitlines() or ["no output"])[0]
             raise RuntimeError(f"{compiler} exited with {result.returncode}: {first}")
@@ -79,15 +80,15 @@ def _build(compiler: str) -> Path:
 
 @functools.cache
 def native_library() -> ctypes.CDLL | None:
-    """The compiled kernel, or ``None`` (with one warning saying why) when it cannot be built; ignores the switch."""
+    """The compiled kernels, or ``None`` (with one warning saying why) when it cannot be built; ignores the switch."""
     compiler = os.environ.get("CC", "cc")
     try:
         if shutil.which(compiler) is None:
             raise RuntimeError(f"no C compiler {compiler!r} on PATH")
         library = ctypes.CDLL(str(_build(compiler)))
     except (OSError, RuntimeError, subprocess.CalledProcessError) as error:
-        warnings.warn(f"gridmix: the fused native Tucker kernel is unavailable ({error}); "
-                      "using library GEMMs (same results, slower)", RuntimeWarning, stacklevel=2)
+        warnings.warn(f"gridmix: the fused native kernels are unavailable ({error}); "
+                      "using torch ops (same results, slower)", RuntimeWarning, stacklevel=2)
         return None
     i64, ptr = ctypes.c_int64, ctypes.c_void_p
     ptrs, i64s = ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_int64)
@@ -96,10 +97,14 @@ def native_library() -> ctypes.CDLL | None:
     library.gm_tucker_backward.argtypes = [*head, ptr, ptr, ptrs, ptr, ptrs, ptr, ptr, ptrs, ptr, ptrs, ptr, ptr, i64,
                                            ctypes.c_int]
     library.gm_tucker_forward.restype = library.gm_tucker_backward.restype = None
+    scan = [i64, i64, i64, i64, ctypes.c_int, i64]  # P, n, Q, C, r, parts
+    library.gm_semiseparable_forward.argtypes = [*scan, ptr, ptr, ptr, ptr, ctypes.c_int]
+    library.gm_semiseparable_backward.argtypes = [*scan, i64, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, i64, ctypes.c_int]
+    library.gm_semiseparable_forward.restype = library.gm_semiseparable_backward.restype = None
     return library
 
 
 @torch.compiler.assume_constant_result  # torch.compile takes the verdict as a constant instead of tracing the build
 def native_available() -> bool:
-    """Whether the kernel is switched on (:func:`native_enabled`) and built and loaded (building it on first call)."""
+    """Whether the kernels are switched on (:func:`native_enabled`) and built and loaded (building it on first call)."""
     return native_enabled() and native_library() is not None

@@ -41,6 +41,7 @@ import torch
 import torch.nn.functional as F
 
 from gridmix.causal import _check
+from gridmix.semiseparable_native import native_applies, semiseparable_scan
 
 CHUNK = 64  # positions per chunk: 64 beat 16, 32 and 128 in every A/B on the shared machine (docs/mixer.md)
 GROUP = 16  # chunks per group of the carry
@@ -117,12 +118,14 @@ def _scan(t: torch.Tensor, log_decays: torch.Tensor, weights: torch.Tensor, chun
 
 def semiseparable_mode_product(x: torch.Tensor, log_decays: torch.Tensor, weights: torch.Tensor, axis: int, *,
                                chunk: int = CHUNK, group: int = GROUP, piece: int = PIECE) -> torch.Tensor:
-    """``causal_mode_product_dense(x, semiseparable_kernel(log_decays, weights, n), axis)`` in O(n·(b + r)).
+    """``causal_mode_product_dense(x, semiseparable_kernel(log_decays, weights, n), axis)`` in O(n·r).
 
     ``x``: (…, n at ``axis``, …, h, c); ``log_decays`` (``log λ``, negative) and ``weights`` (``w``): (h, r).
-    Returns ``x``'s shape and dtype. ``chunk``: positions per chunk; ``group``: chunks per group of the carry (≥ 2);
-    ``piece``: about how many values of the padded (h, R, L) tensor go through the scan at a time (whole rows, at
-    least one). Exactly causal (module docstring).
+    Returns ``x``'s shape and dtype. Where :func:`gridmix.semiseparable_native.native_applies` (float32 on the CPU,
+    the native switch on) the fused recurrence runs; otherwise the chunked scan in torch ops
+    (:func:`torch_mode_product`), whose knobs are ``chunk`` (positions per chunk), ``group`` (chunks per group of
+    the carry, ≥ 2) and ``piece`` (about how many values of the padded (h, R, L) tensor go through the scan at a
+    time: whole rows, at least one). Both are exactly causal (module docstrings).
     """
     if log_decays.dim() != 2 or log_decays.shape != weights.shape:
         raise ValueError(f"log_decays {tuple(log_decays.shape)} and weights {tuple(weights.shape)} must both be "
@@ -131,12 +134,24 @@ def semiseparable_mode_product(x: torch.Tensor, log_decays: torch.Tensor, weight
     if chunk < 1 or group < 2 or piece < 1:
         raise ValueError(f"chunk={chunk}, group={group}, piece={piece}; expected chunk >= 1, group >= 2, piece >= 1")
     work = torch.promote_types(x.dtype, torch.float32)
+    with torch.autocast(x.device.type, enabled=False):
+        x_work, log_decays, weights = x.to(work), log_decays.to(work), weights.to(work)
+        if native_applies(x_work, log_decays.shape[1]):
+            return semiseparable_scan(x_work, torch.exp(log_decays), weights, axis).to(x.dtype)
+        return torch_mode_product(x_work, log_decays, weights, axis, chunk=chunk, group=group, piece=piece).to(x.dtype)
+
+
+def torch_mode_product(x: torch.Tensor, log_decays: torch.Tensor, weights: torch.Tensor, axis: int, *,
+                       chunk: int = CHUNK, group: int = GROUP, piece: int = PIECE) -> torch.Tensor:
+    """:func:`semiseparable_mode_product` by the chunked scan in torch ops (module docstring), in ``x``'s dtype.
+
+    The form for CUDA, float64, and the double backward of the fused kernel; arguments already checked.
+    """
     n, heads = x.shape[axis], x.shape[-2]
     b = min(chunk, n)
     length = -(-n // b) * b
-    with torch.autocast(x.device.type, enabled=False):
-        moved = x.to(work).movedim(axis, -1).movedim(-3, 0)  # (h, …, c, n): heads first, the axis last
-        t = F.pad(moved, (0, length - n)).reshape(heads, -1, length)  # (h, R, L): zeros after the end
-        y = _scan(t, log_decays.to(work), weights.to(work), b, group, piece)  # (h, R, L)
-        y = y[..., :n].reshape(moved.shape)  # (h, …, c, n)
-        return y.movedim(0, -3).movedim(-1, axis).to(x.dtype)  # (…, n, …, h, c)
+    moved = x.movedim(axis, -1).movedim(-3, 0)  # (h, …, c, n): heads first, the axis last
+    t = F.pad(moved, (0, length - n)).reshape(heads, -1, length)  # (h, R, L): zeros after the end
+    y = _scan(t, log_decays, weights, b, group, piece)  # (h, R, L)
+    y = y[..., :n].reshape(moved.shape)  # (h, …, c, n)
+    return y.movedim(0, -3).movedim(-1, axis)  # (…, n, …, h, c)

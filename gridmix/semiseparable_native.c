@@ -1,0 +1,174 @@
+/* The semiseparable causal factor as one fused recurrence: float32, CPU, compiled with tucker_native.c on first
+ * use (gridmix/native_build.py; gcc -O3 -march=native -fopenmp) and called by gridmix/semiseparable_native.py.
+ *
+ * The kernel κ_h[k] = Σ_q w_hq λ_hq^k is the impulse response of r decaying states, so T x (T[i, j] = κ[i − j],
+ * i ≥ j) is the recurrence
+ *     s_q[i] = λ_q s_q[i − 1] + x[i],    y[i] = Σ_q w_q s_q[i]            (s_q[−1] = 0)
+ * run left to right: exactly causal (y[i] never reads x[j > i]), 2r multiply-adds per value, no matrix.
+ * Its gradient, with p_q[i] = λ_q p_q[i + 1] + g[i] run right to left (the adjoint recurrence):
+ *     ∂x[i] = Σ_q w_q p_q[i],   ∂w_q = Σ_i g[i] s_q[i],   ∂λ_q = w_q Σ_i p_q[i] s_q[i − 1].
+ * The backward needs s_q[i − 1] beside p_q[i]: a first pass stores the states at the start of every block of
+ * `block` positions, the second pass recomputes one block's states from there, then runs p back over it.
+ *
+ * Layout: the tensor is (P, n, Q) row-major, n the causal axis, Q = (the dimensions after it) · C with the
+ * channels C = heads · c last. λ and w come expanded per channel, (r, C). A tile is 16 adjacent lanes of Q (C is a
+ * multiple of 16, so a tile never straddles two channel blocks); its r states stay in vector registers while the
+ * tile walks down the axis. Work items are (p, part): `parts` contiguous ranges of Q's tiles per p, a count fixed
+ * by the caller from the shape only, and each item sums its gradient contributions into its own (r, C) partial in a
+ * fixed order, so results do not depend on the thread count.
+ */
+#include <omp.h>
+#include <stdint.h>
+
+typedef float v16 __attribute__((vector_size(64), aligned(4), may_alias)); /* unaligned access allowed */
+#define LANES 16
+#define MAX_TERMS 64
+#define LOAD(p) (*(const v16 *)(p))
+#define STORE(p, v) (*(v16 *)(p) = (v))
+
+/* y = T x for one tile: x, y at the tile's first lane of position 0 (rows Q apart); lam, w at its first lane (rows C
+ * apart). Always inlined, so a literal r unrolls the term loops and keeps the states in registers. */
+static inline __attribute__((always_inline)) void forward_tile(const int r, int64_t n, int64_t Q, int64_t C,
+                                                               const float *x, const float *lam, const float *w,
+                                                               float *y) {
+    v16 s[MAX_TERMS], L[MAX_TERMS], W[MAX_TERMS];
+    for (int q = 0; q < r; q++) {
+        L[q] = LOAD(lam + q * C);
+        W[q] = LOAD(w + q * C);
+        s[q] = (v16){0};
+    }
+    for (int64_t i = 0; i < n; i++) {
+        const v16 xi = LOAD(x + i * Q);
+        v16 even = (v16){0}, odd = (v16){0}; /* two chains, so the adds need not wait on each other */
+        for (int q = 0; q < r; q++) {
+            s[q] = L[q] * s[q] + xi;
+            if (q & 1) odd += W[q] * s[q];
+            else even += W[q] * s[q];
+        }
+        STORE(y + i * Q, even + odd);
+    }
+}
+
+/* The gradient for one tile (header comment): gx = Tᵀ g; adds Σ p s_prev into gl and Σ g s into gw (r vectors
+ * each). checkpoints: ceil(n / block) · r vectors; states: (block + 1) · r vectors (this thread's scratch). */
+static inline __attribute__((always_inline)) void backward_tile(const int r, int64_t n, int64_t Q, int64_t C,
+                                                                int64_t block, const float *x, const float *g,
+                                                                const float *lam, const float *w, float *gx,
+                                                                v16 *gl, v16 *gw, v16 *checkpoints, v16 *states) {
+    v16 s[MAX_TERMS], L[MAX_TERMS], W[MAX_TERMS], acc[MAX_TERMS];
+    for (int q = 0; q < r; q++) {
+        L[q] = LOAD(lam + q * C);
+        W[q] = LOAD(w + q * C);
+        s[q] = (v16){0};
+    }
+    for (int64_t start = 0; start < n; start += block) { /* pass 1: checkpoints, and Σ g s block by block */
+        const int64_t end = start + block < n ? start + block : n;
+        for (int q = 0; q < r; q++) {
+            checkpoints[(start / block) * r + q] = s[q];
+            acc[q] = (v16){0};
+        }
+        for (int64_t i = start; i < end; i++) {
+            const v16 xi = LOAD(x + i * Q), gi = LOAD(g + i * Q);
+            for (int q = 0; q < r; q++) {
+                s[q] = L[q] * s[q] + xi;
+                acc[q] += gi * s[q];
+            }
+        }
+        for (int q = 0; q < r; q++) gw[q] += acc[q];
+    }
+    v16 p[MAX_TERMS];
+    for (int q = 0; q < r; q++) p[q] = (v16){0};
+    for (int64_t start = (n - 1) / block * block; start >= 0; start -= block) { /* pass 2: blocks right to left */
+        const int64_t end = start + block < n ? start + block : n;
+        for (int q = 0; q < r; q++) {
+            s[q] = checkpoints[(start / block) * r + q];
+            states[q] = s[q];
+            acc[q] = (v16){0};
+        }
+        for (int64_t i = start; i < end - 1; i++) { /* states[k] = s[start + k − 1]; the last is not needed */
+            const v16 xi = LOAD(x + i * Q);
+            for (int q = 0; q < r; q++) {
+                s[q] = L[q] * s[q] + xi;
+                states[(i - start + 1) * r + q] = s[q];
+            }
+        }
+        for (int64_t i = end - 1; i >= start; i--) {
+            const v16 gi = LOAD(g + i * Q);
+            const v16 *before = states + (i - start) * r;
+            v16 even = (v16){0}, odd = (v16){0};
+            for (int q = 0; q < r; q++) {
+                p[q] = L[q] * p[q] + gi;
+                acc[q] += p[q] * before[q];
+                if (q & 1) odd += W[q] * p[q];
+                else even += W[q] * p[q];
+            }
+            STORE(gx + i * Q, even + odd);
+        }
+        for (int q = 0; q < r; q++) gl[q] += acc[q];
+    }
+}
+
+/* The tiles [first, last) of Q for one p; tile t starts at lane 16 t, channel (16 t) mod C. */
+#define TILE_LOOP(BODY)                                                                                          \
+    for (int64_t t = first; t < last; t++) {                                                                     \
+        const int64_t lane = LANES * t, channel = lane % C;                                                      \
+        BODY                                                                                                     \
+    }
+
+static void forward_item(int r, int64_t n, int64_t Q, int64_t C, const float *x, const float *lam, const float *w,
+                         float *y, int64_t first, int64_t last) {
+    switch (r) { /* literal term counts unroll; others take the generic loop */
+    case 16: TILE_LOOP(forward_tile(16, n, Q, C, x + lane, lam + channel, w + channel, y + lane);) break;
+    case 8: TILE_LOOP(forward_tile(8, n, Q, C, x + lane, lam + channel, w + channel, y + lane);) break;
+    case 4: TILE_LOOP(forward_tile(4, n, Q, C, x + lane, lam + channel, w + channel, y + lane);) break;
+    default: TILE_LOOP(forward_tile(r, n, Q, C, x + lane, lam + channel, w + channel, y + lane);) break;
+    }
+}
+
+void gm_semiseparable_forward(int64_t P, int64_t n, int64_t Q, int64_t C, int r, int64_t parts, const float *x,
+                              const float *lam, const float *w, float *y, int threads) {
+    const int64_t tiles = Q / LANES;
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (int64_t item = 0; item < P * parts; item++) {
+        const int64_t p = item / parts, part = item % parts;
+        forward_item(r, n, Q, C, x + p * n * Q, lam, w, y + p * n * Q, tiles * part / parts,
+                     tiles * (part + 1) / parts);
+    }
+}
+
+static void backward_item(int r, int64_t n, int64_t Q, int64_t C, int64_t block, const float *x, const float *g,
+                          const float *lam, const float *w, float *gx, float *gl, float *gw, v16 *scratch,
+                          int64_t first, int64_t last) {
+    v16 *checkpoints = scratch, *states = scratch + (n + block - 1) / block * r;
+    v16 tile_gl[MAX_TERMS], tile_gw[MAX_TERMS];
+#define BACKWARD(R)                                                                                              \
+    TILE_LOOP(for (int q = 0; q < r; q++) tile_gl[q] = tile_gw[q] = (v16){0};                                    \
+              backward_tile(R, n, Q, C, block, x + lane, g + lane, lam + channel, w + channel, gx + lane,        \
+                            tile_gl, tile_gw, checkpoints, states);                                              \
+              for (int q = 0; q < r; q++) {                                                                      \
+                  STORE(gl + q * C + channel, LOAD(gl + q * C + channel) + tile_gl[q]);                          \
+                  STORE(gw + q * C + channel, LOAD(gw + q * C + channel) + tile_gw[q]);                          \
+              })
+    switch (r) {
+    case 16: BACKWARD(16) break;
+    case 8: BACKWARD(8) break;
+    case 4: BACKWARD(4) break;
+    default: BACKWARD(r) break;
+    }
+#undef BACKWARD
+}
+
+/* gx = Tᵀ g; gl, gw: (P · parts, r, C) partials, zeroed by the caller: item (p, part) adds Σ p s_prev and Σ g s of
+ * its lanes into its own (r, C) slice. scratch: threads · scratch_vectors vectors of 16 floats. */
+void gm_semiseparable_backward(int64_t P, int64_t n, int64_t Q, int64_t C, int r, int64_t parts, int64_t block,
+                               const float *x, const float *g, const float *lam, const float *w, float *gx, float *gl,
+                               float *gw, float *scratch, int64_t scratch_vectors, int threads) {
+    const int64_t tiles = Q / LANES;
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (int64_t item = 0; item < P * parts; item++) {
+        const int64_t p = item / parts, part = item % parts;
+        v16 *mine = (v16 *)scratch + omp_get_thread_num() * scratch_vectors;
+        backward_item(r, n, Q, C, block, x + p * n * Q, g + p * n * Q, lam, w, gx + p * n * Q, gl + item * r * C,
+                      gw + item * r * C, mine, tiles * part / parts, tiles * (part + 1) / parts);
+    }
+}

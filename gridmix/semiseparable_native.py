@@ -1,0 +1,141 @@
+"""The fused semiseparable recurrence as torch custom ops: the op, its fake kernel, its autograd and its FLOP formula.
+
+:func:`gridmix.semiseparable.semiseparable_mode_product` in torch ops moves the axis last and the heads first (two
+full copies each way), and its chunked GEMMs spend ``2b`` multiply-adds per value on the chunk's dense Toeplitz
+block. The C kernel (``semiseparable_native.c``, built and loaded by :mod:`gridmix.native_build` with the Tucker
+kernel) runs the recurrence ``s_q[i] = λ_q s_q[i−1] + x[i]``, ``y[i] = Σ_q w_q s_q[i]`` on the tensor as it lies,
+16 adjacent channels at a time with their ``r`` states in registers: ``2r`` multiply-adds per value, and one read
+and one write of the tensor. It is exactly causal (``y[i]`` never reads a later ``x``), and its backward is the
+adjoint recurrence run right to left, so a later input gets exactly zero gradient. The tests compare it with the
+dense Toeplitz reference in float64, values and gradients.
+
+Importing this module defines the ops ``gridmix::semiseparable_scan`` and ``gridmix::semiseparable_scan_backward``:
+fake (shape-only) implementations, so FLOP counting, memory estimates and ``torch.compile`` see them; the autograd
+formula (a backward with ``create_graph=True`` runs the torch-op form instead, so it can be differentiated again);
+and their FLOP counts, registered with ``torch.utils.flop_counter``.
+
+Shape legend:
+    h: heads, c: channels per head, C = h·c, r: terms per head, n: the causal axis, P: the dimensions before it,
+    Q: those after it (C last)
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+
+import torch
+from torch.utils.flop_counter import register_flop_formula
+
+from gridmix.native_build import native_available, native_library
+
+LANES = 16  # channels per vector in the C kernel: C must be a multiple
+MAX_TERMS = 64  # MAX_TERMS in the C source
+MIN_ITEMS = 16  # work items per call at least (when the shape allows): enough for 16 threads, fixed by the shape
+
+
+def native_applies(x: torch.Tensor, terms: int) -> bool:
+    """Whether the fused kernel covers ``x`` (…, h, c): float32 on the CPU, ``h·c`` a multiple of 16, ≤ 64 terms."""
+    return (x.device.type == "cpu" and x.dtype == torch.float32 and (x.shape[-2] * x.shape[-1]) % LANES == 0
+            and 0 < terms <= MAX_TERMS and native_available())
+
+
+def _layout(shape: torch.Size, axis: int) -> tuple[int, int, int, int, int]:
+    """``(P, n, Q, C, parts)`` of ``x`` (…, n at ``axis``, …, h, c) viewed as (P, n, Q); ``parts`` per p (C source)."""
+    P, n, Q = math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1:])
+    parts = max(1, min(Q // LANES, -(-MIN_ITEMS // P)))  # from the shape only, so sums never depend on threads
+    return P, n, Q, shape[-2] * shape[-1], parts
+
+
+def _per_channel(values: torch.Tensor, head_dim: int) -> torch.Tensor:
+    """(h, r) → (r, C): each head's values repeated over its ``head_dim`` channels, as the kernel reads them."""
+    heads, terms = values.shape
+    return values.T[:, :, None].expand(terms, heads, head_dim).reshape(terms, heads * head_dim).contiguous()
+
+
+def _pointer(tensor: torch.Tensor) -> ctypes.c_void_p:
+    assert tensor.is_contiguous() and tensor.dtype == torch.float32  # the kernel reads raw row-major float32
+    return ctypes.c_void_p(tensor.data_ptr())
+
+
+@torch.library.custom_op("gridmix::semiseparable_scan", mutates_args=())
+def semiseparable_scan(x: torch.Tensor, decays: torch.Tensor, weights: torch.Tensor, axis: int) -> torch.Tensor:
+    """``y[i] = Σ_{j ≤ i} Σ_q w_hq λ_hq^(i−j) x[j]`` along ``axis`` of ``x`` (…, h, c); λ, w: (h, r) each."""
+    x = x.contiguous()
+    P, n, Q, C, parts = _layout(x.shape, axis)
+    lam, w = _per_channel(decays, x.shape[-1]), _per_channel(weights, x.shape[-1])  # (r, C) each
+    y = x.new_empty(x.shape)
+    native_library().gm_semiseparable_forward(P, n, Q, C, decays.shape[1], parts, _pointer(x), _pointer(lam),
+                                              _pointer(w), _pointer(y), torch.get_num_threads())
+    return y
+
+
+@semiseparable_scan.register_fake
+def _(x, decays, weights, axis):
+    return x.new_empty(x.shape)  # contiguous, as the kernel's
+
+
+@torch.library.custom_op("gridmix::semiseparable_scan_backward", mutates_args=())
+def semiseparable_scan_backward(grad: torch.Tensor, x: torch.Tensor, decays: torch.Tensor, weights: torch.Tensor,
+                                axis: int) -> list[torch.Tensor]:
+    """``[∂x, ∂decays, ∂weights]`` of :func:`semiseparable_scan` given the output's gradient ``grad``."""
+    grad, x = grad.contiguous(), x.contiguous()
+    P, n, Q, C, parts = _layout(x.shape, axis)
+    heads, terms = decays.shape
+    lam, w = _per_channel(decays, x.shape[-1]), _per_channel(weights, x.shape[-1])  # (r, C) each
+    block = math.isqrt(n - 1) + 1  # ⌈√n⌉ positions per checkpoint: n/block checkpoints and one block of states
+    scratch_vectors = (-(-n // block) + block) * terms
+    threads = torch.get_num_threads()
+    scratch = x.new_empty(threads * scratch_vectors * LANES)
+    gx = x.new_empty(x.shape)
+    decay_part, weight_part = x.new_zeros(P * parts, terms, C), x.new_zeros(P * parts, terms, C)  # per work item
+    native_library().gm_semiseparable_backward(
+        P, n, Q, C, terms, parts, block, _pointer(x), _pointer(grad), _pointer(lam), _pointer(w), _pointer(gx),
+        _pointer(decay_part), _pointer(weight_part), _pointer(scratch), scratch_vectors, threads)
+    per_head = (terms, heads, x.shape[-1])
+    decay_grad = (decay_part.sum(0) * w).view(per_head).sum(-1).T  # (h, r): ∂λ = w Σ p s_prev
+    weight_grad = weight_part.sum(0).view(per_head).sum(-1).T  # (h, r): ∂w = Σ g s
+    return [gx, decay_grad.contiguous(), weight_grad.contiguous()]
+
+
+@semiseparable_scan_backward.register_fake
+def _(grad, x, decays, weights, axis):
+    return [x.new_empty(x.shape), decays.new_empty(decays.shape), weights.new_empty(weights.shape)]
+
+
+def _setup_context(ctx, inputs, output):
+    x, decays, weights, axis = inputs
+    ctx.axis = axis
+    ctx.save_for_backward(x, decays, weights)
+
+
+def _backward(ctx, grad):
+    x, decays, weights = ctx.saved_tensors
+    if torch.is_grad_enabled():  # create_graph=True: the torch-op form, as a graph autograd can differentiate again
+        from gridmix.semiseparable import torch_mode_product  # that module dispatches here: import at call time
+        inputs = [x, decays, weights]
+        y = torch_mode_product(x, torch.log(decays), weights, ctx.axis)
+        wanted = [t for t in inputs if t.requires_grad]
+        got = iter(torch.autograd.grad(y, wanted, grad, create_graph=True, allow_unused=True))
+        return (*(next(got) if t.requires_grad else None for t in inputs), None)
+    gx, decay_grad, weight_grad = semiseparable_scan_backward(grad, x, decays, weights, ctx.axis)
+    return gx, decay_grad, weight_grad, None
+
+
+semiseparable_scan.register_autograd(_backward, setup_context=_setup_context)
+
+
+def scan_flops(x_shape, terms: int) -> int:
+    """The forward's FLOPs: per value and term, the state update and the read-out (two multiply-adds)."""
+    return 4 * math.prod(x_shape) * terms
+
+
+@register_flop_formula(torch.ops.gridmix.semiseparable_scan)
+def _scan_flops(x, decays, *args, out_shape=None, **kwargs) -> int:
+    return scan_flops(x, decays[1])
+
+
+@register_flop_formula(torch.ops.gridmix.semiseparable_scan_backward)
+def _scan_backward_flops(grad, x, decays, *args, out_shape=None, **kwargs) -> int:
+    """Three times the forward: the checkpoint pass (+ ∂w), then the recomputed states and the adjoint (+ ∂λ, ∂x)."""
+    return 3 * scan_flops(x, decays[1])
