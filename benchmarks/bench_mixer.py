@@ -11,7 +11,7 @@ forward-only, at 1-D, 2-D and 3-D grids:
 * ``mix``, ``mix_r4``, ``mix_causal``, ``mix_causal_ss``: the bare operator ``M`` (docs/design.md section 2) at
   rank 16, at rank 4, with axis 0 causal (the default Toeplitz factor, a full-length kernel by the blocked FFT),
   and with axis 0 causal in the semiseparable form (``causal_form="semiseparable"``, 16 exponentials per head,
-  the chunked scan); ``layer``: the full mixer, ``W_o · M(W_v · x)``;
+  the fused recurrence on the CPU, the chunked scan elsewhere); ``layer``: the full mixer, ``W_o · M(W_v · x)``;
 * ``sdpa``: ``scaled_dot_product_attention`` on (B, h, N, C/h), the dense baseline, held to its flash
   kernel so it never falls back to materialising the N×N matrix; ``sdpa_causal``: the same with
   ``is_causal=True``, the baseline of ``mix_causal``;

@@ -1,10 +1,12 @@
-"""The semiseparable causal factor's chunked scan at several chunk and group sizes, against its neighbours.
+"""The semiseparable causal factor: its fused recurrence, its chunked scan at several sizes, and its neighbours.
 
     python benchmarks/bench_semiseparable.py --out DIR [--threads 2] [--lengths 1024 4096 16384]
 
-Forward+backward (gradients of the input and the factor's parameters) of
-:func:`gridmix.semiseparable.semiseparable_mode_product` through :class:`gridmix.factors.SemiseparableFactor`
-(``TERMS`` exponentials per head) on (8, n, 4 heads, 16 channels), the mixer benchmark's shape, at chunk lengths
+Forward+backward (gradients of the input and the factor's parameters) through
+:class:`gridmix.factors.SemiseparableFactor` (``TERMS`` exponentials per head) on (8, n, 4 heads, 16 channels), the
+mixer benchmark's shape: ``fused``, :func:`gridmix.semiseparable.semiseparable_mode_product` (the native recurrence
+where it applies, as the mixer runs it), and the torch-op form :func:`gridmix.semiseparable.torch_mode_product` at
+chunk lengths
 ``chunkB`` (the default group) and groups ``groupG`` (the default chunk), and without pieces of rows
 (``unpieced``: the whole tensor at once), for choosing the defaults ``CHUNK``, ``GROUP`` and ``PIECE`` on an idle
 machine; against the symmetric rank-16 mixer's ``mix`` (C = 64, the reference), the exactly
@@ -23,12 +25,12 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from gridmix import ConcentrationMixer, Grid, SemiseparableFactor
 from gridmix.causal import causal_mode_product
-from gridmix.semiseparable import CHUNK, GROUP, PIECE, semiseparable_mode_product
+from gridmix.semiseparable import CHUNK, GROUP, PIECE, semiseparable_mode_product, torch_mode_product
 
 BATCH, HEADS, HEAD_DIM, RANK, TERMS = 8, 4, 16, 16, 16
 CHUNKS = (32, 64, 128)
 GROUPS = tuple(g for g in (4, 16, 64) if g != GROUP)  # the default group is timed as chunk{CHUNK}
-NAMES = [*(f"chunk{b}" for b in CHUNKS), *(f"group{g}" for g in GROUPS), "unpieced", "blocked_fft",
+NAMES = ["fused", *(f"chunk{b}" for b in CHUNKS), *(f"group{g}" for g in GROUPS), "unpieced", "blocked_fft",
          "symmetric_mix", "sdpa_causal"]
 
 
@@ -45,8 +47,7 @@ def cases(n: int) -> dict:
 
     def scan(chunk: int, group: int, piece: int = PIECE):
         def step():
-            y = semiseparable_mode_product(x, factor.log_decays(), factor.weights(), 1, chunk=chunk, group=group,
-                                           piece=piece)
+            y = torch_mode_product(x, factor.log_decays(), factor.weights(), 1, chunk=chunk, group=group, piece=piece)
             return torch.autograd.grad(y, (x, *factor.parameters()), grad)
         return step
 
@@ -55,7 +56,11 @@ def cases(n: int) -> dict:
             y = F.scaled_dot_product_attention(q, k, w, is_causal=True)
         return torch.autograd.grad(y, (q, k, w), grad.transpose(1, 2))
 
-    out = {f"chunk{b}": scan(b, GROUP) for b in CHUNKS}
+    def fused():
+        y = semiseparable_mode_product(x, factor.log_decays(), factor.weights(), 1)
+        return torch.autograd.grad(y, (x, *factor.parameters()), grad)
+
+    out = {"fused": fused, **{f"chunk{b}": scan(b, GROUP) for b in CHUNKS}}
     out.update({f"group{g}": scan(CHUNK, g) for g in GROUPS})
     out["unpieced"] = scan(CHUNK, GROUP, piece=1 << 62)  # one piece: every row at once
     out.update(blocked_fft=lambda: torch.autograd.grad(causal_mode_product(x, kernel, 1), (x, kernel), grad),

@@ -1,11 +1,13 @@
-"""A semiseparable causal factor: a sum of decaying exponentials applied as an exactly causal chunked scan.
+"""A semiseparable causal factor: a sum of decaying exponentials applied as an exactly causal scan.
 
 The kernel is ``κ_h[k] = Σ_q w_hq λ_hq^k`` for ``0 ≤ k < n`` (``r`` terms per head, ``0 < λ < 1``): the
 lower-triangular Toeplitz matrix ``T[i, j] = κ_h[i − j]`` of :mod:`gridmix.causal`, but with ``2r`` numbers per
 head instead of ``n`` (S4D / Mamba-2's semiseparable form). :class:`gridmix.factors.SemiseparableFactor` sets
 ``w`` so that ``‖κ_h‖₁`` equals its gain exactly (the certificate); this module applies ``T`` to a tensor.
 
-:func:`semiseparable_mode_product` cuts the axis into chunks of ``b`` positions (zeros padded at the end):
+:func:`semiseparable_mode_product` runs the fused recurrence of :mod:`gridmix.semiseparable_native` where it
+applies (float32 on the CPU); elsewhere :func:`torch_mode_product` cuts the axis into chunks of ``b`` positions
+(zeros padded at the end):
 
 * inside a chunk, the dense lower-triangular Toeplitz block of ``κ[:b]`` (one GEMM per head; exact zeros
   above the diagonal);
