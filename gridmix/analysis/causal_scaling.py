@@ -8,9 +8,10 @@ symmetric) time three single layers on random tokens, forward+backward with a me
   Toeplitz factor, :mod:`gridmix.causal`), the other axes symmetric;
 - ``mixer-causal-ss``: the same with the semiseparable causal factor (``causal_form="semiseparable"``,
   :mod:`gridmix.semiseparable`);
-- ``sdpa-causal`` (the matched baseline): value and output projections of the same shape around
-  ``F.scaled_dot_product_attention(is_causal=True)`` over the flattened grid (row-major, so the first axis
-  is the slowest: causal in the flattened order is causal in time, and stricter within a frame);
+- ``sdpa-causal`` (the matched baseline): :class:`gridmix.models.CausalAttention` (timm's ``Attention``: query,
+  key, value and output projections around ``F.scaled_dot_product_attention(is_causal=True)``) over the flattened
+  grid (row-major, so the first axis is the slowest: causal in the flattened order is causal in time, and
+  stricter within a frame);
 - ``mixer`` (a baseline): the all-symmetric mixer, the speed a causal axis is compared with.
 
 Not registered plugins (nothing to train: the data is noise and the metric only reports the loss); the
@@ -30,6 +31,7 @@ from torch import nn
 
 from gridmix.grid import Grid
 from gridmix.mixer import ConcentrationMixer
+from gridmix.models import CausalAttention
 from gridmix.tracks import DataSizes, ModelSpec, Split, Track, TrackData
 
 DIM, HEADS, RANK = 64, 4, 16  # the mixer benchmark's operator (benchmarks/bench_mixer.py)
@@ -45,21 +47,6 @@ class MixingLayer(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         tokens = x.flatten(2).mT  # (B, N, C), row-major over the grid
         return self.mixer(tokens).mT.reshape(x.shape)
-
-
-class CausalAttention(nn.Module):
-    """(B, N, C) → (B, N, C): query, key and value projections, causal SDPA per head, output projection."""
-
-    def __init__(self, dim: int = DIM, num_heads: int = HEADS) -> None:
-        super().__init__()
-        self.num_heads = num_heads
-        self.qkv, self.proj = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        B, N, C = x.shape
-        q, k, v = self.qkv(x).view(B, N, 3, self.num_heads, C // self.num_heads).permute(2, 0, 3, 1, 4)  # (B, h, N, c)
-        out = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, h, N, c)
-        return self.proj(out.transpose(1, 2).reshape(B, N, C))
 
 
 def _mixer(grid: Grid, *, causal: bool, causal_form: str = "toeplitz") -> nn.Module:
@@ -83,7 +70,7 @@ def _track(name: str, ndim: int, default_grid: str) -> Track:
                   description=f"concentration mixer, rank {RANK}, axis 0 causal"),
         ModelSpec("mixer-causal-ss", lambda grid: _mixer(grid, causal=True, causal_form="semiseparable"),
                   description="the same with its causal axis semiseparable (causal_form='semiseparable')"),
-        ModelSpec("sdpa-causal", lambda grid: MixingLayer(grid, CausalAttention()),
+        ModelSpec("sdpa-causal", lambda grid: MixingLayer(grid, CausalAttention(DIM, HEADS, qkv_bias=True)),
                   description="causal scaled-dot-product attention over the flattened grid"),
         ModelSpec("mixer", lambda grid: _mixer(grid, causal=False),
                   description=f"concentration mixer, rank {RANK}, every axis symmetric"),

@@ -102,12 +102,12 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from timm.layers import trunc_normal_
-from timm.models.vision_transformer import Attention, Block
+from timm.models.vision_transformer import Block
 from torch import nn
 
 from gridmix import hookimpl
 from gridmix.grid import Grid
-from gridmix.models import BackboneConfig, MixerConfig
+from gridmix.models import BackboneConfig, CausalAttention, MixerConfig
 from gridmix.tracks import DataSizes, ModelSpec, Split, Track, TrackData
 from gridmix_tracks.common import generated_data
 
@@ -151,13 +151,6 @@ class RecallTask:
         tokens[rows, where], tokens[rows, where + 1] = keys[rows, which], values[rows, which]
         targets[rows, where] = values[rows, which]  # next token after the query key
         return Split(inputs=torch.from_numpy(tokens), targets=torch.from_numpy(targets))
-
-
-class CausalAttention(Attention):
-    """timm's ``Attention``, always causal (the baseline's blocks never see the future either way)."""
-
-    def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None = None, is_causal: bool = False) -> torch.Tensor:
-        return super().forward(x, attn_mask=attn_mask, is_causal=True)
 
 
 class CausalLM(nn.Module):
