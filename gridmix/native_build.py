@@ -97,7 +97,7 @@ def native_library() -> ctypes.CDLL | None:
     library.gm_tucker_backward.argtypes = [*head, ptr, ptr, ptrs, ptr, ptrs, ptr, ptr, ptrs, ptr, ptrs, ptr, ptr, i64,
                                            ctypes.c_int]
     library.gm_tucker_forward.restype = library.gm_tucker_backward.restype = None
-    scan = [i64, i64, i64, i64, ctypes.c_int, i64]  # P, n, Q, C, r, parts
+    scan = [i64, i64, i64, i64, ctypes.c_int, i64, i64]  # P, n, Q, C, r, groups, parts
     library.gm_semiseparable_forward.argtypes = [*scan, ptr, ptr, ptr, ptr, ctypes.c_int]
     library.gm_semiseparable_backward.argtypes = [*scan, i64, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, i64, ctypes.c_int]
     library.gm_semiseparable_forward.restype = library.gm_semiseparable_backward.restype = None

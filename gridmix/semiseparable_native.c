@@ -13,9 +13,9 @@
  * Layout: the tensor is (P, n, Q) row-major, n the causal axis, Q = (the dimensions after it) · C with the
  * channels C = heads · c last. λ and w come expanded per channel, (r, C). A tile is 16 adjacent lanes of Q (C is a
  * multiple of 16, so a tile never straddles two channel blocks); its r states stay in vector registers while the
- * tile walks down the axis. Work items are (p, part): `parts` contiguous ranges of Q's tiles per p, a count fixed
- * by the caller from the shape only, and each item sums its gradient contributions into its own (r, C) partial in a
- * fixed order, so results do not depend on the thread count.
+ * tile walks down the axis. Work items are (group, part): `groups` contiguous ranges of p times `parts` contiguous
+ * ranges of Q's tiles, counts fixed by the caller from the shape only; each item sums its gradient contributions
+ * into its own (r, C) partial in a fixed order, so results do not depend on the thread count.
  */
 #include <omp.h>
 #include <stdint.h>
@@ -125,14 +125,19 @@ static void forward_item(int r, int64_t n, int64_t Q, int64_t C, const float *x,
     }
 }
 
-void gm_semiseparable_forward(int64_t P, int64_t n, int64_t Q, int64_t C, int r, int64_t parts, const float *x,
-                              const float *lam, const float *w, float *y, int threads) {
-    const int64_t tiles = Q / LANES;
+/* Item (group, part) of `groups` × `parts` (header comment): its rows p and its tiles [first, last). */
+#define ITEM_RANGES                                                                                              \
+    const int64_t group = item / parts, part = item % parts;                                                     \
+    const int64_t p_first = P * group / groups, p_last = P * (group + 1) / groups;                               \
+    const int64_t first = Q / LANES * part / parts, last = Q / LANES * (part + 1) / parts;
+
+void gm_semiseparable_forward(int64_t P, int64_t n, int64_t Q, int64_t C, int r, int64_t groups, int64_t parts,
+                              const float *x, const float *lam, const float *w, float *y, int threads) {
 #pragma omp parallel for schedule(static) num_threads(threads)
-    for (int64_t item = 0; item < P * parts; item++) {
-        const int64_t p = item / parts, part = item % parts;
-        forward_item(r, n, Q, C, x + p * n * Q, lam, w, y + p * n * Q, tiles * part / parts,
-                     tiles * (part + 1) / parts);
+    for (int64_t item = 0; item < groups * parts; item++) {
+        ITEM_RANGES
+        for (int64_t p = p_first; p < p_last; p++)
+            forward_item(r, n, Q, C, x + p * n * Q, lam, w, y + p * n * Q, first, last);
     }
 }
 
@@ -158,17 +163,17 @@ static void backward_item(int r, int64_t n, int64_t Q, int64_t C, int64_t block,
 #undef BACKWARD
 }
 
-/* gx = Tᵀ g; gl, gw: (P · parts, r, C) partials, zeroed by the caller: item (p, part) adds Σ p s_prev and Σ g s of
- * its lanes into its own (r, C) slice. scratch: threads · scratch_vectors vectors of 16 floats. */
-void gm_semiseparable_backward(int64_t P, int64_t n, int64_t Q, int64_t C, int r, int64_t parts, int64_t block,
-                               const float *x, const float *g, const float *lam, const float *w, float *gx, float *gl,
-                               float *gw, float *scratch, int64_t scratch_vectors, int threads) {
-    const int64_t tiles = Q / LANES;
+/* gx = Tᵀ g; gl, gw: (groups · parts, r, C) partials, zeroed by the caller: each item adds Σ p s_prev and Σ g s of
+ * its rows and lanes into its own (r, C) slice. scratch: threads · scratch_vectors vectors of 16 floats. */
+void gm_semiseparable_backward(int64_t P, int64_t n, int64_t Q, int64_t C, int r, int64_t groups, int64_t parts,
+                               int64_t block, const float *x, const float *g, const float *lam, const float *w,
+                               float *gx, float *gl, float *gw, float *scratch, int64_t scratch_vectors, int threads) {
 #pragma omp parallel for schedule(static) num_threads(threads)
-    for (int64_t item = 0; item < P * parts; item++) {
-        const int64_t p = item / parts, part = item % parts;
+    for (int64_t item = 0; item < groups * parts; item++) {
+        ITEM_RANGES
         v16 *mine = (v16 *)scratch + omp_get_thread_num() * scratch_vectors;
-        backward_item(r, n, Q, C, block, x + p * n * Q, g + p * n * Q, lam, w, gx + p * n * Q, gl + item * r * C,
-                      gw + item * r * C, mine, tiles * part / parts, tiles * (part + 1) / parts);
+        for (int64_t p = p_first; p < p_last; p++)
+            backward_item(r, n, Q, C, block, x + p * n * Q, g + p * n * Q, lam, w, gx + p * n * Q, gl + item * r * C,
+                          gw + item * r * C, mine, first, last);
     }
 }

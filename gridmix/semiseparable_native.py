@@ -40,11 +40,17 @@ def native_applies(x: torch.Tensor, terms: int) -> bool:
             and 0 < terms <= MAX_TERMS and native_available())
 
 
-def _layout(shape: torch.Size, axis: int) -> tuple[int, int, int, int, int]:
-    """``(P, n, Q, C, parts)`` of ``x`` (…, n at ``axis``, …, h, c) viewed as (P, n, Q); ``parts`` per p (C source)."""
+def _layout(shape: torch.Size, axis: int) -> tuple[int, int, int, int, int, int]:
+    """``(P, n, Q, C, groups, parts)`` of ``x`` (…, n at ``axis``, …, h, c) viewed as (P, n, Q).
+
+    The work items (C source): ``groups`` ranges of p times ``parts`` ranges of Q's tiles, from the shape only (so
+    the gradient sums never depend on the thread count), at least ``MIN_ITEMS`` where the shape allows and at most
+    ``MIN_ITEMS`` groups (so the (items, r, C) gradient partials stay small whatever P).
+    """
     P, n, Q = math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1:])
-    parts = max(1, min(Q // LANES, -(-MIN_ITEMS // P)))  # from the shape only, so sums never depend on threads
-    return P, n, Q, shape[-2] * shape[-1], parts
+    groups = min(P, MIN_ITEMS)
+    parts = max(1, min(Q // LANES, -(-MIN_ITEMS // P)))
+    return P, n, Q, shape[-2] * shape[-1], groups, parts
 
 
 def _per_channel(values: torch.Tensor, head_dim: int) -> torch.Tensor:
@@ -62,10 +68,10 @@ def _pointer(tensor: torch.Tensor) -> ctypes.c_void_p:
 def semiseparable_scan(x: torch.Tensor, decays: torch.Tensor, weights: torch.Tensor, axis: int) -> torch.Tensor:
     """``y[i] = Σ_{j ≤ i} Σ_q w_hq λ_hq^(i−j) x[j]`` along ``axis`` of ``x`` (…, h, c); λ, w: (h, r) each."""
     x = x.contiguous()
-    P, n, Q, C, parts = _layout(x.shape, axis)
+    P, n, Q, C, groups, parts = _layout(x.shape, axis)
     lam, w = _per_channel(decays, x.shape[-1]), _per_channel(weights, x.shape[-1])  # (r, C) each
     y = x.new_empty(x.shape)
-    native_library().gm_semiseparable_forward(P, n, Q, C, decays.shape[1], parts, _pointer(x), _pointer(lam),
+    native_library().gm_semiseparable_forward(P, n, Q, C, decays.shape[1], groups, parts, _pointer(x), _pointer(lam),
                                               _pointer(w), _pointer(y), torch.get_num_threads())
     return y
 
@@ -80,7 +86,7 @@ def semiseparable_scan_backward(grad: torch.Tensor, x: torch.Tensor, decays: tor
                                 axis: int) -> list[torch.Tensor]:
     """``[∂x, ∂decays, ∂weights]`` of :func:`semiseparable_scan` given the output's gradient ``grad``."""
     grad, x = grad.contiguous(), x.contiguous()
-    P, n, Q, C, parts = _layout(x.shape, axis)
+    P, n, Q, C, groups, parts = _layout(x.shape, axis)
     heads, terms = decays.shape
     lam, w = _per_channel(decays, x.shape[-1]), _per_channel(weights, x.shape[-1])  # (r, C) each
     block = math.isqrt(n - 1) + 1  # ⌈√n⌉ positions per checkpoint: n/block checkpoints and one block of states
@@ -88,9 +94,9 @@ def semiseparable_scan_backward(grad: torch.Tensor, x: torch.Tensor, decays: tor
     threads = torch.get_num_threads()
     scratch = x.new_empty(threads * scratch_vectors * LANES)
     gx = x.new_empty(x.shape)
-    decay_part, weight_part = x.new_zeros(P * parts, terms, C), x.new_zeros(P * parts, terms, C)  # per work item
+    decay_part, weight_part = (x.new_zeros(groups * parts, terms, C) for _ in range(2))  # per work item
     native_library().gm_semiseparable_backward(
-        P, n, Q, C, terms, parts, block, _pointer(x), _pointer(grad), _pointer(lam), _pointer(w), _pointer(gx),
+        P, n, Q, C, terms, groups, parts, block, _pointer(x), _pointer(grad), _pointer(lam), _pointer(w), _pointer(gx),
         _pointer(decay_part), _pointer(weight_part), _pointer(scratch), scratch_vectors, threads)
     per_head = (terms, heads, x.shape[-1])
     decay_grad = (decay_part.sum(0) * w).view(per_head).sum(-1).T  # (h, r): ∂λ = w Σ p s_prev

@@ -21,6 +21,7 @@ SHAPES = [  # (x shape (…, h, c) with h·c a multiple of 16, causal axis, term
     ((2, 300, 4, 16), 1, 5),  # 1-D, the generic term loop, four tiles of 16 channels
     ((2, 9, 7, 2, 8), 1, 8),  # 2-D, causal first axis: 7 · 16 lanes after it
     ((2, 7, 9, 2, 8), 2, 4),  # 2-D, causal last axis
+    ((2, 5, 4, 6, 2, 8), 3, 4),  # 3-D, causal last axis: 40 rows before it, so each work item takes several
     ((2, 5, 3, 4, 1, 16), 1, 3),  # 3-D, causal time
     ((1, 1, 1, 16), 1, 2),  # a single step
 ]
@@ -73,20 +74,33 @@ def test_future_inputs_get_exactly_zero_gradient_and_do_not_move_the_past():
     assert torch.equal(moved[:, : t + 1], out[:, : t + 1])
 
 
-def test_results_do_not_depend_on_the_thread_count():
-    x, log_decays, weights = _float32(*_problem((3, 200, 4, 16), 16, seed=2))
-    grad = torch.randn(3, 200, 4, 16)
+@pytest.mark.parametrize("shape,axis", [((3, 200, 4, 16), 1), ((40, 30, 2, 8), 1)])  # 12 items; 16 of 2–3 rows
+def test_results_do_not_depend_on_the_thread_count(shape, axis):
+    x, log_decays, weights = _float32(*_problem(shape, 16, seed=2))
+    grad = torch.randn(shape)
     runs = []
     before = torch.get_num_threads()
     try:
         for threads in (1, 2, 3):
             torch.set_num_threads(threads)
-            out = semiseparable_mode_product(x, log_decays, weights, 1)
+            out = semiseparable_mode_product(x, log_decays, weights, axis)
             runs.append([out, *torch.autograd.grad(out, [x, log_decays, weights], grad)])
     finally:
         torch.set_num_threads(before)
     for run in runs[1:]:
         assert all(torch.equal(a, b) for a, b in zip(run, runs[0]))
+
+
+def test_autocast_computes_in_float32_and_returns_the_input_dtype():
+    x, log_decays, weights = _float32(*_problem((2, 40, 2, 8), 4, seed=7))
+    plain = semiseparable_mode_product(x, log_decays, weights, 1)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        inside = semiseparable_mode_product(x, log_decays, weights, 1)
+    assert inside.dtype == torch.float32 and torch.equal(inside, plain)
+    half = semiseparable_mode_product(x.bfloat16(), log_decays, weights, 1)
+    assert half.dtype == torch.bfloat16
+    rounded_first = semiseparable_mode_product(x.bfloat16().float(), log_decays, weights, 1)
+    torch.testing.assert_close(half, rounded_first.bfloat16())
 
 
 def test_double_backward_runs_through_the_torch_op_form():
