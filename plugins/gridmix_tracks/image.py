@@ -48,19 +48,8 @@ Per seed the models move together (the seed's test set, with its flipped labels,
 the paired comparison removes that part of the spread): idea minus ViT at 3e-3 is +0.004 and +0.001 on
 seeds 0 and 1, against a spread of 0.05 between seeds.
 
-``gridmix run --track image --grid 32x32`` at the default budget (6 seeds, sweep 3e-3 / 1e-2 on seed 1000;
-every arm chose 3e-3 but the control, 1e-2), test cross-entropy per seed 0–5:
-
-- idea ``vit-concentration``: 0.3457, 0.3274, 0.3085, 0.3346, 0.3017, 0.3242 (mean 0.3237)
-- matched baseline ``vit``: 0.3449, 0.3257, 0.3065, 0.3335, 0.3019, 0.3225 (mean 0.3225)
-- ablation ``vit-concentration-uncapped``: 0.3455, 0.3276, 0.3084, 0.3350, 0.3014, 0.3242
-- control ``vit-nomix``: 0.6946, 0.6931, 0.6932, 0.6942, 0.6950, 0.6940 (chance 0.693)
-
-Primary comparison: Δ = +0.0012 (the idea slightly worse), sign-flip p = 0.0625, MDE 0.0014 = 0.44 % of the
-baseline's mean: "no significant difference". The control is worse than the baseline by 0.37, far beyond
-the MDE. The whole run took 798 s on the shared machine (ViT 61–63 s a run, the mixers 8–13 s), so about
-6.7 min when idle by the 0.5 share factor. The learned mixers stayed near their global start (DC
-eigenvalue ≈ 0.89, the others ≈ 0.1) and never near the cap, which is why the ablation matches the idea.
+Results at the default budget (per seed, the comparisons, the run time): docs/plugins.md, "What the default
+budget measured"; this docstring keeps the pilots that chose the task and budget.
 
 Models: timm's ``VisionTransformer`` with dense attention (the matched baseline), the same class with the
 concentration mixer as ``attn_layer`` (the idea) and timm's MLP-Mixer (dense token MLP, small grids only);

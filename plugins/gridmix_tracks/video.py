@@ -65,19 +65,8 @@ still spiked after their first epoch (validation 0.782 and 0.819) and came back,
 left the plateau only in its third epoch (train loss 0.689, 0.681, 0.398, …; test 0.3058). A budget with fewer
 steps than these 768, or a higher rate, would stall some seeds again.
 
-``gridmix run --track video --threads 2`` at the default budget (6 seeds, one rate 1e-3, batches of 8, the four
-default arms; a shared machine), test cross-entropy per seed 0–5 (``gridmix run --track video`` on a fresh clone of
-an idle 2-core machine, 2 threads, gave the same values to the last digit in 4 min 39 s wall):
-
-- idea ``concentration``: 0.3383, 0.3311, 0.3174, 0.3254, 0.3533, 0.3241 (mean 0.3316)
-- matched baseline ``dense-attention``: 0.3394, 0.3278, 0.3217, 0.3250, 0.3539, 0.3234 (mean 0.3318)
-- ablation ``concentration-uncapped``: 0.3372, 0.3309, 0.3167, 0.3248, 0.3540, 0.3230 (mean 0.3311)
-- control ``nomix``: 0.6943, 0.6981, 0.6934, 0.6956, 0.6946, 0.6933 (mean 0.6949; chance 0.693)
-
-Primary comparison: Δ = −0.00024 (idea better on 3 of 6 seeds), sign-flip p = 0.75, MDE 0.00443 = 1.34 % of the
-baseline's mean: "no significant difference". Per seed the models move together (the seed's test set, with its
-flipped labels, is shared by every model: the paired comparison removes that part of the spread, 0.011 between
-seeds). The control is worse than the baseline by 0.363 (6 of 6 seeds, p = 0.031), 82 times the MDE.
+Results at the default budget (per seed, the comparisons, the run time): docs/plugins.md, "What the default
+budget measured"; this docstring keeps the pilots that chose the task and budget.
 
 Models (same embedding, learned positions, depth, width, MLP, norms and head; they differ in the token
 mixer only): dense spatio-temporal attention over all T·H·W tokens (the matched baseline), factorised
