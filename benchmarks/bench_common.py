@@ -45,8 +45,7 @@ def environment(*, threads: int) -> dict:
     )
 
 
-# glibc's mallopt parameters (malloc.h) and the largest mmap threshold it accepts on 64-bit (32 MiB)
-_M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4  # mallopt parameters (glibc malloc.h)
+_M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4  # glibc's mallopt parameters (malloc.h)
 
 
 def configure_allocator(mode: str) -> dict:
@@ -55,8 +54,8 @@ def configure_allocator(mode: str) -> dict:
     ``"retain"``: glibc keeps freed memory for reuse (``mallopt``: trim threshold 2 GiB, and no block served
     by ``mmap``), so a step that frees and re-allocates the same large tensors does not page-fault them in
     again each call, as a long training loop runs in steady state. Raising the mmap threshold instead stops at
-    glibc's 32 MiB maximum, which a (8, 16384, 64) float32 tensor (32 MiB plus malloc's header) exceeds. PyTorch's CPU
-    performance guide recommends the same effect by preloading jemalloc or tcmalloc. ``"default"``:
+    glibc's 32 MiB maximum, which a (8, 16384, 64) float32 tensor (32 MiB plus malloc's header) exceeds.
+    PyTorch's CPU performance guide recommends the same effect by preloading jemalloc or tcmalloc. ``"default"``:
     glibc as configured. The peak-memory subprocesses are fresh processes and keep glibc's defaults.
     """
     if mode not in ("retain", "default"):
@@ -66,7 +65,8 @@ def configure_allocator(mode: str) -> dict:
         path = ctypes.util.find_library("c")
         try:
             libc = ctypes.CDLL(path)
-            record["applied"] = bool(libc.mallopt(_M_TRIM_THRESHOLD, 2**31 - 1)) and bool(libc.mallopt(_M_MMAP_MAX, 0))
+            trimmed = bool(libc.mallopt(_M_TRIM_THRESHOLD, 2**31 - 1))
+            record["applied"] = trimmed and bool(libc.mallopt(_M_MMAP_MAX, 0))
         except (OSError, AttributeError, TypeError) as error:  # not glibc: nothing to configure
             record["error"] = f"{type(error).__name__}: {error}"
     return record
