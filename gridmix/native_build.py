@@ -104,6 +104,12 @@ def native_library() -> ctypes.CDLL | None:
     return library
 
 
+def pointer(tensor: torch.Tensor) -> ctypes.c_void_p:
+    """The address of a contiguous float32 tensor, as the kernels take it (they read raw row-major float32)."""
+    assert tensor.is_contiguous() and tensor.dtype == torch.float32
+    return ctypes.c_void_p(tensor.data_ptr())
+
+
 @torch.compiler.assume_constant_result  # torch.compile takes the verdict as a constant instead of tracing the build
 def native_available() -> bool:
     """Whether the kernels are switched on (:func:`native_enabled`) and built and loaded (building it on first call)."""

@@ -21,13 +21,12 @@ Shape legend:
 
 from __future__ import annotations
 
-import ctypes
 import math
 
 import torch
 from torch.utils.flop_counter import register_flop_formula
 
-from gridmix.native_build import native_available, native_library
+from gridmix.native_build import native_available, native_library, pointer
 
 LANES = 16  # channels per vector in the C kernel: C must be a multiple
 MAX_TERMS = 64  # MAX_TERMS in the C source
@@ -59,11 +58,6 @@ def _per_channel(values: torch.Tensor, head_dim: int) -> torch.Tensor:
     return values.T[:, :, None].expand(terms, heads, head_dim).reshape(terms, heads * head_dim).contiguous()
 
 
-def _pointer(tensor: torch.Tensor) -> ctypes.c_void_p:
-    assert tensor.is_contiguous() and tensor.dtype == torch.float32  # the kernel reads raw row-major float32
-    return ctypes.c_void_p(tensor.data_ptr())
-
-
 @torch.library.custom_op("gridmix::semiseparable_scan", mutates_args=())
 def semiseparable_scan(x: torch.Tensor, decays: torch.Tensor, weights: torch.Tensor, axis: int) -> torch.Tensor:
     """``y[i] = Σ_{j ≤ i} Σ_q w_hq λ_hq^(i−j) x[j]`` along ``axis`` of ``x`` (…, h, c); λ, w: (h, r) each."""
@@ -71,8 +65,8 @@ def semiseparable_scan(x: torch.Tensor, decays: torch.Tensor, weights: torch.Ten
     P, n, Q, C, groups, parts = _layout(x.shape, axis)
     lam, w = _per_channel(decays, x.shape[-1]), _per_channel(weights, x.shape[-1])  # (r, C) each
     y = x.new_empty(x.shape)
-    native_library().gm_semiseparable_forward(P, n, Q, C, decays.shape[1], groups, parts, _pointer(x), _pointer(lam),
-                                              _pointer(w), _pointer(y), torch.get_num_threads())
+    native_library().gm_semiseparable_forward(P, n, Q, C, decays.shape[1], groups, parts, pointer(x), pointer(lam),
+                                              pointer(w), pointer(y), torch.get_num_threads())
     return y
 
 
@@ -96,8 +90,8 @@ def semiseparable_scan_backward(grad: torch.Tensor, x: torch.Tensor, decays: tor
     gx = x.new_empty(x.shape)
     decay_part, weight_part = (x.new_zeros(groups * parts, terms, C) for _ in range(2))  # per work item
     native_library().gm_semiseparable_backward(
-        P, n, Q, C, terms, groups, parts, block, _pointer(x), _pointer(grad), _pointer(lam), _pointer(w), _pointer(gx),
-        _pointer(decay_part), _pointer(weight_part), _pointer(scratch), scratch_vectors, threads)
+        P, n, Q, C, terms, groups, parts, block, pointer(x), pointer(grad), pointer(lam), pointer(w), pointer(gx),
+        pointer(decay_part), pointer(weight_part), pointer(scratch), scratch_vectors, threads)
     per_head = (terms, heads, x.shape[-1])
     decay_grad = (decay_part.sum(0) * w).view(per_head).sum(-1).T  # (h, r): ∂λ = w Σ p s_prev
     weight_grad = weight_part.sum(0).view(per_head).sum(-1).T  # (h, r): ∂w = Σ g s

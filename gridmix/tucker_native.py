@@ -27,7 +27,7 @@ from collections.abc import Sequence
 import torch
 from torch.utils.flop_counter import register_flop_formula
 
-from gridmix.native_build import MAX_AXES, native_available, native_library
+from gridmix.native_build import MAX_AXES, native_available, native_library, pointer
 
 
 def native_applies(x: torch.Tensor, bases: Sequence[torch.Tensor], axes: Sequence[int]) -> bool:
@@ -42,13 +42,8 @@ def native_applies(x: torch.Tensor, bases: Sequence[torch.Tensor], axes: Sequenc
     )
 
 
-def _pointer(tensor: torch.Tensor) -> ctypes.c_void_p:
-    assert tensor.is_contiguous() and tensor.dtype == torch.float32  # the kernel reads raw row-major float32
-    return ctypes.c_void_p(tensor.data_ptr())
-
-
 def _pointers(tensors: Sequence[torch.Tensor]):
-    return (ctypes.c_void_p * max(len(tensors), 1))(*(_pointer(t).value for t in tensors))
+    return (ctypes.c_void_p * max(len(tensors), 1))(*(pointer(t).value for t in tensors))
 
 
 def _int64s(values: Sequence[int]):
@@ -86,8 +81,8 @@ def tucker_chain(x: torch.Tensor, bases: list[torch.Tensor], scale: torch.Tensor
     proj, expd = [x.new_empty(s) for s in proj_shapes], [x.new_empty(s) for s in expd_shapes]
     core, scaled, y = x.new_empty(core_shape), x.new_empty(core_shape), x.new_empty(x.shape)
     native_library().gm_tucker_forward(
-        len(axes), x.shape[0], _int64s(ax), _int64s(n), _int64s(r), S0, x.shape[-2], _pointer(x), _pointers(bases),
-        _pointer(scale), _pointers(proj), _pointer(core), _pointer(scaled), _pointers(expd), _pointer(y),
+        len(axes), x.shape[0], _int64s(ax), _int64s(n), _int64s(r), S0, x.shape[-2], pointer(x), _pointers(bases),
+        pointer(scale), _pointers(proj), pointer(core), pointer(scaled), _pointers(expd), pointer(y),
         torch.get_num_threads())
     return [y, core, scaled, *proj, *expd]
 
@@ -117,9 +112,9 @@ def tucker_chain_backward(grad: torch.Tensor, x: torch.Tensor, bases: list[torch
     basis_parts = [x.new_empty(B, nt, rt) for nt, rt in zip(n, r)]  # per batch element: summed in a fixed order
     scale_part = x.new_empty(B, *scale.shape)
     native_library().gm_tucker_backward(
-        len(axes), B, _int64s(ax), _int64s(n), _int64s(r), S0, heads, _pointer(grad), _pointer(x), _pointers(bases),
-        _pointer(scale), _pointers(proj), _pointer(core), _pointer(scaled), _pointers(expd), _pointer(gx),
-        _pointers(basis_parts), _pointer(scale_part), _pointer(work), work_size, threads)
+        len(axes), B, _int64s(ax), _int64s(n), _int64s(r), S0, heads, pointer(grad), pointer(x), _pointers(bases),
+        pointer(scale), _pointers(proj), pointer(core), pointer(scaled), _pointers(expd), pointer(gx),
+        _pointers(basis_parts), pointer(scale_part), pointer(work), work_size, threads)
     return [gx, *(part.sum(0) for part in basis_parts), scale_part.sum(0)]
 
 
