@@ -27,18 +27,19 @@ import torch
 
 from gridmix.analysis.measure import Timing
 from gridmix.analysis.scaling import fit_power_law, load_averages
+from gridmix.native_build import cpu_name, native_build_info
 
 
 def environment(*, threads: int) -> dict:
-    """The machine and software a run measured on; ``threads`` is ``torch.get_num_threads()`` after setting it."""
-    cpu = platform.processor()
-    try:
-        with open("/proc/cpuinfo") as info:
-            cpu = next((line.split(":", 1)[1].strip() for line in info if line.startswith("model name")), cpu)
-    except OSError:
-        pass
+    """The machine and software a run measured on; ``threads`` is ``torch.get_num_threads()`` after setting it.
+
+    ``native`` is how the fused kernels were built (compiler, flags, vector ISA and lanes, OpenMP; ``None`` when
+    they could not be), so every figure says which ISA it ran.
+    """
+    build = native_build_info()
     return dict(
-        torch=torch.__version__, python=platform.python_version(), cpu=cpu, cpu_count=os.cpu_count(),
+        torch=torch.__version__, python=platform.python_version(), cpu=cpu_name(), cpu_count=os.cpu_count(),
+        native=build.as_dict() if build else None,
         torch_threads=threads, mkl=torch.backends.mkl.is_available(), platform=platform.platform(),
         started=time.strftime("%Y-%m-%d %H:%M:%S %z"), loadavg_at_start=load_averages(),
         allocator_env={k: v for k, v in os.environ.items() if k.startswith(("MALLOC_", "LD_PRELOAD", "THP_"))},

@@ -8,10 +8,11 @@ At 64x64 the summary's ``targets_64x64`` entry holds the four speed targets docs
 On the same tokens (batch 8, C = 64 channels, 4 heads, rank 16 unless varied), forward+backward and
 forward-only, at 1-D, 2-D and 3-D grids:
 
-* ``mix``, ``mix_r4``, ``mix_causal``, ``mix_causal_ss``: the bare operator ``M`` (docs/design.md section 2) at
-  rank 16, at rank 4, with axis 0 causal (the default Toeplitz factor, a full-length kernel by the blocked FFT),
-  and with axis 0 causal in the semiseparable form (``causal_form="semiseparable"``, 16 exponentials per head,
-  the fused recurrence on the CPU, the chunked scan elsewhere); ``layer``: the full mixer, ``W_o · M(W_v · x)``;
+* ``mix``, ``mix_torch``, ``mix_r4``, ``mix_causal``, ``mix_causal_ss``: the bare operator ``M`` (docs/design.md
+  section 2) at rank 16, the same with the native kernels off (the torch-op path they must beat), at rank 4,
+  with axis 0 causal (the default Toeplitz factor, a full-length kernel by the blocked FFT), and with axis 0
+  causal in the semiseparable form (``causal_form="semiseparable"``, 16 exponentials per head, the fused
+  recurrence on the CPU, the chunked scan elsewhere); ``layer``: the full mixer, ``W_o · M(W_v · x)``;
 * ``sdpa``: ``scaled_dot_product_attention`` on (B, h, N, C/h), the dense baseline, held to its flash
   kernel so it never falls back to materialising the N×N matrix; ``sdpa_causal``: the same with
   ``is_causal=True``, the baseline of ``mix_causal``;
@@ -58,7 +59,7 @@ from timm.layers import Mlp
 from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from gridmix import ConcentrationMixer, Grid, tucker_flops
+from gridmix import ConcentrationMixer, Grid, set_native, tucker_flops
 from gridmix.analysis.measure import MemoryMeasurementError, available_memory, dry_run, peak_memory
 from gridmix.analysis.scaling import load_averages
 from gridmix.precision import autocast
@@ -71,8 +72,8 @@ GRIDS = ["256", "512", "1024", "2048", "4096", "8192", "16384",
          "8x16x16", "16x16x16", "16x32x32"]
 QUICK_GRIDS = ["1024", "16x16", "32x32", "64x64", "8x16x16"]
 FIT_RANGES = {"1-D": ("1024", "16384"), "2-D": ("32x32", "128x128"), "3-D": ("8x16x16", "16x32x32")}
-CASES = ["mix", "mix_r4", "mix_causal", "mix_causal_ss", "layer", "sdpa", "sdpa_causal", "fft", "mlp_mixer", "axial",
-         "gemm"]
+CASES = ["mix", "mix_torch", "mix_r4", "mix_causal", "mix_causal_ss", "layer", "sdpa", "sdpa_causal", "fft",
+         "mlp_mixer", "axial", "gemm"]
 CAUSAL_GRIDS = ["1024", "2048", "4096", "8192", "16384", "16x32x32"]
 CAUSAL_CASES = ["mix", "mix_causal", "mix_causal_ss", "sdpa_causal"]
 MEMORY_TARGET = "bench_mixer:memory_step"
@@ -89,6 +90,20 @@ class BareMix(nn.Module):
 
     def forward(self) -> torch.Tensor:
         return self.mixer.mix(self.v)
+
+
+class TorchOpsMix(BareMix):
+    """``mix`` with the fused native kernels switched off: the torch-op (library GEMM) path the kernels must beat."""
+
+    def __init__(self, grid: Grid) -> None:
+        super().__init__(grid, rank=RANK, causal=False)
+
+    def forward(self) -> torch.Tensor:
+        set_native(False)
+        try:
+            return self.mixer.mix(self.v)
+        finally:
+            set_native(None)
 
 
 class CompiledMix(BareMix):
@@ -168,6 +183,8 @@ def build(case: str, grid: Grid) -> nn.Module:
     """The case's module; ``ValueError`` with the reason when the case does not apply to the grid."""
     if case == "mix_compiled":
         return CompiledMix(grid)
+    if case == "mix_torch":
+        return TorchOpsMix(grid)
     if case in ("mix", "mix_r4", "mix_causal", "mix_causal_ss"):
         return BareMix(grid, rank=4 if case == "mix_r4" else RANK, causal=case.startswith("mix_causal"),
                        causal_form="semiseparable" if case == "mix_causal_ss" else "toeplitz")
@@ -250,7 +267,7 @@ def plan_grid(grid: Grid, args, gemm_rate: float) -> tuple[list[dict], dict]:
         flops, estimate = dry_run(module if case != "mix_compiled" else build("mix", grid), ())
         point.update(params=sum(p.numel() for p in module.parameters()), flops_fwd=flops.forward,
                      flops_fwdbwd=flops.total, flops_uncounted=flops.uncounted, memory_estimate_bytes=estimate)
-        if case.startswith("mix"):
+        if case.startswith("mix"):  # mix_torch included: its work is mix's
             rank = 4 if case == "mix_r4" else RANK
             point["tucker_flops_fwdbwd"] = 3 * BATCH * tucker_flops(grid, dim=DIM, rank=rank)
         # half the GEMM rate: about what SDPA's flash kernel reaches here (the slowest case at large N)
@@ -357,9 +374,27 @@ def summarise(points: list[dict], grids: list[Grid], cases: list[str]) -> dict:
             speedup_vs_sdpa=target.get("speedup_vs_sdpa"), speedup_vs_fft=target.get("speedup_vs_fft"),
             tucker_fraction_of_gemm=target["tucker_fraction_of_gemm"],
             counted_fraction_of_gemm=target["counted_fraction_of_gemm"],
-            exponent_2d=summary["exponents"].get("mix", {}).get("2-D 32x32..128x128", {}).get("exponent"))
+            exponent_2d=summary["exponents"].get("mix", {}).get("2-D 32x32..128x128", {}).get("exponent"),
+            speedup_vs_torch_ops=_ratio(at, "64x64", "mix_torch", "mix") if ("64x64", "mix_torch") in at else None)
     summary["causal_targets"] = causal_figures(at, summary)
+    summary["targets_met"] = {name: None if value is None else bool(value >= goal if sense == ">=" else value <= goal)
+                              for name, (sense, goal, value) in goals(summary).items()}
     return summary
+
+
+def goals(summary: dict) -> dict:
+    """Every speed target as ``name: (">=" or "<=", goal, measured or None)`` (docs/benchmarks.md states them)."""
+    symmetric, causal = summary.get("targets_64x64", {}), summary["causal_targets"]
+    table = dict(speedup_vs_sdpa=(">=", 60), speedup_vs_fft=(">=", 1.0), exponent_2d=("<=", 1.15),
+                 tucker_fraction_of_gemm=(">=", 0.40), speedup_vs_torch_ops=(">=", 1.25))
+    out = {f"{name}_64x64" if "64x64" not in name else name: (sense, goal, symmetric.get(name))
+           for name, (sense, goal) in table.items()}
+    causal_goals = dict(speedup_vs_causal_sdpa_16384=(">=", 50), over_symmetric_16384=("<=", 2),
+                        exponent_1024_16384=("<=", 1.15), time_over_symmetric_16x32x32=("<=", 2))
+    for prefix in ("causal", "semiseparable"):
+        out.update({f"{prefix}_{name}": (sense, goal, causal[f"{prefix}_{name}"])
+                    for name, (sense, goal) in causal_goals.items()})
+    return out
 
 
 def causal_figures(at: dict, summary: dict) -> dict:
@@ -490,8 +525,12 @@ def main() -> None:
     write_json(args.out / "bench_mixer.json", result)
     (args.out / "bench_mixer.md").write_text(render(result))
     print(render(result))
-    print("causal targets:", ", ".join(f"{k} = {'–' if v is None else format(v, '.3g')}"
-                                 for k, v in result["summary"]["causal_targets"].items()))
+    native = env.get("native") or {}
+    print(f"targets ({env['cpu']}, {native.get('isa', 'no native kernels')}, {env['torch_threads']} threads):")
+    for name, (sense, goal, value) in goals(result["summary"]).items():
+        if value is not None:
+            verdict = "met" if result["summary"]["targets_met"][name] else "NOT met"
+            print(f"  {name} = {value:.3g} (goal {sense} {goal}): {verdict}")
 
 
 if __name__ == "__main__":

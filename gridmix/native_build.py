@@ -1,30 +1,43 @@
 """Build and load the fused native kernels (``tucker_native.c``, ``semiseparable_native.c``), and their one switch.
 
-The kernels are compiled once per machine and source with the system C compiler (``$CC``, default ``cc``;
-``-O3 -march=native -fopenmp``) into one library in ``$GRIDMIX_CACHE_DIR`` (default ``~/.cache/gridmix``),
-in about a second. Without a working compiler gridmix warns once and uses the torch-op paths (the same results
-to float32 rounding, slower). The kernels are used unless ``GRIDMIX_NATIVE=0`` is set or :func:`set_native` says
-otherwise (as timm's ``set_fused_attn``); :mod:`gridmix.tucker_native` and :mod:`gridmix.semiseparable_native`
-define the ops that call them.
+The kernels are compiled once per machine and source with the system C compiler (``$CC``, default ``cc``) into
+one library in ``$GRIDMIX_CACHE_DIR`` (default ``~/.cache/gridmix``), in about a second. The build tries
+:data:`ATTEMPTS` in order (``-march=native -fopenmp``, then without OpenMP, then a generic ``-O3``) and keeps
+the first that compiles; ``GRIDMIX_NATIVE_FLAGS`` replaces that list with one set of flags (for example
+``"-march=x86-64-v3 -fopenmp"`` for an AVX2 build on an AVX-512 machine). The vector width follows what the
+compiler targets (``native_simd.h``: 16 float lanes with AVX-512, 8 with AVX/AVX2, 4 with NEON or SSE, 1
+otherwise); :func:`native_build_info` says what was built, as ``gridmix info`` prints it. A build without OpenMP
+splits each call over torch's threads from Python (:func:`run_parallel`), with the same results.
+
+Where nothing compiles, gridmix warns once, naming the ``error:`` line of the last attempt, and uses the
+torch-op paths (the same results to float32 rounding, slower). The kernels are used unless ``GRIDMIX_NATIVE=0``
+is set or :func:`set_native` says otherwise (as timm's ``set_fused_attn``); :mod:`gridmix.tucker_native` and
+:mod:`gridmix.semiseparable_native` define the ops that call them.
 """
 
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import functools
 import hashlib
 import os
 import platform
+import shlex
 import shutil
 import subprocess
 import tempfile
 import warnings
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import torch
 
 _SOURCES = tuple(Path(__file__).with_name(name) for name in ("tucker_native.c", "semiseparable_native.c"))
-_FLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=gnu11")
+_HEADER = Path(__file__).with_name("native_simd.h")
+COMMON_FLAGS = ("-O3", "-shared", "-fPIC", "-std=gnu11")
+ATTEMPTS = (("-march=native", "-fopenmp"), ("-march=native",), ())  # tried in order; the first that builds is kept
 MAX_AXES = 8  # MAX_AXES in the C source
 _choice: bool | None = None  # set_native's choice; None: GRIDMIX_NATIVE decides
 
@@ -46,71 +59,221 @@ def native_enabled() -> bool:
     return _choice if _choice is not None else os.environ.get("GRIDMIX_NATIVE", "1") != "0"
 
 
-def _cpu_flags() -> str:
-    """The host's CPU feature flags (``-march=native`` code is only valid on a CPU that has them)."""
+@dataclasses.dataclass(frozen=True)
+class NativeBuild:
+    """What the kernels were built with: the compiler and its first version line, the flags of the attempt that
+    built, the vector ISA and its float lanes (``native_simd.h``), whether OpenMP threads them, the library's
+    path, and the attempts that failed before it (each its flags and the compiler's ``error:`` line)."""
+
+    compiler: str
+    compiler_version: str
+    flags: tuple[str, ...]
+    isa: str
+    lanes: int
+    openmp: bool
+    path: str
+    failed_attempts: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.lanes not in (1, 4, 8, 16):
+            raise ValueError(f"NativeBuild(lanes={self.lanes}); expected 1, 4, 8 or 16")
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+class NativeBuildError(RuntimeError):
+    """No attempt compiled: the message names the last attempt's flags and its compiler ``error:`` line."""
+
+
+def _cpuinfo(*keys: str) -> str | None:
+    """The first ``/proc/cpuinfo`` line starting with one of ``keys`` (its value), or ``None`` (not Linux)."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
-                return line
+            if line.startswith(keys):
+                return line.split(":", 1)[-1].strip()
     except OSError:
         pass
-    return platform.processor()
+    return None
 
 
-def _build(compiler: str) -> Path:
-    """Compile the kernels into the cache (atomically: concurrent builders each rename a finished file)."""
-    source = b"\0".join(path.read_bytes() for path in _SOURCES)
-    version = subprocess.run([compiler, "--version"], capture_output=True, text=True, check=True).stdout
-    key = hashlib.sha256(b"\0".join([source, " ".join(_FLAGS).encode(), version.encode(), _cpu_flags().encode()]))
-    cache = Path(os.environ.get("GRIDMIX_CACHE_DIR") or Path.home() / ".cache" / "gridmix")
+def _cpu_flags() -> str:
+    """The host's CPU feature flags (``-march=native`` code is only valid on a CPU that has them)."""
+    return _cpuinfo("flags", "Features") or platform.processor()
+
+
+def cpu_name() -> str:
+    """The CPU's model name (``/proc/cpuinfo``; ``platform.processor()`` elsewhere), as figures record it."""
+    return _cpuinfo("model name") or platform.processor() or platform.machine()
+
+
+def _attempts() -> tuple[tuple[str, ...], ...]:
+    """The flag sets to try: ``GRIDMIX_NATIVE_FLAGS`` alone where it is set, else :data:`ATTEMPTS`."""
+    chosen = os.environ.get("GRIDMIX_NATIVE_FLAGS")
+    return (tuple(shlex.split(chosen)),) if chosen is not None else ATTEMPTS
+
+
+def error_line(output: str) -> str:
+    """The compiler's first ``error:`` line (the one that says what went wrong), else its last non-empty line."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    return next((line for line in lines if "error:" in line), lines[-1] if lines else "no output")
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("GRIDMIX_CACHE_DIR") or Path.home() / ".cache" / "gridmix")
+
+
+def compile_library(compiler: str, flags: tuple[str, ...], version: str) -> Path:
+    """Compile the kernels with ``flags`` into the cache, or raise :class:`NativeBuildError` with the error line.
+
+    The library is cached by source, flags, compiler and CPU (a failure is not: the next process tries again, so
+    a compiler fixed in between is used). Concurrent builders each rename a finished file.
+    """
+    source = b"\0".join(path.read_bytes() for path in (*_SOURCES, _HEADER))
+    key = hashlib.sha256(b"\0".join([source, " ".join(flags).encode(), version.encode(), _cpu_flags().encode()]))
+    cache = cache_dir()
     target = cache / f"gridmix_native-{key.hexdigest()[:16]}.so"
     if target.exists():
         return target
     cache.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=cache) as tmp:
         built = Path(tmp) / target.name
-        command = [compiler, *_FLAGS, *map(str, _SOURCES), "-o", str(built)]
+        command = [compiler, *COMMON_FLAGS, *flags, *map(str, _SOURCES), "-o", str(built)]
         result = subprocess.run(command, capture_output=True, text=True)
         if result.returncode != 0:
-            first = (result.stderr.strip().splitlines() or ["no output"])[0]
-            raise RuntimeError(f"{compiler} exited with {result.returncode}: {first}")
+            raise NativeBuildError(f"{compiler} {' '.join(flags) or '-O3'} exited with {result.returncode}: "
+                                   f"{error_line(result.stderr + result.stdout)}")
         os.replace(built, target)
     return target
 
 
-@functools.cache
-def native_library() -> ctypes.CDLL | None:
-    """The compiled kernels, or ``None`` (with one warning saying why) when it cannot be built; ignores the switch."""
-    compiler = os.environ.get("CC", "cc")
-    try:
-        if shutil.which(compiler) is None:
-            raise RuntimeError(f"no C compiler {compiler!r} on PATH")
-        library = ctypes.CDLL(str(_build(compiler)))
-    except (OSError, RuntimeError, subprocess.CalledProcessError) as error:
-        warnings.warn(f"gridmix: the fused native kernels are unavailable ({error}); "
-                      "using torch ops (same results, slower)", RuntimeWarning, stacklevel=2)
-        return None
+def _load(path: Path) -> ctypes.CDLL:
+    """Open a built library and declare its entry points' argument types."""
+    library = ctypes.CDLL(str(path))
     i64, ptr = ctypes.c_int64, ctypes.c_void_p
     ptrs, i64s = ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_int64)
-    head = [ctypes.c_int, i64, i64s, i64s, i64s, i64, i64]  # d, B, axes, n, r, S0, heads
+    head = [ctypes.c_int, i64, i64, i64s, i64s, i64s, i64, i64]  # d, first, last, axes, n, r, S0, heads
     library.gm_tucker_forward.argtypes = [*head, ptr, ptrs, ptr, ptrs, ptr, ptr, ptrs, ptr, ctypes.c_int]
     library.gm_tucker_backward.argtypes = [*head, ptr, ptr, ptrs, ptr, ptrs, ptr, ptr, ptrs, ptr, ptrs, ptr, ptr, i64,
                                            ctypes.c_int]
     library.gm_tucker_forward.restype = library.gm_tucker_backward.restype = None
-    scan = [i64, i64, i64, i64, ctypes.c_int, i64, i64]  # P, n, Q, C, r, groups, parts
+    scan = [i64, i64, i64, i64, ctypes.c_int, i64, i64, i64, i64]  # P, n, Q, C, r, groups, parts, first, last items
     library.gm_semiseparable_forward.argtypes = [*scan, ptr, ptr, ptr, ptr, ctypes.c_int]
     library.gm_semiseparable_backward.argtypes = [*scan, i64, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, i64, ctypes.c_int]
     library.gm_semiseparable_forward.restype = library.gm_semiseparable_backward.restype = None
+    library.gm_native_isa.restype = ctypes.c_char_p
+    library.gm_native_lanes.restype = library.gm_native_openmp.restype = ctypes.c_int
     return library
 
 
-def pointer(tensor: torch.Tensor) -> ctypes.c_void_p:
-    """The address of a contiguous float32 tensor, as the kernels take it (they read raw row-major float32)."""
+def build(compiler: str | None = None) -> tuple[ctypes.CDLL, NativeBuild]:
+    """Build (or take from the cache) and load the kernels: the first of :func:`_attempts` that compiles.
+
+    Raises :class:`NativeBuildError` when there is no compiler or no attempt compiles, naming the last error.
+    """
+    compiler = compiler or os.environ.get("CC", "cc")
+    if shutil.which(compiler) is None:
+        raise NativeBuildError(f"no C compiler {compiler!r} on PATH")
+    try:
+        version = subprocess.run([compiler, "--version"], capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError) as error:
+        raise NativeBuildError(f"{compiler} --version failed: {error}") from None
+    failures: list[str] = []
+    for flags in _attempts():
+        try:
+            path = compile_library(compiler, flags, version)
+        except NativeBuildError as error:
+            failures.append(str(error))
+            continue
+        library = _load(path)
+        info = NativeBuild(compiler=compiler, compiler_version=(version.splitlines() or [""])[0], flags=flags,
+                           isa=library.gm_native_isa().decode(), lanes=library.gm_native_lanes(),
+                           openmp=bool(library.gm_native_openmp()), path=str(path), failed_attempts=tuple(failures))
+        return library, info
+    raise NativeBuildError(failures[-1])
+
+
+@functools.cache
+def _built() -> tuple[ctypes.CDLL, NativeBuild] | None:
+    try:
+        return build()
+    except (OSError, NativeBuildError) as error:
+        warnings.warn_explicit(f"gridmix: the fused native kernels are unavailable ({error}); using torch ops "
+                               "(same results, slower)", RuntimeWarning, filename="gridmix.native_build", lineno=0)
+        return None
+
+
+def native_library() -> ctypes.CDLL | None:
+    """The compiled kernels, or ``None`` (with one warning saying why) when they cannot be built; ignores the switch."""
+    built = _built()
+    return built[0] if built else None
+
+
+def native_build_info() -> NativeBuild | None:
+    """What :func:`native_library` was built with (building it on first call), or ``None`` when it could not be."""
+    built = _built()
+    return built[1] if built else None
+
+
+def forget_library() -> None:
+    """Forget the loaded library, so the next call builds or loads again (after the environment changed)."""
+    _built.cache_clear()
+
+
+def native_lanes() -> int:
+    """The float lanes of one vector in the loaded kernels (0 when none is loaded)."""
+    info = native_build_info()
+    return info.lanes if info else 0
+
+
+@functools.cache
+def _pool(workers: int) -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="gridmix-native")
+
+
+def run_parallel(call: Callable[[int, int, int, int], None], items: int, threads: int) -> None:
+    """Run ``call(first, last, slot, threads)`` over the work items ``[0, items)`` on ``threads`` threads.
+
+    With OpenMP the kernel threads itself: one call over every item, slots 0 … threads-1 taken inside. Without it,
+    the items are cut into ``threads`` contiguous ranges, each one call with ``threads=1`` and scratch slot ``k``:
+    the first on the calling thread, the others on pool threads (ctypes releases the GIL). Each item is computed
+    the same way either way, so the results are.
+    """
+    info = native_build_info()
+    threads = max(1, min(threads, items))
+    if threads == 1 or (info is not None and info.openmp):
+        call(0, items, 0, threads)
+        return
+    bounds = [items * k // threads for k in range(threads + 1)]
+    futures = [_pool(threads - 1).submit(call, bounds[k], bounds[k + 1], k, 1) for k in range(1, threads)]
+    call(bounds[0], bounds[1], 0, 1)
+    for future in futures:
+        future.result()
+
+
+def pointer(tensor: torch.Tensor, offset: int = 0) -> ctypes.c_void_p:
+    """The address of a contiguous float32 tensor (plus ``offset`` floats), as the kernels take it (raw float32)."""
     assert tensor.is_contiguous() and tensor.dtype == torch.float32
-    return ctypes.c_void_p(tensor.data_ptr())
+    return ctypes.c_void_p(tensor.data_ptr() + 4 * offset)
 
 
 @torch.compiler.assume_constant_result  # torch.compile takes the verdict as a constant instead of tracing the build
 def native_available() -> bool:
     """Whether the kernels are switched on (:func:`native_enabled`) and built and loaded (building it on first call)."""
     return native_enabled() and native_library() is not None
+
+
+def describe() -> str:
+    """The build in a few lines, as ``gridmix info`` prints it."""
+    info = native_build_info()
+    if info is None:
+        return "native kernels: not built (see the warning above); torch ops are used"
+    lines = [f"native kernels: {info.isa}, {info.lanes} float lanes, "
+             f"{'OpenMP' if info.openmp else 'no OpenMP (split over torch threads)'}",
+             f"  compiler: {info.compiler} ({info.compiler_version})",
+             f"  flags: {' '.join((*COMMON_FLAGS, *info.flags))}",
+             f"  library: {info.path}"]
+    lines += [f"  failed before it: {error}" for error in info.failed_attempts]
+    if not native_enabled():
+        lines.append("  switched off (GRIDMIX_NATIVE=0 or set_native(False)): torch ops are used")
+    return "\n".join(lines)

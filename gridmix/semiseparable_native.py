@@ -4,10 +4,10 @@
 full copies each way), and its chunked GEMMs spend ``2b`` multiply-adds per value on the chunk's dense Toeplitz
 block. The C kernel (``semiseparable_native.c``, built and loaded by :mod:`gridmix.native_build` with the Tucker
 kernel) runs the recurrence ``s_q[i] = λ_q s_q[i−1] + x[i]``, ``y[i] = Σ_q w_q s_q[i]`` on the tensor as it lies,
-16 adjacent channels at a time with their ``r`` states in registers: ``2r`` multiply-adds per value, and one read
-and one write of the tensor. It is exactly causal (``y[i]`` never reads a later ``x``), and its backward is the
-adjoint recurrence run right to left, so a later input gets exactly zero gradient. The tests compare it with the
-dense Toeplitz reference in float64, values and gradients.
+one vector of adjacent channels at a time (the build's lanes, 1 to 16) with their ``r`` states in registers: ``2r``
+multiply-adds per value, and one read and one write of the tensor. It is exactly causal (``y[i]`` never reads a
+later ``x``), and its backward is the adjoint recurrence run right to left, so a later input gets exactly zero
+gradient. The tests compare it with the dense Toeplitz reference in float64, values and gradients.
 
 Importing this module defines the ops ``gridmix::semiseparable_scan`` and ``gridmix::semiseparable_scan_backward``:
 fake (shape-only) implementations, so FLOP counting, memory estimates and ``torch.compile`` see them; the autograd
@@ -26,29 +26,30 @@ import math
 import torch
 from torch.utils.flop_counter import register_flop_formula
 
-from gridmix.native_build import native_available, native_library, pointer
+from gridmix.native_build import native_available, native_lanes, native_library, pointer, run_parallel
 
-LANES = 16  # channels per vector in the C kernel: C must be a multiple
+CHANNEL_MULTIPLE = 16  # h·c must be a multiple: of every build's lanes (1, 4, 8 or 16), so the verdict is portable
 MAX_TERMS = 64  # MAX_TERMS in the C source
 MIN_ITEMS = 16  # work items per call at least (when the shape allows): enough for 16 threads, fixed by the shape
 
 
 def native_applies(x: torch.Tensor, terms: int) -> bool:
     """Whether the fused kernel covers ``x`` (…, h, c): float32 on the CPU, ``h·c`` a multiple of 16, ≤ 64 terms."""
-    return (x.device.type == "cpu" and x.dtype == torch.float32 and (x.shape[-2] * x.shape[-1]) % LANES == 0
-            and 0 < terms <= MAX_TERMS and native_available())
+    return (x.device.type == "cpu" and x.dtype == torch.float32
+            and (x.shape[-2] * x.shape[-1]) % CHANNEL_MULTIPLE == 0 and 0 < terms <= MAX_TERMS and native_available())
 
 
-def _layout(shape: torch.Size, axis: int) -> tuple[int, int, int, int, int, int]:
+def _layout(shape: torch.Size, axis: int, lanes: int) -> tuple[int, int, int, int, int, int]:
     """``(P, n, Q, C, groups, parts)`` of ``x`` (…, n at ``axis``, …, h, c) viewed as (P, n, Q).
 
-    The work items (C source): ``groups`` ranges of p times ``parts`` ranges of Q's tiles, from the shape only (so
-    the gradient sums never depend on the thread count), at least ``MIN_ITEMS`` where the shape allows and at most
-    ``MIN_ITEMS`` groups (so the (items, r, C) gradient partials stay small whatever P).
+    The work items (C source): ``groups`` ranges of p times ``parts`` ranges of Q's tiles of ``lanes`` floats, from
+    the shape and the build only (so the gradient sums never depend on the thread count), at least ``MIN_ITEMS``
+    where the shape allows and at most ``MIN_ITEMS`` groups (so the (items, r, C) gradient partials stay small
+    whatever P).
     """
     P, n, Q = math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1:])
     groups = min(P, MIN_ITEMS)
-    parts = max(1, min(Q // LANES, -(-MIN_ITEMS // P)))
+    parts = max(1, min(Q // lanes, -(-MIN_ITEMS // P)))
     return P, n, Q, shape[-2] * shape[-1], groups, parts
 
 
@@ -62,11 +63,13 @@ def _per_channel(values: torch.Tensor, head_dim: int) -> torch.Tensor:
 def semiseparable_scan(x: torch.Tensor, decays: torch.Tensor, weights: torch.Tensor, axis: int) -> torch.Tensor:
     """``y[i] = Σ_{j ≤ i} Σ_q w_hq λ_hq^(i−j) x[j]`` along ``axis`` of ``x`` (…, h, c); λ, w: (h, r) each."""
     x = x.contiguous()
-    P, n, Q, C, groups, parts = _layout(x.shape, axis)
+    layout = _layout(x.shape, axis, native_lanes())  # P, n, Q, C, groups, parts
     lam, w = _per_channel(decays, x.shape[-1]), _per_channel(weights, x.shape[-1])  # (r, C) each
     y = x.new_empty(x.shape)
-    native_library().gm_semiseparable_forward(P, n, Q, C, decays.shape[1], groups, parts, pointer(x), pointer(lam),
-                                              pointer(w), pointer(y), torch.get_num_threads())
+    library, terms = native_library(), decays.shape[1]
+    run_parallel(lambda first, last, slot, threads: library.gm_semiseparable_forward(
+        *layout[:4], terms, *layout[4:], first, last, pointer(x), pointer(lam), pointer(w), pointer(y), threads),
+        layout[4] * layout[5], torch.get_num_threads())
     return y
 
 
@@ -80,18 +83,21 @@ def semiseparable_scan_backward(grad: torch.Tensor, x: torch.Tensor, decays: tor
                                 axis: int) -> list[torch.Tensor]:
     """``[∂x, ∂decays, ∂weights]`` of :func:`semiseparable_scan` given the output's gradient ``grad``."""
     grad, x = grad.contiguous(), x.contiguous()
-    P, n, Q, C, groups, parts = _layout(x.shape, axis)
+    lanes = native_lanes()
+    P, n, Q, C, groups, parts = _layout(x.shape, axis, lanes)
     heads, terms = decays.shape
     lam, w = _per_channel(decays, x.shape[-1]), _per_channel(weights, x.shape[-1])  # (r, C) each
     block = math.isqrt(n - 1) + 1  # ⌈√n⌉ positions per checkpoint: n/block checkpoints and one block of states
     scratch_vectors = (-(-n // block) + block) * terms
     threads = torch.get_num_threads()
-    scratch = x.new_empty(threads * scratch_vectors * LANES)
+    scratch = x.new_empty(threads * scratch_vectors * lanes)
     gx = x.new_empty(x.shape)
     decay_part, weight_part = (x.new_zeros(groups * parts, terms, C) for _ in range(2))  # per work item
-    native_library().gm_semiseparable_backward(
-        P, n, Q, C, terms, groups, parts, block, pointer(x), pointer(grad), pointer(lam), pointer(w), pointer(gx),
-        pointer(decay_part), pointer(weight_part), pointer(scratch), scratch_vectors, threads)
+    library = native_library()
+    run_parallel(lambda first, last, slot, threads: library.gm_semiseparable_backward(
+        P, n, Q, C, terms, groups, parts, first, last, block, pointer(x), pointer(grad), pointer(lam), pointer(w),
+        pointer(gx), pointer(decay_part), pointer(weight_part), pointer(scratch, slot * scratch_vectors * lanes),
+        scratch_vectors, threads), groups * parts, threads)
     per_head = (terms, heads, x.shape[-1])
     decay_grad = (decay_part.sum(0) * w).view(per_head).sum(-1).T  # (h, r): ∂λ = w Σ p s_prev
     weight_grad = weight_part.sum(0).view(per_head).sum(-1).T  # (h, r): ∂w = Σ g s

@@ -1,5 +1,6 @@
 /* The mixer's Tucker chain fused per batch element: float32, CPU, compiled on first use by
- * gridmix/tucker_native.py (gcc -O3 -march=native -fopenmp).
+ * gridmix/native_build.py (-O3 -march=native -fopenmp where the compiler takes it; native_simd.h picks the
+ * vector width, 1 to 16 lanes, from the target).
  *
  * Library GEMMs run each mode product over the whole batch, so every stage streams the full tensor
  * through memory, and for these rank-r shapes MKL spends about as long packing the large operand and
@@ -11,37 +12,48 @@
  * Layout: one batch element is (m_1, …, m_d, S0), S0 = heads · channels, row-major. A mode product
  * along axis k views it as (P, n, S): P the dimensions before the axis, S those after it.
  * Every batch element is computed by one thread in a fixed order, and per-element partial sums (basis
- * and scale gradients) are reduced by the caller, so results do not depend on the thread count.
+ * and scale gradients) are reduced by the caller, so results do not depend on the thread count. The entry
+ * points take a range [first, last) of batch elements, so the caller may also split a batch over its own
+ * threads (a build without OpenMP) with the same results.
+ *
+ * Register blocks: a mode product keeps MB_ROWS × MB_VECS accumulators (and MB_VECS loaded vectors), a basis
+ * gradient BI × BJ (and BI loaded vectors): 4 × 4 and 4 × 4 where there are 32 vector registers, 4 × 3 and 4 × 2
+ * where there are 16 (the fastest of the shapes measured, docs/benchmarks.md "The native kernels on every ISA").
  */
-#include <omp.h>
-#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-typedef float v16 __attribute__((vector_size(64), aligned(4), may_alias)); /* unaligned access allowed */
-#define LANES 16
-#define LOAD(p) (*(const v16 *)(p))
-#define STORE(p, v) (*(v16 *)(p) = (v))
-#define MAX_AXES 8
+#include "native_simd.h"
 
-static inline float hsum(v16 v) {
-    float s = 0.0f;
-    for (int l = 0; l < LANES; l++) s += v[l];
-    return s;
-}
+#define MAX_AXES 8
+#ifndef MB_ROWS
+#if GM_VREGS >= 32
+#define MB_ROWS 4
+#define MB_VECS 4
+#define TALL 16
+#define BI 4
+#define BJ 4
+#else
+#define MB_ROWS 4
+#define MB_VECS 3
+#define TALL 8
+#define BI 4
+#define BJ 2
+#endif
+#endif
 
 /* out[o, s] = Σ_i M[o·ms0 + i·ms1] · x[i, s] for OB rows o and SV vectors of s; x rows xs apart, out rows S. */
-#define DEF_MODE_BLOCK(OB, SV)                                                                         \
-    static inline void mode_block_##OB##_##SV(const float *M, int64_t ms0, int64_t ms1, int64_t I,     \
-                                              const float *x, int64_t xs, int64_t S, float *out) {     \
-        v16 acc[OB][SV];                                                                               \
+#define DEF_MODE_BLOCK(NAME, OB, SV)                                                                   \
+    static inline void mode_block_##NAME(const float *M, int64_t ms0, int64_t ms1, int64_t I,          \
+                                         const float *x, int64_t xs, int64_t S, float *out) {          \
+        vf acc[OB][SV];                                                                                \
         for (int a = 0; a < OB; a++)                                                                   \
-            for (int b = 0; b < SV; b++) acc[a][b] = (v16){0};                                         \
+            for (int b = 0; b < SV; b++) acc[a][b] = (vf){0};                                          \
         for (int64_t i = 0; i < I; i++) {                                                              \
-            v16 xv[SV];                                                                                \
+            vf xv[SV];                                                                                 \
             for (int b = 0; b < SV; b++) {                                                             \
                 xv[b] = LOAD(x + i * xs + LANES * b);                                                  \
-                __asm__("" : "+v"(xv[b])); /* keep it in a register: one load, not one per FMA */     \
+                PIN(xv[b]);                                                                            \
             }                                                                                          \
             for (int a = 0; a < OB; a++) {                                                             \
                 const float m = M[a * ms0 + i * ms1];                                                  \
@@ -51,38 +63,73 @@ static inline float hsum(v16 v) {
         for (int a = 0; a < OB; a++)                                                                   \
             for (int b = 0; b < SV; b++) STORE(out + a * S + LANES * b, acc[a][b]);                    \
     }
-DEF_MODE_BLOCK(4, 4)
-DEF_MODE_BLOCK(16, 1)
-DEF_MODE_BLOCK(1, 4)
-DEF_MODE_BLOCK(4, 1)
-DEF_MODE_BLOCK(1, 1)
+DEF_MODE_BLOCK(full, MB_ROWS, MB_VECS)
+DEF_MODE_BLOCK(tall, TALL, 1)
+DEF_MODE_BLOCK(row, 1, MB_VECS)
+DEF_MODE_BLOCK(col, MB_ROWS, 1)
+DEF_MODE_BLOCK(one, 1, 1)
 
 /* out[p, o, s] = Σ_i M[o, i] x[p, i, s]; M is O×I with strides (ms0, ms1), so Mᵀ needs no copy. */
-#define STRIP (4 * LANES)
+#define STRIP (MB_VECS * LANES)
+#define SHORT_ROW 64 /* floats: rows this short of a long axis take the one-sweep projection */
+#define SMALL_SLICE 8192 /* floats: an (I, S) slice this small stays in L1/L2 while every row block reads it */
 #define AHEAD 2 /* software prefetch distance in strips / chunks: far-apart rows defeat the hardware's */
 #define PACK_MAX 16384 /* floats: the packed strip is at most 64 KiB */
 
+/* Rows [o, o + rows) of one p's output, columns [s, S), one scalar at a time (the columns no vector covers). */
+static void scalar_columns(const float *M, int64_t ms0, int64_t ms1, int64_t o, int64_t rows, int64_t I,
+                           const float *xp, int64_t s, int64_t S, float *op) {
+    for (; s < S; s++)
+        for (int64_t a = o; a < o + rows; a++) {
+            float acc = 0.0f;
+            for (int64_t i = 0; i < I; i++) acc += M[a * ms0 + i * ms1] * xp[i * S + s];
+            op[a * S + s] = acc;
+        }
+}
+
 static void mode_product(const float *M, int64_t ms0, int64_t ms1, int64_t O, int64_t I, const float *x,
                          int64_t P, int64_t S, float *out) {
-    float packed[PACK_MAX] __attribute__((aligned(64)));
-    /* packing costs a pass over the strip; it pays when many row blocks reread it (expanding, O > I) */
-    const int pack = S > STRIP && O > I && I * STRIP <= PACK_MAX;
-    if (S <= STRIP && O < I && S % LANES == 0 && I * S > PACK_MAX) {
-        /* short rows of a long axis (beyond L1), projecting down: every output row of a column vector in
-         * one sweep over the rows, so x is read once (4 × 4 blocks would sweep it once per row block) */
+    if (S <= SHORT_ROW && O < I && S % LANES == 0 && I * S > PACK_MAX) {
+        /* short rows of a long axis (beyond L1), projecting down: TALL output rows of a column vector in
+         * one sweep over the rows, so x is read O / TALL times (row blocks would sweep it O / MB_ROWS times) */
         for (int64_t p = 0; p < P; p++)
             for (int64_t s = 0; s < S; s += LANES) {
                 int64_t o = 0;
-                for (; o + 16 <= O; o += 16) mode_block_16_1(M + o * ms0, ms0, ms1, I, x + p * I * S + s, S, S, out + (p * O + o) * S + s);
-                for (; o < O; o++) mode_block_1_1(M + o * ms0, ms0, ms1, I, x + p * I * S + s, S, S, out + (p * O + o) * S + s);
+                for (; o + TALL <= O; o += TALL) mode_block_tall(M + o * ms0, ms0, ms1, I, x + p * I * S + s, S, S, out + (p * O + o) * S + s);
+                for (; o < O; o++) mode_block_one(M + o * ms0, ms0, ms1, I, x + p * I * S + s, S, S, out + (p * O + o) * S + s);
             }
         return;
     }
+    if (I * S <= SMALL_SLICE) {
+        /* a small (I, S) slice, as when expanding a long axis from its rank: row blocks outer, so each output row
+         * is written once and whole (strips outer would revisit every output line once per strip) */
+        for (int64_t p = 0; p < P; p++) {
+            const float *xp = x + p * I * S;
+            float *op = out + p * O * S;
+            int64_t o = 0;
+            for (; o + MB_ROWS <= O; o += MB_ROWS) {
+                int64_t s = 0;
+                for (; s + STRIP <= S; s += STRIP) mode_block_full(M + o * ms0, ms0, ms1, I, xp + s, S, S, op + o * S + s);
+                for (; s + LANES <= S; s += LANES) mode_block_col(M + o * ms0, ms0, ms1, I, xp + s, S, S, op + o * S + s);
+                scalar_columns(M, ms0, ms1, o, MB_ROWS, I, xp, s, S, op);
+            }
+            for (; o < O; o++) {
+                int64_t s = 0;
+                for (; s + STRIP <= S; s += STRIP) mode_block_row(M + o * ms0, ms0, ms1, I, xp + s, S, S, op + o * S + s);
+                for (; s + LANES <= S; s += LANES) mode_block_one(M + o * ms0, ms0, ms1, I, xp + s, S, S, op + o * S + s);
+                scalar_columns(M, ms0, ms1, o, 1, I, xp, s, S, op);
+            }
+        }
+        return;
+    }
+    float packed[PACK_MAX] __attribute__((aligned(64)));
+    /* packing costs a pass over the strip; it pays when many row blocks reread it (expanding, O > I) */
+    const int pack = S > STRIP && O > I && I * STRIP <= PACK_MAX;
     for (int64_t p = 0; p < P; p++) {
         const float *xp = x + p * I * S;
         float *op = out + p * O * S;
         int64_t s = 0;
-        /* s outer, o inner: every row block reads the same (I, 64) column strip of x. Rows S floats apart
+        /* s outer, o inner: every row block reads the same (I, STRIP) column strip of x. Rows S floats apart
          * fall into the same L1 sets when S is a multiple of 1024, so there a long-row strip is first copied
          * into a contiguous buffer, where it stays in L1 for all the row blocks. */
         for (; s + STRIP <= S; s += STRIP) {
@@ -90,50 +137,44 @@ static void mode_product(const float *M, int64_t ms0, int64_t ms1, int64_t O, in
             int64_t stride = S;
             if (pack) {
                 for (int64_t i = 0; i < I; i++)
-                    for (int b = 0; b < 4; b++) STORE(packed + i * STRIP + LANES * b, LOAD(xp + i * S + s + LANES * b));
+                    for (int b = 0; b < MB_VECS; b++) STORE(packed + i * STRIP + LANES * b, LOAD(xp + i * S + s + LANES * b));
                 strip = packed, stride = STRIP;
             }
             if (s + (AHEAD + 1) * STRIP <= S)
                 for (int64_t i = 0; i < I; i++)
-                    for (int b = 0; b < 4; b++) __builtin_prefetch(xp + i * S + s + AHEAD * STRIP + LANES * b);
+                    for (int b = 0; b < MB_VECS; b++) __builtin_prefetch(xp + i * S + s + AHEAD * STRIP + LANES * b);
             int64_t o = 0;
-            for (; o + 4 <= O; o += 4) mode_block_4_4(M + o * ms0, ms0, ms1, I, strip, stride, S, op + o * S + s);
-            for (; o < O; o++) mode_block_1_4(M + o * ms0, ms0, ms1, I, strip, stride, S, op + o * S + s);
+            for (; o + MB_ROWS <= O; o += MB_ROWS) mode_block_full(M + o * ms0, ms0, ms1, I, strip, stride, S, op + o * S + s);
+            for (; o < O; o++) mode_block_row(M + o * ms0, ms0, ms1, I, strip, stride, S, op + o * S + s);
         }
         for (; s + LANES <= S; s += LANES) {
             int64_t o = 0;
-            for (; o + 4 <= O; o += 4) mode_block_4_1(M + o * ms0, ms0, ms1, I, xp + s, S, S, op + o * S + s);
-            for (; o < O; o++) mode_block_1_1(M + o * ms0, ms0, ms1, I, xp + s, S, S, op + o * S + s);
+            for (; o + MB_ROWS <= O; o += MB_ROWS) mode_block_col(M + o * ms0, ms0, ms1, I, xp + s, S, S, op + o * S + s);
+            for (; o < O; o++) mode_block_one(M + o * ms0, ms0, ms1, I, xp + s, S, S, op + o * S + s);
         }
-        for (; s < S; s++)
-            for (int64_t o = 0; o < O; o++) {
-                float acc = 0.0f;
-                for (int64_t i = 0; i < I; i++) acc += M[o * ms0 + i * ms1] * xp[i * S + s];
-                op[o * S + s] = acc;
-            }
+        scalar_columns(M, ms0, ms1, 0, O, I, xp, s, S, op);
     }
 }
 
 /* out[i·r + j] += Σ_{p, s ∈ [s0, s1)} L[p, i, s] · R[p, j, s] for IB rows i and JB rows j. */
-#define DEF_BASIS_BLOCK(IB, JB)                                                                        \
-    static inline void basis_block_##IB##_##JB(const float *L, const float *R, int64_t P, int64_t n,   \
-                                               int64_t r, int64_t S, int64_t s0, int64_t s1,           \
-                                               float *out) {                                           \
-        v16 acc[IB][JB];                                                                               \
+#define DEF_BASIS_BLOCK(NAME, IB, JB)                                                                  \
+    static inline void basis_block_##NAME(const float *L, const float *R, int64_t P, int64_t n,        \
+                                          int64_t r, int64_t S, int64_t s0, int64_t s1, float *out) {  \
+        vf acc[IB][JB];                                                                                \
         float tail[IB][JB];                                                                            \
         for (int a = 0; a < IB; a++)                                                                   \
-            for (int b = 0; b < JB; b++) acc[a][b] = (v16){0}, tail[a][b] = 0.0f;                      \
+            for (int b = 0; b < JB; b++) acc[a][b] = (vf){0}, tail[a][b] = 0.0f;                       \
         const int64_t vend = s0 + (s1 - s0) / LANES * LANES;                                           \
         for (int64_t p = 0; p < P; p++) {                                                              \
             const float *Lp = L + p * n * S, *Rp = R + p * r * S;                                      \
             for (int64_t s = s0; s < vend; s += LANES) {                                               \
-                v16 lv[IB];                                                                            \
+                vf lv[IB];                                                                             \
                 for (int a = 0; a < IB; a++) {                                                         \
                     lv[a] = LOAD(Lp + a * S + s);                                                      \
-                    __asm__("" : "+v"(lv[a]));                                                         \
+                    PIN(lv[a]);                                                                        \
                 }                                                                                      \
                 for (int b = 0; b < JB; b++) {                                                         \
-                    const v16 rv = LOAD(Rp + b * S + s);                                               \
+                    const vf rv = LOAD(Rp + b * S + s);                                                \
                     for (int a = 0; a < IB; a++) acc[a][b] += lv[a] * rv;                              \
                 }                                                                                      \
             }                                                                                          \
@@ -144,38 +185,38 @@ static void mode_product(const float *M, int64_t ms0, int64_t ms1, int64_t O, in
         for (int a = 0; a < IB; a++)                                                                   \
             for (int b = 0; b < JB; b++) out[a * r + b] += hsum(acc[a][b]) + tail[a][b];               \
     }
-DEF_BASIS_BLOCK(4, 4)
-DEF_BASIS_BLOCK(1, 4)
-DEF_BASIS_BLOCK(4, 1)
-DEF_BASIS_BLOCK(1, 1)
+DEF_BASIS_BLOCK(full, BI, BJ)
+DEF_BASIS_BLOCK(row, 1, BJ)
+DEF_BASIS_BLOCK(col, BI, 1)
+DEF_BASIS_BLOCK(one, 1, 1)
 
-/* acc[i·r + j] += Σ_{s < CHUNK} L[i, s] · R[j, s] for a 4×4 block, as vectors: R packed (rows CHUNK apart). */
+/* acc[i·r + j] += Σ_{s < CHUNK} L[i, s] · R[j, s] for a BI × BJ block, as vectors: R packed (rows CHUNK apart). */
 #define CHUNK 256
-static inline void basis_chunk_4_4(const float *L, int64_t S, const float *R, int64_t r, v16 *acc) {
-    v16 a[4][4];
-    for (int i = 0; i < 4; i++)
-        for (int j = 0; j < 4; j++) a[i][j] = acc[i * r + j];
+static inline void basis_chunk(const float *L, int64_t S, const float *R, int64_t r, vf *acc) {
+    vf a[BI][BJ];
+    for (int i = 0; i < BI; i++)
+        for (int j = 0; j < BJ; j++) a[i][j] = acc[i * r + j];
     for (int64_t s = 0; s < CHUNK; s += LANES) {
-        v16 lv[4];
-        for (int i = 0; i < 4; i++) {
+        vf lv[BI];
+        for (int i = 0; i < BI; i++) {
             lv[i] = LOAD(L + i * S + s);
-            __asm__("" : "+v"(lv[i]));
+            PIN(lv[i]);
         }
-        for (int j = 0; j < 4; j++) {
-            const v16 rv = LOAD(R + j * CHUNK + s);
-            for (int i = 0; i < 4; i++) a[i][j] += lv[i] * rv;
+        for (int j = 0; j < BJ; j++) {
+            const vf rv = LOAD(R + j * CHUNK + s);
+            for (int i = 0; i < BI; i++) a[i][j] += lv[i] * rv;
         }
     }
-    for (int i = 0; i < 4; i++)
-        for (int j = 0; j < 4; j++) acc[i * r + j] = a[i][j];
+    for (int i = 0; i < BI; i++)
+        for (int j = 0; j < BJ; j++) acc[i * r + j] = a[i][j];
 }
 
 /* basis_product for long rows: chunks of CHUNK columns, the R chunk packed so that it stays in L1 while
  * every row block of L reads it, partial sums kept as vectors across chunks (one horizontal sum each). */
 static void basis_product_long(const float *L, const float *R, int64_t P, int64_t n, int64_t r, int64_t S,
-                               float *out, v16 *acc) {
+                               float *out, vf *acc) {
     float packed[PACK_MAX] __attribute__((aligned(64)));
-    for (int64_t q = 0; q < n * r; q++) acc[q] = (v16){0};
+    for (int64_t q = 0; q < n * r; q++) acc[q] = (vf){0};
     for (int64_t p = 0; p < P; p++)
         for (int64_t s0 = 0; s0 + CHUNK <= S; s0 += CHUNK) {
             for (int64_t j = 0; j < r; j++)
@@ -183,15 +224,15 @@ static void basis_product_long(const float *L, const float *R, int64_t P, int64_
             if (s0 + (AHEAD + 1) * CHUNK <= S)
                 for (int64_t i = 0; i < n; i++)
                     for (int64_t s = 0; s < CHUNK; s += LANES) __builtin_prefetch(L + (p * n + i) * S + s0 + AHEAD * CHUNK + s);
-            for (int64_t i = 0; i < n; i += 4)
-                for (int64_t j = 0; j < r; j += 4) basis_chunk_4_4(L + (p * n + i) * S + s0, S, packed + j * CHUNK, r, acc + i * r + j);
+            for (int64_t i = 0; i < n; i += BI)
+                for (int64_t j = 0; j < r; j += BJ) basis_chunk(L + (p * n + i) * S + s0, S, packed + j * CHUNK, r, acc + i * r + j);
         }
     for (int64_t q = 0; q < n * r; q++) out[q] += hsum(acc[q]);
 }
 
 /* basis_product for one short-row slice (P = 1, S small), as on a long 1-D axis: the reduction over s is
- * too short to amortise horizontal sums, so R is transposed to (S, 16-column blocks) and eight rows of
- * out at a time accumulate as vectors along j: out[i, j:j+16] += Σ_s L[i, s] · Rᵀ[s, j:j+16]. */
+ * too short to amortise horizontal sums, so R is transposed to (S, LANES-column blocks) and eight rows of
+ * out at a time accumulate as vectors along j: out[i, j:j+LANES] += Σ_s L[i, s] · Rᵀ[s, j:j+LANES]. */
 static void basis_product_short(const float *L, const float *R, int64_t n, int64_t r, int64_t S, float *out) {
     float packed[PACK_MAX] __attribute__((aligned(64)));
     const int64_t rpad = (r + LANES - 1) / LANES * LANES;
@@ -201,16 +242,16 @@ static void basis_product_short(const float *L, const float *R, int64_t n, int64
         const int64_t lanes = r - j0 < LANES ? r - j0 : LANES;
         for (int64_t i0 = 0; i0 < n; i0 += 8) {
             const int64_t rows = n - i0 < 8 ? n - i0 : 8;
-            v16 acc[8];
-            for (int a = 0; a < 8; a++) acc[a] = (v16){0};
+            vf acc[8];
+            for (int a = 0; a < 8; a++) acc[a] = (vf){0};
             if (rows == 8)
                 for (int64_t s = 0; s < S; s++) {
-                    const v16 rv = LOAD(packed + s * rpad + j0);
+                    const vf rv = LOAD(packed + s * rpad + j0);
                     for (int a = 0; a < 8; a++) acc[a] += L[(i0 + a) * S + s] * rv;
                 }
             else
                 for (int64_t s = 0; s < S; s++) {
-                    const v16 rv = LOAD(packed + s * rpad + j0);
+                    const vf rv = LOAD(packed + s * rpad + j0);
                     for (int a = 0; a < rows; a++) acc[a] += L[(i0 + a) * S + s] * rv;
                 }
             for (int64_t a = 0; a < rows; a++)
@@ -222,8 +263,8 @@ static void basis_product_short(const float *L, const float *R, int64_t n, int64
 /* out (n×r) += Σ_{p,s} L[p, i, s] R[p, j, s]: L is (P, n, S), R is (P, r, S). */
 static void basis_product(const float *L, const float *R, int64_t P, int64_t n, int64_t r, int64_t S,
                           float *out) {
-    if (S % CHUNK == 0 && n % 4 == 0 && r % 4 == 0 && r * CHUNK <= PACK_MAX && n * r <= 4096) {
-        v16 *acc = malloc(sizeof(v16) * n * r);
+    if (S % CHUNK == 0 && n % BI == 0 && r % BJ == 0 && r * CHUNK <= PACK_MAX && n * r <= 4096) {
+        vf *acc = malloc(sizeof(vf) * n * r);
         if (acc) {
             basis_product_long(L, R, P, n, r, S, out, acc);
             free(acc);
@@ -238,15 +279,15 @@ static void basis_product(const float *L, const float *R, int64_t P, int64_t n, 
     for (int64_t s0 = 0; s0 < S; s0 += chunk) {
         const int64_t s1 = s0 + chunk < S ? s0 + chunk : S;
         int64_t i = 0;
-        for (; i + 4 <= n; i += 4) {
+        for (; i + BI <= n; i += BI) {
             int64_t j = 0;
-            for (; j + 4 <= r; j += 4) basis_block_4_4(L + i * S, R + j * S, P, n, r, S, s0, s1, out + i * r + j);
-            for (; j < r; j++) basis_block_4_1(L + i * S, R + j * S, P, n, r, S, s0, s1, out + i * r + j);
+            for (; j + BJ <= r; j += BJ) basis_block_full(L + i * S, R + j * S, P, n, r, S, s0, s1, out + i * r + j);
+            for (; j < r; j++) basis_block_col(L + i * S, R + j * S, P, n, r, S, s0, s1, out + i * r + j);
         }
         for (; i < n; i++) {
             int64_t j = 0;
-            for (; j + 4 <= r; j += 4) basis_block_1_4(L + i * S, R + j * S, P, n, r, S, s0, s1, out + i * r + j);
-            for (; j < r; j++) basis_block_1_1(L + i * S, R + j * S, P, n, r, S, s0, s1, out + i * r + j);
+            for (; j + BJ <= r; j += BJ) basis_block_row(L + i * S, R + j * S, P, n, r, S, s0, s1, out + i * r + j);
+            for (; j < r; j++) basis_block_one(L + i * S, R + j * S, P, n, r, S, s0, s1, out + i * r + j);
         }
     }
 }
@@ -331,18 +372,18 @@ static chain_t element_chain(const plan_t *pl, int64_t b, const float *x, float 
     return c;
 }
 
-/* Forward for the whole batch. Besides y it writes the intermediates the backward needs:
+/* Forward for batch elements [first, last). Besides y it writes the intermediates the backward needs:
  *   proj[t-1] (t = 1 … d-1): the element after the projections of steps 0 … t-1;
  *   core: after every projection (r at every axis, grid order); scaled = core · scale;
  *   expd[t] (t = 0 … d-2): the input of step t's expansion (steps d-1 … t+1 expanded).
  * scale is (R, heads), R = Π r_t in the core's order; channel s of S0 belongs to head s / (S0 / heads). */
-void gm_tucker_forward(int d, int64_t B, const int64_t *ax, const int64_t *n, const int64_t *r, int64_t S0,
+void gm_tucker_forward(int d, int64_t first, int64_t last, const int64_t *ax, const int64_t *n, const int64_t *r, int64_t S0,
                        int64_t heads, const float *x, const float *const *U, const float *scale,
                        float *const *proj, float *core, float *scaled, float *const *expd, float *y, int threads) {
     const plan_t pl = {.d = d, .ax = ax, .n = n, .r = r, .U = U, .S0 = S0};
     const int64_t c = S0 / heads;
 #pragma omp parallel for schedule(static) num_threads(threads)
-    for (int64_t b = 0; b < B; b++) {
+    for (int64_t b = first; b < last; b++) {
         const chain_t ch = element_chain(&pl, b, x, proj, core, scaled, expd);
         shape_t sh = grid_shape(&pl);
         const int64_t size = numel(&sh);
@@ -355,20 +396,19 @@ void gm_tucker_forward(int d, int64_t B, const int64_t *ax, const int64_t *n, co
     }
 }
 
-/* Backward for the whole batch, from the forward's intermediates. Per element b it writes gx, the basis
+/* Backward for batch elements [first, last), from the forward's intermediates. Per element b it writes gx, the basis
  * gradient partials basis_grads[t] + b·n_t·r_t (n_t × r_t) and the scale gradient partial
  * scale_grad + b·R·heads, Σ_c grad_scaled · core per (ρ, head); the caller sums the partials over b.
  * work holds 2 · threads · work_size floats, work_size ≥ every intermediate of one element. */
-void gm_tucker_backward(int d, int64_t B, const int64_t *ax, const int64_t *n, const int64_t *r, int64_t S0,
+void gm_tucker_backward(int d, int64_t first, int64_t last, const int64_t *ax, const int64_t *n, const int64_t *r, int64_t S0,
                         int64_t heads, const float *gy, const float *x, const float *const *U, const float *scale,
                         float *const *proj, float *core, float *scaled, float *const *expd, float *gx,
                         float *const *basis_grads, float *scale_grad, float *work, int64_t work_size, int threads) {
     const plan_t pl = {.d = d, .ax = ax, .n = n, .r = r, .U = U, .S0 = S0};
     const int64_t c = S0 / heads;
 #pragma omp parallel for schedule(static) num_threads(threads)
-    for (int64_t b = 0; b < B; b++) {
-        float *buf[2] = {work + (2 * omp_get_thread_num()) * work_size,
-                         work + (2 * omp_get_thread_num() + 1) * work_size};
+    for (int64_t b = first; b < last; b++) {
+        float *buf[2] = {work + (2 * THREAD_SLOT()) * work_size, work + (2 * THREAD_SLOT() + 1) * work_size};
         const chain_t ch = element_chain(&pl, b, x, proj, core, scaled, expd);
         shape_t sh = grid_shape(&pl);
         const int64_t size = numel(&sh);
@@ -403,3 +443,8 @@ void gm_tucker_backward(int d, int64_t B, const int64_t *ax, const int64_t *n, c
         }
     }
 }
+
+/* What this build computes with (native_simd.h), for gridmix info and the benchmarks' records. */
+const char *gm_native_isa(void) { return GM_ISA; }
+int gm_native_lanes(void) { return LANES; }
+int gm_native_openmp(void) { return GM_OPENMP; }

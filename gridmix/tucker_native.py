@@ -4,9 +4,10 @@
 stage streams the full tensor through memory and pays the GEMM's packing of its large operand. The C
 kernel (``tucker_native.c``, built and loaded by :mod:`gridmix.native_build`) runs the whole chain
 (project, scale, expand; and the backward) on one batch element at a time while it is in cache,
-vectorised along the contiguous heads·channels dimension, threading over the batch (OpenMP,
-``torch.get_num_threads()`` threads). It computes the same function; the tests compare it with the
-library-GEMM path and with float64, values and gradients.
+vectorised along the contiguous heads·channels dimension, threading over the batch
+(``torch.get_num_threads()`` threads: OpenMP, or :func:`gridmix.native_build.run_parallel` without it). It
+computes the same function; the tests compare it with the library-GEMM path and with float64, values and
+gradients, in every build the host can run.
 
 Importing this module defines everything about the ops ``gridmix::tucker_chain`` and
 ``gridmix::tucker_chain_backward``: fake (shape-only) implementations, so FLOP counting, memory
@@ -27,7 +28,7 @@ from collections.abc import Sequence
 import torch
 from torch.utils.flop_counter import register_flop_formula
 
-from gridmix.native_build import MAX_AXES, native_available, native_library, pointer
+from gridmix.native_build import MAX_AXES, native_available, native_library, pointer, run_parallel
 
 
 def native_applies(x: torch.Tensor, bases: Sequence[torch.Tensor], axes: Sequence[int]) -> bool:
@@ -80,10 +81,10 @@ def tucker_chain(x: torch.Tensor, bases: list[torch.Tensor], scale: torch.Tensor
     proj_shapes, core_shape, expd_shapes = _chain_shapes(x.shape, axes, r)
     proj, expd = [x.new_empty(s) for s in proj_shapes], [x.new_empty(s) for s in expd_shapes]
     core, scaled, y = x.new_empty(core_shape), x.new_empty(core_shape), x.new_empty(x.shape)
-    native_library().gm_tucker_forward(
-        len(axes), x.shape[0], _int64s(ax), _int64s(n), _int64s(r), S0, x.shape[-2], pointer(x), _pointers(bases),
-        pointer(scale), _pointers(proj), pointer(core), pointer(scaled), _pointers(expd), pointer(y),
-        torch.get_num_threads())
+    library, dims = native_library(), (_int64s(ax), _int64s(n), _int64s(r), S0, x.shape[-2])
+    run_parallel(lambda first, last, slot, threads: library.gm_tucker_forward(
+        len(axes), first, last, *dims, pointer(x), _pointers(bases), pointer(scale), _pointers(proj), pointer(core),
+        pointer(scaled), _pointers(expd), pointer(y), threads), x.shape[0], torch.get_num_threads())
     return [y, core, scaled, *proj, *expd]
 
 
@@ -111,10 +112,11 @@ def tucker_chain_backward(grad: torch.Tensor, x: torch.Tensor, bases: list[torch
     gx = x.new_empty(x.shape)
     basis_parts = [x.new_empty(B, nt, rt) for nt, rt in zip(n, r)]  # per batch element: summed in a fixed order
     scale_part = x.new_empty(B, *scale.shape)
-    native_library().gm_tucker_backward(
-        len(axes), B, _int64s(ax), _int64s(n), _int64s(r), S0, heads, pointer(grad), pointer(x), _pointers(bases),
-        pointer(scale), _pointers(proj), pointer(core), pointer(scaled), _pointers(expd), pointer(gx),
-        _pointers(basis_parts), pointer(scale_part), pointer(work), work_size, threads)
+    library, dims = native_library(), (_int64s(ax), _int64s(n), _int64s(r), S0, heads)
+    run_parallel(lambda first, last, slot, threads: library.gm_tucker_backward(
+        len(axes), first, last, *dims, pointer(grad), pointer(x), _pointers(bases), pointer(scale), _pointers(proj),
+        pointer(core), pointer(scaled), _pointers(expd), pointer(gx), _pointers(basis_parts), pointer(scale_part),
+        pointer(work, 2 * slot * work_size), work_size, threads), B, threads)
     return [gx, *(part.sum(0) for part in basis_parts), scale_part.sum(0)]
 
 

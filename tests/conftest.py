@@ -1,5 +1,9 @@
 """Shared fixtures, and the check that `gridmix report` succeeds on every ledger a test writes."""
 
+import dataclasses
+import platform
+import sys
+
 import pytest
 import torch
 
@@ -38,3 +42,61 @@ def every_ledger_reports(request):
             assert result.exit_code == 0, f"gridmix report {path.parent} failed:\n{result.output}"
         else:  # a hand-made spec of the store tests: refused in one line, never a traceback
             assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelBuild:
+    """One build of the native kernels the host can run: ``GRIDMIX_NATIVE_FLAGS`` (``None``: the default attempts),
+    and the vector ISA and lanes it must report (``None``: whatever the compiler targets)."""
+
+    name: str
+    flags: str | None
+    isa: str | None = None
+    lanes: int | None = None
+    openmp: bool | None = None
+
+
+def _host_cpu_flags() -> set[str]:
+    try:
+        line = next(line for line in open("/proc/cpuinfo") if line.startswith("flags"))
+    except (OSError, StopIteration):
+        return set()
+    return set(line.split(":", 1)[1].split())
+
+
+def kernel_builds() -> list[KernelBuild]:
+    """The default build, each x86 ISA level the host can execute (generic x86-64, AVX2, AVX-512), the forced
+    scalar form, and a build without OpenMP (work split over torch's threads from Python)."""
+    omp = " -fopenmp" if sys.platform.startswith("linux") else ""  # GCC and clang on Linux take it
+    builds = [KernelBuild("default", None)]
+    host = _host_cpu_flags()
+    if platform.machine() in ("x86_64", "AMD64"):
+        builds.append(KernelBuild("x86-64", "-march=x86-64" + omp, "sse2", 4))
+        if {"avx2", "fma", "bmi2"} <= host:
+            builds.append(KernelBuild("x86-64-v3", "-march=x86-64-v3" + omp, "avx2", 8))
+        if {"avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512cd"} <= host:
+            builds.append(KernelBuild("x86-64-v4", "-march=x86-64-v4" + omp, "avx512f", 16))
+    builds.append(KernelBuild("scalar", "-DGM_SCALAR" + omp, "scalar", 1))
+    builds.append(KernelBuild("no-openmp", "-march=native" if omp else "-O3", openmp=False))
+    return builds
+
+
+@pytest.fixture(params=kernel_builds(), ids=lambda build: build.name)
+def kernel_build(request, monkeypatch):
+    """Each build of :func:`kernel_builds` loaded in turn (a compile error fails the test, naming its line)."""
+    from gridmix.native_build import NativeBuildError, build, forget_library
+
+    wanted = request.param
+    if wanted.flags is not None:
+        monkeypatch.setenv("GRIDMIX_NATIVE_FLAGS", wanted.flags)
+    forget_library()
+    try:
+        _, info = build()
+    except NativeBuildError as error:
+        pytest.fail(f"the {wanted.name} build failed: {error}")
+    for field in ("isa", "lanes", "openmp"):
+        expected = getattr(wanted, field)
+        assert expected is None or getattr(info, field) == expected, f"{wanted.name}: {info}"
+    yield info
+    monkeypatch.undo()
+    forget_library()

@@ -4,8 +4,9 @@
 dense axes runs it. These tests pin that it computes the same function and gradients as
 ``gridmix.tucker._Tucker`` (itself pinned against einsum in float64 by ``test_mixer_fastpath.py``) over the
 kernel's code paths (vector blocks and scalar tails, packed and strided strips, the long-row basis
-gradient, permuted step orders, 1–3 axes), that results do not depend on the thread count, and that
-without a compiler gridmix warns and still computes.
+gradient, permuted step orders, 1–3 axes) in every build the host can run (``kernel_build``: each x86 ISA
+level, the scalar form, no OpenMP), that results do not depend on the thread count, and that without a
+compiler gridmix warns and still computes.
 """
 
 import warnings
@@ -15,20 +16,27 @@ import torch
 
 from gridmix import ConcentrationMixer
 from gridmix.analysis.measure import _OpLog, count_flops, dry_run
-from gridmix.native_build import native_available, native_library, set_native
+from gridmix.native_build import forget_library, native_available, native_library, set_native
 from gridmix.tucker import _Tucker, tucker
 from gridmix.tucker_native import chain_flops, native_applies, tucker_chain, tucker_chain_backward
 
 F32 = dict(rtol=2e-5, atol=2e-5)
 
 
+def assert_close_to_scale(got: torch.Tensor, want: torch.Tensor, tol: float = 2e-6) -> None:
+    """``|got − want| ≤ tol · max |want|``: float32 sums of thousands of products err to the tensor's scale, in an
+    order that depends on the build's vector width, so an element near zero cannot be held to its own size."""
+    error, scale = (got.double() - want.double()).abs().max().item(), want.abs().max().item()
+    assert error <= tol * scale, f"max error {error:.3g} > {tol} × scale {scale:.3g}"
+
+
 @pytest.fixture
 def fresh_library(monkeypatch):
     """Forget the loaded kernel before and after the test, so environment changes take effect and do not leak."""
-    native_library.cache_clear()
+    forget_library()
     yield monkeypatch
     monkeypatch.undo()
-    native_library.cache_clear()
+    forget_library()
 
 
 def _problem(shape, axes, ranks, *, seed=0):
@@ -63,7 +71,7 @@ CASES = [
 
 
 @pytest.mark.parametrize("shape,axes,ranks", CASES)
-def test_native_chain_matches_the_library_path_and_float64(shape, axes, ranks):
+def test_native_chain_matches_the_library_path_and_float64(kernel_build, shape, axes, ranks):
     x, bases, lams = _problem(shape, axes, ranks)
     assert native_applies(x, bases, axes)
     weight = torch.randn(shape)
@@ -75,11 +83,11 @@ def test_native_chain_matches_the_library_path_and_float64(shape, axes, ranks):
     exact = _value_and_grads(lambda x, b, lam: _library(x, b, lam, axes),
                              f64(x), [f64(u) for u in bases], [f64(lam) for lam in lams], weight.double())
     for got, lib, want in zip(native, library, exact):  # output, ∂x, ∂U_k, ∂λ_k
-        torch.testing.assert_close(got, lib, **F32)
-        torch.testing.assert_close(got.double(), want, **F32)
+        assert_close_to_scale(got, lib)
+        assert_close_to_scale(got, want)
 
 
-def test_results_do_not_depend_on_the_thread_count():
+def test_results_do_not_depend_on_the_thread_count(kernel_build):
     shape, axes, ranks = (8, 32, 32, 2, 16), (1, 2), (8, 8)
     x, bases, lams = _problem(shape, axes, ranks)
     weight = torch.randn(shape)
@@ -234,7 +242,7 @@ def test_the_kernel_is_built_once_into_the_cache(fresh_library, tmp_path):
     built = list(tmp_path.glob("gridmix_native-*.so"))
     assert len(built) == 1 and not [p for p in tmp_path.iterdir() if p.is_dir()]  # no temporary left behind
     stamp = built[0].stat().st_mtime_ns
-    native_library.cache_clear()
+    forget_library()
     assert native_library() is not None
     assert built[0].stat().st_mtime_ns == stamp  # loaded from the cache, not rebuilt
 

@@ -1,0 +1,38 @@
+"""``gridmix info``: the versions, the CPU and its vector ISA, the torch threads, and what the native kernels were
+built with (compiler, flags, ISA and lanes, OpenMP, cache path), as text or ``--json``."""
+
+from __future__ import annotations
+
+import json
+import platform
+
+import typer
+
+from gridmix.cli.app import app
+
+
+def machine_summary() -> dict:
+    """The facts ``gridmix info`` prints, as JSON-ready data (benchmarks record the same)."""
+    import torch
+
+    from gridmix import __version__
+    from gridmix.native_build import cpu_name, native_build_info, native_enabled
+
+    build = native_build_info()
+    return dict(gridmix=__version__, python=platform.python_version(), torch=torch.__version__,
+                machine=platform.machine(), cpu=cpu_name(), torch_threads=torch.get_num_threads(),
+                native=build.as_dict() if build else None, native_enabled=native_enabled())
+
+
+@app.command("info")
+def info(as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON, not text.")) -> None:
+    """Show the versions, the CPU, the torch threads and how the native kernels were built (vector ISA, OpenMP)."""
+    from gridmix.native_build import describe
+
+    summary = machine_summary()
+    if as_json:
+        typer.echo(json.dumps(summary, indent=2))
+        return
+    typer.echo(f"gridmix {summary['gridmix']}, torch {summary['torch']}, Python {summary['python']}")
+    typer.echo(f"CPU: {summary['cpu']} ({summary['machine']}), {summary['torch_threads']} torch threads")
+    typer.echo(describe())
