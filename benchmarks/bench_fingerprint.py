@@ -20,7 +20,6 @@ from pathlib import Path
 import torch
 from bench_common import environment, write_json
 
-from gridmix.budget import resolve_budget
 from gridmix.fingerprint import tensor_hash
 from gridmix.harness import RunTask, execute
 from gridmix.plugins import load_registry
@@ -28,7 +27,7 @@ from gridmix.plugins import load_registry
 
 def measure(track_name: str, budget_name: str, *, repeats: int, threads: int) -> dict:
     track = load_registry().track(track_name)
-    budget = resolve_budget(budget_name, track)
+    budget = track.budget(budget_name)
     started = time.perf_counter()
     data = track.make_data(track.default_grid, 0, budget.sizes)
     build_s = time.perf_counter() - started

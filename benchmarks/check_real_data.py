@@ -24,7 +24,6 @@ import torch
 from gridmix_tracks.image_folder import image_folder_track
 from PIL import Image
 
-from gridmix.budget import resolve_budget
 from gridmix.grid import Grid
 from gridmix.report_types import Report
 from gridmix.tracks import TrackData
@@ -98,7 +97,7 @@ def main() -> None:
         parser.error("--data and --report are required (or --make-folder)")
     torch.manual_seed(0)
     track = image_folder_track(args.data)
-    data = track.make_data(Grid.parse(args.grid), 0, resolve_budget("default", track).sizes)
+    data = track.make_data(Grid.parse(args.grid), 0, track.budget("default").sizes)
     report = Report.from_dict(json.loads(Path(args.report).read_text()))
     result = acceptance(data, {name: arm.mean for name, arm in report.arms.items()}, report.primary_baseline)
     text = json.dumps(result, indent=2)

@@ -3,8 +3,9 @@
 ``smoke`` is for tests and CI (well under a minute a track); ``default`` completes a full paired
 comparison on a 2-core laptop CPU in minutes; ``full`` is the scale of the reference study
 (``tests/data/reference_report.json``: 8 seeds, 3 learning rates). A track may change any field per
-budget through ``Track.budget_overrides``; the command line may change seeds and learning rates
-(``--seeds``, ``--lrs``).
+budget through ``Track.budget_overrides`` (``Track.budget(name)`` applies them); the command line may change
+seeds and learning rates (``--seeds``, ``--lrs``). :class:`DataSizes` (how many samples each split holds) lives
+here, below the track contract that passes it to ``make_data``, so this module needs nothing of the contract.
 
 Why 6 seeds by default: the exact sign-flip test on n pairs cannot go below ``2/2ⁿ``, so n = 5 can
 never reach p < 0.05 (2/32 = 0.0625); n = 6 can (2/64 ≈ 0.031). That holds for the *primary*
@@ -20,9 +21,17 @@ Sweep seeds are separate: the learning-rate sweep runs on ``sweep_seeds`` seeds 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from gridmix.tracks import DataSizes, Track
+
+@dataclass(frozen=True)
+class DataSizes:
+    """How many samples each split holds (the run budget chooses these)."""
+
+    n_train: int
+    n_val: int
+    n_test: int
 
 
 @dataclass(frozen=True)
@@ -66,15 +75,16 @@ BUDGETS: dict[str, Budget] = {
 }
 
 
-def resolve_budget(name: str, track: Track, *, seeds: int | None = None,
-                   lrs: tuple[float, ...] | None = None) -> Budget:
-    """The budget ``name`` for ``track``: the built-in one, the track's overrides, then the user's."""
+def resolve_budget(name: str, overrides: Mapping[str, Mapping] | None = None, *, owner: str = "the track",
+                   seeds: int | None = None, lrs: tuple[float, ...] | None = None) -> Budget:
+    """The budget ``name``: the built-in one, then ``overrides[name]`` (a track's ``budget_overrides``, named
+    ``owner`` in errors), then the user's ``seeds`` and ``lrs``."""
     if name not in BUDGETS:
         raise ValueError(f"unknown budget {name!r}; expected one of {sorted(BUDGETS)}")
-    changes = dict(track.budget_overrides.get(name, {}))
+    changes = dict((overrides or {}).get(name, {}))
     unknown = set(changes) - {f.name for f in dataclasses.fields(Budget)}
     if unknown:
-        raise ValueError(f"track {track.name!r} overrides unknown budget fields {sorted(unknown)}")
+        raise ValueError(f"{owner} overrides unknown budget fields {sorted(unknown)}")
     if seeds is not None:
         changes["seeds"] = seeds
     if lrs is not None:

@@ -64,7 +64,7 @@ def causal_toeplitz(kernel: torch.Tensor, length: int) -> torch.Tensor:
     return u.unfold(-1, length, 1).flip(-2)  # (h, n, n): [i, j] = u[n−1−i+j] = κ[i−j] for 0 ≤ i−j < m
 
 
-def _check(x: torch.Tensor, kernel: torch.Tensor, axis: int) -> int:
+def check_causal_axis(x: torch.Tensor, kernel: torch.Tensor, axis: int) -> int:
     """The axis as a non-negative index, after checking ``x`` (…, n at axis, …, h, c) against ``kernel`` (h, m)."""
     if not 0 <= axis < x.dim() - 2:
         raise ValueError(f"axis={axis} must index a grid dimension of x {tuple(x.shape)} (the last two are h, c)")
@@ -76,7 +76,7 @@ def _check(x: torch.Tensor, kernel: torch.Tensor, axis: int) -> int:
 
 def causal_mode_product_dense(x: torch.Tensor, kernel: torch.Tensor, axis: int) -> torch.Tensor:
     """The reference: ``y[…, i, …, h, :] = Σ_j T_h[i, j] x[…, j, …, h, :]`` with the dense Toeplitz ``T``."""
-    _check(x, kernel, axis)
+    check_causal_axis(x, kernel, axis)
     matrices = causal_toeplitz(kernel.to(x.dtype), x.shape[axis])  # (h, n, n)
     return torch.einsum("hij,...jhc->...ihc", matrices, x.movedim(axis, -3)).movedim(-3, axis)
 
@@ -232,7 +232,7 @@ def causal_mode_product(x: torch.Tensor, kernel: torch.Tensor, axis: int, *, lea
     ``x``: (…, n at ``axis``, …, h, c); ``kernel``: (h, m), m ≤ n. Returns ``x``'s shape and dtype. ``leaf``:
     the dense block length; ``branch``: the most sub-blocks per stage (a power of two ≥ 2).
     """
-    _check(x, kernel, axis)
+    check_causal_axis(x, kernel, axis)
     if leaf < 1 or branch < 2 or branch & (branch - 1):
         raise ValueError(f"leaf={leaf}, branch={branch}; expected a positive leaf and a power of two branch >= 2")
     work = torch.promote_types(x.dtype, torch.float32)

@@ -87,7 +87,7 @@ class WorkerPoolExecutor:
                         continue
                     on_done(futures[future], row)
                 if broken:  # the pool is gone: charge the death to one task, retry the rest in a new pool
-                    died = RunRow.failed(broken[0], "worker process died while running this task", versions=versions())
+                    died = broken[0].failed_row("worker process died while running this task", versions=versions())
                     on_done(broken[0], died)
                     return broken[1:] + [futures[f] for f in pending]
         return []

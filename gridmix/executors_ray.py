@@ -17,7 +17,6 @@ except ImportError as error:  # the CLI turns this into "pip install 'gridmix[ra
 
 from gridmix.executors import OnDone, OnEpoch, OnStart
 from gridmix.harness import AfterTraining, RunTask, execute, versions
-from gridmix.store import RunRow
 
 
 class RayExecutor:
@@ -53,5 +52,5 @@ class RayExecutor:
                     row = ray.get(ref)
                 except ray.exceptions.RayError as error:  # the worker or its node died, retries exhausted
                     why = f"ray task failed: {type(error).__name__}: {str(error).splitlines()[0]}"
-                    row = RunRow.failed(task, why, versions=versions())
+                    row = task.failed_row(why, versions=versions())
                 on_done(task, row)

@@ -30,7 +30,7 @@ from gridmix.budget import Budget
 from gridmix.grid import Grid
 from gridmix.store import Ledger, RunRow, run_key
 from gridmix.tracks import ROLES, DataSizes, ModelSpec, TrackData
-from gridmix.train import resolve_device, train_run
+from gridmix.train import RunResult, resolve_device, train_run
 
 SWEEP_SEED_OFFSET = 1000  # sweep seeds are 1000, 1001, …: never a comparison seed (those are 0 … seeds − 1)
 AA_SUFFIX = "~aa"  # "vit~aa": the model "vit" initialised from another seed (an A/A study's second arm)
@@ -82,6 +82,24 @@ class RunTask:
     @property
     def label(self) -> str:
         return f"{self.model} lr={self.lr:g} seed={self.seed}"
+
+    def row(self, result: RunResult, *, threads: int, versions: dict) -> RunRow:
+        """This run's ledger row once trained: ``result``'s status, metrics and curves, run on ``threads`` threads."""
+        return RunRow(key=self.key, track=self.track, model=self.model, grid=self.grid, lr=self.lr, seed=self.seed,
+                      config=self.config, status=result.status, val_metric=result.val_metric,
+                      test_metric=result.test_metric, train_loss=result.train_loss, val_curve=result.val_curve,
+                      epochs_done=result.epochs_done, wall_s=result.wall_s, threads=threads, device=self.device,
+                      versions=versions, error=result.error, extras=result.extras)
+
+    def failed_row(self, error: str, *, versions: dict, threads: int | None = None) -> RunRow:
+        """This run's row when it never trained (its data or plugin failed, its worker died), saying why.
+
+        ``threads`` defaults to the task's own count (a driver recording a lost worker's task).
+        """
+        return RunRow(key=self.key, track=self.track, model=self.model, grid=self.grid, lr=self.lr, seed=self.seed,
+                      config=self.config, status="failed", val_metric=None, test_metric=None, train_loss=[],
+                      val_curve=[], epochs_done=0, wall_s=0.0, threads=self.threads if threads is None else threads,
+                      device=self.device, versions=versions, error=error, extras={})
 
 
 @dataclass(frozen=True)
@@ -210,8 +228,8 @@ def execute(task: RunTask, *, on_epoch: Callable[[int, float, float], None] | No
                            budget=task.budget, data=data, device=resolve_device(task.device), knobs=task.knobs,
                            precision=task.precision, on_epoch=on_epoch, after_training=analyse)
     if result is None:
-        return RunRow.failed(task, error, threads=torch.get_num_threads(), versions=versions())
-    return RunRow.from_result(task, result, threads=torch.get_num_threads(), versions=versions())
+        return task.failed_row(error, threads=torch.get_num_threads(), versions=versions())
+    return task.row(result, threads=torch.get_num_threads(), versions=versions())
 
 
 def choose_learning_rates(study: Study, rows: dict[str, RunRow]) -> tuple[dict[str, float | None], dict]:

@@ -27,6 +27,7 @@ import torch
 from torch.utils.flop_counter import register_flop_formula
 
 from gridmix.native_build import native_available, native_lanes, native_library, pointer, run_parallel
+from gridmix.semiseparable_chunked import torch_mode_product
 
 CHANNEL_MULTIPLE = 16  # h·c must be a multiple: of every build's lanes (1, 4, 8 or 16), so the verdict is portable
 MAX_TERMS = 64  # MAX_TERMS in the C source
@@ -118,7 +119,6 @@ def _setup_context(ctx, inputs, output):
 def _backward(ctx, grad):
     x, decays, weights = ctx.saved_tensors
     if torch.is_grad_enabled():  # create_graph=True: the torch-op form, as a graph autograd can differentiate again
-        from gridmix.semiseparable import torch_mode_product  # that module dispatches here: import at call time
         inputs = [x, decays, weights]
         y = torch_mode_product(x, torch.log(decays), weights, ctx.axis)
         wanted = [t for t in inputs if t.requires_grad]

@@ -23,11 +23,6 @@ import os
 import sqlite3
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # the harness imports this module; the constructors only read these objects' fields
-    from gridmix.harness import RunTask
-    from gridmix.train import RunResult
 
 LEDGER_NAME = "ledger.sqlite"
 LOCK_NAME = ".gridmix.lock"
@@ -57,7 +52,7 @@ class LedgerError(ValueError):
 
 @dataclass(frozen=True)
 class RunRow:
-    """One finished run as the ledger stores it; build it with :meth:`from_result` or :meth:`failed`."""
+    """One finished run as the ledger stores it; a task builds its own (``RunTask.row``, ``RunTask.failed_row``)."""
 
     key: str
     track: str
@@ -78,26 +73,6 @@ class RunRow:
     versions: dict
     error: str
     extras: dict
-
-    @classmethod
-    def from_result(cls, task: RunTask, result: RunResult, *, threads: int, versions: dict) -> RunRow:
-        """The row of ``task`` once trained: ``result``'s status, metrics and curves, run on ``threads`` threads."""
-        return cls(key=task.key, track=task.track, model=task.model, grid=task.grid, lr=task.lr, seed=task.seed,
-                   config=task.config, status=result.status, val_metric=result.val_metric,
-                   test_metric=result.test_metric, train_loss=result.train_loss, val_curve=result.val_curve,
-                   epochs_done=result.epochs_done, wall_s=result.wall_s, threads=threads, device=task.device,
-                   versions=versions, error=result.error, extras=result.extras)
-
-    @classmethod
-    def failed(cls, task: RunTask, error: str, *, versions: dict, threads: int | None = None) -> RunRow:
-        """The row of ``task`` that never trained (its data or plugin failed, its worker died), saying why.
-
-        ``threads`` defaults to the task's own count (a driver recording a lost worker's task).
-        """
-        return cls(key=task.key, track=task.track, model=task.model, grid=task.grid, lr=task.lr, seed=task.seed,
-                   config=task.config, status="failed", val_metric=None, test_metric=None, train_loss=[],
-                   val_curve=[], epochs_done=0, wall_s=0.0, threads=task.threads if threads is None else threads,
-                   device=task.device, versions=versions, error=error, extras={})
 
 
 _JSON_FIELDS = ("config", "train_loss", "val_curve", "versions", "extras")

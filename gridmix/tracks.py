@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from gridmix.budget import Budget, DataSizes, resolve_budget
 from gridmix.grid import Grid
 
 DIRECTIONS = ("lower", "higher")
@@ -129,15 +130,6 @@ def _check_tensor(tensor: object, where: str) -> None:
     if tensor.is_floating_point() and not torch.isfinite(tensor).all():
         bad = int((~torch.isfinite(tensor)).sum())
         raise ValueError(f"{where} holds {bad} non-finite values (NaN or inf)")
-
-
-@dataclass(frozen=True)
-class DataSizes:
-    """How many samples each split holds (the run budget chooses these)."""
-
-    n_train: int
-    n_val: int
-    n_test: int
 
 
 @dataclass(frozen=True)
@@ -335,15 +327,18 @@ class Track:
             raise self._fail(f"default_models names {unknown}, which it does not offer; its models are {names}")
 
     def _check_budget_overrides(self) -> None:
-        from gridmix.budget import resolve_budget  # budget.py imports this module (Budget.sizes is DataSizes)
-
         if not isinstance(self.budget_overrides, dict):
             raise self._fail(f"budget_overrides {short(self.budget_overrides)}; expected a dict")
         for budget in self.budget_overrides:
             try:
-                resolve_budget(budget, self)
+                self.budget(budget)
             except (TypeError, ValueError) as error:
                 raise self._fail(f"budget_overrides[{budget!r}]: {error}") from None
+
+    def budget(self, name: str, *, seeds: int | None = None, lrs: tuple[float, ...] | None = None) -> Budget:
+        """The budget ``name`` as this track runs it: the built-in one, this track's overrides, then ``seeds`` and
+        ``lrs`` (the command line's)."""
+        return resolve_budget(name, self.budget_overrides, owner=f"track {self.name!r}", seeds=seeds, lrs=lrs)
 
     @property
     def idea(self) -> ModelSpec:

@@ -145,7 +145,7 @@ def _chain_backward(ctx, grads):
 
 def _differentiable_chain_grads(grad, x, bases, scale, axes):
     """The chain's gradients through plain torch ops as a graph (for double backward, e.g. Jacobian-vector products)."""
-    y = _reference_chain(x, bases, scale, axes)
+    y = reference_chain(x, bases, scale, axes)
     inputs = [x, *bases, scale]
     wanted = [t for t in inputs if t.requires_grad]
     got = iter(torch.autograd.grad(y, wanted, grad, create_graph=True, allow_unused=True))
@@ -153,7 +153,7 @@ def _differentiable_chain_grads(grad, x, bases, scale, axes):
     return grads[0], grads[1:-1], grads[-1]
 
 
-def _reference_chain(x: torch.Tensor, bases: Sequence[torch.Tensor], scale: torch.Tensor,
+def reference_chain(x: torch.Tensor, bases: Sequence[torch.Tensor], scale: torch.Tensor,
                      axes: Sequence[int]) -> torch.Tensor:
     """:func:`tucker_chain`'s ``y`` in plain differentiable torch ops (for the double backward)."""
     for axis, basis in zip(axes, bases):

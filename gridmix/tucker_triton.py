@@ -6,7 +6,7 @@ reshapes and scalings per step, each a kernel. This kernel runs the whole forwar
 core scale ``S`` (r1, r2) of that channel's head, in float32 (``input_precision="ieee"``: no TF32).
 The backward: the operator is symmetric per head, so ``∂x`` is the same kernel applied to the incoming
 gradient; the basis and scale gradients come from the plain-torch chain
-(:func:`gridmix.tucker_native._reference_chain`), recomputed under autograd (correct, not yet fused).
+(:func:`gridmix.tucker_native.reference_chain`), recomputed under autograd (correct, not yet fused).
 
 Opt-in and experimental: used only on CUDA, for float32 2-d all-Tucker chains with padded
 ``n1·n2 ≤ 16384``, when :func:`gridmix.set_triton` (or ``GRIDMIX_TRITON=1``) switches it on; not yet
@@ -23,7 +23,7 @@ import torch
 import triton
 import triton.language as tl
 
-from gridmix.tucker_native import _reference_chain
+from gridmix.tucker_native import reference_chain
 
 MAX_TILE = 16384  # padded n1·n2 of one program's slice
 
@@ -86,7 +86,7 @@ class _TritonChain(torch.autograd.Function):
         with torch.enable_grad():
             leaves = [t.detach().requires_grad_(need) for t, need in zip((u1, u2, scale), ctx.needs_input_grad[1:])]
             flat_scale = leaves[2].reshape(-1, scale.shape[-1])  # (R, h), ρ in grid-axis order
-            y = _reference_chain(x.detach(), leaves[:2], flat_scale, [1, 2])
+            y = reference_chain(x.detach(), leaves[:2], flat_scale, [1, 2])
             got = iter(torch.autograd.grad(y, [t for t in leaves if t.requires_grad], grad))
         return gx, *(next(got) if need else None for need in ctx.needs_input_grad[1:])
 

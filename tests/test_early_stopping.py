@@ -7,7 +7,6 @@ import dataclasses
 import pytest
 import torch
 
-from gridmix.budget import resolve_budget
 from gridmix.early_stopping import EarlyStopping
 from gridmix.plugins import load_registry
 from gridmix.train import train_run
@@ -39,7 +38,7 @@ def test_improving_at_cap_and_no_patience_keeps_the_last_model():
 
 def test_train_run_with_patience_reports_the_best_epoch():
     track = load_registry().track("sequence")
-    budget = dataclasses.replace(resolve_budget("smoke", track), epochs=4, patience=1)
+    budget = dataclasses.replace(track.budget("smoke"), epochs=4, patience=1)
     data = track.make_data(track.default_grid, 0, budget.sizes)
     result = train_run(track, track.model("transformer"), track.default_grid, lr=3e-3, seed=0, budget=budget,
                        data=data, device=torch.device("cpu"))

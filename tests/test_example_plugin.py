@@ -14,7 +14,6 @@ import pytest
 import torch
 from gridmix_tracks.torchvision_sets import DATASETS
 
-from gridmix.budget import resolve_budget
 from gridmix.grid import Grid
 from gridmix.plugins import ALLOW_ENV, DISABLE_AUTOLOAD_ENV, load_registry, validate_data
 from gridmix.train import train_run
@@ -89,7 +88,7 @@ def test_broken_plugins_are_reported_by_name_and_the_others_keep_working(install
 def test_example_track_runs_end_to_end(installed):
     heat = installed.track("heat")
     grid = heat.check_grid("8x8")
-    budget = dataclasses.replace(resolve_budget("smoke", heat), n_train=64, n_val=16, n_test=16, epochs=3)
+    budget = dataclasses.replace(heat.budget("smoke"), n_train=64, n_val=16, n_test=16, epochs=3)
     assert budget.epochs == 3
     data = validate_data(heat, heat.make_data(grid, 0, budget.sizes), grid)
     assert data.train.inputs.shape == (64, 1, 8, 8) and data.train.targets.shape == (64, 64)
@@ -108,5 +107,5 @@ def test_conv_baseline_differs_from_the_vit_in_the_token_mixer_only(installed):
     assert all(isinstance(block.attn, DepthwiseConvMixer) for block in conv.blocks)
     outside = [name for name, _ in conv.named_modules() if ".attn" not in name]
     assert outside == [name for name, _ in vit.named_modules() if ".attn" not in name]
-    inputs = image.make_data(grid, 0, resolve_budget("smoke", image).sizes).train.inputs[:4]
+    inputs = image.make_data(grid, 0, image.budget("smoke").sizes).train.inputs[:4]
     assert conv(inputs).shape == (4, 2)

@@ -18,7 +18,6 @@ import torch
 from gridmix_tracks.image_folder import image_folder_track
 
 from gridmix.analysis.references import naive_references
-from gridmix.budget import resolve_budget
 from gridmix.grid import Grid
 from gridmix.train import train_run
 
@@ -38,7 +37,7 @@ def test_matched_baseline_reaches_majority_plus_half_the_gap_to_a_linear_probe(t
     root = check_real_data.write_glyph_folder(tmp_path / "glyphs", per_class=50, size=12)
     track = image_folder_track(root)
     grid = Grid((8, 8))
-    budget = dataclasses.replace(resolve_budget("default", track), epochs=30)
+    budget = dataclasses.replace(track.budget("default"), epochs=30)
     assert budget.patience == 8 and 1e-2 in budget.lrs
     data = track.make_data(grid, 0, budget.sizes)
     matched = track.model(track.matched_baseline)

@@ -9,7 +9,7 @@ import pytest
 import torch
 from gridmix_tracks.mqar import IGNORE, RecallTask, answer_accuracy, answer_cross_entropy, answer_loss, make_track
 
-from gridmix.budget import BUDGETS, resolve_budget
+from gridmix.budget import BUDGETS
 from gridmix.grid import Grid
 from gridmix.tracks import DataSizes
 
@@ -76,9 +76,9 @@ def test_the_metric_is_answer_accuracy_by_default_and_chance_is_a_uniform_guess_
 
 def test_the_default_budget_decays_weights_strongly_on_32_tokens():
     track = make_track()
-    budget = resolve_budget("default", track)
+    budget = track.budget("default")
     assert (budget.weight_decay, budget.epochs, budget.lrs) == (0.5, 20, (3e-3,))
-    assert resolve_budget("smoke", track).weight_decay == BUDGETS["smoke"].weight_decay  # only the default changes
+    assert track.budget("smoke").weight_decay == BUDGETS["smoke"].weight_decay  # only the default changes
     assert track.default_grid == Grid((32,))
 
 

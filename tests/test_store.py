@@ -82,13 +82,13 @@ def test_rows_are_built_from_a_task_and_its_result_or_its_failure(tmp_path):
                    threads=2)
     result = RunResult("ok", val_metric=0.4, test_metric=0.5, train_loss=[1.0], val_curve=[0.4], epochs_done=1,
                        wall_s=2.0, extras={"mechanism": {}})
-    done = RunRow.from_result(task, result, threads=1, versions={"torch": "x"})
+    done = task.row(result, threads=1, versions={"torch": "x"})
     assert (done.key, done.seed, done.config, done.device) == (task.key, 3, task.config, "cpu")
     assert (done.status, done.test_metric, done.val_curve, done.threads, done.error) == ("ok", 0.5, [0.4], 1, "")
-    failed = RunRow.failed(task, "worker died", versions={"torch": "x"})
+    failed = task.failed_row("worker died", versions={"torch": "x"})
     assert (failed.status, failed.error, failed.threads, failed.test_metric, failed.train_loss) == (
         "failed", "worker died", 2, None, [])
-    assert RunRow.failed(task, "bad data", versions={}, threads=1).threads == 1
+    assert task.failed_row("bad data", versions={}, threads=1).threads == 1
     with Ledger(tmp_path / "out") as ledger:
         ledger.record(failed)
         assert ledger.get(task.key) == failed

@@ -18,7 +18,6 @@ from gridmix_tracks.video import CutTask
 from gridmix_tracks.video import make_track as video_track
 from PIL import Image
 
-from gridmix.budget import resolve_budget
 from gridmix.grid import Grid
 from gridmix.plugins import load_registry, validate_data
 from gridmix.tracks import DataSizes
@@ -193,7 +192,7 @@ def test_video_no_logit_summed_over_tokens_beats_chance_but_the_clip_mean_does()
 def test_video_default_budget_trains_every_arm_at_one_gentle_rate():
     # At 3e-3 dense attention (the matched baseline) could leave the chance plateau in its first epoch, spike past
     # ln 2 at the peak rate and stay at chance; 1e-3, the same for every arm and never swept, took off on every seed.
-    budget = resolve_budget("default", video_track())
+    budget = video_track().budget("default")
     assert budget.lrs == (1e-3,) and budget.batch_size == 8 and budget.epochs * budget.n_train // 8 == 768
 
 
@@ -276,7 +275,7 @@ def test_the_default_sequence_task_asks_more_than_a_fixed_linear_forecast():
 
 
 def test_the_default_sequence_budget_has_seeds_and_test_series_for_a_precise_comparison():
-    budget = resolve_budget("default", sequence_track())
+    budget = sequence_track().budget("default")
     assert budget.seeds == 7  # the sign-flip MDE is 1.78 s_d at 6 seeds, 1.33 s_d at 7 (stats.sign_flip_mde)
     assert budget.n_test >= 2048 and budget.n_train >= 4096
 

@@ -66,22 +66,6 @@ def set_data_env(track: str, *, data: Path | None, data_root: Path | None, downl
         load_registry(refresh=True)  # the plugins read the variables when the registry is built
 
 
-def make_executor(executor: ExecutorName, *, jobs: int, address: str | None):
-    """The executor ``--executor`` names, handing every run the idea's mechanism analysis after training."""
-    from gridmix.analysis.mechanism import idea_mechanism
-    from gridmix.executors import InProcessExecutor, WorkerPoolExecutor
-
-    if executor is ExecutorName.local:
-        if jobs == 1:
-            return InProcessExecutor(after_training=idea_mechanism)
-        return WorkerPoolExecutor(jobs, after_training=idea_mechanism)
-    try:
-        from gridmix.executors_ray import RayExecutor
-    except ImportError as error:
-        fail(f"--executor ray needs Ray: pip install 'gridmix[ray]' ({error})")
-    return RayExecutor(address=address, after_training=idea_mechanism)
-
-
 def results_table(report: Report) -> Table:
     """Every arm with its chosen rate, its test metric, and the idea's comparison with it (or mechanism question)."""
     table = Table(title=f"{report.track} {report.grid} — {report.metric} ({report.metric_direction})")
@@ -127,66 +111,43 @@ def run(
     download: bool = typer.Option(False, help="Let torchvision download a missing data set into --data-root."),
 ) -> None:
     """Compare the idea model with its baselines on a track: paired seeds, LR sweep, exact statistics."""
-    set_data_env(track, data=data, data_root=data_root, download=download)
-    from gridmix.budget import resolve_budget
-    from gridmix.harness import Study, aa_study
-    from gridmix.plugins import load_registry
-    from gridmix.precision import resolve_precision
-    from gridmix.store import Ledger
-    from gridmix.train import resolve_device
+    from gridmix import pipeline
 
+    set_data_env(track, data=data, data_root=data_root, download=download)
     try:
-        registry = load_registry()
-        chosen_track = registry.track(track)
-        chosen_grid = chosen_track.check_grid(grid if grid is not None else chosen_track.default_grid)
-        chosen_budget = resolve_budget(budget.value, chosen_track, seeds=seeds,
-                                       lrs=parse_floats(lrs, "--lrs") if lrs else None)
-        resolved_device = resolve_device(device.value).type
-        resolved_precision = resolve_precision(precision, resolved_device)
+        planned = pipeline.plan_study(track, grid, models=models, budget=budget.value, seeds=seeds,
+                                      lrs=parse_floats(lrs, "--lrs") if lrs else None, device=device.value,
+                                      precision=precision, jobs=jobs, threads=threads, scaling=scaling,
+                                      match_params=match_params, underpowered=underpowered, aa=aa, note=print_note)
     except ValueError as error:
         fail(str(error))
-    check_power(chosen_budget, underpowered=underpowered)
-    names = _choose_models(chosen_track, chosen_grid, models)
-    run_threads = threads or max(1, (os.cpu_count() or 1) // jobs)
-    knobs = _match_knobs(chosen_track, chosen_grid, match_params) if match_params else {}
-    study = Study(track=chosen_track.name, grid=str(chosen_grid), models=names, idea=chosen_track.idea.name,
-                  matched_baseline=chosen_track.matched_baseline, metric_name=chosen_track.metric_name,
-                  direction=chosen_track.direction, budget=chosen_budget, device=resolved_device,
-                  threads=run_threads, knobs=knobs, precision=resolved_precision,
-                  data=_fingerprint(chosen_track, chosen_grid, chosen_budget),
-                  roles={name: chosen_track.model(name).role for name in names}, chance=chosen_track.chance,
-                  ceiling=chosen_track.ceiling, fixed_split=chosen_track.fixed_split,
-                  underpowered=underpowered and not chosen_budget.exploratory)
-    if aa:
-        study = aa_study(study)
-        scaling = False  # the copy costs what its original does: nothing to measure
-    out = out or Path("runs") / f"{study.track}-{study.grid}-{chosen_budget.name}{'-aa' if aa else ''}"
-    ledger = None
+    study = planned.study
+    out = out or planned.default_out
     try:
-        ledger = Ledger(out, lock=True)
-        if fresh:
-            ledger.start_fresh()
-        ledger.set_study(study.to_dict())
+        ledger = pipeline.open_ledger(out, planned, fresh=fresh)
     except (ValueError, OSError, sqlite3.Error) as error:
-        if ledger is not None:
-            ledger.close()
         fail(str(error) if isinstance(error, ValueError) else storage_error(error, out))
-    chosen_executor = make_executor(executor, jobs=jobs, address=address)
-    console.print(f"[bold]gridmix run[/] {study.track} {study.grid}: models {', '.join(names)}; budget "
-                  f"{chosen_budget.name} ({chosen_budget.seeds} seeds, lrs {chosen_budget.lrs}); {resolved_device} "
-                  f"{resolved_precision}, "
-                  f"{run_threads} thread(s); data {study.data['hash']}; ledger {ledger.path}", highlight=False)
     try:
-        report, paths, seconds = _run_study(study, ledger, chosen_executor, chosen_track, chosen_grid, knobs, out,
-                                            scaling=scaling)
+        chosen_executor = pipeline.make_executor(executor.value, jobs=jobs, address=address)
+    except ValueError as error:
+        ledger.close()
+        fail(str(error))
+    console.print(f"[bold]gridmix run[/] {study.track} {study.grid}: models {', '.join(study.models)}; budget "
+                  f"{study.budget.name} ({study.budget.seeds} seeds, lrs {study.budget.lrs}); {study.device} "
+                  f"{study.precision}, "
+                  f"{study.threads} thread(s); data {study.data['hash']}; ledger {ledger.path}", highlight=False)
+    try:
+        with _progress() as progress:
+            outcome = pipeline.run_study(planned, ledger, chosen_executor, out, callbacks=_callbacks(progress, study))
     except KeyboardInterrupt:
         console.print(f"interrupted: the finished runs are saved in {ledger.path}; re-run the same command to "
                       "resume where it stopped", highlight=False)
         raise typer.Exit(130) from None
     except (OSError, sqlite3.Error) as error:
         fail(storage_error(error, out))
+    report = outcome.report
     Console(width=None if sys.stdout.isatty() else 140).print(results_table(report))
-    console.print(f"verdict: [bold]{report.verdict}[/]; report: {paths[1]} ({seconds:.0f} s)",
+    console.print(f"verdict: [bold]{report.verdict}[/]; report: {outcome.paths[1]} ({outcome.seconds:.0f} s)",
                   highlight=False)
     errors = analysis_errors(report)
     for line in errors:
@@ -195,71 +156,42 @@ def run(
         raise typer.Exit(1)
 
 
-def check_power(budget, *, underpowered: bool) -> None:
-    """Refuse, before any training, seeds with which the primary comparison can never reach α."""
-    from gridmix.analysis.stats import min_attainable_p, seeds_needed
-    from gridmix.report import ALPHA
-
-    floor = min_attainable_p(budget.seeds)
-    if floor < ALPHA or budget.exploratory:
-        return
-    needed = seeds_needed(ALPHA)
-    if not underpowered:
-        fail(f"with {budget.seeds} seeds the primary comparison cannot reach α = {ALPHA:g} (the exact sign-flip "
-             f"test's smallest p is 2/2^{budget.seeds} = {floor:.3g}); it needs at least {needed} seeds: pass "
-             f"--seeds {needed}, or --underpowered to run anyway")
-    console.print(f"[yellow]--underpowered:[/] {budget.seeds} seeds cannot reach α = {ALPHA:g} (needs {needed}); "
-                  "the report says so", highlight=False)
+def print_note(message: str) -> None:
+    """A note of the pipeline (a model skipped, an underpowered run, the parity match), its head in yellow."""
+    head, sep, rest = message.partition(": ")
+    console.print(f"[yellow]{escape(head + sep.rstrip())}[/]{' ' if sep else ''}{escape(rest)}", highlight=False)
 
 
-def _fingerprint(track, grid, budget) -> dict:
-    """The study's data fingerprint; building the data here surfaces a plugin's data error before any run."""
-    from gridmix.fingerprint import data_fingerprint
+def _callbacks(progress: Progress, study):
+    """The pipeline's callbacks drawing ``progress``: a bar over all runs, one for the current run's epochs."""
+    from gridmix.pipeline import Callbacks
 
-    try:
-        return data_fingerprint(track, grid, budget.sizes)
-    except Exception as error:  # the plugin's own message, in one line, at the command that needs the data
-        message = str(error).strip().splitlines()[0] if str(error).strip() else ""
-        fail(f"track {track.name!r} (plugin {track.plugin!r}) could not build its data on grid {grid}: "
-             f"{type(error).__name__}: {message}")
+    overall = progress.add_task("runs", total=0)
+    current = progress.add_task("current run", total=study.budget.epochs, visible=False)
+    analysis = progress.add_task("", total=None, visible=False)
 
+    def plan(n):
+        progress.update(overall, total=(progress.tasks[overall].total or 0) + n)
 
-def _run_study(study, ledger, chosen_executor, chosen_track, chosen_grid, knobs, out, *, scaling: bool):
-    """Train what the ledger lacks, measure the analyses, write the report: (report, paths, seconds)."""
-    from gridmix.harness import Runner
-    from gridmix.report import build_report, write_report
+    def start(task):
+        progress.update(current, description=task.label, completed=0, visible=True)
 
-    chosen_budget, started = study.budget, time.perf_counter()
-    with ledger, _progress() as progress:
-        overall = progress.add_task("runs", total=0)
-        current = progress.add_task("current run", total=chosen_budget.epochs, visible=False)
+    def epoch(task, epoch, loss, val):
+        progress.update(current, completed=epoch + 1, description=f"{task.label} val={val:.4g}")
 
-        def on_plan(n):
-            progress.update(overall, total=(progress.tasks[overall].total or 0) + n)
+    def done(task, row):
+        progress.advance(overall)
+        if not console.is_terminal:  # a log file: one plain line per finished run
+            console.print(run_line(task, row, study.metric_name), highlight=False, markup=False)
+        elif row.status != "ok":
+            progress.console.print(f"[yellow]{escape(task.label)}: {row.status}[/] {escape(row.error)}",
+                                   highlight=False)
 
-        def on_start(task):
-            progress.update(current, description=task.label, completed=0, visible=True)
-
-        def on_epoch(task, epoch, loss, val):
-            progress.update(current, completed=epoch + 1, description=f"{task.label} val={val:.4g}")
-
-        def on_done(task, row):
-            progress.advance(overall)
-            if not console.is_terminal:  # a log file: one plain line per finished run
-                console.print(run_line(task, row, study.metric_name), highlight=False, markup=False)
-            elif row.status != "ok":
-                progress.console.print(f"[yellow]{escape(task.label)}: {row.status}[/] {escape(row.error)}",
-                                       highlight=False)
-
-        Runner(study, ledger, chosen_executor, on_plan=on_plan, on_start=on_start, on_epoch=on_epoch,
-               on_done=on_done).run()
+    def analyse(name):
         progress.update(current, visible=False)
-        _store_references(ledger, chosen_track, chosen_grid, chosen_budget)
-        if scaling:
-            _store_analyses(ledger, chosen_track, chosen_grid, study.models, chosen_budget, knobs, progress)
-        report = build_report(ledger)
-        paths = write_report(report, out)
-    return report, paths, time.perf_counter() - started
+        progress.update(analysis, description=name, visible=name != "references")
+
+    return Callbacks(note=print_note, plan=plan, start=start, epoch=epoch, done=done, analysis=analyse)
 
 
 def run_line(task, row, metric_name: str) -> str:
@@ -269,88 +201,10 @@ def run_line(task, row, metric_name: str) -> str:
     return line + (f"; {row.error}" if row.error else "")
 
 
-def _match_knobs(track, grid, baseline: str) -> dict[str, dict]:
-    """The idea's width knob set so its parameter count matches ``baseline``'s (within 2%)."""
-    from gridmix.analysis.parity import count_parameters, match_parameters
-
-    try:
-        spec = track.model(baseline)
-        target = count_parameters(spec.build(grid))
-        match = match_parameters(track.idea, grid, target)
-    except ValueError as error:
-        fail(str(error))
-    console.print(f"parity: {track.idea.name} {match.knob}={match.value:.4g} gives {match.params} parameters, "
-                  f"{match.rel_error:.1%} off {baseline}'s {target}", highlight=False)
-    return {track.idea.name: {match.knob: match.value}}
-
-
-def _choose_models(track, grid, models: str | None) -> tuple[str, ...]:
-    if models:
-        names = [m.strip() for m in models.split(",") if m.strip()]
-        for name in names:
-            try:
-                track.model(name)
-            except ValueError as error:
-                fail(str(error))
-        if track.idea.name not in names:
-            names.insert(0, track.idea.name)
-        if len(names) < 2:
-            fail(f"--models {models!r} leaves no baseline to compare with; track {track.name!r} offers "
-                 f"{[m.name for m in track.baselines]}")
-    else:
-        names = list(track.default_models) or [m.name for m in track.models]
-        if track.idea.name not in names:
-            names.insert(0, track.idea.name)
-    kept = []
-    for name in names:
-        reason = track.model(name).supports(grid)
-        if reason:
-            console.print(f"[yellow]skipping {name} on {grid}:[/] {reason}", highlight=False)
-        else:
-            kept.append(name)
-    return tuple(kept)
-
-
 def _progress() -> Progress:
-    """Live bars on a terminal; elsewhere (a pipe, a log file) none: ``on_done`` prints a line per run."""
+    """Live bars on a terminal; elsewhere (a pipe, a log file) none: ``done`` prints a line per run."""
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                     console=console, disable=not console.is_terminal)
-
-
-def _store_analyses(ledger, track, grid, names, budget, knobs, progress) -> None:
-    """Parity and scaling, measured once per study and kept in the ledger for `gridmix report`.
-
-    A failing analysis is stored as ``{"error": …}`` and reported; the study's results are kept.
-    """
-    from gridmix.analysis.parity import parity_report
-    from gridmix.analysis.scaling import ScalingConfig, scale_track, scaling_grids
-
-    stored = ledger.fetch("analyses")
-    if stored is not None and stored.get("parity", {}).get("knobs") == knobs:
-        return  # measured by an earlier run of this study (a resumed sweep measures nothing twice)
-    smoke = budget.name == "smoke"
-    grids = [g for g in scaling_grids(grid, count=2 if smoke else 3) if track.supports(g) is None]
-    config = ScalingConfig(repeats=2 if smoke else 3, warmup=1)
-    task = progress.add_task("parity and scaling", total=None)
-    analyses = {}
-    for name, measure in (("parity", lambda: parity_report(track, grid, models=names, knobs=knobs)),
-                          ("scaling", lambda: scale_track(track, grids, models=names, config=config).to_dict())):
-        try:
-            analyses[name] = measure()
-        except Exception as error:  # recorded and reported; the finished runs stay valid
-            analyses[name] = {"error": f"{type(error).__name__}: {error}"}
-    ledger.put("analyses", analyses)
-    progress.update(task, visible=False)
-
-
-def _store_references(ledger, track, grid, budget) -> None:
-    """The naive references (majority class, persistence, seasonal naive) on the test split, kept in the ledger."""
-    from gridmix.analysis.references import naive_references
-
-    try:
-        ledger.put("references", naive_references(track, grid, budget.sizes))
-    except Exception as error:  # recorded; the finished runs stay valid
-        ledger.put("references", {"kind": "none", "values": {}, "error": f"{type(error).__name__}: {error}"})
 
 
 def analysis_errors(report: Report) -> list[str]:

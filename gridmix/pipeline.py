@@ -1,0 +1,268 @@
+"""What ``gridmix run`` does between parsing its options and printing its results, callable from Python.
+
+:func:`plan_study` builds the study from a track (grid, budget, models, devices, the data fingerprint),
+:func:`open_ledger` opens its ledger, :func:`make_executor` the executor that trains it, and :func:`run_study`
+trains what the ledger lacks, stores the references and the parity and scaling analyses, and builds and writes
+the report. :func:`run` does all four, as ``gridmix run`` does; progress reaches the caller through
+:class:`Callbacks`. A user mistake (an unknown track, model or budget, a grid the track refuses, seeds that
+cannot reach α) is a ``ValueError`` whose message is one line; the command line prints it and exits 2.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gridmix.grid import Grid
+from gridmix.harness import Runner, RunTask, Study, aa_study
+from gridmix.plugins import load_registry
+from gridmix.precision import resolve_precision
+from gridmix.report import ALPHA, build_report, write_report
+from gridmix.report_types import Report
+from gridmix.store import Ledger, RunRow
+from gridmix.tracks import Track
+from gridmix.train import resolve_device
+
+
+def _ignore(*args) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class Callbacks:
+    """How a study reports its progress; every one is optional.
+
+    ``note(message)``: a line worth showing (a model skipped on this grid, an underpowered run). ``plan(n)``: n more
+    runs are planned. ``start(task)``, ``epoch(task, epoch, train_loss, val_metric)``, ``done(task, row)``: a run
+    starts, finishes an epoch, is in the ledger. ``analysis(name)``: an analysis (``"references"``, ``"parity and
+    scaling"``) starts.
+    """
+
+    note: Callable[[str], None] = _ignore
+    plan: Callable[[int], None] = _ignore
+    start: Callable[[RunTask], None] = _ignore
+    epoch: Callable[[RunTask, int, float, float], None] = _ignore
+    done: Callable[[RunTask, RunRow], None] = _ignore
+    analysis: Callable[[str], None] = _ignore
+
+
+@dataclass(frozen=True)
+class PlannedStudy:
+    """A study ready to run: the harness's :class:`Study`, the track and grid it came from, the idea's width knobs
+    (``--match-params``), whether scaling is measured, and the output directory ``gridmix run`` uses by default."""
+
+    study: Study
+    track: Track
+    grid: Grid
+    knobs: dict = field(default_factory=dict)
+    scaling: bool = True
+    default_out: Path = Path("runs")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A finished study: its report, the files written (``bench_report.json``, ``report.md``, plots) and the
+    seconds it took."""
+
+    report: Report
+    paths: tuple[Path, ...]
+    seconds: float
+
+
+def check_power(seeds: int, *, exploratory: bool, underpowered: bool) -> str | None:
+    """Refuse (``ValueError``), before any training, seeds with which the primary comparison can never reach α;
+    with ``underpowered`` return the note saying so instead. ``None`` when the seeds suffice."""
+    from gridmix.analysis.stats import min_attainable_p, seeds_needed
+
+    floor = min_attainable_p(seeds)
+    if floor < ALPHA or exploratory:
+        return None
+    needed = seeds_needed(ALPHA)
+    if not underpowered:
+        raise ValueError(f"with {seeds} seeds the primary comparison cannot reach α = {ALPHA:g} (the exact "
+                         f"sign-flip test's smallest p is 2/2^{seeds} = {floor:.3g}); it needs at least {needed} "
+                         f"seeds: pass --seeds {needed}, or --underpowered to run anyway")
+    return f"--underpowered: {seeds} seeds cannot reach α = {ALPHA:g} (needs {needed}); the report says so"
+
+
+def choose_models(track: Track, grid: Grid, models: str | tuple[str, ...] | None, *,
+                  note: Callable[[str], None] = _ignore) -> tuple[str, ...]:
+    """The models the study trains: ``models`` (comma-separated or a tuple; the idea is always added), else the
+    track's default models, else all of them; each one the grid does not allow is left out with a ``note``."""
+    if models:
+        names = [m.strip() for m in models.split(",") if m.strip()] if isinstance(models, str) else list(models)
+        for name in names:
+            track.model(name)  # ValueError naming the models the track offers
+        if track.idea.name not in names:
+            names.insert(0, track.idea.name)
+        if len(names) < 2:
+            raise ValueError(f"--models {models!r} leaves no baseline to compare with; track {track.name!r} offers "
+                             f"{[m.name for m in track.baselines]}")
+    else:
+        names = list(track.default_models) or [m.name for m in track.models]
+        if track.idea.name not in names:
+            names.insert(0, track.idea.name)
+    kept = []
+    for name in names:
+        reason = track.model(name).supports(grid)
+        if reason:
+            note(f"skipping {name} on {grid}: {reason}")
+        else:
+            kept.append(name)
+    return tuple(kept)
+
+
+def match_knobs(track: Track, grid: Grid, baseline: str, *, note: Callable[[str], None] = _ignore) -> dict:
+    """The idea's width knob set so its parameter count matches ``baseline``'s (within 2%)."""
+    from gridmix.analysis.parity import count_parameters, match_parameters
+
+    target = count_parameters(track.model(baseline).build(grid))
+    match = match_parameters(track.idea, grid, target)
+    note(f"parity: {track.idea.name} {match.knob}={match.value:.4g} gives {match.params} parameters, "
+         f"{match.rel_error:.1%} off {baseline}'s {target}")
+    return {track.idea.name: {match.knob: match.value}}
+
+
+def fingerprint(track: Track, grid: Grid, budget) -> dict:
+    """The study's data fingerprint; building the data here surfaces a plugin's data error before any run."""
+    from gridmix.fingerprint import data_fingerprint
+
+    try:
+        return data_fingerprint(track, grid, budget.sizes)
+    except Exception as error:  # the plugin's own message, in one line, at the step that needs the data
+        message = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        raise ValueError(f"track {track.name!r} (plugin {track.plugin!r}) could not build its data on grid {grid}: "
+                         f"{type(error).__name__}: {message}") from None
+
+
+def plan_study(track: str = "image", grid: str | None = None, *, models: str | tuple[str, ...] | None = None,
+               budget: str = "default", seeds: int | None = None, lrs: tuple[float, ...] | None = None,
+               device: str = "auto", precision: str = "auto", jobs: int = 1, threads: int | None = None,
+               scaling: bool = True, match_params: str | None = None, underpowered: bool = False,
+               aa: bool = False, note: Callable[[str], None] = _ignore) -> PlannedStudy:
+    """The study ``gridmix run`` would run with these options (the same names and defaults as its own)."""
+    chosen_track = load_registry().track(track)
+    chosen_grid = chosen_track.check_grid(grid if grid is not None else chosen_track.default_grid)
+    chosen_budget = chosen_track.budget(budget, seeds=seeds, lrs=lrs)
+    resolved_device = resolve_device(device).type
+    resolved_precision = resolve_precision(precision, resolved_device)
+    power_note = check_power(chosen_budget.seeds, exploratory=chosen_budget.exploratory, underpowered=underpowered)
+    if power_note:
+        note(power_note)
+    names = choose_models(chosen_track, chosen_grid, models, note=note)
+    run_threads = threads or max(1, (os.cpu_count() or 1) // jobs)
+    knobs = match_knobs(chosen_track, chosen_grid, match_params, note=note) if match_params else {}
+    study = Study(track=chosen_track.name, grid=str(chosen_grid), models=names, idea=chosen_track.idea.name,
+                  matched_baseline=chosen_track.matched_baseline, metric_name=chosen_track.metric_name,
+                  direction=chosen_track.direction, budget=chosen_budget, device=resolved_device,
+                  threads=run_threads, knobs=knobs, precision=resolved_precision,
+                  data=fingerprint(chosen_track, chosen_grid, chosen_budget),
+                  roles={name: chosen_track.model(name).role for name in names}, chance=chosen_track.chance,
+                  ceiling=chosen_track.ceiling, fixed_split=chosen_track.fixed_split,
+                  underpowered=underpowered and not chosen_budget.exploratory)
+    if aa:
+        study = aa_study(study)
+        scaling = False  # the copy costs what its original does: nothing to measure
+    default_out = Path("runs") / f"{study.track}-{study.grid}-{chosen_budget.name}{'-aa' if aa else ''}"
+    return PlannedStudy(study=study, track=chosen_track, grid=chosen_grid, knobs=knobs, scaling=scaling,
+                        default_out=default_out)
+
+
+def open_ledger(out: str | Path, planned: PlannedStudy, *, fresh: bool = False) -> Ledger:
+    """The study's ledger in ``out``, locked, holding ``planned``'s specification (``ValueError`` when ``out`` holds
+    another study or something else; ``OSError`` or ``sqlite3.Error`` when the file system refuses)."""
+    ledger = Ledger(out, lock=True)
+    try:
+        if fresh:
+            ledger.start_fresh()
+        ledger.set_study(planned.study.to_dict())
+    except BaseException:
+        ledger.close()
+        raise
+    return ledger
+
+
+def make_executor(kind: str = "local", *, jobs: int = 1, address: str | None = None):
+    """The executor ``--executor`` names (``local`` or ``ray``), handing every run the idea's mechanism analysis."""
+    from gridmix.analysis.mechanism import idea_mechanism
+    from gridmix.executors import InProcessExecutor, WorkerPoolExecutor
+
+    if kind == "local":
+        if jobs == 1:
+            return InProcessExecutor(after_training=idea_mechanism)
+        return WorkerPoolExecutor(jobs, after_training=idea_mechanism)
+    if kind != "ray":
+        raise ValueError(f"executor {kind!r}; expected 'local' or 'ray'")
+    try:
+        from gridmix.executors_ray import RayExecutor
+    except ImportError as error:
+        raise ValueError(f"--executor ray needs Ray: pip install 'gridmix[ray]' ({error})") from None
+    return RayExecutor(address=address, after_training=idea_mechanism)
+
+
+def run_study(planned: PlannedStudy, ledger: Ledger, executor, out: str | Path, *,
+              callbacks: Callbacks = Callbacks()) -> Outcome:
+    """Train what the ledger lacks, store the references and (with ``planned.scaling``) parity and scaling, and
+    write the report into ``out``."""
+    started = time.perf_counter()
+    with ledger:
+        Runner(planned.study, ledger, executor, on_plan=callbacks.plan, on_start=callbacks.start,
+               on_epoch=callbacks.epoch, on_done=callbacks.done).run()
+        callbacks.analysis("references")
+        store_references(ledger, planned.track, planned.grid, planned.study.budget)
+        if planned.scaling:
+            callbacks.analysis("parity and scaling")
+            store_analyses(ledger, planned.track, planned.grid, planned.study.models, planned.study.budget,
+                           planned.knobs)
+        report = build_report(ledger)
+        paths = write_report(report, Path(out))
+    return Outcome(report=report, paths=tuple(paths), seconds=time.perf_counter() - started)
+
+
+def store_analyses(ledger: Ledger, track: Track, grid: Grid, names, budget, knobs: dict) -> None:
+    """Parity and scaling, measured once per study and kept in the ledger for ``gridmix report``.
+
+    A failing analysis is stored as ``{"error": …}`` and reported; the study's results are kept.
+    """
+    from gridmix.analysis.parity import parity_report
+    from gridmix.analysis.scaling import ScalingConfig, scale_track, scaling_grids
+
+    stored = ledger.fetch("analyses")
+    if stored is not None and stored.get("parity", {}).get("knobs") == knobs:
+        return  # measured by an earlier run of this study (a resumed sweep measures nothing twice)
+    smoke = budget.name == "smoke"
+    grids = [g for g in scaling_grids(grid, count=2 if smoke else 3) if track.supports(g) is None]
+    config = ScalingConfig(repeats=2 if smoke else 3, warmup=1)
+    analyses = {}
+    for name, measure in (("parity", lambda: parity_report(track, grid, models=names, knobs=knobs)),
+                          ("scaling", lambda: scale_track(track, grids, models=names, config=config).to_dict())):
+        try:
+            analyses[name] = measure()
+        except Exception as error:  # recorded and reported; the finished runs stay valid
+            analyses[name] = {"error": f"{type(error).__name__}: {error}"}
+    ledger.put("analyses", analyses)
+
+
+def store_references(ledger: Ledger, track: Track, grid: Grid, budget) -> None:
+    """The naive references (majority class, persistence, seasonal naive) on the test split, kept in the ledger."""
+    from gridmix.analysis.references import naive_references
+
+    try:
+        ledger.put("references", naive_references(track, grid, budget.sizes))
+    except Exception as error:  # recorded; the finished runs stay valid
+        ledger.put("references", {"kind": "none", "values": {}, "error": f"{type(error).__name__}: {error}"})
+
+
+def run(track: str = "image", grid: str | None = None, *, out: str | Path | None = None, fresh: bool = False,
+        executor: str = "local", address: str | None = None, callbacks: Callbacks = Callbacks(),
+        **options) -> Outcome:
+    """``gridmix run`` from Python: :func:`plan_study` with ``options`` (its keyword arguments), then the ledger in
+    ``out`` (default ``runs/TRACK-GRID-BUDGET``), the executor, and :func:`run_study`."""
+    planned = plan_study(track, grid, note=callbacks.note, **options)
+    out = Path(out) if out is not None else planned.default_out
+    ledger = open_ledger(out, planned, fresh=fresh)
+    return run_study(planned, ledger, make_executor(executor, jobs=options.get("jobs", 1), address=address), out,
+                     callbacks=callbacks)

@@ -1,0 +1,59 @@
+"""``gridmix run`` is ``gridmix.pipeline`` called from Python: the same study on the fake track gives the same
+report (timings aside), the callbacks see every run, and user mistakes are one-line ``ValueError``s."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from gridmix import pipeline
+from gridmix.cli import app
+from gridmix.plugins import load_registry
+from gridmix.report import TIMING_KEYS
+from tests import fake_track
+
+
+@pytest.fixture(autouse=True)
+def registry():
+    yield load_registry(extra_plugins=[fake_track], refresh=True)
+    load_registry(refresh=True)
+
+
+def comparable(out) -> dict:
+    report = json.loads((out / "bench_report.json").read_text())
+    return {key: value for key, value in report.items() if key not in TIMING_KEYS}
+
+
+def test_gridmix_run_equals_the_pipeline_called_from_python(tmp_path):
+    result = CliRunner().invoke(app, ["run", "--track", "fake", "--budget", "smoke", "--seeds", "3", "--threads", "1",
+                                      "--no-scaling", "--out", str(tmp_path / "cli")], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    done, notes, analyses = [], [], []
+    callbacks = pipeline.Callbacks(note=notes.append, done=lambda task, row: done.append(task.key),
+                                   analysis=analyses.append)
+    outcome = pipeline.run("fake", out=tmp_path / "python", budget="smoke", seeds=3, threads=1, scaling=False,
+                           callbacks=callbacks)
+    assert comparable(tmp_path / "cli") == comparable(tmp_path / "python")
+    assert outcome.report.to_dict() == json.loads((tmp_path / "python" / "bench_report.json").read_text())
+    assert outcome.paths[0] == tmp_path / "python" / "bench_report.json"
+    assert len(done) == len(set(done)) == 3 * 2 + 3 * 3  # the sweep (one seed, two rates) and three seeds, 3 models
+    assert analyses == ["references"] and notes == []
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    (dict(track="nowhere"), "no track 'nowhere'"),
+    (dict(track="fake", grid="8x8"), "track 'fake' takes 1-d grids"),
+    (dict(track="fake", models="fake-nothing"), "track 'fake' has no model 'fake-nothing'"),
+    (dict(track="fake", budget="default", seeds=3), "with 3 seeds the primary comparison cannot reach α"),
+])
+def test_a_user_mistake_is_a_one_line_value_error_before_any_run(tmp_path, options, message):
+    with pytest.raises(ValueError, match=message) as error:
+        pipeline.run(out=tmp_path / "out", **options)
+    assert "\n" not in str(error.value)
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_underpowered_run_is_noted_not_refused():
+    notes = []
+    planned = pipeline.plan_study("fake", budget="default", seeds=3, underpowered=True, note=notes.append)
+    assert planned.study.underpowered and notes[0].startswith("--underpowered: 3 seeds cannot reach α")
