@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import sqlite3
 import sys
-import time
 from pathlib import Path
 
 import typer
