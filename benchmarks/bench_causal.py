@@ -3,13 +3,13 @@
     python benchmarks/bench_causal.py --out DIR [--threads 2] [--lengths 1024 16384]
 
 Forward+backward (gradients of the input and the kernel) on (8, n, 4 heads, 16 channels), the mixer's
-benchmark shape, for: the exactly causal blocked form (:func:`gridmix.causal.causal_mode_product`) at
-several leaf lengths (``leafB``, at most ``BRANCH`` sub-blocks per stage) and several branchings (``branchP``, at
-the default leaf); one zero-padded FFT convolution of length 2n (faster, but its rounding leaks the
-future, see docs/mixer.md "Causal axes"); the dense Toeplitz reference (up to 4,096); and the rank-16
-projection and expansion GEMMs of one symmetric axis, for scale. Interleaved rounds
-(``bench_common.interleaved``); every figure is also given as a ratio to the one-FFT time, the median of
-per-round ratios. Writes ``DIR/bench_causal.json`` and prints the table.
+benchmark shape, for: the exactly causal blocked form
+(:func:`gridmix.mixers.concentration.ops.causal.causal_mode_product`) at several leaf lengths (``leafB``, at most
+``BRANCH`` sub-blocks per stage) and several branchings (``branchP``, at the default leaf); one zero-padded FFT
+convolution of length 2n (faster, but its rounding leaks the future, see docs/mixer.md "Causal axes"); the dense
+Toeplitz reference (up to 4,096); and the rank-16 projection and expansion GEMMs of one symmetric axis, for scale.
+Interleaved rounds (``bench_common.interleaved``); every figure is also given as a ratio to the one-FFT time, the
+median of per-round ratios. Writes ``DIR/bench_causal.json`` and prints the table.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 from bench_common import length_sweep_main
 
-from gridmix.causal import BRANCH, LEAF, causal_mode_product, causal_mode_product_dense
+from gridmix.mixers.concentration.ops.causal import BRANCH, LEAF, causal_mode_product, causal_mode_product_dense
 
 BATCH, HEADS, HEAD_DIM, RANK = 8, 4, 16, 16
 LEAVES = (64, 128, 256, 512)

@@ -27,7 +27,7 @@ import torch
 
 from gridmix.analysis.measure import Timing
 from gridmix.analysis.scaling import fit_power_law, load_averages
-from gridmix.native_build import cpu_name, native_build_info
+from gridmix.mixers.concentration.ops.native_build import cpu_name, native_build_info
 
 
 def environment(*, threads: int) -> dict:

@@ -92,7 +92,7 @@ def layer_step(case: str, grid: str, device: torch.device):
     dtype = torch.bfloat16 if precision == "bf16" else None
 
     def step() -> None:
-        gridmix.set_triton(True if use_triton else None)  # the experimental Triton chain (gridmix.tucker_triton)
+        gridmix.set_triton(True if use_triton else None)  # the experimental Triton chain (ops/tucker_triton.py)
         if compiled and device.type == "cuda":
             torch.compiler.cudagraph_mark_step_begin()  # the previous step's graph outputs may be overwritten
         with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):

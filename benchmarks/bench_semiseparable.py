@@ -3,17 +3,18 @@
     python benchmarks/bench_semiseparable.py --out DIR [--threads 2] [--lengths 1024 4096 16384]
 
 Forward+backward (gradients of the input and the factor's parameters) through
-:class:`gridmix.factors.SemiseparableFactor` (``TERMS`` exponentials per head) on (8, n, 4 heads, 16 channels), the
-mixer benchmark's shape: ``fused``, :func:`gridmix.semiseparable.semiseparable_mode_product` (the native recurrence
-where it applies, as the mixer runs it), and the torch-op form :func:`gridmix.semiseparable.torch_mode_product` at
-chunk lengths
-``chunkB`` (the default group) and groups ``groupG`` (the default chunk), and without pieces of rows
-(``unpieced``: the whole tensor at once), for choosing the defaults ``CHUNK``, ``GROUP`` and ``PIECE`` on an idle
-machine; against the symmetric rank-16 mixer's ``mix`` (C = 64, the reference), the exactly
-causal blocked FFT with a full-length kernel (:func:`gridmix.causal.causal_mode_product`) and causal SDPA
-(flash kernel). Interleaved rounds (``bench_common.interleaved``); ratios to the symmetric mixer are medians of
-per-round ratios. Writes ``DIR/bench_semiseparable.json`` and prints the table. Exactness (the dense Toeplitz
-reference, the zero future gradient, the certificate) is tested in ``tests/test_semiseparable.py``.
+:class:`gridmix.mixers.concentration.factors.SemiseparableFactor` (``TERMS`` exponentials per head) on (8, n, 4 heads,
+16 channels), the mixer benchmark's shape: ``fused``,
+:func:`gridmix.mixers.concentration.ops.semiseparable.semiseparable_mode_product` (the native recurrence where it
+applies, as the mixer runs it), and the torch-op form
+:func:`gridmix.mixers.concentration.ops.semiseparable.torch_mode_product` at chunk lengths ``chunkB`` (the default
+group) and groups ``groupG`` (the default chunk), and without pieces of rows (``unpieced``: the whole tensor at once),
+for choosing the defaults ``CHUNK``, ``GROUP`` and ``PIECE`` on an idle machine; against the symmetric rank-16 mixer's
+``mix`` (C = 64, the reference), the exactly causal blocked FFT with a full-length kernel
+(:func:`gridmix.mixers.concentration.ops.causal.causal_mode_product`) and causal SDPA (flash kernel). Interleaved
+rounds (``bench_common.interleaved``); ratios to the symmetric mixer are medians of per-round ratios. Writes
+``DIR/bench_semiseparable.json`` and prints the table. Exactness (the dense Toeplitz reference, the zero future
+gradient, the certificate) is tested in ``tests/test_semiseparable.py``.
 """
 
 from __future__ import annotations
@@ -24,8 +25,14 @@ from bench_common import length_sweep_main
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from gridmix import ConcentrationMixer, Grid, SemiseparableFactor
-from gridmix.causal import causal_mode_product
-from gridmix.semiseparable import CHUNK, GROUP, PIECE, semiseparable_mode_product, torch_mode_product
+from gridmix.mixers.concentration.ops.causal import causal_mode_product
+from gridmix.mixers.concentration.ops.semiseparable import (
+    CHUNK,
+    GROUP,
+    PIECE,
+    semiseparable_mode_product,
+    torch_mode_product,
+)
 
 BATCH, HEADS, HEAD_DIM, RANK, TERMS = 8, 4, 16, 16, 16
 CHUNKS = (32, 64, 128)

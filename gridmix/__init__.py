@@ -3,22 +3,26 @@
 The public API is listed in ``__all__``; docs/design.md describes the mathematics and the contracts.
 """
 
-from gridmix.causal import causal_mode_product, causal_mode_product_dense
-from gridmix.factors import CausalFactor, SemiseparableFactor, SymmetricFactor, dct_basis
 from gridmix.fingerprint import data_fingerprint
 from gridmix.grid import Grid, GridLike
 from gridmix.hookspecs import hookimpl
-from gridmix.mixer import ConcentrationMixer, tucker_flops
-from gridmix.native_build import set_native
+from gridmix.mixers import (
+    CausalFactor,
+    ConcentrationMixer,
+    SemiseparableFactor,
+    SymmetricFactor,
+    TokenwiseMixer,
+    dct_basis,
+    tucker_flops,
+)
+from gridmix.mixers.concentration.ops.causal import causal_mode_product, causal_mode_product_dense
+from gridmix.mixers.concentration.ops.semiseparable import semiseparable_kernel, semiseparable_mode_product
+from gridmix.mixers.config import set_native, set_triton
 from gridmix.plugins import BrokenPlugin, Registry, load_registry, validate_data
 from gridmix.report_types import Arm, Comparison, Report
-from gridmix.semiseparable import semiseparable_kernel, semiseparable_mode_product
 from gridmix.suggest import did_you_mean
-from gridmix.tokenwise import TokenwiseMixer
 from gridmix.tracks import ContractError, DataSizes, ModelSpec, Split, Track, TrackData
-from gridmix.tucker import set_triton
-
-__version__ = "0.1.0"
+from gridmix.version import __version__
 
 __all__ = [
     "Arm",

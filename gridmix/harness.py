@@ -25,12 +25,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-import gridmix
 from gridmix.budget import Budget
 from gridmix.grid import Grid
 from gridmix.store import Ledger, RunRow, run_key
 from gridmix.tracks import ROLES, DataSizes, ModelSpec, TrackData
 from gridmix.train import RunResult, resolve_device, train_run
+from gridmix.version import __version__
 
 SWEEP_SEED_OFFSET = 1000  # sweep seeds are 1000, 1001, …: never a comparison seed (those are 0 … seeds − 1)
 AA_SUFFIX = "~aa"  # "vit~aa": the model "vit" initialised from another seed (an A/A study's second arm)
@@ -186,7 +186,7 @@ def aa_study(study: Study) -> Study:
 def versions() -> dict:
     import timm
 
-    return dict(gridmix=gridmix.__version__, torch=torch.__version__, timm=timm.__version__,
+    return dict(gridmix=__version__, torch=torch.__version__, timm=timm.__version__,
                 numpy=np.__version__, python=platform.python_version())
 
 

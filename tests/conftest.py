@@ -84,7 +84,7 @@ def kernel_builds() -> list[KernelBuild]:
 @pytest.fixture(params=kernel_builds(), ids=lambda build: build.name)
 def kernel_build(request, monkeypatch):
     """Each build of :func:`kernel_builds` loaded in turn (a compile error fails the test, naming its line)."""
-    from gridmix.native_build import NativeBuildError, build, forget_library
+    from gridmix.mixers.concentration.ops.native_build import NativeBuildError, build, forget_library
 
     wanted = request.param
     if wanted.flags is not None:

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from gridmix import ConcentrationMixer, Grid
-from gridmix.causal import causal_mode_product, causal_mode_product_dense, causal_toeplitz
+from gridmix.mixers.concentration.ops.causal import causal_mode_product, causal_mode_product_dense, causal_toeplitz
 from gridmix.models import MixerConfig
 
 SHAPES = [  # (x shape (…, h, c), causal axis, kernel length)
@@ -154,7 +154,7 @@ def test_a_causal_start_is_checked_and_survives_regrid():
 
 @pytest.mark.parametrize("branch", [2, 8])
 def test_stages_of_several_sub_blocks_and_rows_split_over_chunks_equal_the_dense_reference(branch, monkeypatch):
-    monkeypatch.setattr("gridmix.causal.CHUNK", 64)  # a chunk of one row: every row on its own
+    monkeypatch.setattr("gridmix.mixers.concentration.ops.causal.CHUNK", 64)  # a chunk of one row: every row on its own
     torch.manual_seed(2)
     x = torch.randn(3, 300, 2, 3, dtype=torch.float64, requires_grad=True)
     kernel = torch.rand(2, 260, dtype=torch.float64, requires_grad=True)

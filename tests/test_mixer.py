@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from gridmix import ConcentrationMixer, dct_basis, tucker_flops
-from gridmix.mixer import projection_order
+from gridmix.mixers.concentration.layer import projection_order
 
 CASES = [
     ("16", (), 4),  # 1-D, low-rank path

@@ -11,7 +11,7 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from gridmix import ConcentrationMixer, dct_basis
-from gridmix.factors import (
+from gridmix.mixers.concentration.factors import (
     _DENSE_DCT_MAX,
     CausalFactor,
     _wy_factor,
@@ -19,7 +19,7 @@ from gridmix.factors import (
     orthogonal_columns,
     symmetric_bases,
 )
-from gridmix.tucker import tucker
+from gridmix.mixers.concentration.ops.tucker import tucker
 
 F64 = dict(rtol=1e-10, atol=1e-10)
 

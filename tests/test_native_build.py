@@ -1,6 +1,6 @@
-"""How the native kernels are built (``gridmix.native_build``): where a C compiler exists they must build, the
-attempts fall back in order, a failure is reported by its ``error:`` line, ``gridmix info`` shows the vector ISA,
-each build reports the ISA and lanes it was compiled for, and the sources compile for aarch64 (NEON) where a
+"""How the native kernels are built (``gridmix.mixers.concentration.ops.native_build``): where a C compiler exists they
+must build, the attempts fall back in order, a failure is reported by its ``error:`` line, ``gridmix info`` shows the
+vector ISA, each build reports the ISA and lanes it was compiled for, and the sources compile for aarch64 (NEON) where a
 cross compiler is installed (``apt-get install gcc-aarch64-linux-gnu``)."""
 
 from __future__ import annotations
@@ -14,9 +14,15 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-import gridmix.native_build as native_build
+import gridmix.mixers.concentration.ops.native_build as native_build
 from gridmix.cli import app
-from gridmix.native_build import NativeBuildError, build, error_line, forget_library, native_build_info
+from gridmix.mixers.concentration.ops.native_build import (
+    NativeBuildError,
+    build,
+    error_line,
+    forget_library,
+    native_build_info,
+)
 
 CROSS = "aarch64-linux-gnu-gcc"
 SOURCES = [str(path) for path in native_build._SOURCES]
@@ -65,17 +71,17 @@ def test_when_nothing_builds_the_warning_names_the_error_line_of_the_last_attemp
         assert native_build.native_library() is None
     message = str(caught[0].message)
     assert "error: #error" in message and "this header stops every build" in message and "using torch ops" in message
-    assert caught[0].filename == "gridmix.native_build" and caught[0].lineno == 0  # no stray source line printed
+    assert caught[0].filename == native_build.__name__ and caught[0].lineno == 0  # no stray source line printed
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert native_build.native_library() is None  # the verdict is cached: no second warning
 
 
 def test_error_line_picks_the_error_not_the_first_line():
-    output = ("gridmix/tucker_native.c: In function 'basis_block_4_4':\n"
-              "gridmix/tucker_native.c:133:21: error: impossible constraint in 'asm'\n"
+    output = ("tucker_native.c: In function 'basis_block_4_4':\n"
+              "tucker_native.c:133:21: error: impossible constraint in 'asm'\n"
               "  133 |   __asm__(\"\" : \"+v\"(lv[a]));\n")
-    assert error_line(output) == "gridmix/tucker_native.c:133:21: error: impossible constraint in 'asm'"
+    assert error_line(output) == "tucker_native.c:133:21: error: impossible constraint in 'asm'"
     assert error_line("ld: cannot find -lgomp\n") == "ld: cannot find -lgomp"
     assert error_line("") == "no output"
 

@@ -9,10 +9,10 @@ from timm.models.vision_transformer import VisionTransformer
 
 from gridmix import ConcentrationMixer, Grid
 from gridmix.analysis.mechanism import mechanism_signature
-from gridmix.causal import causal_mode_product_dense
-from gridmix.factors import CausalFactor, SemiseparableFactor, SymmetricFactor
+from gridmix.mixers.concentration.factors import CausalFactor, SemiseparableFactor, SymmetricFactor
+from gridmix.mixers.concentration.ops.causal import causal_mode_product_dense
+from gridmix.mixers.concentration.ops.semiseparable import semiseparable_kernel, semiseparable_mode_product
 from gridmix.models import MixerConfig
-from gridmix.semiseparable import semiseparable_kernel, semiseparable_mode_product
 
 SHAPES = [  # (x shape (…, h, c), causal axis)
     ((2, 100, 3, 4), 1),  # 1-D, n not a multiple of the chunk

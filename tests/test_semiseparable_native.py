@@ -1,7 +1,7 @@
-"""The fused semiseparable recurrence (``gridmix.semiseparable_native``): equal to the dense Toeplitz of its kernel in
-float64, values and all three gradients, in every build the host can run (``kernel_build``); exactly causal;
-independent of the thread count; counted, compilable, and off with the native switch. Where a C compiler exists the
-kernel must build (tests/test_native_build.py), so nothing here is skipped for want of it."""
+"""The fused semiseparable recurrence (``gridmix.mixers.concentration.ops.semiseparable_native``): equal to the dense
+Toeplitz of its kernel in float64, values and all three gradients, in every build the host can run (``kernel_build``);
+exactly causal; independent of the thread count; counted, compilable, and off with the native switch. Where a C
+compiler exists the kernel must build (tests/test_native_build.py), so nothing here is skipped for want of it."""
 
 from __future__ import annotations
 
@@ -13,10 +13,18 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from gridmix import ConcentrationMixer
-from gridmix.causal import causal_mode_product_dense
-from gridmix.native_build import set_native
-from gridmix.semiseparable import semiseparable_kernel, semiseparable_mode_product, torch_mode_product
-from gridmix.semiseparable_native import native_applies, semiseparable_scan, semiseparable_scan_backward
+from gridmix.mixers.concentration.ops.causal import causal_mode_product_dense
+from gridmix.mixers.concentration.ops.semiseparable import (
+    semiseparable_kernel,
+    semiseparable_mode_product,
+    torch_mode_product,
+)
+from gridmix.mixers.concentration.ops.semiseparable_native import (
+    native_applies,
+    semiseparable_scan,
+    semiseparable_scan_backward,
+)
+from gridmix.mixers.config import set_native
 
 pytestmark = pytest.mark.skipif(shutil.which(os.environ.get("CC", "cc")) is None, reason="no C compiler on PATH")
 

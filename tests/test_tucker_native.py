@@ -1,11 +1,11 @@
 """The fused native Tucker kernel against the library-GEMM path and float64, its fallback and its integration.
 
-``gridmix.tucker_native`` compiles ``tucker_native.c`` on first use; every float32 CPU mixer call without
-dense axes runs it. These tests pin that it computes the same function and gradients as
-``gridmix.tucker._Tucker`` (itself pinned against einsum in float64 by ``test_mixer_fastpath.py``) over the
-kernel's code paths (vector blocks and scalar tails, packed and strided strips, the long-row basis
-gradient, permuted step orders, 1–3 axes) in every build the host can run (``kernel_build``: each x86 ISA
-level, the scalar form, no OpenMP), that results do not depend on the thread count, and that without a
+``gridmix.mixers.concentration.ops.tucker_native`` compiles ``tucker_native.c`` on first use; every float32 CPU mixer
+call without dense axes runs it. These tests pin that it computes the same function and gradients as
+``gridmix.mixers.concentration.ops.tucker._Tucker`` (itself pinned against einsum in float64 by
+``test_mixer_fastpath.py``) over the kernel's code paths (vector blocks and scalar tails, packed and strided strips,
+the long-row basis gradient, permuted step orders, 1–3 axes) in every build the host can run (``kernel_build``: each
+x86 ISA level, the scalar form, no OpenMP), that results do not depend on the thread count, and that without a
 compiler gridmix warns and still computes.
 """
 
@@ -16,9 +16,15 @@ import torch
 
 from gridmix import ConcentrationMixer
 from gridmix.analysis.measure import _OpLog, count_flops, dry_run
-from gridmix.native_build import forget_library, native_available, native_library, set_native
-from gridmix.tucker import _Tucker, tucker
-from gridmix.tucker_native import chain_flops, native_applies, tucker_chain, tucker_chain_backward
+from gridmix.mixers.concentration.ops.native_build import forget_library, native_available, native_library
+from gridmix.mixers.concentration.ops.tucker import _Tucker, tucker
+from gridmix.mixers.concentration.ops.tucker_native import (
+    chain_flops,
+    native_applies,
+    tucker_chain,
+    tucker_chain_backward,
+)
+from gridmix.mixers.config import set_native
 
 F32 = dict(rtol=2e-5, atol=2e-5)
 

@@ -5,9 +5,9 @@ and ``--track gridmix.analysis.causal_scaling:video --grids 8x16x16,16x32x32`` (
 symmetric) time three single layers on random tokens, forward+backward with a mean-squared loss:
 
 - ``mixer-causal`` (the idea): :class:`gridmix.ConcentrationMixer` with axis 0 causal (its exactly causal
-  Toeplitz factor, :mod:`gridmix.causal`), the other axes symmetric;
+  Toeplitz factor, :mod:`gridmix.mixers.concentration.ops.causal`), the other axes symmetric;
 - ``mixer-causal-ss``: the same with the semiseparable causal factor (``causal_form="semiseparable"``,
-  :mod:`gridmix.semiseparable`);
+  :mod:`gridmix.mixers.concentration.ops.semiseparable`);
 - ``sdpa-causal`` (the matched baseline): :class:`gridmix.models.CausalAttention` (timm's ``Attention``: query,
   key, value and output projections around ``F.scaled_dot_product_attention(is_causal=True)``) over the flattened
   grid (row-major, so the first axis is the slowest: causal in the flattened order is causal in time, and
@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from gridmix.grid import Grid
-from gridmix.mixer import ConcentrationMixer
+from gridmix.mixers.concentration.layer import ConcentrationMixer
 from gridmix.models import CausalAttention
 from gridmix.tracks import DataSizes, ModelSpec, Split, Track, TrackData
 

@@ -7,7 +7,7 @@ Three measurements, each usable on its own (the scaling study and the benchmarks
 * :func:`count_flops`: forward and backward FLOPs with ``torch.utils.flop_counter.FlopCounterMode``, plus
   :data:`FLOP_FORMULAS` for ops it does not count that gridmix's models run (attention on CPU, FFTs, the
   Householder product behind the mixer's orthonormal bases; the fused native kernel registers its own
-  formula in :mod:`gridmix.tucker_native`), and a list
+  formula in :mod:`gridmix.mixers.concentration.ops.tucker_native`), and a list
   of any heavy op that still went uncounted, so an under-count is visible instead of silent. Optionally
   on fake tensors (shapes only).
 * :func:`peak_memory`: a fresh Python subprocess per measurement builds the step from an importable

@@ -5,7 +5,7 @@ construction, so "largest singular value ≤ bound" fails only if the parametris
 that lost orthonormality). Whether the concentration constraint *helps* is the ablation comparison in the
 report (docs/analysis.md, "Mechanism").
 
-For every :class:`~gridmix.mixer.ConcentrationMixer` in a model, per axis and head:
+For every :class:`~gridmix.mixers.concentration.layer.ConcentrationMixer` in a model, per axis and head:
 
 * the factor spectrum: singular values of the dense factor ``M_k`` (``mixer.factors()``), by
   ``torch.linalg.svdvals`` in float64;
@@ -35,8 +35,8 @@ from collections.abc import Callable, Mapping
 import torch
 from torch import nn
 
-from gridmix.factors import SymmetricFactor
-from gridmix.mixer import ConcentrationMixer
+from gridmix.mixers.concentration.factors import SymmetricFactor
+from gridmix.mixers.concentration.layer import ConcentrationMixer
 from gridmix.tracks import ModelSpec, TrackData
 
 PREDICTED_FACTOR_BOUND = 1.0

@@ -15,8 +15,9 @@ def machine_summary() -> dict:
     """The facts ``gridmix info`` prints, as JSON-ready data (benchmarks record the same)."""
     import torch
 
-    from gridmix import __version__
-    from gridmix.native_build import cpu_name, native_build_info, native_enabled
+    from gridmix.mixers.concentration.ops.native_build import cpu_name, native_build_info
+    from gridmix.mixers.config import native_enabled
+    from gridmix.version import __version__
 
     build = native_build_info()
     return dict(gridmix=__version__, python=platform.python_version(), torch=torch.__version__,
@@ -27,7 +28,7 @@ def machine_summary() -> dict:
 @app.command("info")
 def info(as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON, not text.")) -> None:
     """Show the versions, the CPU, the torch threads and how the native kernels were built (vector ISA, OpenMP)."""
-    from gridmix.native_build import describe
+    from gridmix.mixers.concentration.ops.native_build import describe
 
     summary = machine_summary()
     if as_json:

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gridmix.factors import STARTS
 from gridmix.grid import Grid
-from gridmix.mixer import CAUSAL_FORMS, ConcentrationMixer
-from gridmix.tokenwise import TokenwiseMixer
+from gridmix.mixers.concentration.factors import STARTS
+from gridmix.mixers.concentration.layer import CAUSAL_FORMS, ConcentrationMixer
+from gridmix.mixers.tokenwise import TokenwiseMixer
 
 # The idea, its ablation (no eigenvalue cap) and the no-mixing control: a track builds all three from one config.
 MIXER_KINDS = ("concentration", "uncapped", "tokenwise")

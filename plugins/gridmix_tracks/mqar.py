@@ -15,7 +15,8 @@ embedding, learned positions, blocks, norm, a next-token head at every position;
 
 - ``transformer``: causal attention (the matched baseline);
 - ``transformer-concentration``: :class:`gridmix.ConcentrationMixer` with the sequence axis causal
-  (the idea; its causal Toeplitz factor, :mod:`gridmix.causal`, started flat: ``start="global"``);
+  (the idea; its causal Toeplitz factor, :mod:`gridmix.mixers.concentration.ops.causal`, started flat:
+  ``start="global"``);
 - ``transformer-concentration-uncapped`` (ablation) and ``transformer-nomix`` (control).
 
 Metric: answer accuracy, higher is better (chance ``2 / vocab`` = 1/32, a uniform guess among the values;

@@ -7,9 +7,11 @@ Each grid axis ``k`` of size ``n`` carries one factor, with learned parameters p
   ``torch.nn.utils.parametrizations.orthogonal``) and ``λ = sigmoid(θ) ∈ (0, 1)^r``. Symmetric PSD,
   ``‖M_k‖₂ = max λ < 1``. ``U`` is shared by the heads, ``λ`` is per head.
 * :class:`CausalFactor`: lower-triangular Toeplitz ``T[i, j] = κ[i − j]`` with
-  ``κ = sigmoid(ρ) · softmax(w)``, so ``‖T‖₂ ≤ ‖κ‖₁ = sigmoid(ρ) < 1``; :mod:`gridmix.causal` applies it.
+  ``κ = sigmoid(ρ) · softmax(w)``, so ``‖T‖₂ ≤ ‖κ‖₁ = sigmoid(ρ) < 1``; :mod:`gridmix.mixers.concentration.ops.causal`
+  applies it.
 * :class:`SemiseparableFactor`: the same causal Toeplitz form with ``κ`` a sum of ``r`` decaying exponentials
-  over the whole axis, ``‖κ‖₁ = sigmoid(ρ)`` exactly; :mod:`gridmix.semiseparable` applies it as a chunked scan.
+  over the whole axis, ``‖κ‖₁ = sigmoid(ρ)`` exactly; :mod:`gridmix.mixers.concentration.ops.semiseparable` applies it
+  as a chunked scan.
 
 ``start`` sets the factor at step 0: ``"lowpass"`` (a local blur: ``U`` on the lowest ``r`` modes with
 ``λ = sigmoid(2 … 0)``; causal kernels ``softmax(−0.5·lag)``, most weight on the present step) or
@@ -25,7 +27,7 @@ factor's norm (resp. an upper bound on it) but no longer below 1.
 
 The parameter shapes depend on ``m`` (modes, or kernel length), never on ``n``, which is what makes
 the same factor valid on any ``n ≥ m`` (resolution transfer). See docs/design.md section 2;
-:mod:`gridmix.tucker` applies the factors to a tensor.
+:mod:`gridmix.mixers.concentration.ops.tucker` applies the factors to a tensor.
 
 Shape legend:
     h: heads, n: axis length, m: modes (DCT columns, or causal kernel length), r: rank (≤ m)
@@ -42,8 +44,8 @@ from torch import nn
 from torch.autograd.function import once_differentiable
 from torch.nn.utils import parametrizations
 
-from gridmix.causal import causal_mode_product, causal_toeplitz
-from gridmix.semiseparable import semiseparable_kernel, semiseparable_mode_product
+from gridmix.mixers.concentration.ops.causal import causal_mode_product, causal_toeplitz
+from gridmix.mixers.concentration.ops.semiseparable import semiseparable_kernel, semiseparable_mode_product
 
 _DENSE_DCT_MAX = 128 * 128  # n·m above which bases use the FFT form, dct_columns (measured crossover on CPU)
 
@@ -290,7 +292,7 @@ class CausalFactor(nn.Module):
 
     def dense(self) -> torch.Tensor:
         """The factor as dense lower-triangular Toeplitz matrices (h, n, n) (the mixer applies it in the
-        exactly causal FFT form instead, :func:`gridmix.causal.causal_mode_product`)."""
+        exactly causal FFT form instead, :func:`gridmix.mixers.concentration.ops.causal.causal_mode_product`)."""
         return causal_toeplitz(self.kernel(), self.length)
 
     def bound(self) -> torch.Tensor:
@@ -299,7 +301,7 @@ class CausalFactor(nn.Module):
 
     def mode_product(self, x: torch.Tensor, axis: int) -> torch.Tensor:
         """``T`` applied along ``axis`` of ``x`` (…, n, …, h, c) by the exactly causal blocked FFT
-        (:func:`gridmix.causal.causal_mode_product`)."""
+        (:func:`gridmix.mixers.concentration.ops.causal.causal_mode_product`)."""
         return causal_mode_product(x, self.kernel(), axis)
 
 
@@ -310,8 +312,9 @@ class SemiseparableFactor(nn.Module):
     that ``‖κ_h‖₁ = Σ_q w_hq (1 − λ_hq^n) / (1 − λ_hq) = g_h`` exactly, with ``g_h = sigmoid(ρ_h) < 1`` (the
     certificate ``‖T‖₂ ≤ ‖κ‖₁``, as :class:`CausalFactor`) or ``softplus(ρ_h)`` when uncapped (the ablation).
     The parameters are ``2r + 1`` numbers per head whatever ``n`` (the kernel is renormalised to each axis
-    length: the same factor serves any ``n``); :func:`gridmix.semiseparable.semiseparable_mode_product` applies
-    it in O(n·(b + r)) without materialising ``κ``.
+    length: the same factor serves any ``n``);
+    :func:`gridmix.mixers.concentration.ops.semiseparable.semiseparable_mode_product` applies it in O(n·(b + r))
+    without materialising ``κ``.
 
     Starts: the terms' time constants ``τ_q`` (``λ_q = e^(−1/τ_q)``) are spread log-evenly, equal mixture logits
     ``a = 0``. ``"lowpass"``: ``τ`` from 1/2 to 8 steps, a decaying kernel with most weight on the last steps (κ at

@@ -1,13 +1,15 @@
 """The semiseparable causal factor's chunked scan in torch ops: the form for CUDA, float64 and the double backward.
 
 The kernel is ``κ_h[k] = Σ_q w_hq λ_hq^k`` for ``0 ≤ k < n`` (``r`` terms per head, ``0 < λ < 1``): the
-lower-triangular Toeplitz matrix ``T[i, j] = κ_h[i − j]`` of :mod:`gridmix.causal`, but with ``2r`` numbers per
-head instead of ``n`` (S4D / Mamba-2's semiseparable form). :class:`gridmix.factors.SemiseparableFactor` sets
-``w`` so that ``‖κ_h‖₁`` equals its gain exactly (the certificate); this module applies ``T`` to a tensor.
+lower-triangular Toeplitz matrix ``T[i, j] = κ_h[i − j]`` of :mod:`gridmix.mixers.concentration.ops.causal`, but with
+``2r`` numbers per head instead of ``n`` (S4D / Mamba-2's semiseparable form).
+:class:`gridmix.mixers.concentration.factors.SemiseparableFactor` sets ``w`` so that ``‖κ_h‖₁`` equals its gain exactly
+(the certificate); this module applies ``T`` to a tensor.
 
-:func:`gridmix.semiseparable.semiseparable_mode_product` runs the fused recurrence of
-:mod:`gridmix.semiseparable_native` where it applies (float32 on the CPU); elsewhere, and for that kernel's double
-backward, :func:`torch_mode_product` here cuts the axis into chunks of ``b`` positions (zeros padded at the end):
+:func:`gridmix.mixers.concentration.ops.semiseparable.semiseparable_mode_product` runs the fused recurrence of
+:mod:`gridmix.mixers.concentration.ops.semiseparable_native` where it applies (float32 on the CPU); elsewhere, and for
+that kernel's double backward, :func:`torch_mode_product` here cuts the axis into chunks of ``b`` positions (zeros
+padded at the end):
 
 * inside a chunk, the dense lower-triangular Toeplitz block of ``κ[:b]`` (one GEMM per head; exact zeros
   above the diagonal);
@@ -43,7 +45,7 @@ import torch.nn.functional as F
 
 CHUNK = 64  # positions per chunk: 64 beat 16, 32 and 128 in every A/B on the shared machine (docs/mixer.md)
 GROUP = 16  # chunks per group of the carry
-PIECE = 1 << 20  # values of the (h, R, L) tensor per piece of rows (4 MiB in float32), as gridmix.causal.CHUNK
+PIECE = 1 << 20  # values of the (h, R, L) tensor per piece of rows (4 MiB in float32), as causal.CHUNK
 
 
 def semiseparable_kernel(log_decays: torch.Tensor, weights: torch.Tensor, length: int) -> torch.Tensor:
@@ -116,8 +118,8 @@ def _scan(t: torch.Tensor, log_decays: torch.Tensor, weights: torch.Tensor, chun
 
 def torch_mode_product(x: torch.Tensor, log_decays: torch.Tensor, weights: torch.Tensor, axis: int, *,
                        chunk: int = CHUNK, group: int = GROUP, piece: int = PIECE) -> torch.Tensor:
-    """:func:`gridmix.semiseparable.semiseparable_mode_product` by the chunked scan in torch ops (module docstring),
-    in ``x``'s dtype.
+    """:func:`gridmix.mixers.concentration.ops.semiseparable.semiseparable_mode_product` by the chunked scan in torch
+    ops (module docstring), in ``x``'s dtype.
 
     The form for CUDA, float64, and the double backward of the fused kernel; arguments already checked.
     """

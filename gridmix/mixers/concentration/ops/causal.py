@@ -1,6 +1,6 @@
 """Causal Toeplitz mode products: a fast, exactly causal form and the dense reference it must equal.
 
-A causal factor (:class:`gridmix.factors.CausalFactor`) is the lower-triangular Toeplitz matrix
+A causal factor (:class:`gridmix.mixers.concentration.factors.CausalFactor`) is the lower-triangular Toeplitz matrix
 ``T[i, j] = κ_h[i − j]`` per head. :func:`causal_mode_product_dense` applies it as the dense ``n×n``
 matrix (O(n²), the reference, as S4 keeps ``s4d.py`` beside ``s4.py``); :func:`causal_mode_product`
 applies the same operator in O(n log² n) and is what the mixer uses.

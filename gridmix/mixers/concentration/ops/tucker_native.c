@@ -1,5 +1,5 @@
 /* The mixer's Tucker chain fused per batch element: float32, CPU, compiled on first use by
- * gridmix/native_build.py (-O3 -march=native -fopenmp where the compiler takes it; native_simd.h picks the
+ * gridmix/mixers/concentration/ops/native_build.py (-O3 -march=native -fopenmp where the compiler takes it; native_simd.h picks the
  * vector width, 1 to 16 lanes, from the target).
  *
  * Library GEMMs run each mode product over the whole batch, so every stage streams the full tensor

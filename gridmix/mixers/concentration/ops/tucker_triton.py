@@ -1,12 +1,13 @@
 """A Triton kernel for the mixer's Tucker chain on 2-d grids: project, scale and expand in one launch.
 
-On a GPU the library-GEMM chain (:mod:`gridmix.tucker`) is launch-bound: a handful of small GEMMs,
-reshapes and scalings per step, each a kernel. This kernel runs the whole forward chain of one
+On a GPU the library-GEMM chain (:mod:`gridmix.mixers.concentration.ops.tucker`) is launch-bound: a handful of small
+GEMMs, reshapes and scalings per step, each a kernel. This kernel runs the whole forward chain of one
 (batch element, channel) slice ``X`` (n1, n2) in one program: ``Y = U1 (S ⊙ (U1ᵀ X U2)) U2ᵀ`` with the
 core scale ``S`` (r1, r2) of that channel's head, in float32 (``input_precision="ieee"``: no TF32).
 The backward: the operator is symmetric per head, so ``∂x`` is the same kernel applied to the incoming
 gradient; the basis and scale gradients come from the plain-torch chain
-(:func:`gridmix.tucker_native.reference_chain`), recomputed under autograd (correct, not yet fused).
+(:func:`gridmix.mixers.concentration.ops.tucker_native.reference_chain`), recomputed under autograd (correct, not yet
+fused).
 
 Opt-in and experimental: used only on CUDA, for float32 2-d all-Tucker chains with padded
 ``n1·n2 ≤ 16384``, when :func:`gridmix.set_triton` (or ``GRIDMIX_TRITON=1``) switches it on; not yet
@@ -23,7 +24,7 @@ import torch
 import triton
 import triton.language as tl
 
-from gridmix.tucker_native import reference_chain
+from gridmix.mixers.concentration.ops.tucker_native import reference_chain
 
 MAX_TILE = 16384  # padded n1·n2 of one program's slice
 

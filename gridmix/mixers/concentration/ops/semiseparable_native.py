@@ -1,13 +1,14 @@
 """The fused semiseparable recurrence as torch custom ops: the op, its fake kernel, its autograd and its FLOP formula.
 
-:func:`gridmix.semiseparable.semiseparable_mode_product` in torch ops moves the axis last and the heads first (two
-full copies each way), and its chunked GEMMs spend ``2b`` multiply-adds per value on the chunk's dense Toeplitz
-block. The C kernel (``semiseparable_native.c``, built and loaded by :mod:`gridmix.native_build` with the Tucker
-kernel) runs the recurrence ``s_q[i] = λ_q s_q[i−1] + x[i]``, ``y[i] = Σ_q w_q s_q[i]`` on the tensor as it lies,
-one vector of adjacent channels at a time (the build's lanes, 1 to 16) with their ``r`` states in registers: ``2r``
-multiply-adds per value, and one read and one write of the tensor. It is exactly causal (``y[i]`` never reads a
-later ``x``), and its backward is the adjoint recurrence run right to left, so a later input gets exactly zero
-gradient. The tests compare it with the dense Toeplitz reference in float64, values and gradients.
+:func:`gridmix.mixers.concentration.ops.semiseparable.semiseparable_mode_product` in torch ops moves the axis last and
+the heads first (two full copies each way), and its chunked GEMMs spend ``2b`` multiply-adds per value on the chunk's
+dense Toeplitz block. The C kernel (``semiseparable_native.c``, built and loaded by
+:mod:`gridmix.mixers.concentration.ops.native_build` with the Tucker kernel) runs the recurrence ``s_q[i] = λ_q
+s_q[i−1] + x[i]``, ``y[i] = Σ_q w_q s_q[i]`` on the tensor as it lies, one vector of adjacent channels at a time (the
+build's lanes, 1 to 16) with their ``r`` states in registers: ``2r`` multiply-adds per value, and one read and one
+write of the tensor. It is exactly causal (``y[i]`` never reads a later ``x``), and its backward is the adjoint
+recurrence run right to left, so a later input gets exactly zero gradient. The tests compare it with the dense Toeplitz
+reference in float64, values and gradients.
 
 Importing this module defines the ops ``gridmix::semiseparable_scan`` and ``gridmix::semiseparable_scan_backward``:
 fake (shape-only) implementations, so FLOP counting, memory estimates and ``torch.compile`` see them; the autograd
@@ -26,8 +27,14 @@ import math
 import torch
 from torch.utils.flop_counter import register_flop_formula
 
-from gridmix.native_build import native_available, native_lanes, native_library, pointer, run_parallel
-from gridmix.semiseparable_chunked import torch_mode_product
+from gridmix.mixers.concentration.ops.native_build import (
+    native_available,
+    native_lanes,
+    native_library,
+    pointer,
+    run_parallel,
+)
+from gridmix.mixers.concentration.ops.semiseparable_chunked import torch_mode_product
 
 CHANNEL_MULTIPLE = 16  # h·c must be a multiple: of every build's lanes (1, 4, 8 or 16), so the verdict is portable
 MAX_TERMS = 64  # MAX_TERMS in the C source

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from gridmix.grid import Grid
-from gridmix.mixer import ConcentrationMixer
+from gridmix.mixers.concentration.layer import ConcentrationMixer
 
 
 class TokenwiseMixer(nn.Module):

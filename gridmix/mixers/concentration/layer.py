@@ -1,15 +1,16 @@
 """The concentration mixer: a certified-contractive, Kronecker-structured token mixer for N-d grids.
 
 Token mixing is one linear operator per head, a Kronecker product of per-axis factors
-``M = M_1 ⊗ … ⊗ M_d`` (:mod:`gridmix.factors`): symmetric ``U diag(sigmoid(θ)) Uᵀ`` factors in a
+``M = M_1 ⊗ … ⊗ M_d`` (:mod:`gridmix.mixers.concentration.factors`): symmetric ``U diag(sigmoid(θ)) Uᵀ`` factors in a
 DCT (resolution-free) basis, or causal Toeplitz factors on axes that must not see the future. Every
 factor has ``‖M_k‖₂ < 1``, so ``‖M‖₂ ≤ Π_k ‖M_k‖₂ < 1``. The operator is never materialised: it is
 applied in Tucker form (project each symmetric axis down with a basis shared by the heads, scale the
 core per head, expand back), causal axes as per-head Toeplitz factors on the projected tensor, applied
-in O(n log² n) and exactly causal (:mod:`gridmix.causal`); with ``causal_form="semiseparable"`` their kernels
-are sums of decaying exponentials, applied exactly causally in O(n) (:mod:`gridmix.semiseparable`).
-As a drop-in for attention the block is ``y = W_o · M(W_v · x)`` per head. docs/design.md section 2 holds
-the mathematics; docs/benchmarks.md the measured speed and what the fast path does.
+in O(n log² n) and exactly causal (:mod:`gridmix.mixers.concentration.ops.causal`); with
+``causal_form="semiseparable"`` their kernels are sums of decaying exponentials, applied exactly causally in O(n)
+(:mod:`gridmix.mixers.concentration.ops.semiseparable`). As a drop-in for attention the block is ``y = W_o · M(W_v ·
+x)`` per head. docs/design.md section 2 holds the mathematics; docs/benchmarks.md the measured speed and what the fast
+path does.
 
 Prefix tokens (class / register tokens) are not on the grid. With ``prefix_mode="mean"`` (default)
 each prefix token's mixed value is ``½ (v_p + mean over the grid of M v)``, so a class token still
@@ -36,10 +37,16 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from gridmix.factors import STARTS, CausalFactor, SemiseparableFactor, SymmetricFactor, symmetric_bases
 from gridmix.grid import Grid
-from gridmix.tucker import tucker
-from gridmix.tucker_native import chain_flops
+from gridmix.mixers.concentration.factors import (
+    STARTS,
+    CausalFactor,
+    SemiseparableFactor,
+    SymmetricFactor,
+    symmetric_bases,
+)
+from gridmix.mixers.concentration.ops.tucker import tucker
+from gridmix.mixers.concentration.ops.tucker_native import chain_flops
 
 PREFIX_MODES = ("mean", "identity")
 SPECTRA = ("capped", "uncapped")
@@ -81,7 +88,7 @@ class ConcentrationMixer(nn.Module):
         prefix_mode: ``"mean"`` or ``"identity"``, see the module docstring.
         spectrum: ``"capped"`` (the idea: every factor's norm below 1) or ``"uncapped"`` (its ablation).
         start: where the factors start, ``"lowpass"`` (a local blur) or ``"global"`` (near the grid mean, as
-            attention's uniform start); one for all axes or one per axis (:mod:`gridmix.factors`,
+            attention's uniform start); one for all axes or one per axis (:mod:`gridmix.mixers.concentration.factors`,
             docs/mixer.md "Where the mixer starts").
         qkv_bias, proj_bias, proj_drop: as timm's ``Attention`` (``qkv_bias`` is the bias of ``W_v``).
     """
@@ -209,12 +216,13 @@ class ConcentrationMixer(nn.Module):
         """Apply the bare operator ``M`` per head: (B, *grid, C) → (B, *grid, C), never materialising it.
 
         Tucker-form axes are projected down (shared bases: one GEMM per mode product, heads and
-        channels folded into its columns, :mod:`gridmix.tucker`), the per-head causal factors act on the
-        smallest tensor (:func:`gridmix.causal.causal_mode_product`, or the chunked scan of
-        :func:`gridmix.semiseparable.semiseparable_mode_product` with ``causal_form="semiseparable"``), the core
-        is scaled by the per-head eigenvalues, and the Tucker axes are expanded back. Mixed precision: the
-        operator is applied in at least float32, with autocast off, and the result is cast back to ``v``'s
-        dtype (bf16/fp16 activations, or a bf16 module), so the bases, eigenvalues and causal kernels are never rounded.
+        channels folded into its columns, :mod:`gridmix.mixers.concentration.ops.tucker`), the per-head causal factors
+        act on the smallest tensor (:func:`gridmix.mixers.concentration.ops.causal.causal_mode_product`, or the chunked
+        scan of :func:`gridmix.mixers.concentration.ops.semiseparable.semiseparable_mode_product` with
+        ``causal_form="semiseparable"``), the core is scaled by the per-head eigenvalues, and the Tucker axes are
+        expanded back. Mixed precision: the operator is applied in at least float32, with autocast off, and the result
+        is cast back to ``v``'s dtype (bf16/fp16 activations, or a bf16 module), so the bases, eigenvalues and causal
+        kernels are never rounded.
         """
         if tuple(v.shape[1:-1]) != self.grid.shape or v.shape[-1] != self.dim:
             raise ValueError(f"mix expects (B, {', '.join(map(str, self.grid))}, {self.dim}); got {tuple(v.shape)}")

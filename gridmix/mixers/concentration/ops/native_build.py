@@ -11,8 +11,9 @@ splits each call over torch's threads from Python (:func:`run_parallel`), with t
 
 Where nothing compiles, gridmix warns once, naming the ``error:`` line of the last attempt, and uses the
 torch-op paths (the same results to float32 rounding, slower). The kernels are used unless ``GRIDMIX_NATIVE=0``
-is set or :func:`set_native` says otherwise (as timm's ``set_fused_attn``); :mod:`gridmix.tucker_native` and
-:mod:`gridmix.semiseparable_native` define the ops that call them.
+is set or :func:`gridmix.mixers.config.set_native` says otherwise (as timm's ``set_fused_attn``);
+:mod:`gridmix.mixers.concentration.ops.tucker_native` and :mod:`gridmix.mixers.concentration.ops.semiseparable_native`
+define the ops that call them.
 """
 
 from __future__ import annotations
@@ -34,29 +35,13 @@ from pathlib import Path
 
 import torch
 
+from gridmix.mixers.config import native_enabled
+
 _SOURCES = tuple(Path(__file__).with_name(name) for name in ("tucker_native.c", "semiseparable_native.c"))
 _HEADER = Path(__file__).with_name("native_simd.h")
 COMMON_FLAGS = ("-O3", "-shared", "-fPIC", "-std=gnu11")
 ATTEMPTS = (("-march=native", "-fopenmp"), ("-march=native",), ())  # tried in order; the first that builds is kept
 MAX_AXES = 8  # MAX_AXES in the C source
-_choice: bool | None = None  # set_native's choice; None: GRIDMIX_NATIVE decides
-
-
-def set_native(enabled: bool | None) -> None:
-    """Use the fused kernels (``True``), the torch ops (``False``), or what ``GRIDMIX_NATIVE`` says (``None``).
-
-    Takes effect on the next call; a function already compiled by ``torch.compile`` keeps the choice it
-    was traced with (recompile it, or choose before compiling).
-    """
-    global _choice
-    if enabled is not None and not isinstance(enabled, bool):
-        raise TypeError(f"set_native(enabled={enabled!r}); expected True, False or None")
-    _choice = enabled
-
-
-def native_enabled() -> bool:
-    """Whether the kernels are switched on: :func:`set_native`'s choice, else ``GRIDMIX_NATIVE`` (default ``1``)."""
-    return _choice if _choice is not None else os.environ.get("GRIDMIX_NATIVE", "1") != "0"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -199,7 +184,8 @@ def _built() -> tuple[ctypes.CDLL, NativeBuild] | None:
         return build()
     except (OSError, NativeBuildError) as error:
         warnings.warn_explicit(f"gridmix: the fused native kernels are unavailable ({error}); using torch ops "
-                               "(same results, slower)", RuntimeWarning, filename="gridmix.native_build", lineno=0)
+                               "(same results, slower)", RuntimeWarning,
+                               filename=__name__, lineno=0)
         return None
 
 

@@ -1,5 +1,5 @@
 /* The semiseparable causal factor as one fused recurrence: float32, CPU, compiled with tucker_native.c on first
- * use (gridmix/native_build.py) and called by gridmix/semiseparable_native.py.
+ * use (gridmix/mixers/concentration/ops/native_build.py) and called by gridmix/mixers/concentration/ops/semiseparable_native.py.
  *
  * The kernel κ_h[k] = Σ_q w_hq λ_hq^k is the impulse response of r decaying states, so T x (T[i, j] = κ[i − j],
  * i ≥ j) is the recurrence

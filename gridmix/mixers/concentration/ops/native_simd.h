@@ -1,5 +1,5 @@
 /* The vector type the native kernels compute with, taken from what the compiler targets
- * (gridmix/native_build.py tries -march=native first, then a generic build):
+ * (gridmix/mixers/concentration/ops/native_build.py tries -march=native first, then a generic build):
  *
  *   AVX-512F          16 float lanes, 32 vector registers
  *   AVX / AVX2         8 lanes, 16 registers

@@ -1,12 +1,12 @@
 """The fused native Tucker kernel as torch custom ops: the op, its fake kernel, its autograd and its FLOP formula.
 
-:func:`gridmix.tucker.tucker` with library GEMMs runs each mode product over the whole batch, so every
-stage streams the full tensor through memory and pays the GEMM's packing of its large operand. The C
-kernel (``tucker_native.c``, built and loaded by :mod:`gridmix.native_build`) runs the whole chain
-(project, scale, expand; and the backward) on one batch element at a time while it is in cache,
+:func:`gridmix.mixers.concentration.ops.tucker.tucker` with library GEMMs runs each mode product over the whole batch,
+so every stage streams the full tensor through memory and pays the GEMM's packing of its large operand. The C
+kernel (``tucker_native.c``, built and loaded by :mod:`gridmix.mixers.concentration.ops.native_build`) runs the whole
+chain (project, scale, expand; and the backward) on one batch element at a time while it is in cache,
 vectorised along the contiguous heads·channels dimension, threading over the batch
-(``torch.get_num_threads()`` threads: OpenMP, or :func:`gridmix.native_build.run_parallel` without it). It
-computes the same function; the tests compare it with the library-GEMM path and with float64, values and
+(``torch.get_num_threads()`` threads: OpenMP, or :func:`gridmix.mixers.concentration.ops.native_build.run_parallel`
+without it). It computes the same function; the tests compare it with the library-GEMM path and with float64, values and
 gradients, in every build the host can run.
 
 Importing this module defines everything about the ops ``gridmix::tucker_chain`` and
@@ -28,7 +28,13 @@ from collections.abc import Sequence
 import torch
 from torch.utils.flop_counter import register_flop_formula
 
-from gridmix.native_build import MAX_AXES, native_available, native_library, pointer, run_parallel
+from gridmix.mixers.concentration.ops.native_build import (
+    MAX_AXES,
+    native_available,
+    native_library,
+    pointer,
+    run_parallel,
+)
 
 
 def native_applies(x: torch.Tensor, bases: Sequence[torch.Tensor], axes: Sequence[int]) -> bool:

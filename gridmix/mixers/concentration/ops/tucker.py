@@ -23,30 +23,18 @@ import functools
 import importlib.util
 import math
 import operator
-import os
 from collections.abc import Sequence
 
 import torch
 
-from gridmix.tucker_native import native_applies, tucker_chain
-
-_triton_choice: bool | None = None  # set_triton's choice; None: GRIDMIX_TRITON decides (default off)
-
-
-def set_triton(enabled: bool | None) -> None:
-    """Use the Triton kernel for 2-d chains on CUDA (``True``), not (``False``), or as ``GRIDMIX_TRITON`` says
-    (``None``; off unless it is ``1``). Experimental (:mod:`gridmix.tucker_triton`)."""
-    global _triton_choice
-    if enabled is not None and not isinstance(enabled, bool):
-        raise TypeError(f"set_triton(enabled={enabled!r}); expected True, False or None")
-    _triton_choice = enabled
+from gridmix.mixers.concentration.ops.tucker_native import native_applies, tucker_chain
+from gridmix.mixers.config import triton_enabled
 
 
 def _triton_applies(x: torch.Tensor, bases: Sequence[torch.Tensor], axes: Sequence[int]) -> bool:
-    enabled = _triton_choice if _triton_choice is not None else os.environ.get("GRIDMIX_TRITON", "0") == "1"
-    if not (enabled and x.is_cuda and importlib.util.find_spec("triton") is not None):
+    if not (triton_enabled() and x.is_cuda and importlib.util.find_spec("triton") is not None):
         return False
-    from gridmix.tucker_triton import triton_fits
+    from gridmix.mixers.concentration.ops.tucker_triton import triton_fits
 
     return triton_fits(x, bases, axes)
 
@@ -185,11 +173,12 @@ def tucker(
     if not (project or expand or eigenvalues):
         raise ValueError("tucker needs at least one of project, eigenvalues or expand")
     if project and expand and eigenvalues and native_applies(x, bases, axes):
-        # the fused C kernel (gridmix.tucker_native), same function; autograd carries ∂scale on to the λ
+        # the fused C kernel (gridmix.mixers.concentration.ops.tucker_native), same function; autograd carries ∂scale
+        # on to the λ
         scale = _scale(eigenvalues, axes, x.dim()).reshape(-1, x.shape[-2])  # (R, h), ρ in grid-axis order
         return tucker_chain(x, list(bases), scale, list(axes))[0]
     if project and expand and eigenvalues and _triton_applies(x, bases, axes):
-        from gridmix.tucker_triton import triton_chain
+        from gridmix.mixers.concentration.ops.tucker_triton import triton_chain
 
         return triton_chain(x, bases, _scale(eigenvalues, axes, x.dim()), axes)
     return _Tucker.apply(x.contiguous(), tuple(axes), project, expand, *bases, *(eigenvalues or ()))

@@ -1,0 +1,32 @@
+"""Every token mixer gridmix builds, one module or folder each, and their fast-path switches (:mod:`.config`).
+
+``concentration/`` is the concentration mixer (the layer, its factors, and ``ops/``: the Tucker chain, the causal
+forms and the native kernels); :mod:`.tokenwise` is the control that mixes no tokens.
+"""
+
+from gridmix.mixers.concentration import (
+    CAUSAL_FORMS,
+    CausalFactor,
+    ConcentrationMixer,
+    SemiseparableFactor,
+    SymmetricFactor,
+    dct_basis,
+    tucker_flops,
+)
+from gridmix.mixers.config import native_enabled, set_native, set_triton, triton_enabled
+from gridmix.mixers.tokenwise import TokenwiseMixer
+
+__all__ = [
+    "CAUSAL_FORMS",
+    "CausalFactor",
+    "ConcentrationMixer",
+    "SemiseparableFactor",
+    "SymmetricFactor",
+    "TokenwiseMixer",
+    "dct_basis",
+    "native_enabled",
+    "set_native",
+    "set_triton",
+    "tucker_flops",
+    "triton_enabled",
+]

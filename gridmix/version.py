@@ -1,0 +1,3 @@
+"""gridmix's version, in a module of its own so that every layer can read it without importing the package API."""
+
+__version__ = "0.1.0"
