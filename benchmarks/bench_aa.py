@@ -22,10 +22,10 @@ from timm.layers import Attention
 from torch import nn
 
 from gridmix import ConcentrationMixer, DataSizes, Grid, ModelSpec, Split, Track, TrackData, load_registry
-from gridmix.budget import BUDGETS
 from gridmix.calibration import aa_false_positive_rate
 from gridmix.harness import Study
-from gridmix.hookspecs import hookimpl
+from gridmix.tracks.budget import BUDGETS
+from gridmix.tracks.hookspecs import hookimpl
 
 GRID = Grid((8,))
 

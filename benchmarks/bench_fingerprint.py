@@ -22,7 +22,7 @@ from bench_common import environment, write_json
 
 from gridmix.fingerprint import tensor_hash
 from gridmix.harness import RunTask, execute
-from gridmix.plugins import load_registry
+from gridmix.tracks.registry import load_registry
 
 
 def measure(track_name: str, budget_name: str, *, repeats: int, threads: int) -> dict:

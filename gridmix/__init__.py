@@ -5,7 +5,6 @@ The public API is listed in ``__all__``; docs/design.md describes the mathematic
 
 from gridmix.fingerprint import data_fingerprint
 from gridmix.grid import Grid, GridLike
-from gridmix.hookspecs import hookimpl
 from gridmix.mixers import (
     CausalFactor,
     ConcentrationMixer,
@@ -18,10 +17,11 @@ from gridmix.mixers import (
 from gridmix.mixers.concentration.ops.causal import causal_mode_product, causal_mode_product_dense
 from gridmix.mixers.concentration.ops.semiseparable import semiseparable_kernel, semiseparable_mode_product
 from gridmix.mixers.config import set_native, set_triton
-from gridmix.plugins import BrokenPlugin, Registry, load_registry, validate_data
 from gridmix.report_types import Arm, Comparison, Report
 from gridmix.suggest import did_you_mean
 from gridmix.tracks import ContractError, DataSizes, ModelSpec, Split, Track, TrackData
+from gridmix.tracks.hookspecs import hookimpl
+from gridmix.tracks.registry import BrokenPlugin, Registry, load_registry, validate_data
 from gridmix.version import __version__
 
 __all__ = [

@@ -55,7 +55,7 @@ def data_fingerprint(track: Track, grid: Grid, sizes: DataSizes, *, seed: int = 
     absolute path (shown, not hashed: moving a file changes nothing) and the actual split sizes.
     Whatever the plugin raises while building its data propagates unchanged.
     """
-    from gridmix.plugins import validate_data
+    from gridmix.tracks.registry import validate_data
 
     data = validate_data(track, track.make_data(grid, seed, sizes), grid)
     parts = dict(tensors=tensor_hash(data), plugin=track.plugin, plugin_version=track.plugin_version,

@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from gridmix.budget import Budget
 from gridmix.grid import Grid
 from gridmix.store import Ledger, RunRow, run_key
 from gridmix.tracks import ROLES, DataSizes, ModelSpec, TrackData
+from gridmix.tracks.budget import Budget
 from gridmix.train import RunResult, resolve_device, train_run
 from gridmix.version import __version__
 
@@ -193,7 +193,7 @@ def versions() -> dict:
 @functools.lru_cache(maxsize=4)
 def _track_data(track_name: str, grid: str, seed: int, sizes: DataSizes, fingerprint: str = "") -> TrackData:
     """The track's data, cached per process; ``fingerprint`` keeps data of a changed source apart."""
-    from gridmix.plugins import load_registry, validate_data
+    from gridmix.tracks.registry import load_registry, validate_data
 
     track = load_registry().track(track_name)
     data = track.make_data(Grid.parse(grid), seed, sizes)
@@ -212,7 +212,7 @@ def execute(task: RunTask, *, on_epoch: Callable[[int, float, float], None] | No
     row's extras (``gridmix run`` hands in :func:`gridmix.analysis.mechanism.idea_mechanism`). For a worker
     process it must be picklable: a module-level function.
     """
-    from gridmix.plugins import load_registry
+    from gridmix.tracks.registry import load_registry
 
     torch.set_num_threads(task.threads)
     error, result = "", None

@@ -18,12 +18,12 @@ from pathlib import Path
 
 from gridmix.grid import Grid
 from gridmix.harness import Runner, RunTask, Study, aa_study
-from gridmix.plugins import load_registry
 from gridmix.precision import resolve_precision
 from gridmix.report import ALPHA, build_report, write_report
 from gridmix.report_types import Report
 from gridmix.store import Ledger, RunRow
 from gridmix.tracks import Track
+from gridmix.tracks.registry import load_registry
 from gridmix.train import resolve_device
 
 

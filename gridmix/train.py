@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 
 import torch
 
-from gridmix.budget import Budget
 from gridmix.early_stopping import EarlyStopping
 from gridmix.grid import Grid
 from gridmix.precision import autocast, grad_scaler
 from gridmix.tracks import ModelSpec, Split, Track, TrackData
+from gridmix.tracks.budget import Budget
 
 STATUSES = ("ok", "diverged", "failed")
 

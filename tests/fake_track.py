@@ -7,8 +7,8 @@ from timm.layers import Attention
 from torch import nn
 
 from gridmix import ConcentrationMixer, Grid
-from gridmix.hookspecs import hookimpl
 from gridmix.tracks import DataSizes, ModelSpec, Split, Track, TrackData
+from gridmix.tracks.hookspecs import hookimpl
 
 
 def make_data(grid: Grid, seed: int, sizes: DataSizes) -> TrackData:

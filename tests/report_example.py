@@ -10,9 +10,9 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from gridmix.budget import BUDGETS
 from gridmix.harness import Study
 from gridmix.store import Ledger, RunRow
+from gridmix.tracks.budget import BUDGETS
 
 DATA = Path(__file__).parent / "data"
 BUDGET = dataclasses.replace(BUDGETS["default"], name="default", seeds=6, sweep_seeds=2, lrs=(1e-3, 3e-3), epochs=3)

@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 
 from gridmix.cli import app
 from gridmix.cli.tracks import registry_summary
-from gridmix.hookspecs import hookimpl
-from gridmix.plugins import ALLOW_ENV, DISABLE_AUTOLOAD_ENV, load_registry
+from gridmix.tracks.hookspecs import hookimpl
+from gridmix.tracks.registry import ALLOW_ENV, DISABLE_AUTOLOAD_ENV, load_registry
 
 
 @pytest.fixture

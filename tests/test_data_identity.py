@@ -8,12 +8,12 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from gridmix.budget import BUDGETS
 from gridmix.cli import app
 from gridmix.fingerprint import data_fingerprint, describe_change
 from gridmix.grid import Grid
 from gridmix.harness import Study
-from gridmix.plugins import load_registry
+from gridmix.tracks.budget import BUDGETS
+from gridmix.tracks.registry import load_registry
 from tests import fake_track
 
 SIZES = BUDGETS["smoke"].sizes

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from gridmix.early_stopping import EarlyStopping
-from gridmix.plugins import load_registry
+from gridmix.tracks.registry import load_registry
 from gridmix.train import train_run
 
 

@@ -16,9 +16,9 @@ from gridmix import report_markdown, report_plots
 from gridmix.analysis.scaling import ScalingPoint, ScalingResult
 from gridmix.cli import app
 from gridmix.cli.app import fail
-from gridmix.hookspecs import hookimpl
-from gridmix.plugins import load_registry
 from gridmix.store import Ledger
+from gridmix.tracks.hookspecs import hookimpl
+from gridmix.tracks.registry import load_registry
 from tests import fake_track
 from tests.test_ledger_files import RUN, study_spec
 

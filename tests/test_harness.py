@@ -7,12 +7,12 @@ import json
 import pytest
 
 from gridmix.analysis.mechanism import idea_mechanism
-from gridmix.budget import BUDGETS
 from gridmix.executors import Executor, InProcessExecutor, WorkerPoolExecutor
 from gridmix.harness import Runner, Study
-from gridmix.plugins import load_registry
 from gridmix.report import build_report, write_report
 from gridmix.store import Ledger
+from gridmix.tracks.budget import BUDGETS
+from gridmix.tracks.registry import load_registry
 from tests import fake_track
 
 BUDGET = dataclasses.replace(BUDGETS["smoke"], seeds=3, sweep_seeds=1, lrs=(1e-3, 3e-3), epochs=2, n_train=128)

@@ -10,10 +10,10 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
-from gridmix.budget import BUDGETS
 from gridmix.cli import app
 from gridmix.harness import Study
 from gridmix.store import LEDGER_NAME, LOCK_NAME, Ledger, LedgerError
+from gridmix.tracks.budget import BUDGETS
 
 RUN = ["run", "--track", "sequence", "--models", "transformer", "--budget", "smoke", "--no-scaling", "--threads", "1"]
 

@@ -9,9 +9,9 @@ import pytest
 import torch
 from gridmix_tracks.mqar import IGNORE, RecallTask, answer_accuracy, answer_cross_entropy, answer_loss, make_track
 
-from gridmix.budget import BUDGETS
 from gridmix.grid import Grid
 from gridmix.tracks import DataSizes
+from gridmix.tracks.budget import BUDGETS
 
 
 def test_every_answer_is_the_value_of_its_key_in_the_context():

@@ -8,8 +8,8 @@ from typer.testing import CliRunner
 
 from gridmix import pipeline
 from gridmix.cli import app
-from gridmix.plugins import load_registry
 from gridmix.report import TIMING_KEYS
+from gridmix.tracks.registry import load_registry
 from tests import fake_track
 
 

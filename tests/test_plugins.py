@@ -12,10 +12,11 @@ import torch
 from gridmix_tracks.torchvision_sets import DATASETS
 
 import gridmix
-from gridmix import hookspecs
 from gridmix.grid import Grid
-from gridmix.hookspecs import hookimpl
-from gridmix.plugins import (
+from gridmix.suggest import did_you_mean
+from gridmix.tracks import ContractError, DataSizes, ModelSpec, Split, Track, TrackData, hookspecs
+from gridmix.tracks.hookspecs import hookimpl
+from gridmix.tracks.registry import (
     ALLOW_ENV,
     DISABLE_AUTOLOAD_ENV,
     _call,
@@ -23,8 +24,6 @@ from gridmix.plugins import (
     load_registry,
     validate_data,
 )
-from gridmix.suggest import did_you_mean
-from gridmix.tracks import ContractError, DataSizes, ModelSpec, Split, Track, TrackData
 
 BUILTIN = {"sequence", "image", "video", "mqar"}
 

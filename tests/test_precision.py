@@ -4,14 +4,14 @@ import dataclasses
 
 import pytest
 
-from gridmix.budget import BUDGETS
 from gridmix.executors import InProcessExecutor
 from gridmix.harness import Runner, Study
-from gridmix.plugins import load_registry
 from gridmix.precision import resolve_precision
 from gridmix.report import build_report
 from gridmix.report_markdown import render_markdown
 from gridmix.store import Ledger
+from gridmix.tracks.budget import BUDGETS
+from gridmix.tracks.registry import load_registry
 from tests import fake_track
 
 BUDGET = dataclasses.replace(BUDGETS["smoke"], seeds=2, sweep_seeds=1, lrs=(1e-3,), epochs=2, n_train=64)

@@ -25,8 +25,8 @@ from gridmix.analysis.scaling import (
     scaling_grids,
 )
 from gridmix.cli import app
-from gridmix.plugins import load_registry
 from gridmix.tracks import DataSizes, ModelSpec, Split, Track, TrackData
+from gridmix.tracks.registry import load_registry
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # see conftest.py
 

@@ -74,8 +74,8 @@ def test_one_study_per_directory(tmp_path):
 
 
 def test_rows_are_built_from_a_task_and_its_result_or_its_failure(tmp_path):
-    from gridmix.budget import BUDGETS
     from gridmix.harness import RunTask
+    from gridmix.tracks.budget import BUDGETS
     from gridmix.train import RunResult
 
     task = RunTask(track="t", model="m", grid="4x4", lr=1e-3, seed=3, budget=BUDGETS["smoke"], device="cpu",

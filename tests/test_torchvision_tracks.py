@@ -12,8 +12,8 @@ from gridmix_tracks.torchvision_sets import DATASETS, torchvision_track, uncheck
 from typer.testing import CliRunner
 
 from gridmix.cli.app import app
-from gridmix.plugins import load_registry
 from gridmix.tracks import DataSizes
+from gridmix.tracks.registry import load_registry
 
 SPECS = {spec.track: spec for spec in DATASETS}
 SIZES = DataSizes(n_train=100, n_val=100, n_test=100)

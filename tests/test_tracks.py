@@ -19,8 +19,8 @@ from gridmix_tracks.video import make_track as video_track
 from PIL import Image
 
 from gridmix.grid import Grid
-from gridmix.plugins import load_registry, validate_data
 from gridmix.tracks import DataSizes
+from gridmix.tracks.registry import load_registry, validate_data
 
 SIZES = DataSizes(n_train=12, n_val=6, n_test=6)
 CASES = [  # track, small grid, input shape per sample, target shape per sample, target dtype

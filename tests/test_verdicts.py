@@ -14,10 +14,10 @@ from gridmix.analysis.stats import VERDICT_BETTER, VERDICT_UNREACHABLE, exact_le
 from gridmix.calibration import aa_false_positive_rate
 from gridmix.cli import app
 from gridmix.harness import SWEEP_SEED_OFFSET, Study
-from gridmix.hookspecs import hookimpl
-from gridmix.plugins import load_registry
 from gridmix.store import Ledger
 from gridmix.tracks import DataSizes, ModelSpec, Split, Track, TrackData
+from gridmix.tracks.hookspecs import hookimpl
+from gridmix.tracks.registry import load_registry
 from tests import fake_track
 
 N = 8  # grid length
@@ -153,7 +153,7 @@ def test_a_study_refuses_comparison_seeds_that_are_sweep_seeds():
 def fake_budget(**changes):
     import dataclasses
 
-    from gridmix.budget import BUDGETS
+    from gridmix.tracks.budget import BUDGETS
 
     return dataclasses.replace(BUDGETS["smoke"], **{**dict(seeds=6, lrs=(3e-3,), epochs=1, n_train=32, n_val=8,
                                                            n_test=64, batch_size=32), **changes})

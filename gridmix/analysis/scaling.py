@@ -188,7 +188,7 @@ def resolve_track(ref: str) -> Track:
     """
     module, sep, name = ref.partition(":")
     if not sep:
-        from gridmix.plugins import load_registry
+        from gridmix.tracks.registry import load_registry
 
         return load_registry().track(ref)
     expected = "expected a registered name or MODULE:ATTRIBUTE naming a Track or a function returning one"

@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 from typer.core import TyperGroup
 
-from gridmix.budget import BUDGETS
+from gridmix.tracks.budget import BUDGETS
 
 console = Console(stderr=True, soft_wrap=True)  # a log file gets whole lines, never wrapped at 80 columns
 

@@ -60,7 +60,7 @@ def set_data_env(track: str, *, data: Path | None, data_root: Path | None, downl
     if download:
         os.environ["GRIDMIX_DOWNLOAD"] = "1"
     if data is not None or data_root is not None or download:
-        from gridmix.plugins import load_registry
+        from gridmix.tracks.registry import load_registry
 
         load_registry(refresh=True)  # the plugins read the variables when the registry is built
 

@@ -11,8 +11,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from gridmix.cli.app import app
-from gridmix.plugins import Registry, load_registry
 from gridmix.tracks import Track
+from gridmix.tracks.registry import Registry, load_registry
 
 
 def registry_summary(registry: Registry) -> dict:

@@ -5,8 +5,8 @@ dimensionality and default grid, deterministic data for ``(grid, seed, sizes)``,
 and its direction, and the models it offers (:class:`ModelSpec`), one of which is the idea (the
 concentration mixer) and one its matched baseline (the same model with attention as the mixer).
 
-Plugins build these through the hooks in :mod:`gridmix.hookspecs`. :class:`Track` and :class:`ModelSpec` check
-their fields when constructed and raise :class:`ContractError`; :mod:`gridmix.plugins` adds the name of the
+Plugins build these through the hooks in :mod:`gridmix.tracks.hookspecs`. :class:`Track` and :class:`ModelSpec` check
+their fields when constructed and raise :class:`ContractError`; :mod:`gridmix.tracks.registry` adds the name of the
 plugin that built the bad object. Data is checked lazily, once made: :meth:`TrackData.check`.
 
 Shape legend:
@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from gridmix.budget import Budget, DataSizes, resolve_budget
 from gridmix.grid import Grid
+from gridmix.tracks.budget import Budget, DataSizes, resolve_budget
 
 DIRECTIONS = ("lower", "higher")
 ROLES = ("idea", "baseline", "ablation", "control")
@@ -196,7 +196,7 @@ class Track:
         models: the models offered, in display order; exactly one with ``role="idea"``, at most one
             ``"ablation"`` and one ``"control"`` (docs/analysis.md, "Mechanism").
         matched_baseline: the baseline that differs from the idea in the token mixer only.
-        budget_overrides: per budget name, fields of :class:`gridmix.budget.Budget` this track changes
+        budget_overrides: per budget name, fields of :class:`gridmix.tracks.budget.Budget` this track changes
             (e.g. more epochs for a harder task).
         supports: ``grid → None`` when the track can generate data on ``grid``, else a one-line reason
             (e.g. an axis too short for the task); :meth:`check_grid` applies it.

@@ -1,0 +1,92 @@
+"""Run budgets: how many seeds, learning rates, epochs and samples a comparison spends.
+
+``smoke`` is for tests and CI (well under a minute a track); ``default`` completes a full paired
+comparison on a 2-core laptop CPU in minutes; ``full`` is the scale of the reference study
+(``tests/data/reference_report.json``: 8 seeds, 3 learning rates). A track may change any field per
+budget through ``Track.budget_overrides`` (``Track.budget(name)`` applies them); the command line may change
+seeds and learning rates (``--seeds``, ``--lrs``). :class:`DataSizes` (how many samples each split holds) lives
+here, below the track contract that passes it to ``make_data``, so this module needs nothing of the contract.
+
+Why 6 seeds by default: the exact sign-flip test on n pairs cannot go below ``2/2ⁿ``, so n = 5 can
+never reach p < 0.05 (2/32 = 0.0625); n = 6 can (2/64 ≈ 0.031). That holds for the *primary*
+comparison, which is tested alone at α (docs/analysis.md, "Which comparison decides"); `gridmix run`
+refuses, before any training, seeds that cannot reach it (:func:`gridmix.analysis.stats.seeds_needed`).
+``smoke`` is the one exception, marked ``exploratory``: it checks that a track runs end to end, its
+2 seeds can never reach α, and its report says so instead of giving a verdict.
+
+Sweep seeds are separate: the learning-rate sweep runs on ``sweep_seeds`` seeds of its own (1000, 1001,
+…; :mod:`gridmix.harness`), never on the seeds the paired test compares.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class DataSizes:
+    """How many samples each split holds (the run budget chooses these)."""
+
+    n_train: int
+    n_val: int
+    n_test: int
+
+
+@dataclass(frozen=True)
+class Budget:
+    name: str
+    seeds: int  # paired seeds in the final comparison (0 … seeds − 1)
+    sweep_seeds: int  # seeds of their own (1000, 1001, …) each learning rate is tried on
+    lrs: tuple[float, ...]
+    epochs: int
+    batch_size: int
+    n_train: int
+    n_val: int
+    n_test: int
+    weight_decay: float = 0.05
+    warmup_frac: float = 0.1  # linear warm-up, then cosine decay, over all optimiser steps
+    patience: int | None = None  # stop after this many epochs without a better validation metric (epochs: the cap)
+    exploratory: bool = False  # a plumbing check: may have too few seeds for a verdict (the report says so)
+
+    @property
+    def sizes(self) -> DataSizes:
+        return DataSizes(n_train=self.n_train, n_val=self.n_val, n_test=self.n_test)
+
+    def __post_init__(self) -> None:
+        if self.seeds < 2:
+            raise ValueError(f"budget {self.name!r}: seeds={self.seeds}; a paired comparison needs >= 2")
+        if self.sweep_seeds < 1:
+            raise ValueError(f"budget {self.name!r}: sweep_seeds={self.sweep_seeds}; expected >= 1")
+        if not self.lrs or any(not lr > 0 for lr in self.lrs):
+            raise ValueError(f"budget {self.name!r}: lrs={self.lrs}; expected positive learning rates")
+        if self.patience is not None and self.patience < 1:
+            raise ValueError(f"budget {self.name!r}: patience={self.patience}; expected None or >= 1")
+
+
+BUDGETS: dict[str, Budget] = {
+    "smoke": Budget("smoke", seeds=2, sweep_seeds=1, lrs=(1e-3, 3e-3), epochs=2, batch_size=32,
+                    n_train=128, n_val=64, n_test=64, exploratory=True),
+    "default": Budget("default", seeds=6, sweep_seeds=2, lrs=(1e-3, 3e-3), epochs=8, batch_size=32,
+                      n_train=1024, n_val=256, n_test=512),
+    "full": Budget("full", seeds=8, sweep_seeds=4, lrs=(1e-3, 3e-3, 9e-3), epochs=30, batch_size=64,
+                   n_train=4096, n_val=1024, n_test=2048),
+}
+
+
+def resolve_budget(name: str, overrides: Mapping[str, Mapping] | None = None, *, owner: str = "the track",
+                   seeds: int | None = None, lrs: tuple[float, ...] | None = None) -> Budget:
+    """The budget ``name``: the built-in one, then ``overrides[name]`` (a track's ``budget_overrides``, named
+    ``owner`` in errors), then the user's ``seeds`` and ``lrs``."""
+    if name not in BUDGETS:
+        raise ValueError(f"unknown budget {name!r}; expected one of {sorted(BUDGETS)}")
+    changes = dict((overrides or {}).get(name, {}))
+    unknown = set(changes) - {f.name for f in dataclasses.fields(Budget)}
+    if unknown:
+        raise ValueError(f"{owner} overrides unknown budget fields {sorted(unknown)}")
+    if seeds is not None:
+        changes["seeds"] = seeds
+    if lrs is not None:
+        changes["lrs"] = tuple(lrs)
+    return dataclasses.replace(BUDGETS[name], **changes)

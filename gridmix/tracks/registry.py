@@ -1,0 +1,286 @@
+"""The plugin manager and the track registry: load every gridmix plugin and check what it hands over.
+
+Plugins are pluggy plugins (project ``"gridmix"``, hooks in :mod:`gridmix.tracks.hookspecs`) found through the
+entry-point group ``"gridmix"``; the built-in tracks are entry points of the ``gridmix`` distribution
+itself. Unlike stock pluggy, entry points are loaded and their hooks called one plugin at a time, so a
+plugin that fails to import, raises in a hook, implements an unknown hook or hands over a malformed track
+or model is recorded as a :class:`BrokenPlugin` (its name and a one-line error) and every other track
+keeps working. Tracks and models check their own fields when built (:class:`gridmix.tracks.ContractError`),
+so a plugin that builds a malformed one fails in its hook, and loses that hook call's other tracks too;
+the error then names the plugin. What stays here is what needs more than one object: unique track
+names across plugins, and models added to another plugin's track being baselines.
+
+Environment (read when the registry is built):
+    ``GRIDMIX_DISABLE_PLUGIN_AUTOLOAD=1``: load no entry point at all, built-in tracks included (they
+        are entry points too); only plugins passed as ``extra_plugins`` register.
+    ``GRIDMIX_PLUGINS=name,name``: load exactly these entry points, named by entry-point name (``image``)
+        or distribution name (``gridmix-example-track``: all of its entry points); this list applies
+        whether or not autoload is disabled, and a name that matches nothing is reported as broken.
+
+Data is validated lazily, when the harness has made it: :func:`validate_data`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from importlib.metadata import EntryPoint, entry_points
+from types import ModuleType
+
+import pluggy
+
+from gridmix.grid import Grid
+from gridmix.suggest import did_you_mean
+from gridmix.tracks import hookspecs
+from gridmix.tracks.contract import ContractError, ModelSpec, Track, TrackData, short
+
+DISABLE_AUTOLOAD_ENV = "GRIDMIX_DISABLE_PLUGIN_AUTOLOAD"
+ALLOW_ENV = "GRIDMIX_PLUGINS"
+BUILTIN_DISTRIBUTION = "gridmix"
+
+
+@dataclass(frozen=True)
+class BrokenPlugin:
+    """A plugin that could not contribute (some of) its tracks or models, and why, in one line."""
+
+    name: str
+    error: str
+    version: str = ""
+
+
+@dataclass(frozen=True)
+class PluginInfo:
+    """A plugin that registered: entry-point (or object) name, its distribution and version."""
+
+    name: str
+    distribution: str
+    version: str
+
+
+@dataclass
+class Registry:
+    """The installed tracks (by name, sorted), the plugins that registered and the broken ones."""
+
+    tracks: dict[str, Track] = field(default_factory=dict)
+    broken: list[BrokenPlugin] = field(default_factory=list)
+    plugins: list[PluginInfo] = field(default_factory=list)
+
+    def track(self, name: str) -> Track:
+        """The track called ``name``; ``ValueError`` with close matches and the installed names otherwise.
+
+        When a broken plugin has that name (the built-in file-based tracks are named like their plugins),
+        the error is the plugin's own, e.g. the bad row of the user's CSV file.
+        """
+        if name in self.tracks:
+            return self.tracks[name]
+        for broken in self.broken:  # the plugin that provides this track failed: its own error is the answer
+            if broken.name == name:
+                raise ValueError(f"track {name!r} is unavailable: plugin {broken.name!r} failed: {broken.error}")
+        installed = ", ".join(self.tracks) or "none"
+        raise ValueError(f"unknown track {name!r}{did_you_mean(name, self.tracks)} installed: {installed}")
+
+
+_CACHE: dict[str, Registry] = {}
+
+
+def load_registry(*, refresh: bool = False, extra_plugins: Iterable[object] = ()) -> Registry:
+    """The registry of every installed plugin, built once per process and cached.
+
+    ``refresh=True`` rebuilds it (re-reading entry points and the environment). ``extra_plugins``
+    registers plugin objects (modules or instances with ``@hookimpl`` functions) beside the entry points,
+    for tests and programmatic use; giving them rebuilds the registry, and the result replaces the cache,
+    so later ``load_registry()`` calls (the CLI run in-process, say) see them until the next refresh.
+    """
+    extra_plugins = tuple(extra_plugins)
+    if refresh or extra_plugins or "registry" not in _CACHE:
+        _CACHE["registry"] = build_registry(extra_plugins=extra_plugins, environ=os.environ)
+    return _CACHE["registry"]
+
+
+def build_registry(*, extra_plugins: Iterable[object] = (), environ: Mapping[str, str]) -> Registry:
+    """A fresh registry (no cache): entry points chosen by ``environ``, then ``extra_plugins``."""
+    manager = pluggy.PluginManager(hookspecs.PROJECT_NAME)
+    manager.add_hookspecs(hookspecs)
+    registry = Registry()
+    candidates: list[tuple[PluginInfo, object]] = []
+    for entry_point in _selected_entry_points(environ, registry):
+        info = _entry_point_info(entry_point)
+        try:
+            candidates.append((info, entry_point.load()))
+        except Exception as error:  # an import failure of one plugin must not stop the others
+            registry.broken.append(BrokenPlugin(info.name, _one_line(error), info.version))
+    for plugin in extra_plugins:
+        name = getattr(plugin, "__name__", None) or type(plugin).__name__
+        candidates.append((PluginInfo(name, "", str(getattr(plugin, "__version__", ""))), plugin))
+    for info, plugin in candidates:
+        try:
+            _register(manager, plugin, info.name)
+        except Exception as error:
+            registry.broken.append(BrokenPlugin(info.name, _one_line(error), info.version))
+            continue
+        registry.plugins.append(info)
+    versions = {info.name: info for info in registry.plugins}
+    tracks: dict[str, Track] = {}
+    for impl in manager.hook.gridmix_tracks.get_hookimpls():
+        info = versions[impl.plugin_name]
+        try:
+            returned = _as_list(_call(impl), hook="gridmix_tracks")
+        except Exception as error:
+            registry.broken.append(_broken(info, error))
+            continue
+        for track in returned:
+            try:
+                track = _adopt_track(track, info)
+                if track.name in tracks:
+                    raise ValueError(f"track {track.name!r} is already provided by plugin "
+                                     f"{tracks[track.name].plugin!r}")
+            except Exception as error:
+                registry.broken.append(_broken(info, error))
+                continue
+            tracks[track.name] = track
+    for name in sorted(tracks):
+        for impl in manager.hook.gridmix_models.get_hookimpls():
+            info = versions[impl.plugin_name]
+            try:
+                tracks[name] = _add_models(tracks[name], impl, info)
+            except Exception as error:
+                registry.broken.append(_broken(info, error))
+    registry.tracks = {name: tracks[name] for name in sorted(tracks)}
+    return registry
+
+
+def _call(impl: pluggy.HookImpl, **arguments: object) -> object:
+    """One plugin's implementation of a hook, called on its own with the arguments it asks for.
+
+    Not through ``manager.hook``, because on pluggy 1.x no public caller can blame one plugin and keep the
+    others (``tests/test_plugins.py`` shows each point on the installed version):
+
+    - ``manager.hook.<name>(...)`` returns a bare list of the non-``None`` answers: ``gridmix_models`` may
+      answer ``None``, so a position in the list does not say which plugin answered, and a hook wrapper may
+      rewrite the list; and the first implementation that raises ends the call, losing every other answer.
+    - ``manager.subset_hook_caller(name, remove_plugins)``, the public way to call one plugin at a time,
+      puts the plugins it leaves out in a ``set``: it raises ``TypeError`` for plugin objects that are not
+      hashable (a ``types.SimpleNamespace``, a dataclass instance), which ``register`` and ``extra_plugins``
+      accept. Calling one implementation through ``HookCaller._hookexec`` would be private API.
+
+    The price: hook wrappers and ``manager.trace`` do not see these calls.
+    """
+    return impl.function(**{name: arguments[name] for name in impl.argnames})
+
+
+def _broken(info: PluginInfo, error: BaseException) -> BrokenPlugin:
+    """``info``'s plugin failed with ``error``; a track or model it built that broke the contract names it."""
+    if isinstance(error, ContractError):  # raised while the plugin's own code built the object: blame that plugin
+        error = ValueError(error.blaming(info.name))
+    return BrokenPlugin(info.name, _one_line(error), info.version)
+
+
+# ---------------------------------------------------------------- loading
+
+
+def _selected_entry_points(environ: Mapping[str, str], registry: Registry) -> list[EntryPoint]:
+    """The entry points to load, built-ins first, then by distribution and name (see the module docstring)."""
+    available = sorted(entry_points(group=hookspecs.ENTRY_POINT_GROUP),
+                       key=lambda ep: (_distribution(ep) != BUILTIN_DISTRIBUTION, _distribution(ep), ep.name))
+    allowed = environ.get(ALLOW_ENV)
+    if allowed is not None:
+        names = [name.strip() for name in allowed.split(",") if name.strip()]
+        known = {ep.name for ep in available} | {_distribution(ep) for ep in available}
+        for name in names:
+            if name not in known:
+                registry.broken.append(BrokenPlugin(name, f"{ALLOW_ENV} names {name!r} but no installed plugin has "
+                                                          f"that entry-point or distribution name"
+                                                          f"{did_you_mean(name, known)} installed: "
+                                                          f"{', '.join(sorted(known)) or 'none'}"))
+        return [ep for ep in available if ep.name in names or _distribution(ep) in names]
+    if environ.get(DISABLE_AUTOLOAD_ENV, "").strip() not in ("", "0"):
+        return []
+    return available
+
+
+def _distribution(entry_point: EntryPoint) -> str:
+    return entry_point.dist.name if entry_point.dist is not None else ""
+
+
+def _entry_point_info(entry_point: EntryPoint) -> PluginInfo:
+    version = entry_point.dist.version if entry_point.dist is not None else ""
+    return PluginInfo(entry_point.name, _distribution(entry_point), version)
+
+
+def _register(manager: pluggy.PluginManager, plugin: object, name: str) -> None:
+    """Register ``plugin``; it must implement at least one gridmix hook and no unknown one."""
+    manager.register(plugin, name=name)
+    callers = manager.get_hookcallers(plugin) or []
+    unknown = [caller.name for caller in callers if not caller.has_spec()]
+    known = sorted(name for name in dir(hookspecs) if name.startswith("gridmix_"))
+    if unknown or not callers:
+        manager.unregister(plugin)
+    if unknown:
+        raise ValueError(f"implements unknown hook {unknown[0]!r}{did_you_mean(unknown[0], known)} gridmix hooks: "
+                         f"{', '.join(known)}")
+    if not callers:
+        kind = "module" if isinstance(plugin, ModuleType) else type(plugin).__name__
+        raise ValueError(f"{kind} {getattr(plugin, '__name__', plugin)!r} implements no gridmix hook; mark "
+                         f"{' or '.join(known)} with @gridmix.hookimpl")
+
+
+def _one_line(error: BaseException) -> str:
+    lines = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {lines[0] if lines else ''}".rstrip(": ")
+
+
+def _as_list(returned: object, *, hook: str) -> list:
+    if not isinstance(returned, list | tuple):
+        raise TypeError(f"{hook}() returned {type(returned).__name__} {short(returned)}; expected a list")
+    return list(returned)
+
+
+def _adopt_track(track: object, info: PluginInfo) -> Track:
+    """Stamp the plugin of origin on a returned track and its models (the track checked itself when built)."""
+    if not isinstance(track, Track):
+        raise TypeError(f"gridmix_tracks() returned {type(track).__name__} {short(track)}; expected gridmix.Track")
+    models = tuple(_stamp(spec, info) for spec in track.models)
+    return dataclasses.replace(track, models=models, plugin=info.name, plugin_version=info.version)
+
+
+def _stamp(spec: ModelSpec, info: PluginInfo) -> ModelSpec:
+    return dataclasses.replace(spec, plugin=info.name, plugin_version=info.version)
+
+
+def _add_models(track: Track, impl: pluggy.HookImpl, info: PluginInfo) -> Track:
+    """Call one plugin's ``gridmix_models`` for ``track``; the new models must be valid baselines."""
+    returned = _call(impl, track=track)
+    if returned is None:
+        return track
+    where = f"gridmix_models(track={track.name!r})"
+    added = []
+    for spec in _as_list(returned, hook=where):
+        if not isinstance(spec, ModelSpec):
+            raise TypeError(f"{where} returned {type(spec).__name__} {short(spec)}; expected gridmix.ModelSpec")
+        if spec.role != "baseline":
+            raise ValueError(f"{where}: model {spec.name!r} has role {spec.role!r}; a plugin may add baselines only "
+                             f"(the track's idea is {track.idea.name!r})")
+        added.append(_stamp(spec, info))
+    try:
+        return dataclasses.replace(track, models=track.models + tuple(added))
+    except ContractError as error:
+        raise ValueError(f"{where}: {error}") from None
+
+
+# ---------------------------------------------------------------- validation
+
+
+def validate_data(track: Track, data: TrackData, grid: Grid) -> TrackData:
+    """Check what ``track.make_data`` returned for ``grid`` (:meth:`TrackData.check`); returns ``data``.
+
+    ``ValueError`` names the track, its plugin and the grid, then the split and what is wrong.
+    """
+    where = f"{track.label} on grid {grid}"
+    if not isinstance(data, TrackData):
+        raise ValueError(f"{where}: make_data returned {type(data).__name__}; expected gridmix.TrackData")
+    try:
+        return data.check(grid)
+    except ValueError as error:
+        raise ValueError(f"{where}: {error}") from None
