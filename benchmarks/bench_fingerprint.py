@@ -1,6 +1,6 @@
 """What the data fingerprint costs next to training: per built-in track, build + hash time against one epoch.
 
-``gridmix run`` builds the first seed's data and hashes it (:mod:`gridmix.fingerprint`) before any run; the
+``gridmix run`` builds the first seed's data and hashes it (:mod:`gridmix.study.fingerprint`) before any run; the
 goal is that this is cheap relative to training. Per track, at its default grid and the chosen
 budget's split sizes, this records the seconds to build the data, to hash it (the median of ``--repeats``),
 the bytes hashed, and the wall seconds of one one-epoch training run of the idea model; the ratio
@@ -20,8 +20,8 @@ from pathlib import Path
 import torch
 from bench_common import environment, write_json
 
-from gridmix.fingerprint import tensor_hash
-from gridmix.harness import RunTask, execute
+from gridmix.study.fingerprint import tensor_hash
+from gridmix.study.harness import RunTask, execute
 from gridmix.tracks.registry import load_registry
 
 

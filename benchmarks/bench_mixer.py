@@ -62,7 +62,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from gridmix import ConcentrationMixer, Grid, set_native, tucker_flops
 from gridmix.analysis.measure import MemoryMeasurementError, available_memory, dry_run, peak_memory
 from gridmix.analysis.scaling import load_averages
-from gridmix.precision import autocast
+from gridmix.study.precision import autocast
 
 BATCH, DIM, HEADS, RANK = 8, 64, 4, 16
 GEMM_SIZE = 2048

@@ -38,7 +38,7 @@ from timm.models.vision_transformer import VisionTransformer
 
 from gridmix import ConcentrationMixer
 from gridmix.analysis.measure import MemoryMeasurementError, dry_run, peak_memory
-from gridmix.precision import autocast
+from gridmix.study.precision import autocast
 
 BATCH, DIM, DEPTH, HEADS, CLASSES = 8, 64, 4, 4, 10
 BUDGET_BYTES = 24 * 2**30

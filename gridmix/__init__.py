@@ -3,7 +3,6 @@
 The public API is listed in ``__all__``; docs/design.md describes the mathematics and the contracts.
 """
 
-from gridmix.fingerprint import data_fingerprint
 from gridmix.grid import Grid, GridLike
 from gridmix.mixers import (
     CausalFactor,
@@ -18,6 +17,7 @@ from gridmix.mixers.concentration.ops.causal import causal_mode_product, causal_
 from gridmix.mixers.concentration.ops.semiseparable import semiseparable_kernel, semiseparable_mode_product
 from gridmix.mixers.config import set_native, set_triton
 from gridmix.report_types import Arm, Comparison, Report
+from gridmix.study.fingerprint import data_fingerprint
 from gridmix.suggest import did_you_mean
 from gridmix.tracks import ContractError, DataSizes, ModelSpec, Split, Track, TrackData
 from gridmix.tracks.hookspecs import hookimpl

@@ -33,7 +33,6 @@ from gridmix.analysis.stats import (
     seeds_needed,
     summarize,
 )
-from gridmix.harness import Study, choose_learning_rates
 from gridmix.report_types import (
     Arm,
     Comparison,
@@ -45,7 +44,8 @@ from gridmix.report_types import (
     SweepPoint,
     naming_arm,
 )
-from gridmix.store import Ledger, RunRow
+from gridmix.study.harness import Study, choose_learning_rates
+from gridmix.study.ledger import Ledger, RunRow
 from gridmix.tracks import ROLES
 
 BENCH_VERSION = 3

@@ -27,7 +27,7 @@ def every_ledger_reports(request):
     from typer.testing import CliRunner
 
     from gridmix.cli import app
-    from gridmix.store import LEDGER_NAME, Ledger
+    from gridmix.study.ledger import LEDGER_NAME, Ledger
 
     for path in sorted(tmp_path.rglob(LEDGER_NAME)):
         try:

@@ -10,8 +10,8 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from gridmix.harness import Study
-from gridmix.store import Ledger, RunRow
+from gridmix.study.harness import Study
+from gridmix.study.ledger import Ledger, RunRow
 from gridmix.tracks.budget import BUDGETS
 
 DATA = Path(__file__).parent / "data"

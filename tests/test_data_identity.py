@@ -9,9 +9,9 @@ import pytest
 from typer.testing import CliRunner
 
 from gridmix.cli import app
-from gridmix.fingerprint import data_fingerprint, describe_change
 from gridmix.grid import Grid
-from gridmix.harness import Study
+from gridmix.study.fingerprint import data_fingerprint, describe_change
+from gridmix.study.harness import Study
 from gridmix.tracks.budget import BUDGETS
 from gridmix.tracks.registry import load_registry
 from tests import fake_track

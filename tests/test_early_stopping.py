@@ -7,9 +7,9 @@ import dataclasses
 import pytest
 import torch
 
-from gridmix.early_stopping import EarlyStopping
+from gridmix.study.early_stopping import EarlyStopping
+from gridmix.study.train import train_run
 from gridmix.tracks.registry import load_registry
-from gridmix.train import train_run
 
 
 def test_stops_after_patience_and_restores_the_best_weights():

@@ -15,8 +15,8 @@ import torch
 from gridmix_tracks.torchvision_sets import DATASETS
 
 from gridmix.grid import Grid
+from gridmix.study.train import train_run
 from gridmix.tracks.registry import ALLOW_ENV, DISABLE_AUTOLOAD_ENV, load_registry, validate_data
-from gridmix.train import train_run
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "plugins" / "gridmix-example-track"
 

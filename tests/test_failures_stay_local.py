@@ -16,7 +16,7 @@ from gridmix import report_markdown, report_plots
 from gridmix.analysis.scaling import ScalingPoint, ScalingResult
 from gridmix.cli import app
 from gridmix.cli.app import fail
-from gridmix.store import Ledger
+from gridmix.study.ledger import Ledger
 from gridmix.tracks.hookspecs import hookimpl
 from gridmix.tracks.registry import load_registry
 from tests import fake_track
@@ -113,7 +113,7 @@ def test_piped_run_logs_one_unwrapped_line_per_run(tmp_path):
 
 
 def test_ctrl_c_says_how_to_resume(tmp_path, monkeypatch):
-    from gridmix import harness
+    from gridmix.study import harness
 
     def interrupted(self):
         raise KeyboardInterrupt

@@ -7,10 +7,10 @@ import json
 import pytest
 
 from gridmix.analysis.mechanism import idea_mechanism
-from gridmix.executors import Executor, InProcessExecutor, WorkerPoolExecutor
-from gridmix.harness import Runner, Study
 from gridmix.report import build_report, write_report
-from gridmix.store import Ledger
+from gridmix.study.executors import Executor, InProcessExecutor, WorkerPoolExecutor
+from gridmix.study.harness import Runner, Study
+from gridmix.study.ledger import Ledger
 from gridmix.tracks.budget import BUDGETS
 from gridmix.tracks.registry import load_registry
 from tests import fake_track

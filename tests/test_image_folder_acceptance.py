@@ -19,7 +19,7 @@ from gridmix_tracks.image_folder import image_folder_track
 
 from gridmix.analysis.references import naive_references
 from gridmix.grid import Grid
-from gridmix.train import train_run
+from gridmix.study.train import train_run
 
 CHECK = Path(__file__).resolve().parents[1] / "benchmarks" / "check_real_data.py"
 

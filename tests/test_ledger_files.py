@@ -11,8 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 from gridmix.cli import app
-from gridmix.harness import Study
-from gridmix.store import LEDGER_NAME, LOCK_NAME, Ledger, LedgerError
+from gridmix.study.harness import Study
+from gridmix.study.ledger import LEDGER_NAME, LOCK_NAME, Ledger, LedgerError
 from gridmix.tracks.budget import BUDGETS
 
 RUN = ["run", "--track", "sequence", "--models", "transformer", "--budget", "smoke", "--no-scaling", "--threads", "1"]
@@ -102,7 +102,7 @@ def test_leftover_lock_and_temp_files_do_not_make_a_directory_foreign(tmp_path):
 
 HOLDER = """
 import sys, time
-from gridmix.store import Ledger
+from gridmix.study.ledger import Ledger
 ledger = Ledger(sys.argv[1], lock=True)
 print("locked", flush=True)
 time.sleep(120)

@@ -30,7 +30,7 @@ def test_every_model_trains_a_few_steps_with_falling_loss(case):
         loss = track.loss(model(data.inputs), data.targets)
         optimizer.zero_grad()
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)  # as gridmix.train does: unclipped, divided
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)  # as gridmix.study.train does: unclipped, divided
         optimizer.step()  # attention fitted the video samples to 0.014 nats, then spiked to 1.3 at step 40
         losses.append(loss.item())
     assert losses[-1] < 0.8 * losses[0], losses

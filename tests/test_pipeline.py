@@ -1,4 +1,4 @@
-"""``gridmix run`` is ``gridmix.pipeline`` called from Python: the same study on the fake track gives the same
+"""``gridmix run`` is ``gridmix.study.pipeline`` called from Python: the same study on the fake track gives the same
 report (timings aside), the callbacks see every run, and user mistakes are one-line ``ValueError``s."""
 
 import json
@@ -6,9 +6,9 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from gridmix import pipeline
 from gridmix.cli import app
 from gridmix.report import TIMING_KEYS
+from gridmix.study import pipeline
 from gridmix.tracks.registry import load_registry
 from tests import fake_track
 

@@ -4,12 +4,12 @@ import dataclasses
 
 import pytest
 
-from gridmix.executors import InProcessExecutor
-from gridmix.harness import Runner, Study
-from gridmix.precision import resolve_precision
 from gridmix.report import build_report
 from gridmix.report_markdown import render_markdown
-from gridmix.store import Ledger
+from gridmix.study.executors import InProcessExecutor
+from gridmix.study.harness import Runner, Study
+from gridmix.study.ledger import Ledger
+from gridmix.study.precision import resolve_precision
 from gridmix.tracks.budget import BUDGETS
 from gridmix.tracks.registry import load_registry
 from tests import fake_track

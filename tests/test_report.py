@@ -13,7 +13,7 @@ from gridmix.cli.run import results_table
 from gridmix.report import build_report, write_report
 from gridmix.report_markdown import render_markdown
 from gridmix.report_types import Arm, Comparison, Report
-from gridmix.store import Ledger
+from gridmix.study.ledger import Ledger
 from tests import report_example
 
 FIGURES = ["paired.png", "curves.png"]  # as the reference Markdown was rendered

@@ -4,7 +4,7 @@ import sqlite3
 
 import pytest
 
-from gridmix.store import LEDGER_NAME, Ledger, LedgerError, RunRow, run_key
+from gridmix.study.ledger import LEDGER_NAME, Ledger, LedgerError, RunRow, run_key
 
 
 def row(seed=0, status="ok", test=0.5):
@@ -74,9 +74,9 @@ def test_one_study_per_directory(tmp_path):
 
 
 def test_rows_are_built_from_a_task_and_its_result_or_its_failure(tmp_path):
-    from gridmix.harness import RunTask
+    from gridmix.study.harness import RunTask
+    from gridmix.study.train import RunResult
     from gridmix.tracks.budget import BUDGETS
-    from gridmix.train import RunResult
 
     task = RunTask(track="t", model="m", grid="4x4", lr=1e-3, seed=3, budget=BUDGETS["smoke"], device="cpu",
                    threads=2)

@@ -11,10 +11,10 @@ from typer.testing import CliRunner
 
 from gridmix import ConcentrationMixer, Grid, TokenwiseMixer
 from gridmix.analysis.stats import VERDICT_BETTER, VERDICT_UNREACHABLE, exact_level, seeds_needed
-from gridmix.calibration import aa_false_positive_rate
 from gridmix.cli import app
-from gridmix.harness import SWEEP_SEED_OFFSET, Study
-from gridmix.store import Ledger
+from gridmix.study.calibration import aa_false_positive_rate
+from gridmix.study.harness import SWEEP_SEED_OFFSET, Study
+from gridmix.study.ledger import Ledger
 from gridmix.tracks import DataSizes, ModelSpec, Split, Track, TrackData
 from gridmix.tracks.hookspecs import hookimpl
 from gridmix.tracks.registry import load_registry

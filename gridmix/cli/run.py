@@ -1,7 +1,7 @@
 """``gridmix run`` and ``gridmix report``: the paired-seed comparison and its re-rendering.
 
 ``gridmix run --track image --grid 32x32`` trains the idea model and its baselines over paired seeds
-with a learning-rate sweep (:mod:`gridmix.harness`), writes every finished run to the ledger in
+with a learning-rate sweep (:mod:`gridmix.study.harness`), writes every finished run to the ledger in
 ``--out`` (re-running resumes), measures parity and scaling, and writes the report.
 ``gridmix report DIR`` rebuilds the report from the ledger alone.
 """
@@ -110,7 +110,7 @@ def run(
     download: bool = typer.Option(False, help="Let torchvision download a missing data set into --data-root."),
 ) -> None:
     """Compare the idea model with its baselines on a track: paired seeds, LR sweep, exact statistics."""
-    from gridmix import pipeline
+    from gridmix.study import pipeline
 
     set_data_env(track, data=data, data_root=data_root, download=download)
     try:
@@ -163,7 +163,7 @@ def print_note(message: str) -> None:
 
 def _callbacks(progress: Progress, study):
     """The pipeline's callbacks drawing ``progress``: a bar over all runs, one for the current run's epochs."""
-    from gridmix.pipeline import Callbacks
+    from gridmix.study.pipeline import Callbacks
 
     overall = progress.add_task("runs", total=0)
     current = progress.add_task("current run", total=study.budget.epochs, visible=False)
@@ -219,7 +219,7 @@ def analysis_errors(report: Report) -> list[str]:
 def report(directory: Path = typer.Argument(..., help="An output directory of `gridmix run`.")) -> None:
     """Re-render bench_report.json, report.md and the plots from a run directory's ledger."""
     from gridmix.report import build_report, write_report
-    from gridmix.store import Ledger
+    from gridmix.study.ledger import Ledger
 
     try:
         with Ledger(directory, create=False, lock=True) as ledger:

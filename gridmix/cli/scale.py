@@ -87,7 +87,7 @@ def scale(
     from gridmix.analysis.plots import plot_scaling
     from gridmix.analysis.scaling import ScalingConfig, resolve_track, scale_track, scaling_grids
     from gridmix.grid import Grid
-    from gridmix.train import resolve_device
+    from gridmix.study.train import resolve_device
 
     try:
         chosen = resolve_track(track)

@@ -15,7 +15,7 @@ refuses, before any training, seeds that cannot reach it (:func:`gridmix.analysi
 2 seeds can never reach α, and its report says so instead of giving a verdict.
 
 Sweep seeds are separate: the learning-rate sweep runs on ``sweep_seeds`` seeds of its own (1000, 1001,
-…; :mod:`gridmix.harness`), never on the seeds the paired test compares.
+…; :mod:`gridmix.study.harness`), never on the seeds the paired test compares.
 """
 
 from __future__ import annotations

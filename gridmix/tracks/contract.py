@@ -211,7 +211,7 @@ class Track:
             added); empty: every model the track offers (idea, baselines, ablation and control).
         plugin, plugin_version: filled in by the plugin manager (entry-point name, distribution version).
         source: for a track that reads the user's files, the file or folder its data comes from; its bytes
-            enter the data fingerprint (:mod:`gridmix.fingerprint`). Empty for generated data.
+            enter the data fingerprint (:mod:`gridmix.study.fingerprint`). Empty for generated data.
         data_missing: ``() → None`` when the track's data is at hand, else a one-line reason (e.g. "needs
             --data-root DIR"); a cheap look, nothing is read. ``gridmix tracks`` shows it, and the CI benchmark
             skips such tracks.

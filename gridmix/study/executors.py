@@ -1,11 +1,11 @@
 """Where runs execute: in this process, or in a pool of worker processes (``--jobs N``).
 
 Every executor satisfies :class:`Executor`: one method, ``run(tasks, *, on_done, on_start=None,
-on_epoch=None)``, that executes each :class:`gridmix.harness.RunTask` with :func:`gridmix.harness.execute`
+on_epoch=None)``, that executes each :class:`gridmix.study.harness.RunTask` with :func:`gridmix.study.harness.execute`
 and calls ``on_done(task, row)`` in the driver as each finishes, so the driver alone writes the ledger.
 A worker that dies mid-task loses only that task: it is recorded as failed (and retried by the next
-re-run). The Ray executor (:mod:`gridmix.executors_ray`) has the same interface. The study driver that
-hands tasks to an executor is :class:`gridmix.harness.Runner`. docs/design.md section 8.
+re-run). The Ray executor (:mod:`gridmix.study.executors_ray`) has the same interface. The study driver that
+hands tasks to an executor is :class:`gridmix.study.harness.Runner`. docs/design.md section 8.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from typing import Protocol, runtime_checkable
 
-from gridmix.harness import AfterTraining, RunTask, execute, versions
-from gridmix.store import RunRow
+from gridmix.study.harness import AfterTraining, RunTask, execute, versions
+from gridmix.study.ledger import RunRow
 
 OnDone = Callable[[RunTask, RunRow], None]
 OnStart = Callable[[RunTask], None]
@@ -38,7 +38,7 @@ class Executor(Protocol):
 class InProcessExecutor:
     """Runs tasks one after another in this process (per-epoch progress is available).
 
-    ``after_training`` is handed to :func:`gridmix.harness.execute` for every task (every executor takes it).
+    ``after_training`` is handed to :func:`gridmix.study.harness.execute` for every task (every executor takes it).
     """
 
     def __init__(self, *, after_training: AfterTraining | None = None) -> None:

@@ -5,7 +5,7 @@ with ``s``) and the initialisation (``torch.manual_seed(s)`` right before the mo
 every model alike. Optimiser: AdamW with linear warm-up then cosine decay over all steps, gradients
 clipped at norm 1. Validation every epoch; the test metric (and the track's ``extra_metrics``, kept in the
 run's extras) is taken once, from the final model, or with ``Budget.patience`` from the best validation
-epoch's (:mod:`gridmix.early_stopping`; epochs are the cap).
+epoch's (:mod:`gridmix.study.early_stopping`; epochs are the cap).
 A non-finite loss stops the run, which is then recorded as diverged: it never raises.
 On the CPU, the same arguments and thread count give the same numbers.
 """
@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 
 import torch
 
-from gridmix.early_stopping import EarlyStopping
 from gridmix.grid import Grid
-from gridmix.precision import autocast, grad_scaler
+from gridmix.study.early_stopping import EarlyStopping
+from gridmix.study.precision import autocast, grad_scaler
 from gridmix.tracks import ModelSpec, Split, Track, TrackData
 from gridmix.tracks.budget import Budget
 
@@ -92,7 +92,7 @@ def train_run(track: Track, spec: ModelSpec, grid: Grid, *, lr: float, seed: int
     ``on_epoch(epoch, train_loss, val_metric)`` is called after every epoch (progress bars);
     ``after_training(model, data)`` analyses the final model of a successful run (e.g. its mechanism).
     ``init_seed`` (default ``seed``) seeds the initialisation alone: an A/A copy differs from its original there.
-    ``precision``: ``fp32``, or ``bf16`` / ``fp16`` mixed precision (:mod:`gridmix.precision`).
+    ``precision``: ``fp32``, or ``bf16`` / ``fp16`` mixed precision (:mod:`gridmix.study.precision`).
     """
     result = RunResult(status="ok")
     start = time.perf_counter()

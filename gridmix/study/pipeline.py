@@ -17,14 +17,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gridmix.grid import Grid
-from gridmix.harness import Runner, RunTask, Study, aa_study
-from gridmix.precision import resolve_precision
 from gridmix.report import ALPHA, build_report, write_report
 from gridmix.report_types import Report
-from gridmix.store import Ledger, RunRow
+from gridmix.study.harness import Runner, RunTask, Study, aa_study
+from gridmix.study.ledger import Ledger, RunRow
+from gridmix.study.precision import resolve_precision
+from gridmix.study.train import resolve_device
 from gridmix.tracks import Track
 from gridmix.tracks.registry import load_registry
-from gridmix.train import resolve_device
 
 
 def _ignore(*args) -> None:
@@ -128,7 +128,7 @@ def match_knobs(track: Track, grid: Grid, baseline: str, *, note: Callable[[str]
 
 def fingerprint(track: Track, grid: Grid, budget) -> dict:
     """The study's data fingerprint; building the data here surfaces a plugin's data error before any run."""
-    from gridmix.fingerprint import data_fingerprint
+    from gridmix.study.fingerprint import data_fingerprint
 
     try:
         return data_fingerprint(track, grid, budget.sizes)
@@ -188,7 +188,7 @@ def open_ledger(out: str | Path, planned: PlannedStudy, *, fresh: bool = False) 
 def make_executor(kind: str = "local", *, jobs: int = 1, address: str | None = None):
     """The executor ``--executor`` names (``local`` or ``ray``), handing every run the idea's mechanism analysis."""
     from gridmix.analysis.mechanism import idea_mechanism
-    from gridmix.executors import InProcessExecutor, WorkerPoolExecutor
+    from gridmix.study.executors import InProcessExecutor, WorkerPoolExecutor
 
     if kind == "local":
         if jobs == 1:
@@ -197,7 +197,7 @@ def make_executor(kind: str = "local", *, jobs: int = 1, address: str | None = N
     if kind != "ray":
         raise ValueError(f"executor {kind!r}; expected 'local' or 'ray'")
     try:
-        from gridmix.executors_ray import RayExecutor
+        from gridmix.study.executors_ray import RayExecutor
     except ImportError as error:
         raise ValueError(f"--executor ray needs Ray: pip install 'gridmix[ray]' ({error})") from None
     return RayExecutor(address=address, after_training=idea_mechanism)

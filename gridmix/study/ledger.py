@@ -10,7 +10,7 @@ A path that holds something else (a file that is not SQLite, a database without 
 non-empty directory without a ledger) is refused with a clear error; nothing is ever overwritten. The
 ledger is built in a temporary file and linked into place, so it is never seen half-created; one left
 half-created by an older gridmix (a ``meta`` table and no runs, e.g. on a full disk) is recreated.
-The study's identity includes its data fingerprint (:mod:`gridmix.fingerprint`): results on other data
+The study's identity includes its data fingerprint (:mod:`gridmix.study.fingerprint`): results on other data
 are refused, not reused.
 """
 
@@ -202,7 +202,7 @@ class Ledger:
 
     def set_study(self, study: dict) -> None:
         """Store the study spec; a directory holds one study (one track on one grid)."""
-        from gridmix.fingerprint import describe_change
+        from gridmix.study.fingerprint import describe_change
 
         previous = self.study()
         if previous is not None and (previous["track"], previous["grid"]) != (study["track"], study["grid"]):

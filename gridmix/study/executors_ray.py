@@ -1,7 +1,7 @@
 """Runs on an existing Ray cluster (``--executor ray --address HOST:PORT``): one Ray task per run.
 
-Each :class:`gridmix.harness.RunTask` becomes a Ray task asking for ``task.threads`` CPUs (and one GPU
-when the device is ``cuda``); the worker executes it with :func:`gridmix.harness.execute`, which sets
+Each :class:`gridmix.study.harness.RunTask` becomes a Ray task asking for ``task.threads`` CPUs (and one GPU
+when the device is ``cuda``); the worker executes it with :func:`gridmix.study.harness.execute`, which sets
 and records the torch thread count. Results come back to the driver, which alone writes the SQLite
 ledger, so resume and reports behave exactly as locally. A worker that dies mid-task is retried by
 Ray (``max_retries``); if it keeps dying, only that task is recorded as failed. Every node needs the
@@ -15,13 +15,13 @@ try:
 except ImportError as error:  # the CLI turns this into "pip install 'gridmix[ray]'"
     raise ImportError("Ray is not installed") from error
 
-from gridmix.executors import OnDone, OnEpoch, OnStart
-from gridmix.harness import AfterTraining, RunTask, execute, versions
+from gridmix.study.executors import OnDone, OnEpoch, OnStart
+from gridmix.study.harness import AfterTraining, RunTask, execute, versions
 
 
 class RayExecutor:
-    """A :class:`gridmix.executors.Executor` on the cluster at ``address`` (``None``: start a local Ray), connected
-    on first use."""
+    """A :class:`gridmix.study.executors.Executor` on the cluster at ``address`` (``None``: start a local Ray),
+    connected on first use."""
 
     def __init__(self, *, address: str | None, max_retries: int = 2,
                  after_training: AfterTraining | None = None) -> None:

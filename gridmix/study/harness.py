@@ -26,10 +26,10 @@ import numpy as np
 import torch
 
 from gridmix.grid import Grid
-from gridmix.store import Ledger, RunRow, run_key
+from gridmix.study.ledger import Ledger, RunRow, run_key
+from gridmix.study.train import RunResult, resolve_device, train_run
 from gridmix.tracks import ROLES, DataSizes, ModelSpec, TrackData
 from gridmix.tracks.budget import Budget
-from gridmix.train import RunResult, resolve_device, train_run
 from gridmix.version import __version__
 
 SWEEP_SEED_OFFSET = 1000  # sweep seeds are 1000, 1001, …: never a comparison seed (those are 0 … seeds − 1)
@@ -53,8 +53,8 @@ class RunTask:
     device: str  # "cpu" or "cuda", already resolved
     threads: int
     knobs: dict = field(default_factory=dict)
-    precision: str = "fp32"  # or "bf16" / "fp16" mixed precision (gridmix.precision), already resolved
-    data: str = ""  # the study's data fingerprint (gridmix.fingerprint); empty in ledgers written before it
+    precision: str = "fp32"  # or "bf16" / "fp16" mixed precision (gridmix.study.precision), already resolved
+    data: str = ""  # the study's data fingerprint (gridmix.study.fingerprint); empty in ledgers written before it
 
     @property
     def spec_name(self) -> str:
@@ -115,8 +115,8 @@ class Study:
     device: str
     threads: int
     knobs: dict = field(default_factory=dict)  # per model name: keyword overrides of its builder
-    precision: str = "fp32"  # "bf16" / "fp16": mixed precision (gridmix.precision)
-    data: dict = field(default_factory=dict)  # gridmix.fingerprint.data_fingerprint of the study's data
+    precision: str = "fp32"  # "bf16" / "fp16": mixed precision (gridmix.study.precision)
+    data: dict = field(default_factory=dict)  # gridmix.study.fingerprint.data_fingerprint of the study's data
     roles: dict = field(default_factory=dict)  # per model name: idea / baseline / ablation / control
     chance: float | None = None  # the track's metric floor (Track.chance), for the report's flags
     ceiling: float | None = None  # the track's metric ceiling (Track.ceiling)

@@ -1,6 +1,6 @@
 """A/A replicates: how often the whole harness calls a difference where there is none.
 
-An A/A study (:func:`gridmix.harness.aa_study`) trains the matched baseline against a copy of itself that
+An A/A study (:func:`gridmix.study.harness.aa_study`) trains the matched baseline against a copy of itself that
 differs only in its initialisation seed. Nothing separates the arms, so the primary verdict should be
 significant at the exact test's level (:func:`gridmix.analysis.stats.exact_level`: 2/64 at 6 seeds), no
 more. :func:`aa_false_positive_rate` runs many such studies, each on comparison seeds of its own, through
@@ -17,11 +17,11 @@ from pathlib import Path
 from scipy import stats as scipy_stats
 
 from gridmix.analysis.stats import VERDICT_BETTER, VERDICT_WORSE, exact_level
-from gridmix.executors import InProcessExecutor
-from gridmix.harness import Runner, Study, aa_study
 from gridmix.report import ALPHA, build_report
 from gridmix.report_types import Comparison
-from gridmix.store import Ledger
+from gridmix.study.executors import InProcessExecutor
+from gridmix.study.harness import Runner, Study, aa_study
+from gridmix.study.ledger import Ledger
 
 
 def aa_false_positive_rate(study: Study, root: str | Path, *, replicates: int,
