@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> dict:
                   matched_baseline="attention", metric_name=TRACK.metric_name, direction="lower", budget=budget,
                   device="cpu", threads=1)
 
-    def progress(k: int, comparison) -> None:  # a gridmix.report_types.Comparison
+    def progress(k: int, comparison) -> None:  # a gridmix.report.types.Comparison
         if (k + 1) % 25 == 0:
             print(f"A/A replicate {k + 1}/{args.replicates}: p = {comparison.result.p_value:.3g}", flush=True)
 

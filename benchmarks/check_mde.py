@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gridmix.report_types import Report
+from gridmix.report.types import Report
 
 
 def sign_flip_p(sample: np.ndarray, patterns: np.ndarray) -> float:

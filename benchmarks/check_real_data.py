@@ -25,7 +25,7 @@ from gridmix_tracks.image_folder import image_folder_track
 from PIL import Image
 
 from gridmix.grid import Grid
-from gridmix.report_types import Report
+from gridmix.report.types import Report
 from gridmix.tracks import TrackData
 
 GLYPHS = {  # 4x4 stroke patterns, one per class

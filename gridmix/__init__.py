@@ -16,7 +16,7 @@ from gridmix.mixers import (
 from gridmix.mixers.concentration.ops.causal import causal_mode_product, causal_mode_product_dense
 from gridmix.mixers.concentration.ops.semiseparable import semiseparable_kernel, semiseparable_mode_product
 from gridmix.mixers.config import set_native, set_triton
-from gridmix.report_types import Arm, Comparison, Report
+from gridmix.report.types import Arm, Comparison, Report
 from gridmix.study.fingerprint import data_fingerprint
 from gridmix.suggest import did_you_mean
 from gridmix.tracks import ContractError, DataSizes, ModelSpec, Split, Track, TrackData

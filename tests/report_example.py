@@ -2,7 +2,7 @@
 parity, scaling and a mechanism signature, with every number chosen here (nothing trains, nothing is timed).
 
 ``tests/data/report_example.json``, ``.md`` and ``_table.txt`` hold what the report code made of it before the
-report became typed (:class:`gridmix.report_types.Report`): the typed report must serialise and render the same.
+report became typed (:class:`gridmix.report.types.Report`): the typed report must serialise and render the same.
 """
 
 from __future__ import annotations

@@ -12,10 +12,11 @@ import typer
 from PIL import Image
 from typer.testing import CliRunner
 
-from gridmix import report_markdown, report_plots
 from gridmix.analysis.scaling import ScalingPoint, ScalingResult
 from gridmix.cli import app
 from gridmix.cli.app import fail
+from gridmix.report import markdown as report_markdown
+from gridmix.report import plots as report_plots
 from gridmix.study.ledger import Ledger
 from gridmix.tracks.hookspecs import hookimpl
 from gridmix.tracks.registry import load_registry

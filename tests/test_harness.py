@@ -7,7 +7,7 @@ import json
 import pytest
 
 from gridmix.analysis.mechanism import idea_mechanism
-from gridmix.report import build_report, write_report
+from gridmix.report.build import build_report, write_report
 from gridmix.study.executors import Executor, InProcessExecutor, WorkerPoolExecutor
 from gridmix.study.harness import Runner, Study
 from gridmix.study.ledger import Ledger

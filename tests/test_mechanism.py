@@ -125,7 +125,7 @@ def test_combined_signature_is_confirmed_only_if_every_seed_is():
 
 
 def test_spectra_plot_takes_one_seed_or_all(tmp_path):
-    from gridmix.analysis.plots import plot_spectra
+    from gridmix.report.plots import plot_spectra
 
     inputs = torch.randn(2, 1, 4, 6)
     one = mechanism_signature(idea_vit(causal_axes=(0,)), inputs)

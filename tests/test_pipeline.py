@@ -7,7 +7,7 @@ import pytest
 from typer.testing import CliRunner
 
 from gridmix.cli import app
-from gridmix.report import TIMING_KEYS
+from gridmix.report.build import TIMING_KEYS
 from gridmix.study import pipeline
 from gridmix.tracks.registry import load_registry
 from tests import fake_track

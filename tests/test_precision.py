@@ -4,8 +4,8 @@ import dataclasses
 
 import pytest
 
-from gridmix.report import build_report
-from gridmix.report_markdown import render_markdown
+from gridmix.report.build import build_report
+from gridmix.report.markdown import render_markdown
 from gridmix.study.executors import InProcessExecutor
 from gridmix.study.harness import Runner, Study
 from gridmix.study.ledger import Ledger

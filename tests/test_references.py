@@ -9,15 +9,10 @@ import pytest
 import torch
 from gridmix_tracks.sequence_csv import csv_sequence_track
 
-from gridmix.analysis.references import (
-    edge_learning_rates,
-    improving_at_cap,
-    naive_references,
-    reference_lines,
-    with_model_metrics,
-)
+from gridmix.analysis.references import naive_references, with_model_metrics
 from gridmix.grid import Grid
-from gridmix.report_types import Arm
+from gridmix.report.references import edge_learning_rates, improving_at_cap, reference_lines
+from gridmix.report.types import Arm
 from gridmix.tracks import DataSizes, Split, TrackData
 
 SIZES = DataSizes(n_train=200, n_val=100, n_test=100)
@@ -78,7 +73,7 @@ def arm(name: str, role: str, mean: float, lr: float, val: tuple) -> Arm:
 
 
 def report(idea_mean: float, base_mean: float, lr_idea: float = 3e-3) -> SimpleNamespace:
-    """The fields of a :class:`gridmix.report_types.Report` that the references' lines and plots read."""
+    """The fields of a :class:`gridmix.report.types.Report` that the references' lines and plots read."""
     return SimpleNamespace(arms={"idea": arm("idea", "idea", idea_mean, lr_idea, ((3, 2, 1), (3, 1, 2))),
                                  "vit": arm("vit", "baseline", base_mean, 2e-3, ((3, 1, 2), (2, 1)))},
                            n_seeds=2, metric="test MSE", lower_is_better=True,
@@ -108,7 +103,7 @@ def test_runs_still_improving_at_the_epoch_cap_are_flagged():
 def test_plots_draw_the_references_as_labelled_lines():
     import matplotlib.pyplot as plt
 
-    from gridmix.report_plots import _draw_references
+    from gridmix.report.plots import _draw_references
 
     fig, ax = plt.subplots()
     _draw_references(ax, report(0.3, 0.45))

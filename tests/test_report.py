@@ -10,9 +10,9 @@ from rich.console import Console
 
 from gridmix.analysis.stats import VERDICT_BETTER
 from gridmix.cli.run import results_table
-from gridmix.report import build_report, write_report
-from gridmix.report_markdown import render_markdown
-from gridmix.report_types import Arm, Comparison, Report
+from gridmix.report.build import build_report, write_report
+from gridmix.report.markdown import render_markdown
+from gridmix.report.types import Arm, Comparison, Report
 from gridmix.study.ledger import Ledger
 from tests import report_example
 

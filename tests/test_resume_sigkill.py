@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 
-from gridmix.report import TIMING_KEYS
+from gridmix.report.build import TIMING_KEYS
 
 
 def command(out):

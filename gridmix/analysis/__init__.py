@@ -5,6 +5,7 @@
 - :mod:`~gridmix.analysis.parity`: are the compared models of the same size?;
 - :mod:`~gridmix.analysis.mechanism`: does a trained idea model keep its certificate?;
 - :mod:`~gridmix.analysis.measure` and :mod:`~gridmix.analysis.scaling`: time, FLOPs and memory of a training
-  step against the grid size; :mod:`~gridmix.analysis.causal_scaling`: the operator-level causal tracks it times;
-- :mod:`~gridmix.analysis.plots`: the scaling and spectrum figures.
+  step against the grid size; :mod:`~gridmix.analysis.causal_scaling`: the operator-level causal tracks it times.
+
+Their figures are drawn by :mod:`gridmix.report.plots`.
 """

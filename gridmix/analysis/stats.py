@@ -33,7 +33,8 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-DIRECTIONS = ("lower", "higher")
+from gridmix.tracks.contract import DIRECTIONS
+
 VERDICT_BETTER = "idea better (significant)"
 VERDICT_WORSE = "idea worse (significant)"
 VERDICT_NONE = "no significant difference"

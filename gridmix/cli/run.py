@@ -20,8 +20,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from gridmix.cli.app import BudgetName, DeviceName, ExecutorName, app, console, fail
-from gridmix.report_format import fmt
-from gridmix.report_types import Report
+from gridmix.report.format import fmt
+from gridmix.report.types import Report
 
 
 def storage_error(error: OSError | sqlite3.Error, path: Path) -> str:
@@ -218,7 +218,7 @@ def analysis_errors(report: Report) -> list[str]:
 @app.command("report")
 def report(directory: Path = typer.Argument(..., help="An output directory of `gridmix run`.")) -> None:
     """Re-render bench_report.json, report.md and the plots from a run directory's ledger."""
-    from gridmix.report import build_report, write_report
+    from gridmix.report.build import build_report, write_report
     from gridmix.study.ledger import Ledger
 
     try:

@@ -84,9 +84,9 @@ def scale(
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout instead of tables."),
 ) -> None:
     """Measure time, FLOPs and peak memory of a track's models over grid sizes; fit exponents against N."""
-    from gridmix.analysis.plots import plot_scaling
     from gridmix.analysis.scaling import ScalingConfig, resolve_track, scale_track, scaling_grids
     from gridmix.grid import Grid
+    from gridmix.report.plots import plot_scaling
     from gridmix.study.train import resolve_device
 
     try:

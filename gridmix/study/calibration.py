@@ -17,8 +17,8 @@ from pathlib import Path
 from scipy import stats as scipy_stats
 
 from gridmix.analysis.stats import VERDICT_BETTER, VERDICT_WORSE, exact_level
-from gridmix.report import ALPHA, build_report
-from gridmix.report_types import Comparison
+from gridmix.report.build import ALPHA, build_report
+from gridmix.report.types import Comparison
 from gridmix.study.executors import InProcessExecutor
 from gridmix.study.harness import Runner, Study, aa_study
 from gridmix.study.ledger import Ledger

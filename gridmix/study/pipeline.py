@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gridmix.grid import Grid
-from gridmix.report import ALPHA, build_report, write_report
-from gridmix.report_types import Report
+from gridmix.report.build import ALPHA, build_report, write_report
+from gridmix.report.types import Report
 from gridmix.study.harness import Runner, RunTask, Study, aa_study
 from gridmix.study.ledger import Ledger, RunRow
 from gridmix.study.precision import resolve_precision

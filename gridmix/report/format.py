@@ -1,7 +1,7 @@
 """How every renderer of a report writes a number: :func:`fmt`.
 
 The Markdown, the plots, the naive references' lines, the terminal table and the per-run log lines all write
-numbers through it; the arms in display order are :attr:`gridmix.report_types.Report.arms`.
+numbers through it; the arms in display order are :attr:`gridmix.report.types.Report.arms`.
 """
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ the matched baseline, alone at α), ``comparisons`` (primary and secondary, each
 ``holm_adjusted_over`` (the secondary family), ``mechanism`` (idea vs ablation, idea and matched baseline vs
 the no-mixing control), ``power`` (can the seeds reach α), ``seeds`` (comparison and sweep seeds),
 ``chance``/``ceiling`` and every arm's ``role`` and ``flag``, the budget, timings, versions, failures, and the
-scaling and parity analyses when the run measured them. The report is a :class:`gridmix.report_types.Report`;
-:meth:`~gridmix.report_types.Report.to_dict` writes the JSON, :mod:`gridmix.report_markdown` renders the
+scaling and parity analyses when the run measured them. The report is a :class:`gridmix.report.types.Report`;
+:meth:`~gridmix.report.types.Report.to_dict` writes the JSON, :mod:`gridmix.report.markdown` renders the
 Markdown. docs/design.md section 6, docs/analysis.md.
 
 Differences to the reference report's keys, on purpose: ``sweep`` entries hold the *validation* metric
@@ -33,7 +33,7 @@ from gridmix.analysis.stats import (
     seeds_needed,
     summarize,
 )
-from gridmix.report_types import (
+from gridmix.report.types import (
     Arm,
     Comparison,
     FailedRun,
@@ -254,8 +254,8 @@ def _timings(rows: list[RunRow]) -> dict:
 
 def write_report(report: Report, out: str | Path) -> list[Path]:
     """Write ``bench_report.json``, ``report.md`` and the PNG plots into ``out``; return the paths."""
-    from gridmix.report_markdown import render_markdown
-    from gridmix.report_plots import plot_report
+    from gridmix.report.markdown import render_markdown
+    from gridmix.report.plots import plot_report
 
     out = Path(out)
     paths = [out / "bench_report.json", out / "report.md"]

@@ -1,4 +1,4 @@
-"""``report.md``: the study report as Markdown, verdict first, from the :class:`~gridmix.report_types.Report`
+"""``report.md``: the study report as Markdown, verdict first, from the :class:`~gridmix.report.types.Report`
 :func:`gridmix.report.build_report` makes.
 
 The headline is the primary comparison (idea vs the matched baseline, alone at α); caveats follow (seeds too
@@ -10,9 +10,9 @@ in place; the rest stands. docs/analysis.md defines every figure.
 
 from __future__ import annotations
 
-from gridmix.analysis.references import reference_lines
-from gridmix.report_format import fmt
-from gridmix.report_types import Comparison, Report
+from gridmix.report.format import fmt
+from gridmix.report.references import reference_lines
+from gridmix.report.types import Comparison, Report
 
 
 def render_markdown(report: Report, *, figures: list[str] = ()) -> str:
