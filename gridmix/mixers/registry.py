@@ -91,7 +91,8 @@ class MixerSpec:
             ranks = " or ".join(f"{d}-d" for d in self.grid_ranks)
             return f"mixer {self.name!r} takes {ranks} grids; got the {grid.ndim}-d grid {grid}"
         if causal_axes and self.causal == "none":
-            return f"mixer {self.name!r} sees every token (not causal); this model needs causal axes {tuple(causal_axes)}"
+            return (f"mixer {self.name!r} sees every token (not causal); this model needs causal axes "
+                    f"{tuple(causal_axes)}")
         if self.causal == "first" and tuple(causal_axes) not in ((), (0,)):
             return (f"mixer {self.name!r} is causal along the first grid axis only; this model needs causal axes "
                     f"{tuple(causal_axes)}")
