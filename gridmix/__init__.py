@@ -16,16 +16,18 @@ from gridmix.mixers import (
 from gridmix.mixers.concentration.ops.causal import causal_mode_product, causal_mode_product_dense
 from gridmix.mixers.concentration.ops.semiseparable import semiseparable_kernel, semiseparable_mode_product
 from gridmix.mixers.config import set_native, set_triton
+from gridmix.mixers.registry import MixerSpec
 from gridmix.report.types import Arm, Comparison, Report
 from gridmix.study.fingerprint import data_fingerprint
 from gridmix.suggest import did_you_mean
-from gridmix.tracks import ContractError, DataSizes, ModelSpec, Split, Track, TrackData
+from gridmix.tracks import Backbone, ContractError, DataSizes, ModelSpec, Split, Track, TrackData
 from gridmix.tracks.hookspecs import hookimpl
 from gridmix.tracks.registry import BrokenPlugin, Registry, load_registry, validate_data
 from gridmix.version import __version__
 
 __all__ = [
     "Arm",
+    "Backbone",
     "BrokenPlugin",
     "CausalFactor",
     "Comparison",
@@ -34,6 +36,7 @@ __all__ = [
     "DataSizes",
     "Grid",
     "GridLike",
+    "MixerSpec",
     "ModelSpec",
     "Registry",
     "Report",

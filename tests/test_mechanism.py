@@ -8,7 +8,7 @@ import torch
 from timm.models.vision_transformer import VisionTransformer
 
 from gridmix import ConcentrationMixer
-from gridmix.analysis.mechanism import block_lipschitz, combine_signatures, mechanism_signature
+from gridmix.mixers.concentration.mechanism import block_lipschitz, combine_signatures, mechanism_signature
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # see conftest.py
 

@@ -8,8 +8,8 @@ import torch
 from timm.models.vision_transformer import VisionTransformer
 
 from gridmix import ConcentrationMixer, Grid
-from gridmix.analysis.mechanism import mechanism_signature
 from gridmix.mixers.concentration.factors import CausalFactor, SemiseparableFactor, SymmetricFactor
+from gridmix.mixers.concentration.mechanism import mechanism_signature
 from gridmix.mixers.concentration.ops.causal import causal_mode_product_dense
 from gridmix.mixers.concentration.ops.semiseparable import semiseparable_kernel, semiseparable_mode_product
 from gridmix.models import MixerConfig

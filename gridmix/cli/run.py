@@ -86,6 +86,9 @@ def run(
     grid: str = typer.Option(None, help="Token grid, e.g. 64, 32x32, 8x16x16 (default: the track's)."),
     models: str = typer.Option(None, help="Comma-separated models to include (default: the track's default models, "
                                          "else every model the grid allows: idea, baselines, ablation, control)."),
+    idea: str = typer.Option(None, help="A registered mixer (see `gridmix mixers`) as the idea, in the track's "
+                                        "backbone against its matched baseline (default: the track's idea)."),
+    baselines: str = typer.Option(None, help="Comma-separated registered mixers to add as secondary baselines."),
     budget: BudgetName = typer.Option("default", help="smoke (CI), default (minutes on a laptop) or full "
                                                       "(seed scale)."),
     seeds: int = typer.Option(None, min=2, help="Paired seeds (overrides the budget)."),
@@ -114,8 +117,9 @@ def run(
 
     set_data_env(track, data=data, data_root=data_root, download=download)
     try:
-        planned = pipeline.plan_study(track, grid, models=models, budget=budget.value, seeds=seeds,
-                                      lrs=parse_floats(lrs, "--lrs") if lrs else None, device=device.value,
+        extra = tuple(name.strip() for name in baselines.split(",") if name.strip()) if baselines else ()
+        planned = pipeline.plan_study(track, grid, models=models, idea=idea, baselines=extra, budget=budget.value,
+                                      seeds=seeds, lrs=parse_floats(lrs, "--lrs") if lrs else None, device=device.value,
                                       precision=precision, jobs=jobs, threads=threads, scaling=scaling,
                                       match_params=match_params, underpowered=underpowered, aa=aa, note=print_note)
     except ValueError as error:

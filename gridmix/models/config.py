@@ -59,6 +59,10 @@ class MixerConfig:
         if isinstance(self.terms, bool) or not isinstance(self.terms, int) or self.terms < 1:
             raise ValueError(f"MixerConfig terms={self.terms!r}; expected a positive integer")
 
+    def mixer_knobs(self) -> dict:
+        """These settings as builder knobs of the registered ``concentration`` mixers (a track's ``Backbone``)."""
+        return dict(rank=self.rank, start=self.start, causal_form=self.causal_form, terms=self.terms)
+
     def attn_layer(self, grid: Grid | Sequence[int]) -> type[ConcentrationMixer] | type[TokenwiseMixer]:
         """The mixer class bound to ``grid``, constructible as timm's ``attn_layer``."""
         if self.kind == "tokenwise":

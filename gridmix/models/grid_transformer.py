@@ -7,9 +7,11 @@ token (a per-token linear embedding, i.e. patch size 1), plus learned positional
 - ``"attention"``: timm ``Block`` with dense attention over all N tokens;
 - ``"mixer"``: the same timm ``Block`` with :class:`gridmix.ConcentrationMixer` as ``attn_layer``;
 - ``"divided"``: :class:`DividedSpaceTimeBlock`, attention over the first axis (time) at each location,
-  then over the other axes (space) within each frame, as TimeSformer's divided space-time attention.
+  then over the other axes (space) within each frame, as TimeSformer's divided space-time attention;
+- or any ``attn_layer`` (a registered mixer's, :meth:`gridmix.mixers.registry.MixerSpec.layer`) in the same
+  timm ``Block``.
 
-Everything else (embedding, positions, depth, width, MLP, norms, read-out) is the same for all three.
+Everything else (embedding, positions, depth, width, MLP, norms, read-out) is the same for all of them.
 
 Shape legend:
     B: batch, C_in: input channels, N: grid tokens (n_1·…·n_d), C: embed dim, K: outputs
@@ -68,12 +70,14 @@ class GridTransformer(nn.Module):
         backbone: width, depth, heads, MLP ratio.
         token_mixer: one of ``TOKEN_MIXERS`` (see the module docstring).
         mixer: the concentration mixer's settings (used when ``token_mixer="mixer"``).
+        attn_layer: when given, every block's token mixer (timm's ``attn_layer``), whatever ``token_mixer`` says.
         readout: ``"mean"`` pools the tokens then applies a linear head; ``"flatten"`` applies a linear
             head to all N·C features (forecasting heads, where each output needs positions).
     """
 
     def __init__(self, grid: Grid, *, in_chans: int, num_outputs: int, backbone: BackboneConfig,
-                 token_mixer: str, mixer: MixerConfig = DEFAULT_MIXER, readout: str = "mean") -> None:
+                 token_mixer: str = "attention", mixer: MixerConfig = DEFAULT_MIXER, readout: str = "mean",
+                 attn_layer: type[nn.Module] | None = None) -> None:
         super().__init__()
         self.grid = Grid.parse(grid)
         if token_mixer not in TOKEN_MIXERS:
@@ -84,11 +88,12 @@ class GridTransformer(nn.Module):
         self.in_chans, self.readout = in_chans, readout
         self.embed = nn.Linear(in_chans, dim)
         self.pos_embed = nn.Parameter(torch.zeros(1, N, dim))
-        if token_mixer == "divided":
+        if token_mixer == "divided" and attn_layer is None:
             blocks = [DividedSpaceTimeBlock(dim, self.grid, num_heads=backbone.num_heads,
                                             mlp_ratio=backbone.mlp_ratio) for _ in range(backbone.depth)]
         else:
-            attn_layer = mixer.attn_layer(self.grid) if token_mixer == "mixer" else Attention
+            if attn_layer is None:
+                attn_layer = mixer.attn_layer(self.grid) if token_mixer == "mixer" else Attention
             blocks = [Block(dim, num_heads=backbone.num_heads, mlp_ratio=backbone.mlp_ratio, qkv_bias=True,
                             attn_layer=attn_layer) for _ in range(backbone.depth)]
         self.blocks = nn.Sequential(*blocks)

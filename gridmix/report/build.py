@@ -149,7 +149,7 @@ def _power(study: Study, n_secondary: int) -> Power:
 
 
 def _mechanism(study: Study, rows: dict[str, RunRow], idea_lr: float | None) -> dict | None:
-    from gridmix.analysis.mechanism import combine_signatures
+    from gridmix.mixers.concentration.mechanism import combine_signatures
 
     per_seed = {}
     for seed, row in zip(study.comparison_seeds, _final_rows(study, rows, study.idea, idea_lr)):
@@ -231,6 +231,7 @@ def build_report(ledger: Ledger) -> Report:
         threads=study.threads,
         **_identity(spec, versions),
         analyses=ledger.fetch("analyses") or {},
+        notes=study.notes,
         references=with_model_metrics(ledger.fetch("references"), {
             model: _final_rows(study, rows, model, chosen[model]) for model in study.models}),
     )

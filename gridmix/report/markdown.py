@@ -166,6 +166,7 @@ def _mechanism_lines(report: Report) -> list[str]:
     if not comparisons:
         lines += ["No ablation or no-mixing control in this study (add them with --models); the constraint and "
                   "the need for mixing are untested.", ""]
+    lines += [f"- Not asked: {note}." for note in report.notes]
     for name, comp in comparisons.items():
         question, effect = MECHANISM_QUESTIONS[name]
         r = comp.result

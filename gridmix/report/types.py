@@ -276,7 +276,7 @@ NOT_COMPARED = dict(verdict="not compared", reason="no baseline")  # the JSON's 
 _KEYS = ("bench_version", "track", "grid", "model", "metric", "metric_direction", "n_seeds", "seeds", "fixed_split",
          "chance", "ceiling", "baseline", "idea", "baselines", "primary_baseline", "comparison", "comparisons",
          "holm_adjusted_over", "power", "mechanism", "mechanism_signature", "budget", "failures", "timings",
-         "versions", "device", "precision", "threads", "data", "code", "references", "plot_errors")
+         "versions", "device", "precision", "threads", "data", "code", "references", "plot_errors", "notes")
 
 
 @dataclass(frozen=True)
@@ -318,6 +318,7 @@ class Report:
     analyses: dict = field(default_factory=dict)
     references: dict | None = None
     plot_errors: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()  # what the study left out and why (an idea mixer without an ablation, say)
 
     def __post_init__(self) -> None:
         if self.direction not in ("lower", "higher"):
@@ -410,6 +411,8 @@ class Report:
             **self.analyses, references=self.references)
         if self.plot_errors:
             report["plot_errors"] = list(self.plot_errors)
+        if self.notes:
+            report["notes"] = list(self.notes)
         return report
 
     @classmethod
@@ -447,4 +450,4 @@ class Report:
             versions=data["versions"], device=data["device"], precision=data["precision"],
             threads=data["threads"], data=data["data"], code=data["code"],
             analyses={k: v for k, v in data.items() if k not in _KEYS}, references=data["references"],
-            plot_errors=tuple(data.get("plot_errors", ())))
+            plot_errors=tuple(data.get("plot_errors", ())), notes=tuple(data.get("notes", ())))

@@ -55,6 +55,7 @@ class RunTask:
     knobs: dict = field(default_factory=dict)
     precision: str = "fp32"  # or "bf16" / "fp16" mixed precision (gridmix.study.precision), already resolved
     data: str = ""  # the study's data fingerprint (gridmix.study.fingerprint); empty in ledgers written before it
+    role: str = ""  # the model's role in the study (``--idea`` can change the track's); not part of the run's key
 
     @property
     def spec_name(self) -> str:
@@ -123,6 +124,7 @@ class Study:
     underpowered: bool = False  # run although the primary comparison cannot reach alpha (the report says so)
     fixed_split: bool = False  # Track.fixed_split: the inference is conditional on this one dataset
     first_seed: int = 0  # comparison seeds are first_seed … first_seed + seeds − 1 (another replicate: move it)
+    notes: tuple[str, ...] = ()  # what the study leaves out and why (an idea mixer without ablation), for the report
 
     def __post_init__(self) -> None:
         if self.idea not in self.models:
@@ -152,19 +154,23 @@ class Study:
         return [SWEEP_SEED_OFFSET + i for i in range(self.budget.sweep_seeds)]
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        data = dataclasses.asdict(self)
+        if not data["notes"]:  # the specs of studies without notes stay as they were
+            del data["notes"]
+        return data
 
     @classmethod
     def from_dict(cls, data: dict) -> Study:
         data = dict(data)
         budget = dict(data.pop("budget"))
         budget["lrs"] = tuple(budget["lrs"])
-        return cls(**{**data, "models": tuple(data["models"]), "budget": Budget(**budget)})
+        return cls(**{**data, "models": tuple(data["models"]), "budget": Budget(**budget),
+                      "notes": tuple(data.get("notes", ()))})
 
     def task(self, model: str, lr: float, seed: int) -> RunTask:
         return RunTask(track=self.track, model=model, grid=self.grid, lr=lr, seed=seed, budget=self.budget,
                        device=self.device, threads=self.threads, knobs=self.knobs.get(model, {}),
-                       precision=self.precision, data=self.data.get("hash", ""))
+                       precision=self.precision, data=self.data.get("hash", ""), role=self.role(model))
 
     def sweep_tasks(self) -> list[RunTask]:
         return [self.task(model, lr, seed) for model in self.models for lr in self.budget.lrs
@@ -219,6 +225,8 @@ def execute(task: RunTask, *, on_epoch: Callable[[int, float, float], None] | No
     try:
         track = load_registry().track(task.track)
         spec = track.model(task.spec_name)
+        if task.role and task.role != spec.role:  # the study's role (--idea), for the analysis after training
+            spec = dataclasses.replace(spec, role=task.role)
         data = _track_data(task.track, task.grid, task.seed, task.budget.sizes, task.data)
     except Exception as exc:  # a broken plugin or bad data is this run's recorded failure
         error = f"{type(exc).__name__}: {exc}"

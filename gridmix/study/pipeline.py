@@ -17,6 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gridmix.grid import Grid
+from gridmix.mixers.causality import check_grid, first_leak
+from gridmix.mixers.causality import describe as describe_leak
+from gridmix.mixers.registry import MixerTable
 from gridmix.report.build import ALPHA, build_report, write_report
 from gridmix.report.types import Report
 from gridmix.study.harness import Runner, RunTask, Study, aa_study
@@ -24,7 +27,10 @@ from gridmix.study.ledger import Ledger, RunRow
 from gridmix.study.precision import resolve_precision
 from gridmix.study.train import resolve_device
 from gridmix.tracks import Track
+from gridmix.tracks.mixer_models import choose_mixers
 from gridmix.tracks.registry import load_registry
+
+CHECK_DIM = 8  # channels of the leak check's mixer (two heads of four)
 
 
 def _ignore(*args) -> None:
@@ -138,13 +144,40 @@ def fingerprint(track: Track, grid: Grid, budget) -> dict:
                          f"{type(error).__name__}: {message}") from None
 
 
+def check_causality(track: Track, names: tuple[str, ...], grid: Grid, mixers: MixerTable) -> None:
+    """Refuse (``ValueError``, one line), before any training, a model whose registered mixer leaks the future on the
+    track's causal axes (:mod:`gridmix.mixers.causality`)."""
+    backbone = track.backbone
+    if backbone is None or not backbone.causal_axes:
+        return
+    checked = set()
+    for name in names:
+        mixer_name = track.model(name).mixer
+        if mixer_name is None or mixer_name not in mixers or mixer_name in checked:
+            continue
+        checked.add(mixer_name)
+        mixer, small = mixers[mixer_name], check_grid(grid)
+        layer = mixer.layer(small, causal_axes=backbone.causal_axes, **backbone.mixer_knobs.get(mixer_name, {}))
+        leak = first_leak(lambda dtype, layer=layer: layer(CHECK_DIM, num_heads=2, qkv_bias=True, dtype=dtype),
+                          small, backbone.causal_axes, dim=CHECK_DIM)
+        if leak is not None:
+            raise ValueError(describe_leak(mixer_name, leak, backbone.causal_axes, small))
+
+
 def plan_study(track: str = "image", grid: str | None = None, *, models: str | tuple[str, ...] | None = None,
-               budget: str = "default", seeds: int | None = None, lrs: tuple[float, ...] | None = None,
-               device: str = "auto", precision: str = "auto", jobs: int = 1, threads: int | None = None,
-               scaling: bool = True, match_params: str | None = None, underpowered: bool = False,
-               aa: bool = False, note: Callable[[str], None] = _ignore) -> PlannedStudy:
-    """The study ``gridmix run`` would run with these options (the same names and defaults as its own)."""
-    chosen_track = load_registry().track(track)
+               idea: str | None = None, baselines: tuple[str, ...] = (), budget: str = "default",
+               seeds: int | None = None, lrs: tuple[float, ...] | None = None, device: str = "auto",
+               precision: str = "auto", jobs: int = 1, threads: int | None = None, scaling: bool = True,
+               match_params: str | None = None, underpowered: bool = False, aa: bool = False,
+               note: Callable[[str], None] = _ignore) -> PlannedStudy:
+    """The study ``gridmix run`` would run with these options (the same names and defaults as its own).
+
+    ``idea`` (a registered mixer's name) makes that mixer's model the idea, against the track's matched baseline,
+    with the mixer's declared ablation and the track's control; ``baselines`` adds registered mixers' models as
+    secondary baselines (:func:`gridmix.tracks.mixer_models.choose_mixers`). Without either, the track's own study.
+    """
+    registry = load_registry()
+    chosen_track = registry.track(track)
     chosen_grid = chosen_track.check_grid(grid if grid is not None else chosen_track.default_grid)
     chosen_budget = chosen_track.budget(budget, seeds=seeds, lrs=lrs)
     resolved_device = resolve_device(device).type
@@ -152,7 +185,18 @@ def plan_study(track: str = "image", grid: str | None = None, *, models: str | t
     power_note = check_power(chosen_budget.seeds, exploratory=chosen_budget.exploratory, underpowered=underpowered)
     if power_note:
         note(power_note)
+    notes: tuple[str, ...] = ()
+    if idea is not None or baselines:
+        if models:
+            raise ValueError("--models chooses among the track's own models; with --idea or --baselines, the study "
+                             "is the idea, the matched baseline, the ablation, the control and those baselines")
+        choice = choose_mixers(chosen_track, registry.mixers, chosen_grid, idea=idea, baselines=baselines)
+        chosen_track, notes = choice.track, choice.notes
+        models = choice.models
+        for line in notes:
+            note(line)
     names = choose_models(chosen_track, chosen_grid, models, note=note)
+    check_causality(chosen_track, names, chosen_grid, registry.mixers)
     run_threads = threads or max(1, (os.cpu_count() or 1) // jobs)
     knobs = match_knobs(chosen_track, chosen_grid, match_params, note=note) if match_params else {}
     study = Study(track=chosen_track.name, grid=str(chosen_grid), models=names, idea=chosen_track.idea.name,
@@ -162,7 +206,7 @@ def plan_study(track: str = "image", grid: str | None = None, *, models: str | t
                   data=fingerprint(chosen_track, chosen_grid, chosen_budget),
                   roles={name: chosen_track.model(name).role for name in names}, chance=chosen_track.chance,
                   ceiling=chosen_track.ceiling, fixed_split=chosen_track.fixed_split,
-                  underpowered=underpowered and not chosen_budget.exploratory)
+                  underpowered=underpowered and not chosen_budget.exploratory, notes=notes)
     if aa:
         study = aa_study(study)
         scaling = False  # the copy costs what its original does: nothing to measure

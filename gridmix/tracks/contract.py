@@ -145,6 +145,8 @@ class ModelSpec:
     MLP only on small grids); it returns ``None`` when it can, else a one-line reason.
     ``width_knob``, when set, names a float keyword argument of ``build`` that scales the parameter
     count continuously (e.g. ``"mlp_ratio"``): the parity audit uses it to match a baseline's count.
+    ``mixer``, when set, names the registered token mixer (``gridmix mixers``) the model is built around, so
+    ``gridmix run --idea NAME`` finds it and its mechanism analysis and ablation are that mixer's.
     """
 
     name: str
@@ -155,6 +157,7 @@ class ModelSpec:
     width_knob: str | None = None
     plugin: str = ""
     plugin_version: str = ""
+    mixer: str | None = None
 
     def __post_init__(self) -> None:
         """Check every field; :class:`ContractError` names the model, its plugin when known, and the value."""
@@ -169,9 +172,43 @@ class ModelSpec:
             raise self._fail(f"width_knob {self.width_knob!r}; expected None or a keyword name")
         if not isinstance(self.description, str):
             raise self._fail(f"description {short(self.description)}; expected a string")
+        if self.mixer is not None and not isinstance(self.mixer, str):
+            raise self._fail(f"mixer {short(self.mixer)}; expected None or a registered mixer's name")
 
     def _fail(self, problem: str) -> ContractError:
         return ContractError("model", self.name, problem, self.plugin)
+
+
+@dataclass(frozen=True)
+class Backbone:
+    """How a track builds a model around any registered token mixer: its matched baseline's network with the token
+    mixer swapped, so every mixer trains in the same network, on the same data and seeds, as attention.
+
+    ``build(grid, attn_layer, **knobs)`` returns the model with ``attn_layer`` (timm's: a class constructed as
+    ``attn_layer(dim, num_heads=…, **timm_kwargs)``) as every block's token mixer; ``knobs`` are the model's own
+    (``width_knob``). Models are named ``f"{prefix}-{mixer}"`` (the mixer's name alone when ``prefix`` is empty)
+    unless the track already offers a model built around that mixer (``ModelSpec.mixer``). ``causal_axes`` and
+    ``num_prefix_tokens`` are what every mixer must serve in this network; ``mixer_knobs`` the builder knobs the
+    track sets per mixer name (e.g. ``{"concentration": {"rank": 16}}``).
+    """
+
+    build: Callable[..., nn.Module]
+    prefix: str = ""
+    causal_axes: tuple[int, ...] = ()
+    num_prefix_tokens: int = 0
+    mixer_knobs: dict[str, dict] = field(default_factory=dict)
+    width_knob: str | None = None
+
+    def __post_init__(self) -> None:
+        if not callable(self.build):
+            raise ValueError(f"Backbone build is {short(self.build)}; expected a callable (grid, attn_layer, **knobs)")
+        if self.prefix and not NAME_PATTERN.match(self.prefix):
+            raise ValueError(f"Backbone prefix {self.prefix!r}; expected letters, digits, '-', '_' or '.'")
+        if not isinstance(self.causal_axes, tuple) or any(not isinstance(a, int) or a < 0 for a in self.causal_axes):
+            raise ValueError(f"Backbone causal_axes {self.causal_axes!r}; expected a tuple of grid axes")
+
+    def model_name(self, mixer: str) -> str:
+        return f"{self.prefix}-{mixer}" if self.prefix else mixer
 
 
 def _always_at_hand() -> str | None:
@@ -219,6 +256,12 @@ class Track:
             (e.g. ``{"MASE": …}`` on a forecasting track). Every finished run stores them in its
             ``extras["test_metrics"]``; the report's naive-references section averages them per model over
             seeds and scores the references with them too (:mod:`gridmix.analysis.references`).
+        backbone: how to build the matched baseline's network around any registered token mixer
+            (:class:`Backbone`), so ``gridmix run --idea NAME`` and ``--baselines`` can train any mixer here;
+            ``None``: the track offers only its own models.
+        mixer_models: the models built around registered mixers the track does not name itself, filled in by the
+            plugin registry from ``backbone`` (:func:`gridmix.tracks.mixer_models.with_mixer_models`); found by
+            :meth:`model` like the track's own, but not listed in ``models`` nor trained by default.
     """
 
     name: str
@@ -243,6 +286,8 @@ class Track:
     source: str = ""
     data_missing: Callable[[], str | None] = _always_at_hand
     extra_metrics: dict[str, Callable[[torch.Tensor, torch.Tensor], float]] = field(default_factory=dict)
+    backbone: Backbone | None = None
+    mixer_models: tuple[ModelSpec, ...] = ()
 
     @property
     def needs_data(self) -> bool:
@@ -260,8 +305,11 @@ class Track:
             object.__setattr__(self, "default_grid", Grid.parse(self.default_grid))
         except ValueError as error:
             raise self._fail(f"default_grid: {error}") from None
+        if isinstance(self.mixer_models, list):
+            object.__setattr__(self, "mixer_models", tuple(self.mixer_models))
         self._check_fields()
         self._check_models()
+        self._check_mixer_models()
         self._check_budget_overrides()
 
     @property
@@ -326,6 +374,15 @@ class Track:
         if unknown:
             raise self._fail(f"default_models names {unknown}, which it does not offer; its models are {names}")
 
+    def _check_mixer_models(self) -> None:
+        if self.backbone is not None and not isinstance(self.backbone, Backbone):
+            raise self._fail(f"backbone {short(self.backbone)}; expected None or gridmix.tracks.Backbone")
+        own = {spec.name for spec in self.models}
+        for spec in self.mixer_models:
+            if not isinstance(spec, ModelSpec) or spec.role != "baseline" or spec.name in own or spec.mixer is None:
+                raise self._fail(f"mixer_models holds {short(spec)}; expected baselines built around a registered "
+                                 f"mixer, named unlike the track's own models {sorted(own)}")
+
     def _check_budget_overrides(self) -> None:
         if not isinstance(self.budget_overrides, dict):
             raise self._fail(f"budget_overrides {short(self.budget_overrides)}; expected a dict")
@@ -359,10 +416,15 @@ class Track:
         return next((m for m in self.models if m.role == "control"), None)
 
     def model(self, name: str) -> ModelSpec:
-        for spec in self.models:
+        for spec in (*self.models, *self.mixer_models):
             if spec.name == name:
                 return spec
-        raise ValueError(f"track {self.name!r} has no model {name!r}; it offers {[m.name for m in self.models]}")
+        also = f" and {self.backbone.model_name('<mixer>')} for every registered mixer" if self.backbone else ""
+        raise ValueError(f"track {self.name!r} has no model {name!r}; it offers {[m.name for m in self.models]}{also}")
+
+    def model_for_mixer(self, mixer: str) -> ModelSpec | None:
+        """The track's model built around the registered mixer ``mixer`` (its own, else from the backbone), or None."""
+        return next((spec for spec in (*self.models, *self.mixer_models) if spec.mixer == mixer), None)
 
     def check_grid(self, grid: Grid | str | int | tuple[int, ...]) -> Grid:
         """Parse ``grid``, check its dimensionality and :attr:`supports`; ``ValueError`` says what the track accepts."""

@@ -23,15 +23,12 @@ plugin. Every hook below must have a docstring: a test fails otherwise.
 
 from __future__ import annotations
 
-import pluggy
-
+from gridmix.markers import ENTRY_POINT_GROUP, PROJECT_NAME, hookimpl, hookspec
+from gridmix.mixers.registry import MixerSpec
 from gridmix.tracks.contract import ModelSpec, Track
 
-PROJECT_NAME = "gridmix"
-ENTRY_POINT_GROUP = "gridmix"
-
-hookspec = pluggy.HookspecMarker(PROJECT_NAME)
-hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
+__all__ = ["ENTRY_POINT_GROUP", "PROJECT_NAME", "gridmix_mixers", "gridmix_models", "gridmix_tracks", "hookimpl",
+           "hookspec"]
 
 
 @hookspec
@@ -53,4 +50,15 @@ def gridmix_models(track: Track) -> list[ModelSpec] | None:
     Called once per installed track, after every plugin's :func:`gridmix_tracks`. The models must have
     ``role="baseline"`` (a track has exactly one idea) and names that do not clash with the track's own
     models. A plugin may add models to tracks it did not define; their ``plugin`` is this plugin's name.
+    """
+
+
+@hookspec
+def gridmix_mixers() -> list[MixerSpec]:
+    """Return the token mixers this plugin adds (a list of :class:`gridmix.mixers.registry.MixerSpec`).
+
+    Each mixer must have a unique name across all plugins (the built-in ones included: ``gridmix mixers`` lists
+    them) and meet timm's ``attn_layer`` contract (docs/mixers.md); ``MixerSpec.__post_init__`` checks its fields.
+    The plugin manager fills in ``plugin`` and ``plugin_version``. Every track with a backbone then offers a model
+    around it, which ``gridmix run --idea NAME`` or ``--baselines NAME`` trains.
     """

@@ -1,4 +1,5 @@
-"""The plugin manager and the track registry: load every gridmix plugin and check what it hands over.
+"""The plugin manager and the registry of tracks and token mixers: load every gridmix plugin and check what it hands
+over.
 
 Plugins are pluggy plugins (project ``"gridmix"``, hooks in :mod:`gridmix.tracks.hookspecs`) found through the
 entry-point group ``"gridmix"``; the built-in tracks are entry points of the ``gridmix`` distribution
@@ -8,7 +9,8 @@ or model is recorded as a :class:`BrokenPlugin` (its name and a one-line error) 
 keeps working. Tracks and models check their own fields when built (:class:`gridmix.tracks.ContractError`),
 so a plugin that builds a malformed one fails in its hook, and loses that hook call's other tracks too;
 the error then names the plugin. What stays here is what needs more than one object: unique track
-names across plugins, and models added to another plugin's track being baselines.
+and mixer names across plugins, models added to another plugin's track being baselines, and every track with a
+backbone offering a model around every registered mixer (:func:`gridmix.tracks.mixer_models.with_mixer_models`).
 
 Environment (read when the registry is built):
     ``GRIDMIX_DISABLE_PLUGIN_AUTOLOAD=1``: load no entry point at all, built-in tracks included (they
@@ -32,9 +34,11 @@ from types import ModuleType
 import pluggy
 
 from gridmix.grid import Grid
+from gridmix.mixers.registry import MixerSpec, MixerTable
 from gridmix.suggest import did_you_mean
 from gridmix.tracks import hookspecs
 from gridmix.tracks.contract import ContractError, ModelSpec, Track, TrackData, short
+from gridmix.tracks.mixer_models import with_mixer_models
 
 DISABLE_AUTOLOAD_ENV = "GRIDMIX_DISABLE_PLUGIN_AUTOLOAD"
 ALLOW_ENV = "GRIDMIX_PLUGINS"
@@ -61,11 +65,12 @@ class PluginInfo:
 
 @dataclass
 class Registry:
-    """The installed tracks (by name, sorted), the plugins that registered and the broken ones."""
+    """The installed tracks (by name, sorted), the registered mixers, the plugins that registered, the broken ones."""
 
     tracks: dict[str, Track] = field(default_factory=dict)
     broken: list[BrokenPlugin] = field(default_factory=list)
     plugins: list[PluginInfo] = field(default_factory=list)
+    mixers: MixerTable = field(default_factory=MixerTable)
 
     def track(self, name: str) -> Track:
         """The track called ``name``; ``ValueError`` with close matches and the installed names otherwise.
@@ -122,6 +127,7 @@ def build_registry(*, extra_plugins: Iterable[object] = (), environ: Mapping[str
             continue
         registry.plugins.append(info)
     versions = {info.name: info for info in registry.plugins}
+    registry.mixers = _load_mixers(manager, versions, registry)
     tracks: dict[str, Track] = {}
     for impl in manager.hook.gridmix_tracks.get_hookimpls():
         info = versions[impl.plugin_name]
@@ -147,8 +153,29 @@ def build_registry(*, extra_plugins: Iterable[object] = (), environ: Mapping[str
                 tracks[name] = _add_models(tracks[name], impl, info)
             except Exception as error:
                 registry.broken.append(_broken(info, error))
-    registry.tracks = {name: tracks[name] for name in sorted(tracks)}
+    registry.tracks = {name: with_mixer_models(tracks[name], registry.mixers) for name in sorted(tracks)}
     return registry
+
+
+def _load_mixers(manager: pluggy.PluginManager, versions: dict[str, PluginInfo], registry: Registry) -> MixerTable:
+    """Every plugin's ``gridmix_mixers``, one plugin at a time; a failing or malformed one is broken, alone."""
+    mixers: dict[str, MixerSpec] = {}
+    for impl in manager.hook.gridmix_mixers.get_hookimpls():
+        info = versions[impl.plugin_name]
+        try:
+            returned = _as_list(_call(impl), hook="gridmix_mixers")
+            for spec in returned:
+                if not isinstance(spec, MixerSpec):
+                    raise TypeError(f"gridmix_mixers() returned {type(spec).__name__} {short(spec)}; expected "
+                                    "gridmix.mixers.registry.MixerSpec")
+                if spec.name in mixers:
+                    raise ValueError(f"mixer {spec.name!r} is already provided by plugin {mixers[spec.name].plugin!r}")
+        except Exception as error:  # the plugin's mixers are all left out; every other plugin's stay
+            registry.broken.append(_broken(info, error))
+            continue
+        for spec in returned:
+            mixers[spec.name] = dataclasses.replace(spec, plugin=info.name, plugin_version=info.version)
+    return MixerTable({name: mixers[name] for name in sorted(mixers)})
 
 
 def _call(impl: pluggy.HookImpl, **arguments: object) -> object:

@@ -71,7 +71,7 @@ import torch
 from gridmix import hookimpl
 from gridmix.grid import Grid
 from gridmix.models import BackboneConfig, MixerConfig, build_mlp_mixer, build_vit, mlp_mixer_supports
-from gridmix.tracks import DataSizes, ModelSpec, Split, Track, TrackData
+from gridmix.tracks import Backbone, DataSizes, ModelSpec, Split, Track, TrackData
 from gridmix_tracks.common import binary_entropy, cross_entropy, generated_data, mean_cross_entropy
 
 MIN_SIDE = 8
@@ -137,6 +137,18 @@ class ImageModels:
     def vit_nomix(self, grid: Grid, *, mlp_ratio: float | None = None) -> torch.nn.Module:
         return self.vit_concentration(grid, mlp_ratio=mlp_ratio, kind="tokenwise")
 
+    def vit_with(self, grid: Grid, attn_layer: type[torch.nn.Module], *, mlp_ratio: float | None = None
+                 ) -> torch.nn.Module:
+        """The same ViT with any registered mixer's ``attn_layer`` (the track's :class:`Backbone`)."""
+        return build_vit(grid, in_chans=self.in_chans, num_outputs=self.num_classes,
+                         backbone=self._backbone(mlp_ratio), attn_layer=attn_layer, fc_norm=self.fc_norm)
+
+    def backbone_spec(self) -> Backbone:
+        """How the track builds ``vit-<mixer>`` for every registered mixer: this ViT, the mixer as ``attn_layer``."""
+        knobs = self.mixer.mixer_knobs()
+        return Backbone(self.vit_with, prefix="vit", width_knob="mlp_ratio",
+                        mixer_knobs={"concentration": knobs, "concentration-uncapped": knobs})
+
     def mlp_mixer(self, grid: Grid, *, mlp_ratio: float | None = None) -> torch.nn.Module:
         return build_mlp_mixer(grid, in_chans=self.in_chans, num_outputs=self.num_classes,
                                backbone=self._backbone(mlp_ratio))
@@ -149,17 +161,20 @@ class ImageModels:
         pool = "avg pool" if self.fc_norm is False else "avg pool, LayerNorm after it"
         size = f"dim {b.embed_dim}, depth {b.depth}, {b.num_heads} heads, MLP x{b.mlp_ratio:g}, patch 1, {pool}"
         return (
-            ModelSpec("vit", self.vit, description=f"timm VisionTransformer, dense attention ({size})"),
+            ModelSpec("vit", self.vit, description=f"timm VisionTransformer, dense attention ({size})",
+                      mixer="attention"),
             ModelSpec("vit-concentration", self.vit_concentration, role="idea", width_knob="mlp_ratio",
                       description=f"the same timm VisionTransformer with ConcentrationMixer "
-                                  f"(rank {self.mixer.rank}) as attn_layer"),
+                                  f"(rank {self.mixer.rank}) as attn_layer", mixer="concentration"),
             ModelSpec("mlp-mixer", self.mlp_mixer, supports=mlp_mixer_supports,
                       description=f"timm MlpMixer (dim {b.embed_dim}, depth {b.depth}, token MLP x0.5, "
                                   f"channel MLP x{b.mlp_ratio:g})"),
             ModelSpec("vit-concentration-uncapped", self.vit_uncapped, role="ablation",
-                      description="the idea without its eigenvalue cap (softplus eigenvalues), same everything else"),
+                      description="the idea without its eigenvalue cap (softplus eigenvalues), same everything else",
+                      mixer="concentration-uncapped"),
             ModelSpec("vit-nomix", self.vit_nomix, role="control",
-                      description="the same ViT with no token mixing (TokenwiseMixer: W_o W_v per token)"),
+                      description="the same ViT with no token mixing (TokenwiseMixer: W_o W_v per token)",
+                      mixer="tokenwise"),
         )
 
 
@@ -176,6 +191,7 @@ def make_track(task: SameTintTask = SameTintTask(), start: str = "global") -> Tr
     def make_data(grid: Grid, seed: int, sizes: DataSizes) -> TrackData:
         return generated_data(lambda rng, n: task.generate(rng, n, grid), seed=seed, sizes=sizes, task="image")
 
+    models = ImageModels(in_chans=task.colours, num_classes=2, fc_norm=False, mixer=MixerConfig(start=start))
     return Track(
         name="image",
         description="has the square the same tint as the background? (noise, 10 % labels flipped)",
@@ -186,7 +202,8 @@ def make_track(task: SameTintTask = SameTintTask(), start: str = "global") -> Tr
         metric=mean_cross_entropy,
         metric_name="test cross-entropy",
         direction="lower",
-        models=ImageModels(in_chans=task.colours, num_classes=2, fc_norm=False, mixer=MixerConfig(start=start)).specs(),
+        models=models.specs(),
+        backbone=models.backbone_spec(),
         matched_baseline="vit",
         budget_overrides=BUDGET_OVERRIDES,
         default_models=DEFAULT_MODELS,

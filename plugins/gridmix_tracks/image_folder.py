@@ -139,6 +139,7 @@ def _track(description: str, make_data, *, num_classes: int, source: str = "", d
         metric_name="accuracy",
         direction="higher",
         models=ImageModels(in_chans=3, num_classes=num_classes).specs(),
+        backbone=ImageModels(in_chans=3, num_classes=num_classes).backbone_spec(),
         matched_baseline="vit",
         budget_overrides=BUDGET_OVERRIDES,
         source=source,

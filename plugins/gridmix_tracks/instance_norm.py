@@ -16,7 +16,7 @@ import dataclasses
 import torch
 from torch import nn
 
-from gridmix.tracks import ModelSpec
+from gridmix.tracks import Backbone, ModelSpec
 
 
 class RevIN(nn.Module):
@@ -38,3 +38,9 @@ def with_instance_norm(specs: tuple[ModelSpec, ...]) -> tuple[ModelSpec, ...]:
                                    description=f"{spec.description}; inputs instance-normalised per window (RevIN)")
 
     return tuple(wrap(spec) for spec in specs)
+
+
+def backbone_with_instance_norm(backbone: Backbone) -> Backbone:
+    """The same backbone, every model it builds inside :class:`RevIN` (as :func:`with_instance_norm` its specs)."""
+    return dataclasses.replace(backbone, build=lambda grid, attn_layer, **knobs: RevIN(backbone.build(grid, attn_layer,
+                                                                                                       **knobs)))

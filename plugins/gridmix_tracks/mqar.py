@@ -86,7 +86,7 @@ from torch import nn
 from gridmix import hookimpl
 from gridmix.grid import Grid
 from gridmix.models import BackboneConfig, CausalAttention, MixerConfig
-from gridmix.tracks import DataSizes, ModelSpec, Split, Track, TrackData
+from gridmix.tracks import Backbone, DataSizes, ModelSpec, Split, Track, TrackData
 from gridmix_tracks.common import generated_data
 
 IGNORE = -100  # targets at positions that are not answers (F.cross_entropy's ignore_index)
@@ -200,6 +200,17 @@ class RecallModels:
         return CausalLM(grid, vocab=self.vocab, backbone=self._backbone(mlp_ratio),
                         attn_layer=mixer.attn_layer(Grid.parse(grid)))
 
+    def with_mixer(self, grid: Grid, attn_layer: type[nn.Module], *, mlp_ratio: float | None = None) -> CausalLM:
+        """The same causal LM with any registered mixer's ``attn_layer``, causal on the sequence axis (the track's
+        :class:`Backbone`)."""
+        return CausalLM(grid, vocab=self.vocab, backbone=self._backbone(mlp_ratio), attn_layer=attn_layer)
+
+    def backbone_spec(self) -> Backbone:
+        """How the track builds ``transformer-<mixer>`` for every registered mixer that is causal on axis 0."""
+        knobs = self.mixer.mixer_knobs()
+        return Backbone(self.with_mixer, prefix="transformer", causal_axes=(0,), width_knob="mlp_ratio",
+                        mixer_knobs={"concentration": knobs, "concentration-uncapped": knobs})
+
     def transformer_uncapped(self, grid: Grid, *, mlp_ratio: float | None = None) -> CausalLM:
         return self.transformer_concentration(grid, mlp_ratio=mlp_ratio, kind="uncapped")
 
@@ -210,13 +221,15 @@ class RecallModels:
         b = self.backbone
         size = f"dim {b.embed_dim}, depth {b.depth}, {b.num_heads} heads, MLP x{b.mlp_ratio:g}"
         return (
-            ModelSpec("transformer", self.transformer, description=f"causal transformer, causal attention ({size})"),
+            ModelSpec("transformer", self.transformer, description=f"causal transformer, causal attention ({size})",
+                      mixer="attention"),
             ModelSpec("transformer-concentration", self.transformer_concentration, role="idea",
                       width_knob="mlp_ratio", description="the same transformer with ConcentrationMixer, "
-                                                          "sequence axis causal, as token mixer"),
+                                                          "sequence axis causal, as token mixer",
+                      mixer="concentration"),
             ModelSpec("transformer-concentration-uncapped", self.transformer_uncapped, role="ablation",
-                      description="the idea without its eigenvalue cap (ablation)"),
-            ModelSpec("transformer-nomix", self.transformer_nomix, role="control",
+                      description="the idea without its eigenvalue cap (ablation)", mixer="concentration-uncapped"),
+            ModelSpec("transformer-nomix", self.transformer_nomix, role="control", mixer="tokenwise",
                       description="the same transformer with no token mixing (TokenwiseMixer; control)"),
         )
 
@@ -249,6 +262,7 @@ def make_track(task: RecallTask = RecallTask(), *, metric: str = "accuracy") -> 
         metric_name=f"answer {metric}",
         direction="lower" if by_cross_entropy else "higher",
         models=RecallModels(vocab=task.vocab).specs(),
+        backbone=RecallModels(vocab=task.vocab).backbone_spec(),
         matched_baseline="transformer",
         chance=math.log(task.vocab / 2) if by_cross_entropy else 2 / task.vocab,  # a guess among the values
         ceiling=0.0 if by_cross_entropy else 1.0,

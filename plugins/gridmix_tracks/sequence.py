@@ -63,7 +63,7 @@ import torch
 from gridmix import hookimpl
 from gridmix.grid import Grid
 from gridmix.models import BackboneConfig, GridTransformer, MixerConfig
-from gridmix.tracks import DataSizes, ModelSpec, Split, Track, TrackData
+from gridmix.tracks import Backbone, DataSizes, ModelSpec, Split, Track, TrackData
 from gridmix_tracks.common import generated_data, mse, mse_loss
 
 HORIZON = 16
@@ -162,6 +162,19 @@ class SequenceModels:
     def transformer(self, grid: Grid, *, mlp_ratio: float | None = None) -> GridTransformer:
         return self.build(grid, token_mixer="attention", mlp_ratio=mlp_ratio)
 
+    def transformer_with(self, grid: Grid, attn_layer: type[torch.nn.Module], *,
+                         mlp_ratio: float | None = None) -> GridTransformer:
+        """The same transformer with any registered mixer's ``attn_layer`` (the track's :class:`Backbone`)."""
+        backbone = self.backbone if mlp_ratio is None else dataclasses.replace(self.backbone, mlp_ratio=mlp_ratio)
+        return GridTransformer(Grid.parse(grid), in_chans=self.in_chans, num_outputs=self.horizon, backbone=backbone,
+                               attn_layer=attn_layer, readout="flatten")
+
+    def backbone_spec(self) -> Backbone:
+        """How the track builds ``transformer-<mixer>`` for every registered mixer."""
+        knobs = self.mixer.mixer_knobs()
+        return Backbone(self.transformer_with, prefix="transformer", width_knob="mlp_ratio",
+                        mixer_knobs={"concentration": knobs, "concentration-uncapped": knobs})
+
     def transformer_concentration(self, grid: Grid, *, mlp_ratio: float | None = None) -> GridTransformer:
         return self.build(grid, token_mixer="mixer", mlp_ratio=mlp_ratio)
 
@@ -175,14 +188,18 @@ class SequenceModels:
         b = self.backbone
         size = f"dim {b.embed_dim}, depth {b.depth}, {b.num_heads} heads, MLP x{b.mlp_ratio:g}, flatten head"
         return (
-            ModelSpec("transformer", self.transformer, description=f"pre-norm transformer, dense attention ({size})"),
+            ModelSpec("transformer", self.transformer, description=f"pre-norm transformer, dense attention ({size})",
+                      mixer="attention"),
             ModelSpec("transformer-concentration", self.transformer_concentration, role="idea",
                       width_knob="mlp_ratio", description=f"the same transformer with ConcentrationMixer "
-                                                          f"(rank {self.mixer.rank}) as token mixer"),
+                                                          f"(rank {self.mixer.rank}) as token mixer",
+                      mixer="concentration"),
             ModelSpec("transformer-concentration-uncapped", self.transformer_uncapped, role="ablation",
-                      description="the idea without its eigenvalue cap (softplus eigenvalues), same everything else"),
+                      description="the idea without its eigenvalue cap (softplus eigenvalues), same everything else",
+                      mixer="concentration-uncapped"),
             ModelSpec("transformer-nomix", self.transformer_nomix, role="control",
-                      description="the same transformer with no token mixing (TokenwiseMixer: W_o W_v per token)"),
+                      description="the same transformer with no token mixing (TokenwiseMixer: W_o W_v per token)",
+                      mixer="tokenwise"),
         )
 
 
@@ -208,6 +225,7 @@ def make_track(task: ForecastTask = ForecastTask()) -> Track:
         metric_name="test MSE",
         direction="lower",
         models=SequenceModels(horizon=task.horizon).specs(),
+        backbone=SequenceModels(horizon=task.horizon).backbone_spec(),
         matched_baseline="transformer",
         budget_overrides=BUDGET_OVERRIDES,
         ceiling=0.0,

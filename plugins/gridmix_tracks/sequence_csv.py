@@ -52,7 +52,7 @@ from gridmix.grid import Grid
 from gridmix.suggest import did_you_mean
 from gridmix.tracks import DataSizes, Split, Track, TrackData
 from gridmix_tracks.common import FIXED_SPLIT_SEED, SPLITS, mse, mse_loss, split_rng
-from gridmix_tracks.instance_norm import with_instance_norm
+from gridmix_tracks.instance_norm import backbone_with_instance_norm, with_instance_norm
 from gridmix_tracks.sequence import HORIZON, SequenceModels, context_supported
 
 ENV, TARGET_ENV = "GRIDMIX_SEQUENCE_CSV", "GRIDMIX_SEQUENCE_CSV_TARGET"
@@ -286,6 +286,7 @@ def _track(description: str, make_data, *, horizon: int, in_chans: int, source: 
         metric_name="test MSE",
         direction="lower",
         models=with_instance_norm(SequenceModels(horizon=horizon, in_chans=in_chans).specs()),
+        backbone=backbone_with_instance_norm(SequenceModels(horizon=horizon, in_chans=in_chans).backbone_spec()),
         matched_baseline="transformer",
         supports=context_supported,
         source=source,

@@ -191,6 +191,7 @@ def torchvision_track(spec: DatasetSpec, root: str, *, download: bool = False, p
         metric_name="accuracy",
         direction="higher",
         models=ImageModels(in_chans=spec.channels * patch * patch, num_classes=spec.num_classes).specs(),
+        backbone=ImageModels(in_chans=spec.channels * patch * patch, num_classes=spec.num_classes).backbone_spec(),
         matched_baseline="vit",
         chance=1 / spec.num_classes,  # for balanced classes; the report's majority-class reference is exact
         ceiling=1.0,

@@ -90,7 +90,7 @@ import torch
 from gridmix import hookimpl
 from gridmix.grid import Grid
 from gridmix.models import BackboneConfig, GridTransformer, MixerConfig
-from gridmix.tracks import DataSizes, ModelSpec, Split, Track, TrackData
+from gridmix.tracks import Backbone, DataSizes, ModelSpec, Split, Track, TrackData
 from gridmix_tracks.common import binary_entropy, cross_entropy, generated_data, mean_cross_entropy
 
 # (dy, dx) per direction of motion: E, NE, N, NW, W, SW, S, SE
@@ -160,6 +160,19 @@ class VideoModels:
     def dense_attention(self, grid: Grid, *, mlp_ratio: float | None = None) -> GridTransformer:
         return self.build(grid, token_mixer="attention", mlp_ratio=mlp_ratio)
 
+    def with_mixer(self, grid: Grid, attn_layer: type[torch.nn.Module], *,
+                   mlp_ratio: float | None = None) -> GridTransformer:
+        """The same network with any registered mixer's ``attn_layer`` (the track's :class:`Backbone`)."""
+        backbone = self.backbone if mlp_ratio is None else dataclasses.replace(self.backbone, mlp_ratio=mlp_ratio)
+        return GridTransformer(Grid.parse(grid), in_chans=1, num_outputs=self.num_classes, backbone=backbone,
+                               attn_layer=attn_layer, readout="mean")
+
+    def backbone_spec(self) -> Backbone:
+        """How the track builds a model around every registered mixer, named as the mixer (``global-filter``)."""
+        knobs = self.mixer.mixer_knobs()
+        return Backbone(self.with_mixer, width_knob="mlp_ratio",
+                        mixer_knobs={"concentration": knobs, "concentration-uncapped": knobs})
+
     def divided_attention(self, grid: Grid, *, mlp_ratio: float | None = None) -> GridTransformer:
         return self.build(grid, token_mixer="divided", mlp_ratio=mlp_ratio)
 
@@ -177,15 +190,15 @@ class VideoModels:
         size = f"dim {b.embed_dim}, depth {b.depth}, {b.num_heads} heads, MLP x{b.mlp_ratio:g}, mean-pool head"
         return (
             ModelSpec("dense-attention", self.dense_attention,
-                      description=f"joint space-time attention over all T·H·W tokens ({size})"),
-            ModelSpec("divided-attention", self.divided_attention,
+                      description=f"joint space-time attention over all T·H·W tokens ({size})", mixer="attention"),
+            ModelSpec("divided-attention", self.divided_attention, mixer="divided-attention",
                       description="TimeSformer-style divided attention: over time per location, then over space"),
             ModelSpec("concentration", self.concentration, role="idea", width_knob="mlp_ratio",
                       description=f"the same network with ConcentrationMixer (rank {self.mixer.rank}, "
-                                  f"time axis symmetric) as token mixer"),
-            ModelSpec("concentration-uncapped", self.uncapped, role="ablation",
+                                  f"time axis symmetric) as token mixer", mixer="concentration"),
+            ModelSpec("concentration-uncapped", self.uncapped, role="ablation", mixer="concentration-uncapped",
                       description="the idea without its eigenvalue cap (softplus eigenvalues), same everything else"),
-            ModelSpec("nomix", self.nomix, role="control",
+            ModelSpec("nomix", self.nomix, role="control", mixer="tokenwise",
                       description="the same network with no token mixing (TokenwiseMixer: W_o W_v per token)"),
         )
 
@@ -216,6 +229,7 @@ def make_track(task: CutTask = CutTask(), start: str | tuple[str, ...] = "global
         metric_name="test cross-entropy",
         direction="lower",
         models=VideoModels(mixer=MixerConfig(start=start)).specs(),
+        backbone=VideoModels(mixer=MixerConfig(start=start)).backbone_spec(),
         matched_baseline="dense-attention",
         budget_overrides=BUDGET_OVERRIDES,
         default_models=DEFAULT_MODELS,

@@ -1,0 +1,74 @@
+"""The built-in token mixers, registered through the ``gridmix_mixers`` hook like any plugin's (the ``mixers`` entry
+point of the gridmix distribution): attention, the concentration mixer, its ablation and the no-mixing control,
+and the structured peers, each with its paper and declared capabilities (docs/mixers.md)."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+
+from torch import nn
+
+from gridmix.grid import Grid
+from gridmix.markers import hookimpl
+from gridmix.mixers.attention import build_attention
+from gridmix.mixers.concentration.layer import ConcentrationMixer
+from gridmix.mixers.concentration.mechanism import mechanism_signature
+from gridmix.mixers.registry import MixerSpec
+from gridmix.mixers.tokenwise import TokenwiseMixer
+
+
+def build_concentration(dim: int, grid: Grid, *, num_heads: int, causal_axes: Sequence[int] = (),
+                        num_prefix_tokens: int = 0, spectrum: str = "capped", **knobs) -> nn.Module:
+    """:class:`~gridmix.mixers.concentration.layer.ConcentrationMixer` (its keyword arguments are the knobs)."""
+    return ConcentrationMixer(dim, grid, num_heads=num_heads, causal_axes=causal_axes,
+                              num_prefix_tokens=num_prefix_tokens, spectrum=spectrum, **knobs)
+
+
+def build_uncapped(dim: int, grid: Grid, **arguments) -> nn.Module:
+    """The concentration mixer without its eigenvalue cap (``spectrum="uncapped"``): the idea's ablation."""
+    return build_concentration(dim, grid, **{**arguments, "spectrum": "uncapped"})
+
+
+def build_tokenwise(dim: int, grid: Grid, *, num_heads: int, causal_axes: Sequence[int] = (),
+                    num_prefix_tokens: int = 0, **knobs) -> nn.Module:
+    """:class:`~gridmix.mixers.tokenwise.TokenwiseMixer`: ``W_o W_v`` per token, no mixing (causal on any axis)."""
+    return TokenwiseMixer(dim, grid, num_heads=num_heads, causal_axes=causal_axes, num_prefix_tokens=num_prefix_tokens,
+                          **knobs)
+
+
+def _regrid_concentration(module: nn.Module, grid: Grid) -> nn.Module:
+    return module.regrid(grid)
+
+
+def _regrid_free(module: nn.Module, grid: Grid) -> nn.Module:
+    """A mixer with no parameter or shape tied to the grid: the same module serves any grid."""
+    return module
+
+
+def _regrid_tokenwise(module: TokenwiseMixer, grid: Grid) -> TokenwiseMixer:
+    """The control on another grid: its parameters copied, only the token count it checks changes."""
+    moved = copy.deepcopy(module)
+    moved.grid = Grid.parse(grid)
+    return moved
+
+
+CONCENTRATION = dict(grid_ranks=None, causal="any", prefix_tokens=True, regrid=_regrid_concentration)
+
+MIXERS = (
+    MixerSpec("attention", build_attention, description="multi-head softmax attention over every token (timm, fused)",
+              reference="Vaswani et al. 2017", causal="first", prefix_tokens=True, regrid=_regrid_free),
+    MixerSpec("concentration", build_concentration, description="Kronecker product of per-axis factors U diag(λ) Uᵀ, "
+              "certified ‖M‖₂ < 1", reference="gridmix (docs/design.md section 2)", ablation="concentration-uncapped",
+              mechanism=mechanism_signature, **CONCENTRATION),
+    MixerSpec("concentration-uncapped", build_uncapped, description="the concentration mixer without its eigenvalue "
+              "cap (its ablation)", reference="gridmix", mechanism=mechanism_signature, **CONCENTRATION),
+    MixerSpec("tokenwise", build_tokenwise, description="no token mixing, W_o W_v per token (the control)",
+              reference="gridmix", causal="any", prefix_tokens=True, regrid=_regrid_tokenwise),
+)
+
+
+@hookimpl
+def gridmix_mixers() -> list[MixerSpec]:
+    """The built-in mixers."""
+    return list(MIXERS)
