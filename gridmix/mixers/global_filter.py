@@ -1,0 +1,162 @@
+"""The global filter mixer: GFNet's learned frequency-domain filter as a token mixer on an N-d grid.
+
+Follows Rao et al. 2021, "Global Filter Networks for Image Classification" (GFNet): the grid tokens are taken to
+the frequency domain by a real FFT over the grid axes (``norm="ortho"``), multiplied elementwise by a learned complex
+filter (one value per channel and frequency, initialised ``0.02 · randn`` as GFNet's ``complex_weight``) and taken
+back by the inverse real FFT. The map is a circular convolution of every channel with a learned real kernel over the
+whole grid, so it sees every token (not causal), in O(N log N). Any grid rank: the filter has the shape of the
+half-spectrum ``(n_1, …, n_{d-1}, n_d // 2 + 1)`` per channel.
+
+Prefix tokens (class / register tokens) are not on the grid: they pass through unchanged. There are no value or
+output projections, as in GFNet, where the filter layer sits between a norm and the channel MLP.
+
+Resolution change (:func:`regrid_global_filter`): the filter is resampled to the new half-spectrum by N-d linear
+interpolation of its real and imaginary parts with ``align_corners=True``, in the FFT's own index order, as GFNet
+interpolates its filter for other resolutions (bilinearly for images); an axis whose spectrum length does not
+change is copied as it is, so the same grid gives the same mixer bit for bit.
+
+Shape legend:
+    B: batch, P: prefix tokens, N: grid tokens (n_1·…·n_d), C: channels,
+    F: the half-spectrum ``(n_1, …, n_{d-1}, n_d // 2 + 1)``
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+
+from gridmix.grid import Grid
+
+INIT_SCALE = 0.02  # GFNet: complex_weight = randn(...) * 0.02
+
+
+def half_spectrum(grid: Grid) -> tuple[int, ...]:
+    """The shape of ``rfftn`` over all of ``grid``'s axes: the last axis halved, ``n_d // 2 + 1``."""
+    return (*grid.shape[:-1], grid.shape[-1] // 2 + 1)
+
+
+def _check_arguments(dim, num_prefix_tokens, dtype) -> None:
+    if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
+        raise ValueError(f"dim={dim!r}; expected a positive integer (channels)")
+    if isinstance(num_prefix_tokens, bool) or not isinstance(num_prefix_tokens, int) or num_prefix_tokens < 0:
+        raise ValueError(f"num_prefix_tokens={num_prefix_tokens!r}; expected an integer >= 0")
+    if dtype is not None and not dtype.is_floating_point:
+        raise ValueError(f"dtype={dtype}; expected a real floating-point dtype")
+
+
+class GlobalFilterMixer(nn.Module):
+    """GFNet's global filter on ``grid`` (module docstring); timm's ``attn_layer`` contract.
+
+    Args:
+        dim: channels ``C``.
+        grid: the grid, e.g. ``"14x14"``.
+        num_prefix_tokens: tokens before the grid tokens; they pass through unchanged.
+        device, dtype: where and in which dtype the filter is built.
+    """
+
+    def __init__(self, dim: int, grid: Grid | str | int | Sequence[int], *, num_prefix_tokens: int = 0,
+                 device=None, dtype=None) -> None:
+        super().__init__()
+        _check_arguments(dim, num_prefix_tokens, dtype)
+        self.grid = Grid.parse(grid)
+        self.dim, self.num_prefix_tokens = dim, num_prefix_tokens
+        weight = torch.randn(*half_spectrum(self.grid), dim, 2, device=device, dtype=dtype)  # (*F, C, 2)
+        self.complex_weight = nn.Parameter(INIT_SCALE * weight)  # (*F, C, 2): real and imaginary parts
+
+    def filter(self, dtype: torch.dtype | None = None) -> torch.Tensor:
+        """The complex filter (*F, C), from the real parameter in ``dtype`` (default: the parameter's)."""
+        weight = self.complex_weight if dtype is None else self.complex_weight.to(dtype)  # (*F, C, 2)
+        return torch.view_as_complex(weight.contiguous())  # (*F, C)
+
+    def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None = None, is_causal: bool = False) -> torch.Tensor:
+        """``x``: (B, P + N, C) with P prefix tokens first, then the grid in row-major order; returns its shape.
+
+        The FFTs run in at least float32 with autocast off (cuFFT's half precision takes only powers of two); the
+        result comes back in ``x``'s dtype.
+        """
+        if attn_mask is not None:
+            raise ValueError("GlobalFilterMixer cannot apply attn_mask: it filters the whole grid; expected None")
+        if is_causal:
+            raise ValueError("is_causal=True but the global filter sees every token; expected is_causal=False")
+        B, T, C = x.shape
+        P, N = self.num_prefix_tokens, self.grid.numel
+        if T != P + N or C != self.dim:
+            raise ValueError(f"x has shape {tuple(x.shape)}; expected (B, {P} prefix + {N} grid tokens = {P + N}, "
+                             f"{self.dim})")
+        work = torch.promote_types(x.dtype, torch.float32)
+        dims = tuple(range(1, self.grid.ndim + 1))
+        with torch.autocast(x.device.type, enabled=False):
+            g = x[:, P:].reshape(B, *self.grid, C).to(work)  # (B, *grid, C)
+            spectrum = torch.fft.rfftn(g, dim=dims, norm="ortho")  # (B, *F, C)
+            spectrum = spectrum * self.filter(work)  # (B, *F, C)
+            y = torch.fft.irfftn(spectrum, s=self.grid.shape, dim=dims, norm="ortho")  # (B, *grid, C)
+        y = y.reshape(B, N, C).to(x.dtype)  # (B, N, C)
+        if P:
+            y = torch.cat([x[:, :P], y], dim=1)  # (B, P + N, C): prefix tokens unchanged
+        return y
+
+    def regrid(self, grid: Grid | str | int | Sequence[int]) -> GlobalFilterMixer:
+        """:func:`regrid_global_filter` of this mixer."""
+        return regrid_global_filter(self, grid)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}, grid={self.grid}, prefix={self.num_prefix_tokens} (identity)"
+
+
+def interpolate_linear(values: torch.Tensor, size: Sequence[int]) -> torch.Tensor:
+    """N-d linear interpolation with ``align_corners=True`` of ``values`` (*S, …) to (*size, …) over its leading
+    ``len(size)`` axes, one axis after another (``torch.nn.functional.interpolate``'s linear, bilinear and
+    trilinear modes for 1 to 3 axes, any number here). An axis whose length does not change is left as it is."""
+    for axis, new in enumerate(size):
+        old = values.shape[axis]
+        if new == old:
+            continue
+        if old == 1:
+            values = values.expand(*values.shape[:axis], new, *values.shape[axis + 1:])  # (…, new, …)
+            continue
+        position = torch.linspace(0, old - 1, new, device=values.device, dtype=torch.float64)  # (new,)
+        low = position.floor().long().clamp(max=old - 2)  # (new,)
+        frac = (position - low).to(values.dtype).view(-1, *([1] * (values.dim() - axis - 1)))  # (new, 1, …)
+        a, b = values.index_select(axis, low), values.index_select(axis, low + 1)  # (…, new, …)
+        values = a + (b - a) * frac  # (…, new, …)
+    return values.contiguous()  # (*size, …)
+
+
+def regrid_global_filter(module: GlobalFilterMixer, grid: Grid | str | int | Sequence[int]) -> GlobalFilterMixer:
+    """The same global filter on another grid of the same rank (module docstring, "Resolution change").
+
+    Returns a new module; its filter is the old one resampled to the new half-spectrum (copied exactly where an
+    axis's spectrum length is unchanged, so the same grid gives bit-identical outputs).
+    """
+    if not isinstance(module, GlobalFilterMixer):
+        raise ValueError(f"regrid_global_filter got a {type(module).__name__}; expected a GlobalFilterMixer")
+    grid = Grid.parse(grid)
+    if grid.ndim != module.grid.ndim:
+        raise ValueError(f"cannot regrid the {module.grid.ndim}-d global filter on {module.grid} to the "
+                         f"{grid.ndim}-d grid {grid}; expected a {module.grid.ndim}-d grid")
+    other = copy.deepcopy(module)
+    other.grid = grid
+    with torch.no_grad():
+        weight = interpolate_linear(module.complex_weight.detach(), half_spectrum(grid))  # (*F', C, 2)
+        trainable = module.complex_weight.requires_grad
+        other.complex_weight = nn.Parameter(weight.clone(), requires_grad=trainable)  # (*F', C, 2)
+    return other
+
+
+def build_global_filter(dim: int, grid: Grid | str | int | Sequence[int], *, num_heads: int,
+                        causal_axes: Sequence[int] = (), num_prefix_tokens: int = 0, device=None, dtype=None,
+                        **unused) -> GlobalFilterMixer:
+    """The registry's builder (:mod:`gridmix.mixers.registry`): a :class:`GlobalFilterMixer`.
+
+    ``num_heads`` is accepted and unused (the filter is per channel); timm's other keyword arguments (``qkv_bias``,
+    ``attn_drop``, ``norm_layer`` …) are accepted and ignored. ``causal_axes`` must be empty: the filter is a circular
+    convolution over the whole grid.
+    """
+    causal_axes = tuple(causal_axes)
+    if causal_axes:
+        raise ValueError(f"the global filter sees every token (a circular convolution over the grid); got "
+                         f"causal_axes={causal_axes}, expected ()")
+    return GlobalFilterMixer(dim, grid, num_prefix_tokens=num_prefix_tokens, device=device, dtype=dtype)

@@ -1,0 +1,100 @@
+"""The token-mixing MLP of MLP-Mixer as a token mixer on a grid.
+
+Follows Tolstikhin et al. 2021, "MLP-Mixer: An all-MLP Architecture for Vision": every channel's column of N grid
+tokens goes through one MLP shared by the channels, ``Linear(N → hidden) · GELU · Linear(hidden → N)`` with
+``hidden = int(N · token_ratio)``. The weights hold the grid's token count, so the mixer sees every token (not causal)
+and cannot change resolution; its N·hidden weights grow as N², so it is built for at most :data:`MAX_TOKENS` tokens.
+The weights are initialised as timm's MLP-Mixer (``xavier_uniform_``, biases ``N(0, 1e-6)``).
+
+Prefix tokens (class / register tokens) are not on the grid: they pass through unchanged.
+
+Shape legend:
+    B: batch, P: prefix tokens, N: grid tokens (n_1·…·n_d), C: channels, H: hidden tokens (int(N · token_ratio))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+
+from gridmix.grid import Grid
+
+MAX_TOKENS = 4096  # above this the N × hidden weights (N² · token_ratio) do not scale
+
+
+class TokenMLPMixer(nn.Module):
+    """MLP-Mixer's token-mixing MLP on ``grid`` (module docstring); timm's ``attn_layer`` contract.
+
+    Args:
+        dim: channels ``C``.
+        grid: the grid, e.g. ``"14x14"``; at most :data:`MAX_TOKENS` tokens.
+        num_prefix_tokens: tokens before the grid tokens; they pass through unchanged.
+        token_ratio: hidden tokens per grid token, ``hidden = int(N · token_ratio)``.
+        device, dtype: where and in which dtype the weights are built.
+    """
+
+    def __init__(self, dim: int, grid: Grid | str | int | Sequence[int], *, num_prefix_tokens: int = 0,
+                 token_ratio: float = 0.5, device=None, dtype=None) -> None:
+        super().__init__()
+        self.grid = Grid.parse(grid)
+        N = self.grid.numel
+        if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
+            raise ValueError(f"dim={dim!r}; expected a positive integer (channels)")
+        if isinstance(num_prefix_tokens, bool) or not isinstance(num_prefix_tokens, int) or num_prefix_tokens < 0:
+            raise ValueError(f"num_prefix_tokens={num_prefix_tokens!r}; expected an integer >= 0")
+        if N > MAX_TOKENS:
+            raise ValueError(f"the token MLP's weights grow as N²: got {N} tokens on {self.grid}; expected at most "
+                             f"{MAX_TOKENS}")
+        if isinstance(token_ratio, bool) or not isinstance(token_ratio, (int, float)) or int(N * token_ratio) < 1:
+            raise ValueError(f"token_ratio={token_ratio!r} gives int({N} * token_ratio) hidden tokens on {self.grid}; "
+                             "expected a number with at least 1 hidden token")
+        if dtype is not None and not dtype.is_floating_point:
+            raise ValueError(f"dtype={dtype}; expected a real floating-point dtype")
+        self.dim, self.num_prefix_tokens, self.token_ratio = dim, num_prefix_tokens, token_ratio
+        self.hidden = int(N * token_ratio)
+        self.fc1 = nn.Linear(N, self.hidden, device=device, dtype=dtype)  # (H, N) weight
+        self.act = nn.GELU()
+        self.fc2 = nn.Linear(self.hidden, N, device=device, dtype=dtype)  # (N, H) weight
+        for layer in (self.fc1, self.fc2):  # timm's MLP-Mixer init (_init_weights, an "mlp" Linear)
+            nn.init.xavier_uniform_(layer.weight)  # (H, N) or (N, H)
+            nn.init.normal_(layer.bias, std=1e-6)  # (H,) or (N,)
+
+    def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None = None, is_causal: bool = False) -> torch.Tensor:
+        """``x``: (B, P + N, C) with P prefix tokens first, then the grid in row-major order; returns its shape."""
+        if attn_mask is not None:
+            raise ValueError("TokenMLPMixer cannot apply attn_mask: its MLP mixes the whole grid; expected None")
+        if is_causal:
+            raise ValueError("is_causal=True but the token MLP sees every token; expected is_causal=False")
+        B, T, C = x.shape
+        P, N = self.num_prefix_tokens, self.grid.numel
+        if T != P + N or C != self.dim:
+            raise ValueError(f"x has shape {tuple(x.shape)}; expected (B, {P} prefix + {N} grid tokens = {P + N}, "
+                             f"{self.dim})")
+        columns = x[:, P:].transpose(1, 2)  # (B, C, N): one column of grid tokens per channel
+        y = self.fc2(self.act(self.fc1(columns)))  # (B, C, N)
+        y = y.transpose(1, 2)  # (B, N, C)
+        if P:
+            y = torch.cat([x[:, :P], y], dim=1)  # (B, P + N, C): prefix tokens unchanged
+        return y
+
+    def extra_repr(self) -> str:
+        return (f"dim={self.dim}, grid={self.grid}, hidden={self.hidden} (token_ratio={self.token_ratio}), "
+                f"prefix={self.num_prefix_tokens} (identity)")
+
+
+def build_token_mlp(dim: int, grid: Grid | str | int | Sequence[int], *, num_heads: int,
+                    causal_axes: Sequence[int] = (), num_prefix_tokens: int = 0, token_ratio: float = 0.5,
+                    device=None, dtype=None, **unused) -> TokenMLPMixer:
+    """The registry's builder (:mod:`gridmix.mixers.registry`): a :class:`TokenMLPMixer`.
+
+    ``num_heads`` is accepted and unused; timm's other keyword arguments (``qkv_bias``, ``attn_drop``, ``norm_layer``
+    …) are accepted and ignored. ``causal_axes`` must be empty: the MLP mixes the whole grid.
+    """
+    causal_axes = tuple(causal_axes)
+    if causal_axes:
+        raise ValueError(f"the token MLP sees every token (a dense MLP over the grid); got causal_axes={causal_axes}, "
+                         "expected ()")
+    return TokenMLPMixer(dim, grid, num_prefix_tokens=num_prefix_tokens, token_ratio=token_ratio, device=device,
+                         dtype=dtype)
