@@ -14,7 +14,10 @@ from gridmix.markers import hookimpl
 from gridmix.mixers.attention import build_attention
 from gridmix.mixers.concentration.layer import ConcentrationMixer
 from gridmix.mixers.concentration.mechanism import mechanism_signature
+from gridmix.mixers.global_filter import build_global_filter, regrid_global_filter
 from gridmix.mixers.registry import MixerSpec
+from gridmix.mixers.s4nd import build_s4nd, regrid_s4nd
+from gridmix.mixers.token_mlp import MAX_TOKENS, build_token_mlp
 from gridmix.mixers.tokenwise import TokenwiseMixer
 
 
@@ -65,6 +68,14 @@ MIXERS = (
               "cap (its ablation)", reference="gridmix", mechanism=mechanism_signature, **CONCENTRATION),
     MixerSpec("tokenwise", build_tokenwise, description="no token mixing, W_o W_v per token (the control)",
               reference="gridmix", causal="any", prefix_tokens=True, regrid=_regrid_tokenwise),
+    MixerSpec("global-filter", build_global_filter, description="N-d FFT, a learned complex filter per channel and "
+              "frequency, inverse FFT", reference="GFNet, Rao et al. 2021", prefix_tokens=True,
+              regrid=regrid_global_filter),
+    MixerSpec("s4nd", build_s4nd, description="per-axis diagonal state-space (S4D) kernels, their outer product by "
+              "zero-padded FFT; exactly causal on causal axes", reference="S4ND, Nguyen et al. 2022", causal="any",
+              prefix_tokens=True, regrid=regrid_s4nd),
+    MixerSpec("token-mlp", build_token_mlp, description="an MLP across the grid tokens, per channel",
+              reference="MLP-Mixer, Tolstikhin et al. 2021", prefix_tokens=True, max_tokens=MAX_TOKENS),
 )
 
 
