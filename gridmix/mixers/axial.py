@@ -1,0 +1,188 @@
+"""Axial and divided space-time attention on an N-d grid, each as timm's ``attn_layer``.
+
+**Axial attention** follows Ho et al. 2019, "Axial Attention in Multidimensional Transformers": full attention
+along one grid axis at a time, axis 0, then axis 1, …, each axis with its own multi-head ``qkv`` and output
+projection (:class:`LineAttention`, timm's ``Attention`` on lines), ``y = A_{d-1}(… A_1(A_0(x)))`` with no norm or
+residual between them (the block's residual wraps the whole). Any grid rank; on a causal axis the attention along
+it is causal, and attention along another axis never moves information between positions of that axis, so the
+mixer is exactly causal along any set of axes (causal ``"any"``).
+
+**Divided attention** follows Bertasius et al. 2021, "Is Space-Time Attention All You Need for Video
+Understanding?" (TimeSformer's divided space-time attention) as one ``attn_layer``: attention along the first
+axis (time) at each location, then attention over all the other axes jointly (space) within each frame, each with
+its own projections, ``y = A_space(A_time(x))``. Grid rank >= 2; exactly causal along the first axis only (causal
+``"first"``). :class:`gridmix.models.grid_transformer.DividedSpaceTimeBlock` is the block-level form (a norm and a
+residual around each of the two).
+
+Both refuse prefix tokens (``num_prefix_tokens > 0`` is a ``ValueError``): a class token is on no axis.
+
+Shape legend:
+    B: batch, N: grid tokens (n_0·…·n_{d-1}), C: channels, h: heads, c = C / h
+    M: independent lines (batch × the other axes), L: a line's length
+    T: first grid axis (time), S: tokens per frame (n_1·…·n_{d-1})
+    grid axes are in row-major order (the last fastest), as timm's token order
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from gridmix.grid import Grid, GridLike
+
+
+def _check(dim: int, grid: GridLike, num_heads: int, causal_axes: Sequence[int], num_prefix_tokens: int,
+           what: str) -> tuple[Grid, tuple[int, ...]]:
+    """The grid and the sorted non-negative causal axes; ``ValueError`` for a bad argument."""
+    grid = Grid.parse(grid)
+    if isinstance(num_heads, bool) or not isinstance(num_heads, int) or num_heads < 1:
+        raise ValueError(f"num_heads={num_heads!r}; expected a positive integer")
+    if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1 or dim % num_heads:
+        raise ValueError(f"dim={dim!r}; expected a positive multiple of num_heads={num_heads}")
+    if num_prefix_tokens != 0:
+        raise ValueError(f"num_prefix_tokens={num_prefix_tokens!r}; expected 0 ({what} takes no prefix tokens)")
+    d, causal = grid.ndim, set()
+    for axis in causal_axes:
+        if isinstance(axis, bool) or not isinstance(axis, int) or not -d <= axis < d:
+            raise ValueError(f"causal axis {axis!r} for the {d}-d grid {grid}; expected an integer in [{-d}, {d})")
+        causal.add(axis % d)
+    return grid, tuple(sorted(causal))
+
+
+def _check_forward(x: torch.Tensor, attn_mask, is_causal: bool, grid: Grid, dim: int, causal_axes) -> None:
+    if attn_mask is not None:
+        raise ValueError(f"attn_mask of shape {tuple(attn_mask.shape)}; expected None (causality is causal_axes)")
+    if is_causal and not causal_axes:
+        raise ValueError("is_causal=True on a mixer built with causal_axes=(); expected causal_axes at build")
+    if x.ndim != 3 or x.shape[1] != grid.numel or x.shape[2] != dim:
+        raise ValueError(f"x of shape {tuple(x.shape)}; expected (B, {grid.numel} grid tokens of {grid}, {dim})")
+
+
+class LineAttention(nn.Module):
+    """Multi-head softmax attention within each of M independent lines, with the parameters of timm's ``Attention``
+    (``qkv``, ``q_norm``, ``k_norm``, ``norm``, ``proj``); ``causal`` makes it causal along the line."""
+
+    def __init__(self, dim: int, *, num_heads: int, qkv_bias: bool = True, qk_norm: bool = False,
+                 scale_norm: bool = False, proj_bias: bool = True, attn_drop: float = 0.0, proj_drop: float = 0.0,
+                 norm_layer: type[nn.Module] | None = None, device=None, dtype=None) -> None:
+        super().__init__()
+        for name, p in (("attn_drop", attn_drop), ("proj_drop", proj_drop)):
+            if not 0.0 <= p < 1.0:
+                raise ValueError(f"{name}={p!r}; expected a probability in [0, 1)")
+        self.num_heads, self.head_dim, self.attn_drop = num_heads, dim // num_heads, attn_drop
+        dd = dict(device=device, dtype=dtype)
+        norm_layer = norm_layer or nn.LayerNorm
+        self.qkv = nn.Linear(dim, 3 * dim, bias=qkv_bias, **dd)
+        self.q_norm = norm_layer(self.head_dim, **dd) if qk_norm else nn.Identity()
+        self.k_norm = norm_layer(self.head_dim, **dd) if qk_norm else nn.Identity()
+        self.norm = norm_layer(dim, **dd) if scale_norm else nn.Identity()
+        self.proj = nn.Linear(dim, dim, bias=proj_bias, **dd)
+        self.proj_drop = nn.Dropout(proj_drop)
+
+    def forward(self, x: torch.Tensor, causal: bool = False) -> torch.Tensor:
+        """``x``: (M, L, C) → (M, L, C)."""
+        M, L, C = x.shape
+        qkv = self.qkv(x).reshape(M, L, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)  # (3, M, h, L, c)
+        q, k, v = qkv.unbind(0)  # (M, h, L, c)
+        q, k = self.q_norm(q), self.k_norm(k)  # (M, h, L, c)
+        out = F.scaled_dot_product_attention(q, k, v, dropout_p=self.attn_drop if self.training else 0.0,
+                                             is_causal=causal)  # (M, h, L, c)
+        out = out.transpose(1, 2).reshape(M, L, C)  # (M, L, C)
+        return self.proj_drop(self.proj(self.norm(out)))  # (M, L, C)
+
+
+class AxialAttention(nn.Module):
+    """Attention along each grid axis in turn, one :class:`LineAttention` per axis (module docstring).
+
+    Args:
+        dim: channels ``C``, divisible by ``num_heads``.
+        grid: the token grid (any rank).
+        num_heads: heads ``h`` of every axis.
+        causal_axes: grid axes on which no token sees a later one (negative indices allowed).
+        num_prefix_tokens: must be 0.
+        line_kwargs: :class:`LineAttention`'s (timm's) arguments, ``qkv_bias``, ``device``, ``dtype`` …
+    """
+
+    def __init__(self, dim: int, grid: GridLike, *, num_heads: int = 8, causal_axes: Sequence[int] = (),
+                 num_prefix_tokens: int = 0, **line_kwargs) -> None:
+        super().__init__()
+        self.grid, self.causal_axes = _check(dim, grid, num_heads, causal_axes, num_prefix_tokens, "axial attention")
+        self.dim, self.num_heads = dim, num_heads
+        self.axes = nn.ModuleList(LineAttention(dim, num_heads=num_heads, **line_kwargs) for _ in self.grid)
+
+    def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None = None, is_causal: bool = False) -> torch.Tensor:
+        """``x``: (B, N, C) → (B, N, C); causality is the built ``causal_axes``, whatever ``is_causal`` says."""
+        _check_forward(x, attn_mask, is_causal, self.grid, self.dim, self.causal_axes)
+        B, N, C = x.shape
+        y = x.reshape(B, *self.grid, C)  # (B, n_0, …, n_{d-1}, C)
+        for axis, (n, attention) in enumerate(zip(self.grid, self.axes)):
+            lines = y.movedim(axis + 1, -2)  # (B, …, n_axis, C): the other axes first
+            mixed = attention(lines.reshape(-1, n, C), causal=axis in self.causal_axes)  # (M, n_axis, C)
+            y = mixed.reshape(lines.shape).movedim(-2, axis + 1)  # (B, n_0, …, n_{d-1}, C)
+        return y.reshape(B, N, C)  # (B, N, C)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}, grid={self.grid}, heads={self.num_heads}, causal_axes={self.causal_axes}"
+
+
+class DividedAttention(nn.Module):
+    """Attention along the first axis (time) at each location, then over the other axes (space) within each frame
+    (module docstring); arguments as :class:`AxialAttention`'s, the grid of rank >= 2, ``causal_axes`` () or (0,)."""
+
+    def __init__(self, dim: int, grid: GridLike, *, num_heads: int = 8, causal_axes: Sequence[int] = (),
+                 num_prefix_tokens: int = 0, **line_kwargs) -> None:
+        super().__init__()
+        self.grid, self.causal_axes = _check(dim, grid, num_heads, causal_axes, num_prefix_tokens,
+                                             "divided attention")
+        if self.grid.ndim < 2:
+            raise ValueError(f"the {self.grid.ndim}-d grid {self.grid}; expected a grid of rank >= 2 (time, then "
+                             "space) for divided attention")
+        if self.causal_axes not in ((), (0,)):
+            raise ValueError(f"causal_axes={tuple(causal_axes)!r}; expected () or (0,) (divided attention is causal "
+                             "along the first grid axis only)")
+        self.dim, self.num_heads = dim, num_heads
+        self.time = LineAttention(dim, num_heads=num_heads, **line_kwargs)
+        self.space = LineAttention(dim, num_heads=num_heads, **line_kwargs)
+
+    def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None = None, is_causal: bool = False) -> torch.Tensor:
+        """``x``: (B, N, C) in row-major (T, space) order → (B, N, C)."""
+        _check_forward(x, attn_mask, is_causal, self.grid, self.dim, self.causal_axes)
+        B, N, C = x.shape
+        T = self.grid[0]
+        S = N // T
+        t = x.reshape(B, T, S, C).transpose(1, 2).reshape(B * S, T, C)  # (B·S, T, C): each location's time line
+        t = self.time(t, causal=bool(self.causal_axes))  # (B·S, T, C)
+        s = t.reshape(B, S, T, C).transpose(1, 2).reshape(B * T, S, C)  # (B·T, S, C): each frame
+        return self.space(s).reshape(B, N, C)  # (B, N, C)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}, grid={self.grid}, heads={self.num_heads}, causal_axes={self.causal_axes}"
+
+
+def build_axial_attention(dim: int, grid: GridLike, *, num_heads: int, causal_axes: Sequence[int] = (),
+                          num_prefix_tokens: int = 0, qkv_bias: bool = True, qk_norm: bool = False,
+                          scale_norm: bool = False, proj_bias: bool = True, attn_drop: float = 0.0,
+                          proj_drop: float = 0.0, norm_layer: type[nn.Module] | None = None, device=None,
+                          dtype=None, **unused) -> AxialAttention:
+    """The mixer builder (:mod:`gridmix.mixers.registry`): :class:`AxialAttention`; timm's other keyword arguments
+    (``depth`` …) are ignored."""
+    return AxialAttention(dim, grid, num_heads=num_heads, causal_axes=causal_axes,
+                          num_prefix_tokens=num_prefix_tokens, qkv_bias=qkv_bias, qk_norm=qk_norm,
+                          scale_norm=scale_norm, proj_bias=proj_bias, attn_drop=attn_drop, proj_drop=proj_drop,
+                          norm_layer=norm_layer, device=device, dtype=dtype)
+
+
+def build_divided_attention(dim: int, grid: GridLike, *, num_heads: int, causal_axes: Sequence[int] = (),
+                            num_prefix_tokens: int = 0, qkv_bias: bool = True, qk_norm: bool = False,
+                            scale_norm: bool = False, proj_bias: bool = True, attn_drop: float = 0.0,
+                            proj_drop: float = 0.0, norm_layer: type[nn.Module] | None = None, device=None,
+                            dtype=None, **unused) -> DividedAttention:
+    """The mixer builder (:mod:`gridmix.mixers.registry`): :class:`DividedAttention`; timm's other keyword arguments
+    (``depth`` …) are ignored."""
+    return DividedAttention(dim, grid, num_heads=num_heads, causal_axes=causal_axes,
+                            num_prefix_tokens=num_prefix_tokens, qkv_bias=qkv_bias, qk_norm=qk_norm,
+                            scale_norm=scale_norm, proj_bias=proj_bias, attn_drop=attn_drop, proj_drop=proj_drop,
+                            norm_layer=norm_layer, device=device, dtype=dtype)

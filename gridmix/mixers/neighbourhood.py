@@ -1,0 +1,178 @@
+"""Neighbourhood attention on an N-d grid, as timm's ``attn_layer``: each grid token attends to a window around it.
+
+Follows Hassani et al. 2023, "Neighborhood Attention Transformer" (NATTEN): on every grid axis a token at
+position ``i`` of an axis of length ``n`` attends to the ``k`` positions ``start … start + k - 1`` with
+``start = clamp(i - k // 2, 0, n - k)``: the window is centred where it fits and shifted inward at the borders, so
+every token sees exactly ``k`` positions per axis (not a truncated window). ``k`` is the ``kernel_size`` knob (odd;
+one for all axes or one per axis), clipped to the axis length. The window of a token is the product of its axis
+windows; any grid rank. On a causal axis the window is the ``k`` positions ending at the token,
+``max(i - k + 1, 0) … i``, so the mixer is exactly causal along any set of axes (causal ``"any"``).
+
+Multi-head attention with the parameters of timm's ``Attention`` (``qkv``, ``q_norm``, ``k_norm``, ``norm``,
+``proj``; the same state dict), so with ``kernel_size`` at least every axis length and no causal axes it *is*
+timm's global attention.
+
+**Prefix tokens** (class / register tokens) pass through ``qkv`` and ``proj`` like grid tokens. Every grid token
+attends to all prefix tokens besides its window. Without causal axes a prefix token attends to every token; with
+causal axes it attends to the prefix tokens only (a prefix token that saw the grid would carry later tokens into
+the next layer), so the mixer stays exactly causal on the grid.
+
+**Cost.** The window is applied as a dense boolean ``(P + N, P + N)`` mask to fused
+``scaled_dot_product_attention``: ``(P + N)²`` bytes of memory for the mask (16 MiB at N = 4096, 256 MiB at
+N = 16384) and O(N² C) compute, not NATTEN's O(N kᵈ C) kernels. It is meant for the grids it is compared on.
+
+Shape legend:
+    B: batch, P: prefix tokens, N: grid tokens (n_1·…·n_d), T = P + N, C: channels, h: heads, c = C / h
+    grid axes are in row-major order (the last fastest), as timm's token order
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from gridmix.grid import Grid, GridLike
+
+
+def _causal_set(causal_axes: Sequence[int], grid: Grid) -> tuple[int, ...]:
+    """``causal_axes`` as sorted non-negative axes of ``grid``; ``ValueError`` for an axis it does not have."""
+    d, found = grid.ndim, set()
+    for axis in causal_axes:
+        if isinstance(axis, bool) or not isinstance(axis, int) or not -d <= axis < d:
+            raise ValueError(f"causal axis {axis!r} for the {d}-d grid {grid}; expected an integer in [{-d}, {d})")
+        found.add(axis % d)
+    return tuple(sorted(found))
+
+
+def _kernel_sizes(kernel_size: int | Sequence[int], grid: Grid) -> tuple[int, ...]:
+    """``kernel_size`` once per axis of ``grid`` (an int for all axes, or one per axis), each odd and positive."""
+    sizes = (kernel_size,) * grid.ndim if isinstance(kernel_size, int) else tuple(kernel_size)
+    if len(sizes) != grid.ndim:
+        raise ValueError(f"kernel_size={kernel_size!r} has {len(sizes)} entries; expected one per axis of grid {grid}")
+    for k in sizes:
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1 or k % 2 == 0:
+            raise ValueError(f"kernel_size={kernel_size!r}; expected an odd positive integer (or one per axis)")
+    return sizes
+
+
+def _axis_window(n: int, k: int, causal: bool) -> torch.Tensor:
+    """(n, n) boolean: position ``i`` of an axis of length ``n`` may attend to position ``j`` (module docstring)."""
+    k = min(k, n)
+    i = torch.arange(n).unsqueeze(1)  # (n, 1) query positions
+    j = torch.arange(n).unsqueeze(0)  # (1, n) key positions
+    if causal:
+        return (j <= i) & (j > i - k)  # (n, n)
+    start = (i - k // 2).clamp(0, n - k)  # (n, 1)
+    return (j >= start) & (j < start + k)  # (n, n)
+
+
+def neighbourhood_mask(grid: GridLike, kernel_size: int | Sequence[int], causal_axes: Sequence[int] = ()
+                       ) -> torch.Tensor:
+    """The (N, N) boolean window mask of the grid tokens in row-major order (True: may attend).
+
+    Entry ``[I, J]`` is True when on every axis ``a`` the position ``J_a`` lies in the window of ``I_a`` (NATTEN's
+    inward-shifted window of ``k_a`` positions, or the ``k_a`` positions ending at ``I_a`` on a causal axis).
+    """
+    grid = Grid.parse(grid)
+    sizes, causal = _kernel_sizes(kernel_size, grid), _causal_set(causal_axes, grid)
+    mask = torch.ones(1, 1, dtype=torch.bool)  # (M, M) over the axes done so far
+    for axis, (n, k) in enumerate(zip(grid, sizes)):
+        window = _axis_window(n, k, axis in causal)  # (n, n)
+        m = mask.shape[0]
+        mask = (mask[:, None, :, None] & window[None, :, None, :]).reshape(m * n, m * n)  # (M·n, M·n)
+    return mask
+
+
+class NeighbourhoodAttention(nn.Module):
+    """Multi-head neighbourhood attention over ``P`` prefix tokens and the tokens of ``grid`` (module docstring).
+
+    Args:
+        dim: channels ``C``, divisible by ``num_heads``.
+        grid: the token grid.
+        num_heads: heads ``h``.
+        kernel_size: window length per axis (odd; an int for all axes or one per axis), clipped to the axis length.
+        causal_axes: grid axes on which no token sees a later one (negative indices allowed).
+        num_prefix_tokens: ``P``.
+        qkv_bias, qk_norm, scale_norm, proj_bias, attn_drop, proj_drop, norm_layer: as timm's ``Attention``
+            (``norm_layer`` defaults to ``nn.LayerNorm`` where ``qk_norm`` or ``scale_norm`` needs it).
+        device, dtype: where and in what the parameters are built.
+    """
+
+    def __init__(self, dim: int, grid: GridLike, *, num_heads: int = 8, kernel_size: int | Sequence[int] = 7,
+                 causal_axes: Sequence[int] = (), num_prefix_tokens: int = 0, qkv_bias: bool = True,
+                 qk_norm: bool = False, scale_norm: bool = False, proj_bias: bool = True, attn_drop: float = 0.0,
+                 proj_drop: float = 0.0, norm_layer: type[nn.Module] | None = None, device=None, dtype=None) -> None:
+        super().__init__()
+        self.grid = Grid.parse(grid)
+        if isinstance(num_heads, bool) or not isinstance(num_heads, int) or num_heads < 1:
+            raise ValueError(f"num_heads={num_heads!r}; expected a positive integer")
+        if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1 or dim % num_heads:
+            raise ValueError(f"dim={dim!r}; expected a positive multiple of num_heads={num_heads}")
+        if isinstance(num_prefix_tokens, bool) or not isinstance(num_prefix_tokens, int) or num_prefix_tokens < 0:
+            raise ValueError(f"num_prefix_tokens={num_prefix_tokens!r}; expected an integer >= 0")
+        for name, p in (("attn_drop", attn_drop), ("proj_drop", proj_drop)):
+            if not 0.0 <= p < 1.0:
+                raise ValueError(f"{name}={p!r}; expected a probability in [0, 1)")
+        self.kernel_size = _kernel_sizes(kernel_size, self.grid)
+        self.causal_axes = _causal_set(causal_axes, self.grid)
+        self.dim, self.num_heads, self.head_dim = dim, num_heads, dim // num_heads
+        self.num_prefix_tokens, self.attn_drop = num_prefix_tokens, attn_drop
+        dd = dict(device=device, dtype=dtype)
+        norm_layer = norm_layer or nn.LayerNorm
+        self.qkv = nn.Linear(dim, 3 * dim, bias=qkv_bias, **dd)
+        self.q_norm = norm_layer(self.head_dim, **dd) if qk_norm else nn.Identity()
+        self.k_norm = norm_layer(self.head_dim, **dd) if qk_norm else nn.Identity()
+        self.norm = norm_layer(dim, **dd) if scale_norm else nn.Identity()
+        self.proj = nn.Linear(dim, dim, bias=proj_bias, **dd)
+        self.proj_drop = nn.Dropout(proj_drop)
+        mask = self._token_mask()  # (T, T)
+        self.full = bool(mask.all())  # every token sees every token: plain attention, no mask to apply
+        self.register_buffer("mask", mask.to(device), persistent=False)  # (T, T)
+
+    def _token_mask(self) -> torch.Tensor:
+        """(T, T) boolean over prefix and grid tokens: the window mask and the prefix rules (module docstring)."""
+        P, N = self.num_prefix_tokens, self.grid.numel
+        mask = torch.ones(P + N, P + N, dtype=torch.bool)  # (T, T)
+        mask[P:, P:] = neighbourhood_mask(self.grid, self.kernel_size, self.causal_axes)  # (N, N)
+        if self.causal_axes:
+            mask[:P, P:] = False  # prefix tokens see no grid token
+        return mask
+
+    def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None = None, is_causal: bool = False) -> torch.Tensor:
+        """``x``: (B, P + N, C) → (B, P + N, C); causality is the built ``causal_axes``, whatever ``is_causal`` says."""
+        if attn_mask is not None:
+            raise ValueError(f"attn_mask of shape {tuple(attn_mask.shape)}; expected None (the window is the mask)")
+        if is_causal and not self.causal_axes:
+            raise ValueError("is_causal=True on a mixer built with causal_axes=(); expected causal_axes at build")
+        B, T, C = x.shape
+        if T != self.num_prefix_tokens + self.grid.numel or C != self.dim:
+            raise ValueError(f"x of shape {tuple(x.shape)}; expected (B, {self.num_prefix_tokens} prefix + "
+                             f"{self.grid.numel} grid tokens, {self.dim})")
+        h, c = self.num_heads, self.head_dim
+        q, k, v = self.qkv(x).reshape(B, T, 3, h, c).permute(2, 0, 3, 1, 4).unbind(0)  # 3 × (B, h, T, c)
+        q, k = self.q_norm(q), self.k_norm(k)  # (B, h, T, c)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=None if self.full else self.mask,
+                                             dropout_p=self.attn_drop if self.training else 0.0)  # (B, h, T, c)
+        out = out.transpose(1, 2).reshape(B, T, C)  # (B, T, C)
+        return self.proj_drop(self.proj(self.norm(out)))  # (B, T, C)
+
+    def extra_repr(self) -> str:
+        return (f"dim={self.dim}, grid={self.grid}, heads={self.num_heads}, kernel_size={self.kernel_size}, "
+                f"causal_axes={self.causal_axes}, prefix={self.num_prefix_tokens}")
+
+
+def build_neighbourhood_attention(dim: int, grid: GridLike, *, num_heads: int, causal_axes: Sequence[int] = (),
+                                  num_prefix_tokens: int = 0, kernel_size: int | Sequence[int] = 7,
+                                  qkv_bias: bool = True, qk_norm: bool = False, scale_norm: bool = False,
+                                  proj_bias: bool = True, attn_drop: float = 0.0, proj_drop: float = 0.0,
+                                  norm_layer: type[nn.Module] | None = None, device=None, dtype=None,
+                                  **unused) -> NeighbourhoodAttention:
+    """The mixer builder (:mod:`gridmix.mixers.registry`): :class:`NeighbourhoodAttention`; timm's other keyword
+    arguments (``depth`` …) are ignored."""
+    return NeighbourhoodAttention(dim, grid, num_heads=num_heads, kernel_size=kernel_size, causal_axes=causal_axes,
+                                  num_prefix_tokens=num_prefix_tokens, qkv_bias=qkv_bias, qk_norm=qk_norm,
+                                  scale_norm=scale_norm, proj_bias=proj_bias, attn_drop=attn_drop,
+                                  proj_drop=proj_drop, norm_layer=norm_layer, device=device, dtype=dtype)
