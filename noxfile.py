@@ -15,7 +15,7 @@ import nox
 nox.options.reuse_existing_virtualenvs = True
 nox.options.sessions = ["tests", "lint"]
 
-EXAMPLE_PLUGIN = "plugins/gridmix-example-track"
+EXAMPLE_PLUGINS = ("plugins/gridmix-example-track", "plugins/gridmix-example-mixer")
 
 
 @nox.session
@@ -41,12 +41,13 @@ def _small_grids(default_grid: str) -> str:
 
 @nox.session
 def bench(session: nox.Session) -> None:
-    """Every installed track (the example third-party plugin too) through `gridmix run --budget smoke`, the
-    scaling analysis at small grids, and the mixer micro-benchmarks, into one artifact directory
+    """Every installed track (the example third-party plugins too) through `gridmix run --budget smoke`, the
+    scaling analysis at small grids, the mixer micro-benchmarks and every registered mixer's cost
+    (``bench_mixers.py --quick``), into one artifact directory
     (``nox -s bench -- DIR``, default ``bench-artifacts``). Fails if any analysis fails, never because the
     idea lost."""
     session.install("-e", ".[dev]")
-    session.install(EXAMPLE_PLUGIN)
+    session.install(*EXAMPLE_PLUGINS)
     artifacts = Path(session.posargs[0] if session.posargs else "bench-artifacts").resolve()
     shutil.rmtree(artifacts, ignore_errors=True)
     listing = session.run("python", "-m", "gridmix", "tracks", "--json", silent=True, stderr=subprocess.DEVNULL)
@@ -66,10 +67,11 @@ def bench(session: nox.Session) -> None:
                 session.run(*command)
             except nox.command.CommandFailed:
                 failed.append(f"{label} {name}")
-    try:
-        session.run("python", "benchmarks/bench_mixer.py", "--quick", "--out", str(artifacts / "micro"))
-    except nox.command.CommandFailed:
-        failed.append("micro-benchmarks")
+    for label, script in (("micro-benchmarks", "bench_mixer.py"), ("mixers' cost", "bench_mixers.py")):
+        try:
+            session.run("python", f"benchmarks/{script}", "--quick", "--out", str(artifacts / "micro"))
+        except nox.command.CommandFailed:
+            failed.append(label)
     summary = dict(tracks=[t["name"] for t in tracks], skipped=skipped, failed=failed, aa=_aa_rate(session, artifacts))
     if summary["aa"] is None or summary["aa"]["binomial_p_rate_above_level"] < 0.001:
         failed.append("A/A false-positive rate (missing, or far above the exact level: the harness leaks)")

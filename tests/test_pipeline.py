@@ -41,7 +41,7 @@ def test_gridmix_run_equals_the_pipeline_called_from_python(tmp_path):
 
 
 @pytest.mark.parametrize(("options", "message"), [
-    (dict(track="nowhere"), "no track 'nowhere'"),
+    (dict(track="nowhere"), "unknown track 'nowhere'"),
     (dict(track="fake", grid="8x8"), "track 'fake' takes 1-d grids"),
     (dict(track="fake", models="fake-nothing"), "track 'fake' has no model 'fake-nothing'"),
     (dict(track="fake", budget="default", seeds=3), "with 3 seeds the primary comparison cannot reach α"),

@@ -69,7 +69,7 @@ def clean_env(monkeypatch):
 def test_every_hook_is_documented():
     specs = [obj for name, obj in vars(hookspecs).items()
              if inspect.isfunction(obj) and hasattr(obj, f"{hookspecs.PROJECT_NAME}_spec")]
-    assert {spec.__name__ for spec in specs} == {"gridmix_tracks", "gridmix_models"}
+    assert {spec.__name__ for spec in specs} == {"gridmix_tracks", "gridmix_models", "gridmix_mixers"}
     for spec in specs:
         assert spec.__doc__ and len(spec.__doc__.strip()) > 40, f"hook {spec.__name__} has no docstring"
     guide = (Path(__file__).parents[1] / "docs" / "plugins.md").read_text()

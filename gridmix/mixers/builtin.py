@@ -12,9 +12,12 @@ from torch import nn
 from gridmix.grid import Grid
 from gridmix.markers import hookimpl
 from gridmix.mixers.attention import build_attention
+from gridmix.mixers.axial import build_axial_attention, build_divided_attention
 from gridmix.mixers.concentration.layer import ConcentrationMixer
 from gridmix.mixers.concentration.mechanism import mechanism_signature
 from gridmix.mixers.global_filter import build_global_filter, regrid_global_filter
+from gridmix.mixers.linear_attention import build_linear_attention
+from gridmix.mixers.neighbourhood import build_neighbourhood_attention
 from gridmix.mixers.registry import MixerSpec
 from gridmix.mixers.s4nd import build_s4nd, regrid_s4nd
 from gridmix.mixers.token_mlp import MAX_TOKENS, build_token_mlp
@@ -76,6 +79,16 @@ MIXERS = (
               prefix_tokens=True, regrid=regrid_s4nd),
     MixerSpec("token-mlp", build_token_mlp, description="an MLP across the grid tokens, per channel",
               reference="MLP-Mixer, Tolstikhin et al. 2021", prefix_tokens=True, max_tokens=MAX_TOKENS),
+    MixerSpec("neighbourhood-attention", build_neighbourhood_attention, description="attention within a window of "
+              "k tokens per axis, shifted inward at the borders", reference="NATTEN, Hassani et al. 2023",
+              causal="any", prefix_tokens=True),
+    MixerSpec("axial-attention", build_axial_attention, description="attention along each grid axis in turn",
+              reference="Ho et al. 2019", causal="any"),
+    MixerSpec("divided-attention", build_divided_attention, description="attention along time per location, then "
+              "over space per frame", reference="TimeSformer, Bertasius et al. 2021", grid_ranks=(2, 3, 4),
+              causal="first"),
+    MixerSpec("linear-attention", build_linear_attention, description="softmax-free attention with elu + 1 features; "
+              "causal by prefix sums", reference="Katharopoulos et al. 2020", causal="first", prefix_tokens=True),
 )
 
 
