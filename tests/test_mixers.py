@@ -170,3 +170,33 @@ def test_the_example_mixer_runs_as_the_idea_end_to_end(example_installed, tmp_pa
     assert report["notes"][0].startswith("the idea's mixer 'pooling' declares no ablation")
     markdown = (tmp_path / "run" / "report.md").read_text()
     assert "Not asked: the idea's mixer 'pooling' declares no mechanism analysis" in markdown
+
+
+SMALL = {"sequence": "24", "image": "8x8", "video": "4x8x8", "mqar": "32"}
+
+
+@pytest.mark.parametrize("track_name", sorted(SMALL))
+def test_every_track_trains_every_mixer_that_fits_in_its_backbone(track_name):
+    """One forward and backward of each mixer's model on the track's own data; the ones that do not fit say why."""
+    registry = load_registry(refresh=True)
+    track, grid = registry.track(track_name), Grid.parse(SMALL[track_name])
+    data = track.make_data(grid, 0, track.budget("smoke").sizes)
+    built, refused = [], []
+    for mixer in registry.mixers:
+        spec = track.model_for_mixer(mixer.name)
+        reason = spec.supports(grid)
+        if reason:
+            refused.append(mixer.name)
+            assert mixer.name in reason
+            continue
+        torch.manual_seed(0)
+        model = spec.build(grid)
+        loss = track.loss(model(data.train.inputs[:2]), data.train.targets[:2])
+        loss.backward()
+        assert torch.isfinite(loss) and any(p.grad is not None for p in model.parameters()), mixer.name
+        built.append(mixer.name)
+    assert {"attention", "concentration", "tokenwise"} <= set(built)
+    if track_name == "mqar":  # causal: the symmetric-only mixers cannot serve it
+        assert {"global-filter", "token-mlp"} <= set(refused) and "linear-attention" in built
+    if track_name in ("sequence", "mqar"):
+        assert "divided-attention" in refused  # 2-d and up
