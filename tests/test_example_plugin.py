@@ -16,7 +16,8 @@ from gridmix_tracks.torchvision_sets import DATASETS
 
 from gridmix.grid import Grid
 from gridmix.study.train import train_run
-from gridmix.tracks.registry import ALLOW_ENV, DISABLE_AUTOLOAD_ENV, load_registry, validate_data
+from gridmix.tracks.registry import load_registry, validate_data
+from tests.installed import install
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "plugins" / "gridmix-example-track"
 
@@ -34,27 +35,15 @@ BROKEN_MODULES = {
 }
 
 
-def dist_info(root: Path, name: str, version: str, entry_points: dict[str, str]) -> None:
-    folder = root / f"{name.replace('-', '_')}-{version}.dist-info"
-    folder.mkdir(parents=True)
-    (folder / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
-    lines = "".join(f"{key} = {value}\n" for key, value in entry_points.items())
-    (folder / "entry_points.txt").write_text(f"[gridmix]\n{lines}")
-
-
 @pytest.fixture
 def installed(tmp_path, monkeypatch):
     """The example plugin and a broken distribution, 'installed' through dist-info folders on sys.path."""
     for module, source in BROKEN_MODULES.items():
         (tmp_path / f"{module}.py").write_text(source)
-    dist_info(tmp_path, "gridmix-example-track", "0.1.0", {"example": "gridmix_example_track.plugin"})
-    dist_info(tmp_path, "gridmix-broken-demo", "0.0.1", {
-        "import-error": "broken_import", "raises": "broken_hook", "malformed": "broken_track"})
-    monkeypatch.delenv(DISABLE_AUTOLOAD_ENV, raising=False)
-    monkeypatch.delenv(ALLOW_ENV, raising=False)
-    monkeypatch.syspath_prepend(str(EXAMPLE))
-    monkeypatch.syspath_prepend(str(tmp_path))
-    yield load_registry(refresh=True)
+    yield install(monkeypatch, tmp_path, {
+        "gridmix-example-track": {"example": "gridmix_example_track.plugin"},
+        "gridmix-broken-demo": {"import-error": "broken_import", "raises": "broken_hook", "malformed": "broken_track"}},
+        code=(EXAMPLE,))
     monkeypatch.undo()
     for module in [*BROKEN_MODULES, "gridmix_example_track", "gridmix_example_track.plugin",
                    "gridmix_example_track.heat", "gridmix_example_track.conv_mixer"]:
@@ -79,7 +68,7 @@ def test_broken_plugins_are_reported_by_name_and_the_others_keep_working(install
     assert broken["import-error"].error == "ModuleNotFoundError: No module named 'gridmix_no_such_dependency'"
     assert broken["raises"].error == "RuntimeError: cannot reach the dataset server"
     assert "track 'heat2' (plugin 'malformed'): default_grid 16x16 does not have ndim=3" in broken["malformed"].error
-    assert all(plugin.version == "0.0.1" for plugin in broken.values())
+    assert all(plugin.version == "0.1.0" for plugin in broken.values())  # the distribution's version
     user_data = {"image-folder", "sequence-csv"}  # listed without their data, as needing it
     assert {"sequence", "image", "video", "mqar", "heat"} | {spec.track for spec in DATASETS} | user_data == set(
         installed.tracks)

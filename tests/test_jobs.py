@@ -6,18 +6,14 @@ import json
 import pytest
 
 from gridmix.study import pipeline
-from gridmix.tracks.registry import ALLOW_ENV, DISABLE_AUTOLOAD_ENV, load_registry
-from tests.test_example_plugin import dist_info
+from gridmix.tracks.registry import load_registry
+from tests.installed import install
 
 
 @pytest.fixture
 def fake_installed(tmp_path, monkeypatch):
     """The fake track as an installed plugin (a dist-info folder on sys.path), so spawned workers load it too."""
-    dist_info(tmp_path / "site", "gridmix-fake-track", "0.0.1", {"fake": "tests.fake_track"})
-    monkeypatch.delenv(DISABLE_AUTOLOAD_ENV, raising=False)
-    monkeypatch.setenv(ALLOW_ENV, "fake")
-    monkeypatch.syspath_prepend(str(tmp_path / "site"))
-    yield load_registry(refresh=True)
+    yield install(monkeypatch, tmp_path, {"gridmix-fake-track": {"fake": "tests.fake_track"}}, allow="fake")
     monkeypatch.undo()
     load_registry(refresh=True)
 

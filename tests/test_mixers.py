@@ -18,8 +18,8 @@ from gridmix.cli import app
 from gridmix.grid import Grid
 from gridmix.mixers.causality import check_grid, first_leak
 from gridmix.study import pipeline
-from gridmix.tracks.registry import ALLOW_ENV, DISABLE_AUTOLOAD_ENV, load_registry
-from tests.test_example_plugin import dist_info
+from gridmix.tracks.registry import load_registry
+from tests.installed import install
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "plugins" / "gridmix-example-mixer"
 
@@ -49,12 +49,8 @@ def registry(monkeypatch):
 @pytest.fixture
 def example_installed(tmp_path, monkeypatch):
     """The example mixer package, 'installed' through a dist-info folder on sys.path (its real entry point)."""
-    dist_info(tmp_path, "gridmix-example-mixer", "0.1.0", {"pooling": "gridmix_example_mixer"})
-    monkeypatch.delenv(DISABLE_AUTOLOAD_ENV, raising=False)
-    monkeypatch.delenv(ALLOW_ENV, raising=False)
-    monkeypatch.syspath_prepend(str(EXAMPLE))
-    monkeypatch.syspath_prepend(str(tmp_path))
-    yield load_registry(refresh=True)
+    yield install(monkeypatch, tmp_path, {"gridmix-example-mixer": {"pooling": "gridmix_example_mixer"}},
+                  code=(EXAMPLE,))
     monkeypatch.undo()
     sys.modules.pop("gridmix_example_mixer", None)
     load_registry(refresh=True)

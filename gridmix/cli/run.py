@@ -97,9 +97,11 @@ def run(
     device: DeviceName = typer.Option("auto", help="auto, cpu or cuda."),
     precision: str = typer.Option("auto", help="auto (bf16 mixed precision on CUDA, fp32 on CPU), fp32, bf16 or fp16."),
     executor: ExecutorName = typer.Option("local", help="local or ray."),
-    jobs: int = typer.Option(1, min=1, help="Local worker processes (threads are split between them)."),
+    jobs: str = typer.Option("auto", help="Local worker processes: auto (one per core, one thread each, on the CPU; "
+                                          "one on CUDA) or a number (the cores are split between them)."),
     address: str = typer.Option(None, help="Ray cluster address HOST:PORT (with --executor ray)."),
-    threads: int = typer.Option(None, min=1, help="Torch threads per run (default: all cores / jobs)."),
+    threads: int = typer.Option(None, min=1, help="Torch threads per run (default: cores / jobs; 1 with --jobs auto "
+                                                   "on the CPU)."),
     scaling: bool = typer.Option(True, help="Measure time, FLOPs and memory at this grid and smaller ones."),
     match_params: str = typer.Option(None, help="Scale the idea's width knob to this baseline's parameter count."),
     underpowered: bool = typer.Option(False, "--underpowered", help="Run even when the seeds are too few for "
@@ -117,6 +119,7 @@ def run(
 
     set_data_env(track, data=data, data_root=data_root, download=download)
     try:
+        jobs = jobs if jobs == "auto" else int(jobs) if jobs.isdigit() else jobs
         extra = tuple(name.strip() for name in baselines.split(",") if name.strip()) if baselines else ()
         planned = pipeline.plan_study(track, grid, models=models, idea=idea, baselines=extra, budget=budget.value,
                                       seeds=seeds, lrs=parse_floats(lrs, "--lrs") if lrs else None, device=device.value,
@@ -131,14 +134,14 @@ def run(
     except (ValueError, OSError, sqlite3.Error) as error:
         fail(str(error) if isinstance(error, ValueError) else storage_error(error, out))
     try:
-        chosen_executor = pipeline.make_executor(executor.value, jobs=jobs, address=address)
+        chosen_executor = pipeline.make_executor(executor.value, jobs=planned.jobs, address=address)
     except ValueError as error:
         ledger.close()
         fail(str(error))
     console.print(f"[bold]gridmix run[/] {study.track} {study.grid}: models {', '.join(study.models)}; budget "
                   f"{study.budget.name} ({study.budget.seeds} seeds, lrs {study.budget.lrs}); {study.device} "
-                  f"{study.precision}, "
-                  f"{study.threads} thread(s); data {study.data['hash']}; ledger {ledger.path}", highlight=False)
+                  f"{study.precision}, {planned.jobs} worker(s) × {study.threads} thread(s); "
+                  f"data {study.data['hash']}; ledger {ledger.path}", highlight=False)
     try:
         with _progress() as progress:
             outcome = pipeline.run_study(planned, ledger, chosen_executor, out, callbacks=_callbacks(progress, study))

@@ -32,16 +32,15 @@ import torch.nn.functional as F
 from torch import nn
 
 from gridmix.grid import Grid, GridLike
+from gridmix.mixers.projections import AttentionProjections, check_heads, check_probability
+from gridmix.mixers.registry import check_input
 
 
 def _check(dim: int, grid: GridLike, num_heads: int, causal_axes: Sequence[int], num_prefix_tokens: int,
            what: str) -> tuple[Grid, tuple[int, ...]]:
     """The grid and the sorted non-negative causal axes; ``ValueError`` for a bad argument."""
     grid = Grid.parse(grid)
-    if isinstance(num_heads, bool) or not isinstance(num_heads, int) or num_heads < 1:
-        raise ValueError(f"num_heads={num_heads!r}; expected a positive integer")
-    if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1 or dim % num_heads:
-        raise ValueError(f"dim={dim!r}; expected a positive multiple of num_heads={num_heads}")
+    check_heads(dim, num_heads)
     if num_prefix_tokens != 0:
         raise ValueError(f"num_prefix_tokens={num_prefix_tokens!r}; expected 0 ({what} takes no prefix tokens)")
     d, causal = grid.ndim, set()
@@ -52,46 +51,21 @@ def _check(dim: int, grid: GridLike, num_heads: int, causal_axes: Sequence[int],
     return grid, tuple(sorted(causal))
 
 
-def _check_forward(x: torch.Tensor, attn_mask, is_causal: bool, grid: Grid, dim: int, causal_axes) -> None:
-    if attn_mask is not None:
-        raise ValueError(f"attn_mask of shape {tuple(attn_mask.shape)}; expected None (causality is causal_axes)")
-    if is_causal and not causal_axes:
-        raise ValueError("is_causal=True on a mixer built with causal_axes=(); expected causal_axes at build")
-    if x.ndim != 3 or x.shape[1] != grid.numel or x.shape[2] != dim:
-        raise ValueError(f"x of shape {tuple(x.shape)}; expected (B, {grid.numel} grid tokens of {grid}, {dim})")
-
-
-class LineAttention(nn.Module):
+class LineAttention(AttentionProjections):
     """Multi-head softmax attention within each of M independent lines, with the parameters of timm's ``Attention``
     (``qkv``, ``q_norm``, ``k_norm``, ``norm``, ``proj``); ``causal`` makes it causal along the line."""
 
-    def __init__(self, dim: int, *, num_heads: int, qkv_bias: bool = True, qk_norm: bool = False,
-                 scale_norm: bool = False, proj_bias: bool = True, attn_drop: float = 0.0, proj_drop: float = 0.0,
-                 norm_layer: type[nn.Module] | None = None, device=None, dtype=None) -> None:
-        super().__init__()
-        for name, p in (("attn_drop", attn_drop), ("proj_drop", proj_drop)):
-            if not 0.0 <= p < 1.0:
-                raise ValueError(f"{name}={p!r}; expected a probability in [0, 1)")
-        self.num_heads, self.head_dim, self.attn_drop = num_heads, dim // num_heads, attn_drop
-        dd = dict(device=device, dtype=dtype)
-        norm_layer = norm_layer or nn.LayerNorm
-        self.qkv = nn.Linear(dim, 3 * dim, bias=qkv_bias, **dd)
-        self.q_norm = norm_layer(self.head_dim, **dd) if qk_norm else nn.Identity()
-        self.k_norm = norm_layer(self.head_dim, **dd) if qk_norm else nn.Identity()
-        self.norm = norm_layer(dim, **dd) if scale_norm else nn.Identity()
-        self.proj = nn.Linear(dim, dim, bias=proj_bias, **dd)
-        self.proj_drop = nn.Dropout(proj_drop)
+    def __init__(self, dim: int, *, num_heads: int, attn_drop: float = 0.0, **projections) -> None:
+        super().__init__(dim, num_heads=num_heads, **projections)
+        check_probability("attn_drop", attn_drop)
+        self.attn_drop = attn_drop
 
     def forward(self, x: torch.Tensor, causal: bool = False) -> torch.Tensor:
         """``x``: (M, L, C) → (M, L, C)."""
-        M, L, C = x.shape
-        qkv = self.qkv(x).reshape(M, L, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)  # (3, M, h, L, c)
-        q, k, v = qkv.unbind(0)  # (M, h, L, c)
-        q, k = self.q_norm(q), self.k_norm(k)  # (M, h, L, c)
+        q, k, v = self.heads(x)  # (M, h, L, c) each
         out = F.scaled_dot_product_attention(q, k, v, dropout_p=self.attn_drop if self.training else 0.0,
                                              is_causal=causal)  # (M, h, L, c)
-        out = out.transpose(1, 2).reshape(M, L, C)  # (M, L, C)
-        return self.proj_drop(self.proj(self.norm(out)))  # (M, L, C)
+        return self.merge(out)  # (M, L, C)
 
 
 class AxialAttention(nn.Module):
@@ -115,7 +89,7 @@ class AxialAttention(nn.Module):
 
     def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None = None, is_causal: bool = False) -> torch.Tensor:
         """``x``: (B, N, C) → (B, N, C); causality is the built ``causal_axes``, whatever ``is_causal`` says."""
-        _check_forward(x, attn_mask, is_causal, self.grid, self.dim, self.causal_axes)
+        check_input(x, attn_mask, is_causal, causal=bool(self.causal_axes), prefix=0, grid=self.grid, dim=self.dim)
         B, N, C = x.shape
         y = x.reshape(B, *self.grid, C)  # (B, n_0, …, n_{d-1}, C)
         for axis, (n, attention) in enumerate(zip(self.grid, self.axes)):
@@ -149,7 +123,7 @@ class DividedAttention(nn.Module):
 
     def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None = None, is_causal: bool = False) -> torch.Tensor:
         """``x``: (B, N, C) in row-major (T, space) order → (B, N, C)."""
-        _check_forward(x, attn_mask, is_causal, self.grid, self.dim, self.causal_axes)
+        check_input(x, attn_mask, is_causal, causal=bool(self.causal_axes), prefix=0, grid=self.grid, dim=self.dim)
         B, N, C = x.shape
         T = self.grid[0]
         S = N // T

@@ -29,6 +29,7 @@ import torch
 from torch import nn
 
 from gridmix.grid import Grid
+from gridmix.mixers.registry import check_input
 
 INIT_SCALE = 0.02  # GFNet: complex_weight = randn(...) * 0.02
 
@@ -77,15 +78,10 @@ class GlobalFilterMixer(nn.Module):
         The FFTs run in at least float32 with autocast off (cuFFT's half precision takes only powers of two); the
         result comes back in ``x``'s dtype.
         """
-        if attn_mask is not None:
-            raise ValueError("GlobalFilterMixer cannot apply attn_mask: it filters the whole grid; expected None")
-        if is_causal:
-            raise ValueError("is_causal=True but the global filter sees every token; expected is_causal=False")
+        check_input(x, attn_mask, is_causal, causal=False, prefix=self.num_prefix_tokens, grid=self.grid,
+                    dim=self.dim)
         B, T, C = x.shape
         P, N = self.num_prefix_tokens, self.grid.numel
-        if T != P + N or C != self.dim:
-            raise ValueError(f"x has shape {tuple(x.shape)}; expected (B, {P} prefix + {N} grid tokens = {P + N}, "
-                             f"{self.dim})")
         work = torch.promote_types(x.dtype, torch.float32)
         dims = tuple(range(1, self.grid.ndim + 1))
         with torch.autocast(x.device.type, enabled=False):

@@ -33,6 +33,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from gridmix.grid import Grid, GridLike
+from gridmix.mixers.projections import AttentionProjections
+from gridmix.mixers.registry import check_input
 
 
 def _feature_map(x: torch.Tensor) -> torch.Tensor:
@@ -69,7 +71,7 @@ def linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causa
     return (num / den).reshape(B, h, G * L, c)[:, :, :T]  # (B, h, T, c)
 
 
-class LinearAttention(nn.Module):
+class LinearAttention(AttentionProjections):
     """Multi-head linear attention over ``P`` prefix tokens and the tokens of ``grid`` (module docstring).
 
     Args:
@@ -90,13 +92,10 @@ class LinearAttention(nn.Module):
                  num_prefix_tokens: int = 0, eps: float = 1e-6, chunk_size: int = 64, qkv_bias: bool = True,
                  qk_norm: bool = False, scale_norm: bool = False, proj_bias: bool = True, proj_drop: float = 0.0,
                  norm_layer: type[nn.Module] | None = None, device=None, dtype=None) -> None:
-        super().__init__()
+        super().__init__(dim, num_heads=num_heads, qkv_bias=qkv_bias, qk_norm=qk_norm, scale_norm=scale_norm,
+                         proj_bias=proj_bias, proj_drop=proj_drop, norm_layer=norm_layer, device=device, dtype=dtype)
         self.grid = Grid.parse(grid)
         d = self.grid.ndim
-        if isinstance(num_heads, bool) or not isinstance(num_heads, int) or num_heads < 1:
-            raise ValueError(f"num_heads={num_heads!r}; expected a positive integer")
-        if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1 or dim % num_heads:
-            raise ValueError(f"dim={dim!r}; expected a positive multiple of num_heads={num_heads}")
         for axis in causal_axes:
             if isinstance(axis, bool) or not isinstance(axis, int) or axis % d != 0 or not -d <= axis < d:
                 raise ValueError(f"causal_axes={tuple(causal_axes)!r}; expected () or (0,) (linear attention is "
@@ -111,40 +110,19 @@ class LinearAttention(nn.Module):
             raise ValueError(f"eps={eps!r}; expected a positive number")
         if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
             raise ValueError(f"chunk_size={chunk_size!r}; expected a positive integer")
-        if not 0.0 <= proj_drop < 1.0:
-            raise ValueError(f"proj_drop={proj_drop!r}; expected a probability in [0, 1)")
         self.causal_axes = (0,) if self.causal else ()
-        self.dim, self.num_heads, self.head_dim = dim, num_heads, dim // num_heads
         self.num_prefix_tokens, self.eps, self.chunk_size = num_prefix_tokens, float(eps), chunk_size
-        dd = dict(device=device, dtype=dtype)
-        norm_layer = norm_layer or nn.LayerNorm
-        self.qkv = nn.Linear(dim, 3 * dim, bias=qkv_bias, **dd)
-        self.q_norm = norm_layer(self.head_dim, **dd) if qk_norm else nn.Identity()
-        self.k_norm = norm_layer(self.head_dim, **dd) if qk_norm else nn.Identity()
-        self.norm = norm_layer(dim, **dd) if scale_norm else nn.Identity()
-        self.proj = nn.Linear(dim, dim, bias=proj_bias, **dd)
-        self.proj_drop = nn.Dropout(proj_drop)
 
     def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None = None, is_causal: bool = False) -> torch.Tensor:
         """``x``: (B, P + N, C) → (B, P + N, C); causality is the built ``causal_axes``, whatever ``is_causal`` says."""
-        if attn_mask is not None:
-            raise ValueError(f"attn_mask of shape {tuple(attn_mask.shape)}; expected None (causality is causal_axes)")
-        if is_causal and not self.causal:
-            raise ValueError("is_causal=True on a mixer built with causal_axes=(); expected causal_axes=(0,) at build")
-        B, T, C = x.shape
-        if T != self.num_prefix_tokens + self.grid.numel or C != self.dim:
-            raise ValueError(f"x of shape {tuple(x.shape)}; expected (B, {self.num_prefix_tokens} prefix + "
-                             f"{self.grid.numel} grid tokens, {self.dim})")
-        h, c = self.num_heads, self.head_dim
-        qkv = self.qkv(x).reshape(B, T, 3, h, c).permute(2, 0, 3, 1, 4)  # (3, B, h, T, c)
-        q, k, v = qkv.unbind(0)  # (B, h, T, c)
-        q, k = self.q_norm(q), self.k_norm(k)  # (B, h, T, c)
+        check_input(x, attn_mask, is_causal, causal=self.causal, prefix=self.num_prefix_tokens, grid=self.grid,
+                    dim=self.dim)
+        q, k, v = self.heads(x)  # (B, h, T, c) each
         work = torch.promote_types(v.dtype, torch.float32)
         with torch.autocast(x.device.type, enabled=False):
             out = linear_attention(q.to(work), k.to(work), v.to(work), causal=self.causal, eps=self.eps,
                                    chunk_size=self.chunk_size)  # (B, h, T, c)
-        out = out.to(v.dtype).transpose(1, 2).reshape(B, T, C)  # (B, T, C)
-        return self.proj_drop(self.proj(self.norm(out)))  # (B, T, C)
+        return self.merge(out.to(v.dtype))  # (B, T, C)
 
     def extra_repr(self) -> str:
         return (f"dim={self.dim}, grid={self.grid}, heads={self.num_heads}, causal_axes={self.causal_axes}, "

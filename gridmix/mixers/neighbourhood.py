@@ -35,6 +35,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from gridmix.grid import Grid, GridLike
+from gridmix.mixers.projections import AttentionProjections, check_probability
+from gridmix.mixers.registry import check_input
 
 
 def _causal_set(causal_axes: Sequence[int], grid: Grid) -> tuple[int, ...]:
@@ -86,7 +88,7 @@ def neighbourhood_mask(grid: GridLike, kernel_size: int | Sequence[int], causal_
     return mask
 
 
-class NeighbourhoodAttention(nn.Module):
+class NeighbourhoodAttention(AttentionProjections):
     """Multi-head neighbourhood attention over ``P`` prefix tokens and the tokens of ``grid`` (module docstring).
 
     Args:
@@ -105,29 +107,15 @@ class NeighbourhoodAttention(nn.Module):
                  causal_axes: Sequence[int] = (), num_prefix_tokens: int = 0, qkv_bias: bool = True,
                  qk_norm: bool = False, scale_norm: bool = False, proj_bias: bool = True, attn_drop: float = 0.0,
                  proj_drop: float = 0.0, norm_layer: type[nn.Module] | None = None, device=None, dtype=None) -> None:
-        super().__init__()
+        super().__init__(dim, num_heads=num_heads, qkv_bias=qkv_bias, qk_norm=qk_norm, scale_norm=scale_norm,
+                         proj_bias=proj_bias, proj_drop=proj_drop, norm_layer=norm_layer, device=device, dtype=dtype)
         self.grid = Grid.parse(grid)
-        if isinstance(num_heads, bool) or not isinstance(num_heads, int) or num_heads < 1:
-            raise ValueError(f"num_heads={num_heads!r}; expected a positive integer")
-        if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1 or dim % num_heads:
-            raise ValueError(f"dim={dim!r}; expected a positive multiple of num_heads={num_heads}")
         if isinstance(num_prefix_tokens, bool) or not isinstance(num_prefix_tokens, int) or num_prefix_tokens < 0:
             raise ValueError(f"num_prefix_tokens={num_prefix_tokens!r}; expected an integer >= 0")
-        for name, p in (("attn_drop", attn_drop), ("proj_drop", proj_drop)):
-            if not 0.0 <= p < 1.0:
-                raise ValueError(f"{name}={p!r}; expected a probability in [0, 1)")
+        check_probability("attn_drop", attn_drop)
         self.kernel_size = _kernel_sizes(kernel_size, self.grid)
         self.causal_axes = _causal_set(causal_axes, self.grid)
-        self.dim, self.num_heads, self.head_dim = dim, num_heads, dim // num_heads
         self.num_prefix_tokens, self.attn_drop = num_prefix_tokens, attn_drop
-        dd = dict(device=device, dtype=dtype)
-        norm_layer = norm_layer or nn.LayerNorm
-        self.qkv = nn.Linear(dim, 3 * dim, bias=qkv_bias, **dd)
-        self.q_norm = norm_layer(self.head_dim, **dd) if qk_norm else nn.Identity()
-        self.k_norm = norm_layer(self.head_dim, **dd) if qk_norm else nn.Identity()
-        self.norm = norm_layer(dim, **dd) if scale_norm else nn.Identity()
-        self.proj = nn.Linear(dim, dim, bias=proj_bias, **dd)
-        self.proj_drop = nn.Dropout(proj_drop)
         mask = self._token_mask()  # (T, T)
         self.full = bool(mask.all())  # every token sees every token: plain attention, no mask to apply
         self.register_buffer("mask", mask.to(device), persistent=False)  # (T, T)
@@ -143,21 +131,12 @@ class NeighbourhoodAttention(nn.Module):
 
     def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None = None, is_causal: bool = False) -> torch.Tensor:
         """``x``: (B, P + N, C) → (B, P + N, C); causality is the built ``causal_axes``, whatever ``is_causal`` says."""
-        if attn_mask is not None:
-            raise ValueError(f"attn_mask of shape {tuple(attn_mask.shape)}; expected None (the window is the mask)")
-        if is_causal and not self.causal_axes:
-            raise ValueError("is_causal=True on a mixer built with causal_axes=(); expected causal_axes at build")
-        B, T, C = x.shape
-        if T != self.num_prefix_tokens + self.grid.numel or C != self.dim:
-            raise ValueError(f"x of shape {tuple(x.shape)}; expected (B, {self.num_prefix_tokens} prefix + "
-                             f"{self.grid.numel} grid tokens, {self.dim})")
-        h, c = self.num_heads, self.head_dim
-        q, k, v = self.qkv(x).reshape(B, T, 3, h, c).permute(2, 0, 3, 1, 4).unbind(0)  # 3 × (B, h, T, c)
-        q, k = self.q_norm(q), self.k_norm(k)  # (B, h, T, c)
+        check_input(x, attn_mask, is_causal, causal=bool(self.causal_axes), prefix=self.num_prefix_tokens,
+                    grid=self.grid, dim=self.dim)
+        q, k, v = self.heads(x)  # (B, h, T, c) each
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=None if self.full else self.mask,
                                              dropout_p=self.attn_drop if self.training else 0.0)  # (B, h, T, c)
-        out = out.transpose(1, 2).reshape(B, T, C)  # (B, T, C)
-        return self.proj_drop(self.proj(self.norm(out)))  # (B, T, C)
+        return self.merge(out)  # (B, T, C)
 
     def extra_repr(self) -> str:
         return (f"dim={self.dim}, grid={self.grid}, heads={self.num_heads}, kernel_size={self.kernel_size}, "

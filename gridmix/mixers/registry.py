@@ -30,6 +30,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+import torch
 from torch import nn
 
 from gridmix.grid import Grid
@@ -37,6 +38,19 @@ from gridmix.suggest import did_you_mean
 
 CAUSAL = ("none", "first", "any")
 NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+
+
+def check_input(x: torch.Tensor, attn_mask, is_causal: bool, *, causal: bool, prefix: int, grid: Grid,
+                dim: int) -> None:
+    """What a mixer's ``forward`` checks against the contract: no ``attn_mask`` (causality is the built causal
+    axes), ``is_causal`` only on a causal mixer, and ``x`` of shape (B, ``prefix`` + grid tokens, ``dim``)."""
+    if attn_mask is not None:
+        raise ValueError(f"attn_mask of shape {tuple(attn_mask.shape)}; expected None (causality is causal_axes)")
+    if is_causal and not causal:
+        raise ValueError("is_causal=True on a mixer built with causal_axes=(); expected causal_axes at build")
+    if x.ndim != 3 or x.shape[1] != prefix + grid.numel or x.shape[2] != dim:
+        raise ValueError(f"x has shape {tuple(x.shape)}; expected (B, {prefix} prefix + {grid.numel} grid tokens = "
+                         f"{prefix + grid.numel}, {dim})")
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,7 @@ from torch import nn
 
 from gridmix.grid import Grid
 from gridmix.mixers.concentration.ops.causal import causal_mode_product
+from gridmix.mixers.registry import check_input
 
 DT_MIN, DT_MAX = 0.001, 0.1  # S4D: log_dt uniform in [log 0.001, log 0.1]
 
@@ -164,16 +165,10 @@ class S4NDMixer(nn.Module):
         Exactly causal along ``causal_axes`` whatever ``is_causal`` says. The convolution runs in at least float32
         with autocast off; the result comes back in ``x``'s dtype.
         """
-        if attn_mask is not None:
-            raise ValueError("S4NDMixer cannot apply attn_mask: causality is declared with causal_axes; expected None")
-        if is_causal and not self.causal_axes:
-            raise ValueError("is_causal=True but this S4ND mixer has no causal_axes; expected is_causal=False or a "
-                             "mixer built with causal_axes=(…)")
+        check_input(x, attn_mask, is_causal, causal=bool(self.causal_axes), prefix=self.num_prefix_tokens,
+                    grid=self.grid, dim=self.dim)
         B, T, C = x.shape
         P, N = self.num_prefix_tokens, self.grid.numel
-        if T != P + N or C != self.dim:
-            raise ValueError(f"x has shape {tuple(x.shape)}; expected (B, {P} prefix + {N} grid tokens = {P + N}, "
-                             f"{self.dim})")
         work = torch.promote_types(x.dtype, torch.float32)
         with torch.autocast(x.device.type, enabled=False):
             u = x[:, P:].reshape(B, *self.grid, C).to(work)  # (B, *grid, C)

@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from gridmix.grid import Grid
+from gridmix.mixers.registry import check_input
 
 MAX_TOKENS = 4096  # above this the N × hidden weights (N² · token_ratio) do not scale
 
@@ -63,15 +64,9 @@ class TokenMLPMixer(nn.Module):
 
     def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None = None, is_causal: bool = False) -> torch.Tensor:
         """``x``: (B, P + N, C) with P prefix tokens first, then the grid in row-major order; returns its shape."""
-        if attn_mask is not None:
-            raise ValueError("TokenMLPMixer cannot apply attn_mask: its MLP mixes the whole grid; expected None")
-        if is_causal:
-            raise ValueError("is_causal=True but the token MLP sees every token; expected is_causal=False")
-        B, T, C = x.shape
-        P, N = self.num_prefix_tokens, self.grid.numel
-        if T != P + N or C != self.dim:
-            raise ValueError(f"x has shape {tuple(x.shape)}; expected (B, {P} prefix + {N} grid tokens = {P + N}, "
-                             f"{self.dim})")
+        check_input(x, attn_mask, is_causal, causal=False, prefix=self.num_prefix_tokens, grid=self.grid,
+                    dim=self.dim)
+        P = self.num_prefix_tokens
         columns = x[:, P:].transpose(1, 2)  # (B, C, N): one column of grid tokens per channel
         y = self.fc2(self.act(self.fc1(columns)))  # (B, C, N)
         y = y.transpose(1, 2)  # (B, N, C)

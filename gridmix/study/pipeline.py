@@ -58,7 +58,8 @@ class Callbacks:
 @dataclass(frozen=True)
 class PlannedStudy:
     """A study ready to run: the harness's :class:`Study`, the track and grid it came from, the idea's width knobs
-    (``--match-params``), whether scaling is measured, and the output directory ``gridmix run`` uses by default."""
+    (``--match-params``), whether scaling is measured, the output directory ``gridmix run`` uses by default, and
+    the local worker processes that train it (``jobs``, resolved: :func:`resolve_jobs`)."""
 
     study: Study
     track: Track
@@ -66,6 +67,7 @@ class PlannedStudy:
     knobs: dict = field(default_factory=dict)
     scaling: bool = True
     default_out: Path = Path("runs")
+    jobs: int = 1
 
 
 @dataclass(frozen=True)
@@ -164,10 +166,27 @@ def check_causality(track: Track, names: tuple[str, ...], grid: Grid, mixers: Mi
             raise ValueError(describe_leak(mixer_name, leak, backbone.causal_axes, small))
 
 
+def resolve_jobs(jobs: int | str, threads: int | None, device: str, *, workers_can_load: bool = True
+                 ) -> tuple[int, int]:
+    """``(worker processes, torch threads per run)``. ``"auto"``: on the CPU one worker per core with one thread
+    each (faster than one worker with every thread on this project's 2-core machine, docs/plugins.md "Budgets"),
+    or ``cores // threads`` workers when ``threads`` is given; on CUDA, or when a worker process could not load the
+    study's plugins (``workers_can_load``: one registered in this process only), one worker. A number of jobs splits
+    the cores between them unless ``threads`` says otherwise."""
+    cores = os.cpu_count() or 1
+    if jobs == "auto":
+        if device == "cuda" or not workers_can_load:
+            return 1, threads or cores
+        return (max(1, cores // threads), threads) if threads else (cores, 1)
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise ValueError(f"--jobs {jobs!r}; expected 'auto' or a positive integer")
+    return jobs, threads or max(1, cores // jobs)
+
+
 def plan_study(track: str = "image", grid: str | None = None, *, models: str | tuple[str, ...] | None = None,
                idea: str | None = None, baselines: tuple[str, ...] = (), budget: str = "default",
                seeds: int | None = None, lrs: tuple[float, ...] | None = None, device: str = "auto",
-               precision: str = "auto", jobs: int = 1, threads: int | None = None, scaling: bool = True,
+               precision: str = "auto", jobs: int | str = "auto", threads: int | None = None, scaling: bool = True,
                match_params: str | None = None, underpowered: bool = False, aa: bool = False,
                note: Callable[[str], None] = _ignore) -> PlannedStudy:
     """The study ``gridmix run`` would run with these options (the same names and defaults as its own).
@@ -197,7 +216,9 @@ def plan_study(track: str = "image", grid: str | None = None, *, models: str | t
             note(line)
     names = choose_models(chosen_track, chosen_grid, models, note=note)
     check_causality(chosen_track, names, chosen_grid, registry.mixers)
-    run_threads = threads or max(1, (os.cpu_count() or 1) // jobs)
+    plugins = {chosen_track.plugin, *(chosen_track.model(name).plugin for name in names)}
+    jobs, run_threads = resolve_jobs(jobs, threads, resolved_device,
+                                     workers_can_load=not any(registry.in_process_only(p) for p in plugins))
     knobs = match_knobs(chosen_track, chosen_grid, match_params, note=note) if match_params else {}
     study = Study(track=chosen_track.name, grid=str(chosen_grid), models=names, idea=chosen_track.idea.name,
                   matched_baseline=chosen_track.matched_baseline, metric_name=chosen_track.metric_name,
@@ -212,7 +233,7 @@ def plan_study(track: str = "image", grid: str | None = None, *, models: str | t
         scaling = False  # the copy costs what its original does: nothing to measure
     default_out = Path("runs") / f"{study.track}-{study.grid}-{chosen_budget.name}{'-aa' if aa else ''}"
     return PlannedStudy(study=study, track=chosen_track, grid=chosen_grid, knobs=knobs, scaling=scaling,
-                        default_out=default_out)
+                        default_out=default_out, jobs=jobs)
 
 
 def open_ledger(out: str | Path, planned: PlannedStudy, *, fresh: bool = False) -> Ledger:
@@ -308,5 +329,5 @@ def run(track: str = "image", grid: str | None = None, *, out: str | Path | None
     planned = plan_study(track, grid, note=callbacks.note, **options)
     out = Path(out) if out is not None else planned.default_out
     ledger = open_ledger(out, planned, fresh=fresh)
-    return run_study(planned, ledger, make_executor(executor, jobs=options.get("jobs", 1), address=address), out,
+    return run_study(planned, ledger, make_executor(executor, jobs=planned.jobs, address=address), out,
                      callbacks=callbacks)

@@ -86,6 +86,11 @@ class Registry:
         installed = ", ".join(self.tracks) or "none"
         raise ValueError(f"unknown track {name!r}{did_you_mean(name, self.tracks)} installed: {installed}")
 
+    def in_process_only(self, plugin: str) -> bool:
+        """Whether the plugin named ``plugin`` was registered in this process only (``extra_plugins``), not through
+        an entry point: a spawned worker process, which loads entry points, would not find what it added."""
+        return any(info.name == plugin and not info.distribution for info in self.plugins)
+
 
 _CACHE: dict[str, Registry] = {}
 

@@ -1,0 +1,55 @@
+"""What the attention-family mixers share: timm's ``Attention`` projections (``qkv``, ``q_norm``, ``k_norm``,
+``norm``, ``proj``, ``proj_drop``, with timm's parameter names, so a state dict moves between them), the split into
+heads and the merge back, and the checks of their arguments.
+
+Shape legend:
+    B: batch (or independent lines), T: tokens, C: channels, h: heads, c = C / h
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+def check_heads(dim: int, num_heads: int) -> None:
+    if isinstance(num_heads, bool) or not isinstance(num_heads, int) or num_heads < 1:
+        raise ValueError(f"num_heads={num_heads!r}; expected a positive integer")
+    if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1 or dim % num_heads:
+        raise ValueError(f"dim={dim!r}; expected a positive multiple of num_heads={num_heads}")
+
+
+def check_probability(name: str, p: float) -> None:
+    if not 0.0 <= p < 1.0:
+        raise ValueError(f"{name}={p!r}; expected a probability in [0, 1)")
+
+
+class AttentionProjections(nn.Module):
+    """timm's ``Attention`` projections on ``dim`` channels in ``num_heads`` heads; subclasses attend in between."""
+
+    def __init__(self, dim: int, *, num_heads: int, qkv_bias: bool = True, qk_norm: bool = False,
+                 scale_norm: bool = False, proj_bias: bool = True, proj_drop: float = 0.0,
+                 norm_layer: type[nn.Module] | None = None, device=None, dtype=None) -> None:
+        super().__init__()
+        check_heads(dim, num_heads)
+        check_probability("proj_drop", proj_drop)
+        self.dim, self.num_heads, self.head_dim = dim, num_heads, dim // num_heads
+        dd = dict(device=device, dtype=dtype)
+        norm_layer = norm_layer or nn.LayerNorm
+        self.qkv = nn.Linear(dim, 3 * dim, bias=qkv_bias, **dd)
+        self.q_norm = norm_layer(self.head_dim, **dd) if qk_norm else nn.Identity()
+        self.k_norm = norm_layer(self.head_dim, **dd) if qk_norm else nn.Identity()
+        self.norm = norm_layer(dim, **dd) if scale_norm else nn.Identity()
+        self.proj = nn.Linear(dim, dim, bias=proj_bias, **dd)
+        self.proj_drop = nn.Dropout(proj_drop)
+
+    def heads(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``x`` (B, T, C) → ``q, k, v``, each (B, h, T, c), with ``q`` and ``k`` normalised."""
+        B, T, _ = x.shape
+        q, k, v = self.qkv(x).reshape(B, T, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
+        return self.q_norm(q), self.k_norm(k), v  # (B, h, T, c) each
+
+    def merge(self, out: torch.Tensor) -> torch.Tensor:
+        """The heads' outputs (B, h, T, c) → (B, T, C) through ``norm``, ``proj`` and its dropout."""
+        B, _, T, _ = out.shape
+        return self.proj_drop(self.proj(self.norm(out.transpose(1, 2).reshape(B, T, self.dim))))  # (B, T, C)
