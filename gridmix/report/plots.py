@@ -1,8 +1,9 @@
 """Every PNG gridmix draws (matplotlib, Agg backend): a study report's paired per-seed results, learning-rate sweeps
 and training curves; the scaling study; the mixers' factor spectra.
 
-* :func:`plot_paired`, :func:`plot_sweep`, :func:`plot_curves` read the :class:`~gridmix.report.types.Report`
-  only, so ``gridmix report DIR`` redraws them; :func:`plot_report` draws every one the report has data for.
+* :func:`plot_paired`, :func:`plot_sweep`, :func:`plot_curves` and :func:`plot_transfer` (metric against the
+  evaluation grid) read the :class:`~gridmix.report.types.Report` only, so ``gridmix report DIR`` redraws them;
+  :func:`plot_report` draws every one the report has data for.
 * :func:`plot_scaling`: three log-log panels (wall-clock, FLOPs, peak memory of a forward+backward step
   against the token count N), one line per model, the tail exponent in the legend and N¹ / N² guides.
 * :func:`plot_spectra`: one panel per mixer layer and axis with the singular values of the factor, every
@@ -21,6 +22,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
+from gridmix.grid import Grid  # noqa: E402
 from gridmix.report.types import Report  # noqa: E402
 
 
@@ -199,6 +201,49 @@ def plot_spectra(mechanism: dict, path: str | Path) -> Path:
     return path
 
 
+def plot_transfer(report: Report, path: Path) -> Path:
+    """Test metric against the grid's token count, one line per model (mean ± std, every seed a dot), the training
+    grid marked; a model that could not run at a grid has no point there (its legend entry says where)."""
+    transfer = report.transfer
+    points = {point.grid: point for point in transfer.grids}
+    grids = sorted([transfer.trained_grid, *points], key=lambda grid: Grid.parse(grid).numel)
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for index, (name, arm) in enumerate(report.arms.items()):
+        shown, absent = [], []
+        for grid in grids:
+            values = arm.per_seed if grid == transfer.trained_grid else points[grid].arms[name].per_seed
+            if values:
+                shown.append((Grid.parse(grid).numel, values))
+            else:
+                absent.append(grid)
+        if not shown:
+            continue
+        color = f"C{index % 10}"
+        xs = [x * 2 ** (0.04 * (index - (len(report.arms) - 1) / 2)) for x, _ in shown]  # side by side per grid
+        means = [sum(v) / len(v) for _, v in shown]
+        spread = [(sum((y - m) ** 2 for y in v) / len(v)) ** 0.5 for (_, v), m in zip(shown, means)]
+        label = name + (f" (cannot run at {', '.join(absent)})" if absent else "")
+        ax.errorbar(xs, means, yerr=spread, color=color, marker="o", capsize=3, label=label)
+        for x, (_, values) in zip(xs, shown):
+            ax.plot([x] * len(values), values, ".", color=color, alpha=0.4)
+    trained = Grid.parse(transfer.trained_grid).numel
+    ax.axvline(trained, color="grey", ls="--", lw=1)
+    ax.annotate(f"trained on {transfer.trained_grid}", (trained, 1), xycoords=("data", "axes fraction"),
+                xytext=(3, -12), textcoords="offset points", fontsize=8, color="grey")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks([Grid.parse(grid).numel for grid in grids], grids)
+    ax.minorticks_off()
+    ax.set(xlabel="evaluation grid (log scale in tokens)", ylabel=report.metric)
+    ax.set_title(f"{report.track}: trained on {transfer.trained_grid}, tested on other grids "
+                 f"({report.metric_direction})\nmean ± std over the comparison seeds; dots: single seeds", fontsize=9)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def plot_report(report: Report, out: Path, *, errors: list[str] | None = None) -> list[Path]:
     """Every plot the report has data for; returns the files written.
 
@@ -216,6 +261,8 @@ def plot_report(report: Report, out: Path, *, errors: list[str] | None = None) -
         wanted.append(("scaling", lambda: plot_scaling(scaling, out / "scaling.png")))
     if signature and "error" not in signature:
         wanted.append(("spectra", lambda: plot_spectra(signature, out / "spectra.png")))
+    if report.transfer is not None:
+        wanted.append(("transfer", lambda: plot_transfer(report, out / "transfer.png")))
     paths = []
     for name, draw in wanted:
         try:
