@@ -111,6 +111,10 @@ def run(
     data: Path = typer.Option(None, help="The data of image-folder (a folder) or sequence-csv (a CSV file)."),
     data_root: Path = typer.Option(None, help="Root holding torchvision data sets (mnist, cifar10, ...)."),
     download: bool = typer.Option(False, help="Let torchvision download a missing data set into --data-root."),
+    eval_grids: str = typer.Option(None, help="Also test every trained model on these grids, e.g. 8x8,32x32 "
+                                              "(the transfer section; the track must define its task there)."),
+    settings: list[str] = typer.Option(None, "--set", help="A track knob NAME=VALUE (repeatable; see `gridmix "
+                                                           "tracks --json`), e.g. --set pairs=8."),
 ) -> None:
     """Compare the idea model with its baselines on a track: paired seeds, LR sweep, exact statistics."""
     from gridmix.study import pipeline
@@ -121,7 +125,9 @@ def run(
         planned = pipeline.plan_study(track, grid, models=models, idea=idea, baselines=extra, budget=budget.value,
                                       seeds=seeds, lrs=parse_floats(lrs, "--lrs") if lrs else None, device=device.value,
                                       precision=precision, jobs=jobs, threads=threads, scaling=scaling,
-                                      match_params=match_params, underpowered=underpowered, aa=aa, note=print_note)
+                                      match_params=match_params, underpowered=underpowered, aa=aa,
+                                      settings=parse_settings(settings or []), eval_grids=eval_grids or (),
+                                      note=print_note)
     except ValueError as error:
         fail(str(error))
     study = planned.study
@@ -150,6 +156,8 @@ def run(
         fail(storage_error(error, out))
     report = outcome.report
     Console(width=None if sys.stdout.isatty() else 140).print(results_table(report))
+    for line in transfer_lines(report):
+        console.print(line, highlight=False, markup=False)
     console.print(f"verdict: [bold]{report.verdict}[/]; report: {outcome.paths[1]} ({outcome.seconds:.0f} s)",
                   highlight=False)
     errors = analysis_errors(report)
@@ -157,6 +165,37 @@ def run(
         console.print(f"[red]{escape(line)}[/]", highlight=False)
     if errors:
         raise typer.Exit(1)
+
+
+def parse_settings(assignments: list[str]) -> dict[str, str]:
+    """``["pairs=8", "vocab=128"]`` as ``{"pairs": "8", "vocab": "128"}`` (the track converts the values); a malformed
+    or repeated one is a ``ValueError`` in one line."""
+    settings = {}
+    for text in assignments:
+        name, sep, value = text.partition("=")
+        name = name.strip()
+        if not sep or not name or not value.strip():
+            raise ValueError(f"--set {text!r}; expected NAME=VALUE, e.g. --set pairs=8")
+        if name in settings:
+            raise ValueError(f"--set names {name!r} twice; expected each knob once")
+        settings[name] = value.strip()
+    return settings
+
+
+def transfer_lines(report: Report) -> list[str]:
+    """One line per evaluation grid: the idea against the matched baseline there, marked secondary."""
+    if report.transfer is None:
+        return []
+    lines = []
+    for point in report.transfer.grids:
+        comp = point.comparison
+        if comp is None:
+            continue
+        detail = (f"Δ = {fmt(comp.result.delta_mean)}, p = {fmt(comp.result.p_value)}" if comp.result
+                  else comp.reason)
+        lines.append(f"transfer to {point.grid} (secondary, alone at α): {comp.a} − {comp.b}: {comp.verdict} "
+                     f"({detail})")
+    return lines
 
 
 def print_note(message: str) -> None:
