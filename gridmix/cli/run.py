@@ -12,6 +12,7 @@ import os
 import sqlite3
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
@@ -22,6 +23,9 @@ from rich.table import Table
 from gridmix.cli.app import BudgetName, DeviceName, ExecutorName, app, console, fail
 from gridmix.report.format import fmt
 from gridmix.report.types import Report
+
+if TYPE_CHECKING:
+    from gridmix.report.sweep import SweepReport
 
 
 def storage_error(error: OSError | sqlite3.Error, path: Path) -> str:
@@ -77,6 +81,26 @@ def results_table(report: Report) -> Table:
         verdict = (comp.verdict if comp else "") + (f" [{arm.flag}]" if arm.flag else "")
         table.add_row(name, role, fmt(arm.lr), fmt(arm.mean), fmt(arm.std), str(arm.n),
                       *(fmt(getattr(result, key, None)) for key in ("delta_mean", "p_holm", "mde")), verdict)
+    return table
+
+
+def sweep_table(report: SweepReport) -> Table:
+    """Every point: the swept values, each model's mean ± std, the primary comparison's Δ, MDE and verdict."""
+    first = report.first
+    names = [name for name, _ in report.over]
+    models = list(dict.fromkeys(name for point in report.points for name in point.report.arms))
+    table = Table(title=f"{report.track} sweep — {first.metric} ({first.metric_direction})")
+    for column in names + models + ["Δ idea − baseline", "MDE 80%", "verdict"]:
+        table.add_column(column, justify="left" if column == "verdict" else "right")
+    for point in report.points:
+        arms = point.report.arms
+        cells = [str(point.values[name]) for name in names]
+        cells += ["–" if model not in arms else f"{fmt(arms[model].mean)} ± {fmt(arms[model].std)}" for model in models]
+        comparison = point.report.comparison
+        result = comparison.result if comparison else None
+        cells += [fmt(getattr(result, "delta_mean", None)), fmt(getattr(result, "mde", None)),
+                  comparison.verdict if comparison else "no baseline"]
+        table.add_row(*cells)
     return table
 
 
@@ -259,18 +283,31 @@ def analysis_errors(report: Report) -> list[str]:
 
 
 @app.command("report")
-def report(directory: Path = typer.Argument(..., help="An output directory of `gridmix run`.")) -> None:
-    """Re-render bench_report.json, report.md and the plots from a run directory's ledger."""
+def report(directory: Path = typer.Argument(..., help="An output directory of `gridmix run` or `gridmix sweep`.")
+           ) -> None:
+    """Re-render bench_report.json, report.md and the plots (and a sweep's sweep.md) from a directory's ledger."""
     from gridmix.report.build import build_report, write_report
+    from gridmix.report.sweep import build_sweep_report, write_sweep_report
     from gridmix.study.ledger import Ledger
 
+    rebuilt, swept, paths = None, None, []
     try:
         with Ledger(directory, create=False, lock=True) as ledger:
-            rebuilt = build_report(ledger)
-            paths = write_report(rebuilt, directory)
+            if ledger.study() is not None or ledger.sweep() is None:  # neither: build_report says what is missing
+                rebuilt = build_report(ledger)
+                paths += write_report(rebuilt, directory)
+            if ledger.sweep() is not None:
+                swept = build_sweep_report(ledger)
+                paths += write_sweep_report(swept, directory)
     except ValueError as error:
         fail(str(error))
     except (OSError, sqlite3.Error) as error:
         fail(storage_error(error, directory))
-    Console(width=None if sys.stdout.isatty() else 140).print(results_table(rebuilt))
+    width = None if sys.stdout.isatty() else 140
+    if rebuilt is not None:
+        Console(width=width).print(results_table(rebuilt))
+        for line in transfer_lines(rebuilt):
+            console.print(line, highlight=False, markup=False)
+    if swept is not None:
+        Console(width=width).print(sweep_table(swept))
     console.print(f"wrote {', '.join(str(p) for p in paths)}", highlight=False)
