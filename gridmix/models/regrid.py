@@ -66,7 +66,8 @@ def resample_positions(positions: torch.Tensor, old: GridLike, new: GridLike, *,
         return resample_abs_pos_embed(positions, new_size=list(new.shape), old_size=list(old.shape),
                                       num_prefix_tokens=P, interpolation="bicubic", antialias=True)
     C = positions.shape[-1]
-    values = positions[0, P:].float().T.reshape(C, *old.shape)  # (C, *old)
+    work = torch.promote_types(positions.dtype, torch.float32)  # interpolate in float32 at least
+    values = positions[0, P:].to(work).T.reshape(C, *old.shape)  # (C, *old)
     for axis, (n_old, n_new) in enumerate(zip(old, new)):
         if n_old == n_new:
             continue

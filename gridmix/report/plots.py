@@ -237,10 +237,11 @@ def plot_transfer(report: Report, path: Path) -> Path:
     ax.set_xticks([Grid.parse(grid).numel for grid in grids], grids)
     ax.minorticks_off()
     ax.set(xlabel="evaluation grid (log scale in tokens)", ylabel=report.metric)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7)
     ax.set_title(f"{report.track}: trained on {transfer.trained_grid}, tested on other grids "
                  f"({report.metric_direction})\nmean ± std over the comparison seeds; dots: single seeds", fontsize=9)
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -295,7 +296,8 @@ def plot_sweep_points(sweep: dict, path: str | Path) -> Path:
         ax.set(xlabel=along + unit, ylabel=sweep["metric"])
         ax.set_title(", ".join(f"{k}={v}" for k, v in fixed), fontsize=9, loc="left", pad=16)
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=7)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
     fig.suptitle(f"{sweep['track']}: {sweep['metric']} against {along} ({sweep['metric_direction']}); mean ± std over "
                  f"seeds, dots: single seeds; above each point the idea vs {sweep['baseline']} there (alone at α)",
                  fontsize=9)
