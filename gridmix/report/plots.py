@@ -231,8 +231,8 @@ def plot_transfer(report: Report, path: Path) -> Path:
             ax.plot([x] * len(values), values, ".", color=color, alpha=0.4)
     trained = Grid.parse(transfer.trained_grid).numel
     ax.axvline(trained, color="grey", ls="--", lw=1)
-    ax.annotate(f"trained on {transfer.trained_grid}", (trained, 1), xycoords=("data", "axes fraction"),
-                xytext=(3, -12), textcoords="offset points", fontsize=8, color="grey")
+    ax.annotate(f"trained on {transfer.trained_grid}", (trained, 0), xycoords=("data", "axes fraction"),
+                xytext=(3, 4), textcoords="offset points", fontsize=8, color="grey")
     ax.set_xscale("log", base=2)
     ax.set_xticks([Grid.parse(grid).numel for grid in grids], grids)
     ax.minorticks_off()
@@ -268,7 +268,7 @@ def plot_sweep_points(sweep: dict, path: str | Path) -> Path:
         fixed = tuple((k, v) for k, v in point["values"].items() if k != along)
         panels.setdefault(fixed, []).append(point)
     models = list(dict.fromkeys(name for point in sweep["points"] for name in point["arms"]))
-    fig, axes = plt.subplots(1, len(panels), figsize=(5.6 * len(panels), 4.4), squeeze=False)
+    fig, axes = plt.subplots(1, len(panels), figsize=(max(6.4, 5.6 * len(panels)), 4.6), squeeze=False)
     for ax, (fixed, points) in zip(axes[0], panels.items()):
         order = [values.index(point["values"][along]) for point in points]
         points = [point for _, point in sorted(zip(order, points), key=lambda pair: pair[0])]
@@ -298,8 +298,8 @@ def plot_sweep_points(sweep: dict, path: str | Path) -> Path:
         ax.grid(True, alpha=0.3)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7)
-    fig.suptitle(f"{sweep['track']}: {sweep['metric']} against {along} ({sweep['metric_direction']}); mean ± std over "
-                 f"seeds, dots: single seeds; above each point the idea vs {sweep['baseline']} there (alone at α)",
+    fig.suptitle(f"{sweep['track']}: {sweep['metric']} against {along} ({sweep['metric_direction']})\nmean ± std over "
+                 f"seeds (dots: single seeds); above each point: idea vs {sweep['baseline']}, alone at α",
                  fontsize=9)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
