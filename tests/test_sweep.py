@@ -4,6 +4,7 @@ is refused in one line, and the verdict's transitions are read off the points as
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from types import SimpleNamespace
 
@@ -171,3 +172,40 @@ def outcomes(*sequence: str, values=(1, 2, 3, 4)):
 def test_the_verdict_s_transitions_are_the_smallest_value_from_which_on_it_holds(sequence, found):
     got = transitions(outcomes(*sequence), (("n", (1, 2, 3, 4)),))
     assert sorted((t.kind, t.at) for t in got) == sorted(found)
+
+
+@pytest.mark.parametrize(("fields", "message"), [
+    (dict(knobs={"dim": 8}, rebuild=None), "expected a callable rebuild"),
+    (dict(knobs={}, rebuild=fake_track.make_track), "expected a callable rebuild"),
+    (dict(knobs={"grid": 8}, rebuild=fake_track.make_track), "not 'grid'"),
+    (dict(knobs={"dim": True}, rebuild=fake_track.make_track), "int, float or str"),
+    (dict(fixed_grid=""), "fixed_grid ''; expected None or a one-line reason"),
+])
+def test_a_track_s_knobs_and_grids_are_checked_when_it_is_built(fields, message):
+    from gridmix.tracks import ContractError
+
+    with pytest.raises(ContractError, match=message):
+        dataclasses.replace(fake_track.TRACK, **fields)
+
+
+def test_knob_values_take_their_default_s_type():
+    track = fake_track.TRACK
+    assert track.knob_value("dim", " 16") == 16 and track.knob_value("dim", 16) == 16
+    for bad in ("16.0", 16.0, True, "sixteen"):
+        with pytest.raises(ValueError, match="expected int like its default 8"):
+            track.knob_value("dim", bad)
+    assert track.with_settings({"dim": "8"}) is track
+    with pytest.raises(ValueError, match=r"^track 'mqar' with embed_dim=33: embed_dim=33 must be divisible by"):
+        load_registry().track("mqar").with_settings({"embed_dim": 33})  # the plugin's refusal, in one line
+
+
+@pytest.mark.parametrize(("arguments", "message"), [
+    (["--set", "dim"], "--set 'dim'; expected NAME=VALUE"),
+    (["--set", "dim=4", "--set", "dim=8"], "--set names 'dim' twice"),
+    (["--set", "width=4"], "track 'fake' has no knob 'width'; its knobs are dim (and grid)"),
+])
+def test_gridmix_run_set_is_refused_in_one_line(tmp_path, arguments, message):
+    result = CliRunner().invoke(app, ["run", "--track", "fake", "--budget", "smoke", *arguments, "--out",
+                                      str(tmp_path / "out")], env={"COLUMNS": "200"})
+    assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
+    assert message in result.output

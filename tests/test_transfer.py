@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from gridmix.analysis.mechanism import idea_mechanism
 from gridmix.cli import app
+from gridmix.cli.run import analysis_errors
 from gridmix.grid import Grid
 from gridmix.report.build import TIMING_KEYS
 from gridmix.report.types import Report
@@ -148,6 +149,7 @@ def test_a_failing_evaluation_is_recorded_and_the_run_stands(tmp_path):
     arm = outcome.report.transfer.grids[0].arms["fake-attention"]
     assert arm.statuses == ("failed",) * 3 and arm.reasons == ("failed at 16: RuntimeError: no data on 16",)
     assert not outcome.report.failures and outcome.report.arms["fake-attention"].n == 3
+    assert "transfer of fake-attention: failed at 16: RuntimeError: no data on 16" in analysis_errors(outcome.report)
 
 
 def test_a_track_whose_task_is_not_defined_elsewhere_says_so_in_one_line(tmp_path):

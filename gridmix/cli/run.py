@@ -279,6 +279,9 @@ def analysis_errors(report: Report) -> list[str]:
               for f in report.failures if f.status == "failed"]
     errors += [f"{name} analysis failed: {report.analyses[name]['error']}" for name in ("parity", "scaling")
                if isinstance(report.analyses.get(name), dict) and "error" in report.analyses[name]]
+    if report.transfer is not None:  # an evaluation that raised (a model that cannot move is no error)
+        errors += [f"transfer of {name}: {reason}" for point in report.transfer.grids
+                   for name, arm in point.arms.items() for reason in arm.reasons if reason.startswith("failed")]
     return errors
 
 

@@ -6,8 +6,9 @@ The JSON keeps the reference report's keys (``bench_version``, ``track``, ``metr
 the matched baseline, alone at α), ``comparisons`` (primary and secondary, each with its ``family``),
 ``holm_adjusted_over`` (the secondary family), ``mechanism`` (idea vs ablation, idea and matched baseline vs
 the no-mixing control), ``power`` (can the seeds reach α), ``seeds`` (comparison and sweep seeds),
-``chance``/``ceiling`` and every arm's ``role`` and ``flag``, the budget, timings, versions, failures, and the
-scaling and parity analyses when the run measured them. The report is a :class:`gridmix.report.types.Report`;
+``chance``/``ceiling`` and every arm's ``role`` and ``flag``, the budget, timings, versions, failures, the
+scaling and parity analyses when the run measured them, and ``transfer`` when the study tested its models on other
+grids (``--eval-grids``). The report is a :class:`gridmix.report.types.Report`;
 :meth:`~gridmix.report.types.Report.to_dict` writes the JSON, :mod:`gridmix.report.markdown` renders the
 Markdown. docs/design.md section 6, docs/analysis.md.
 
