@@ -1,4 +1,5 @@
-"""The study report as objects: :class:`Report`, its :class:`Arm` s, :class:`Comparison` s and :class:`Power`.
+"""The study report as objects: :class:`Report`, its :class:`Arm` s, :class:`Comparison` s, :class:`Power` and,
+with ``--eval-grids``, its :class:`Transfer` to other grids.
 
 :func:`gridmix.report.build_report` makes a :class:`Report`; the renderers (``report.md``, the plots, the
 terminal table, the naive references' lines) read its fields; JSON exists only at the edge:
