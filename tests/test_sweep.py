@@ -209,3 +209,17 @@ def test_gridmix_run_set_is_refused_in_one_line(tmp_path, arguments, message):
                                       str(tmp_path / "out")], env={"COLUMNS": "200"})
     assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
     assert message in result.output
+
+
+def test_gridmix_sweep_on_the_command_line_writes_its_report_and_resumes(tmp_path):
+    arguments = ["sweep", "--track", "fake", "--over", "dim=4,8", "--grid", "16", "--models", "fake-attention",
+                 "--budget", "smoke", "--threads", "1", "--out", str(tmp_path)]
+    result = CliRunner().invoke(app, arguments, env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "2 points over dim=4,8" in result.output and "fake sweep — test MSE" in result.output
+    document = json.loads((tmp_path / "sweep_report.json").read_text())
+    assert [point["values"] for point in document["points"]] == [{"dim": 4}, {"dim": 8}]
+    assert {point["grid"] for point in document["points"]} == {"16"}
+    again = CliRunner().invoke(app, arguments, env={"COLUMNS": "200"})
+    assert again.exit_code == 0 and "done " not in again.output  # nothing left to train
+    assert json.loads((tmp_path / "sweep_report.json").read_text())["points"] == document["points"]
