@@ -1,6 +1,7 @@
 """A tiny in-test track plugin: a 1-D regression with a mixer idea, an attention baseline and a model
 that diverges (non-finite output) at the larger learning rate only, so the harness's handling of
-divergence is exercised deterministically."""
+divergence is exercised deterministically. Its task is defined on every grid (``fixed_grid=None``), its models
+hold learned positions (``pos_embed``), and it has one knob, the models' width ``dim``."""
 
 import torch
 from timm.layers import Attention
@@ -27,13 +28,13 @@ class Net(nn.Module):
     def __init__(self, grid: Grid, mixer: nn.Module, dim: int = 8):
         super().__init__()
         self.embed = nn.Linear(1, dim)
-        self.pos = nn.Parameter(torch.zeros(1, grid[0], dim))
+        self.pos_embed = nn.Parameter(torch.zeros(1, grid[0], dim))
         self.norm = nn.LayerNorm(dim)
         self.attn = mixer
         self.head = nn.Linear(dim, 2)
 
     def forward(self, x):  # (B, n) -> (B, 2)
-        h = self.embed(x[..., None]) + self.pos  # (B, n, C)
+        h = self.embed(x[..., None]) + self.pos_embed  # (B, n, C)
         h = h + self.attn(self.norm(h))
         return self.head(h.mean(1))
 
@@ -66,16 +67,22 @@ def _mse(pred, target):
     return float(((pred - target) ** 2).mean())
 
 
-TRACK = Track(
-    name="fake", description="tiny 1-D regression for harness tests", ndim=1, default_grid=Grid((8,)),
-    make_data=make_data, loss=nn.functional.mse_loss, metric=_mse, metric_name="test MSE", direction="lower",
-    models=(
-        ModelSpec("fake-mixer", lambda grid: Net(grid, ConcentrationMixer(8, grid, num_heads=2, rank=4)), role="idea"),
-        ModelSpec("fake-attention", lambda grid: Net(grid, Attention(8, num_heads=2))),
-        ModelSpec("fake-fragile", Fragile),
-    ),
-    matched_baseline="fake-attention",
-)
+def make_track(dim: int = 8) -> Track:
+    """The fake track with models of width ``dim`` (its one knob)."""
+    return Track(
+        name="fake", description="tiny 1-D regression for harness tests", ndim=1, default_grid=Grid((8,)),
+        make_data=make_data, loss=nn.functional.mse_loss, metric=_mse, metric_name="test MSE", direction="lower",
+        models=(
+            ModelSpec("fake-mixer", lambda grid: Net(grid, ConcentrationMixer(dim, grid, num_heads=2, rank=4), dim),
+                      role="idea"),
+            ModelSpec("fake-attention", lambda grid: Net(grid, Attention(dim, num_heads=2), dim)),
+            ModelSpec("fake-fragile", Fragile),
+        ),
+        matched_baseline="fake-attention", fixed_grid=None, knobs={"dim": dim}, rebuild=make_track,
+    )
+
+
+TRACK = make_track()
 
 
 @hookimpl

@@ -19,7 +19,7 @@ LAYERS = [
     ("study", ("gridmix.study",)),
     ("analysis", ("gridmix.analysis",)),
     ("report", ("gridmix.report",)),
-    ("orchestration", ("gridmix.study.pipeline", "gridmix.study.calibration")),  # a whole study, to its report
+    ("orchestration", ("gridmix.study.pipeline", "gridmix.study.calibration", "gridmix.study.sweep")),  # to a report
     ("cli", ("gridmix.cli", "gridmix.__main__")),
     ("api", ("gridmix", "gridmix.budget", "gridmix.fingerprint", "gridmix.hookspecs", "gridmix.plugins")),
 ]

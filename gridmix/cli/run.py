@@ -12,6 +12,7 @@ import os
 import sqlite3
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
@@ -22,6 +23,9 @@ from rich.table import Table
 from gridmix.cli.app import BudgetName, DeviceName, ExecutorName, app, console, fail
 from gridmix.report.format import fmt
 from gridmix.report.types import Report
+
+if TYPE_CHECKING:
+    from gridmix.report.sweep import SweepReport
 
 
 def storage_error(error: OSError | sqlite3.Error, path: Path) -> str:
@@ -80,6 +84,26 @@ def results_table(report: Report) -> Table:
     return table
 
 
+def sweep_table(report: SweepReport) -> Table:
+    """Every point: the swept values, each model's mean ± std, the primary comparison's Δ, MDE and verdict."""
+    first = report.first
+    names = [name for name, _ in report.over]
+    models = list(dict.fromkeys(name for point in report.points for name in point.report.arms))
+    table = Table(title=f"{report.track} sweep — {first.metric} ({first.metric_direction})")
+    for column in names + models + ["Δ idea − baseline", "MDE 80%", "verdict"]:
+        table.add_column(column, justify="left" if column == "verdict" else "right")
+    for point in report.points:
+        arms = point.report.arms
+        cells = [str(point.values[name]) for name in names]
+        cells += ["–" if model not in arms else f"{fmt(arms[model].mean)} ± {fmt(arms[model].std)}" for model in models]
+        comparison = point.report.comparison
+        result = comparison.result if comparison else None
+        cells += [fmt(getattr(result, "delta_mean", None)), fmt(getattr(result, "mde", None)),
+                  comparison.verdict if comparison else "no baseline"]
+        table.add_row(*cells)
+    return table
+
+
 @app.command("run")
 def run(
     track: str = typer.Option("image", help="Track name (see `gridmix tracks`)."),
@@ -113,6 +137,10 @@ def run(
     data: Path = typer.Option(None, help="The data of image-folder (a folder) or sequence-csv (a CSV file)."),
     data_root: Path = typer.Option(None, help="Root holding torchvision data sets (mnist, cifar10, ...)."),
     download: bool = typer.Option(False, help="Let torchvision download a missing data set into --data-root."),
+    eval_grids: str = typer.Option(None, help="Also test every trained model on these grids, e.g. 8x8,32x32 "
+                                              "(the transfer section; the track must define its task there)."),
+    settings: list[str] = typer.Option(None, "--set", help="A track knob NAME=VALUE (repeatable; see `gridmix "
+                                                           "tracks --json`), e.g. --set pairs=8."),
 ) -> None:
     """Compare the idea model with its baselines on a track: paired seeds, LR sweep, exact statistics."""
     from gridmix.study import pipeline
@@ -124,7 +152,9 @@ def run(
         planned = pipeline.plan_study(track, grid, models=models, idea=idea, baselines=extra, budget=budget.value,
                                       seeds=seeds, lrs=parse_floats(lrs, "--lrs") if lrs else None, device=device.value,
                                       precision=precision, jobs=jobs, threads=threads, scaling=scaling,
-                                      match_params=match_params, underpowered=underpowered, aa=aa, note=print_note)
+                                      match_params=match_params, underpowered=underpowered, aa=aa,
+                                      settings=parse_settings(settings or []), eval_grids=eval_grids or (),
+                                      note=print_note)
     except ValueError as error:
         fail(str(error))
     study = planned.study
@@ -153,6 +183,8 @@ def run(
         fail(storage_error(error, out))
     report = outcome.report
     Console(width=None if sys.stdout.isatty() else 140).print(results_table(report))
+    for line in transfer_lines(report):
+        console.print(line, highlight=False, markup=False)
     console.print(f"verdict: [bold]{report.verdict}[/]; report: {outcome.paths[1]} ({outcome.seconds:.0f} s)",
                   highlight=False)
     errors = analysis_errors(report)
@@ -160,6 +192,37 @@ def run(
         console.print(f"[red]{escape(line)}[/]", highlight=False)
     if errors:
         raise typer.Exit(1)
+
+
+def parse_settings(assignments: list[str]) -> dict[str, str]:
+    """``["pairs=8", "vocab=128"]`` as ``{"pairs": "8", "vocab": "128"}`` (the track converts the values); a malformed
+    or repeated one is a ``ValueError`` in one line."""
+    settings = {}
+    for text in assignments:
+        name, sep, value = text.partition("=")
+        name = name.strip()
+        if not sep or not name or not value.strip():
+            raise ValueError(f"--set {text!r}; expected NAME=VALUE, e.g. --set pairs=8")
+        if name in settings:
+            raise ValueError(f"--set names {name!r} twice; expected each knob once")
+        settings[name] = value.strip()
+    return settings
+
+
+def transfer_lines(report: Report) -> list[str]:
+    """One line per evaluation grid: the idea against the matched baseline there, marked secondary."""
+    if report.transfer is None:
+        return []
+    lines = []
+    for point in report.transfer.grids:
+        comp = point.comparison
+        if comp is None:
+            continue
+        detail = (f"Δ = {fmt(comp.result.delta_mean)}, p = {fmt(comp.result.p_value)}" if comp.result
+                  else comp.reason)
+        lines.append(f"transfer to {point.grid} (secondary, alone at α): {comp.a} − {comp.b}: {comp.verdict} "
+                     f"({detail})")
+    return lines
 
 
 def print_note(message: str) -> None:
@@ -219,22 +282,38 @@ def analysis_errors(report: Report) -> list[str]:
               for f in report.failures if f.status == "failed"]
     errors += [f"{name} analysis failed: {report.analyses[name]['error']}" for name in ("parity", "scaling")
                if isinstance(report.analyses.get(name), dict) and "error" in report.analyses[name]]
+    if report.transfer is not None:  # an evaluation that raised (a model that cannot move is no error)
+        errors += [f"transfer of {name}: {reason}" for point in report.transfer.grids
+                   for name, arm in point.arms.items() for reason in arm.reasons if reason.startswith("failed")]
     return errors
 
 
 @app.command("report")
-def report(directory: Path = typer.Argument(..., help="An output directory of `gridmix run`.")) -> None:
-    """Re-render bench_report.json, report.md and the plots from a run directory's ledger."""
+def report(directory: Path = typer.Argument(..., help="An output directory of `gridmix run` or `gridmix sweep`.")
+           ) -> None:
+    """Re-render bench_report.json, report.md and the plots (and a sweep's sweep.md) from a directory's ledger."""
     from gridmix.report.build import build_report, write_report
+    from gridmix.report.sweep import build_sweep_report, write_sweep_report
     from gridmix.study.ledger import Ledger
 
+    rebuilt, swept, paths = None, None, []
     try:
         with Ledger(directory, create=False, lock=True) as ledger:
-            rebuilt = build_report(ledger)
-            paths = write_report(rebuilt, directory)
+            if ledger.study() is not None or ledger.sweep() is None:  # neither: build_report says what is missing
+                rebuilt = build_report(ledger)
+                paths += write_report(rebuilt, directory)
+            if ledger.sweep() is not None:
+                swept = build_sweep_report(ledger)
+                paths += write_sweep_report(swept, directory)
     except ValueError as error:
         fail(str(error))
     except (OSError, sqlite3.Error) as error:
         fail(storage_error(error, directory))
-    Console(width=None if sys.stdout.isatty() else 140).print(results_table(rebuilt))
+    width = None if sys.stdout.isatty() else 140
+    if rebuilt is not None:
+        Console(width=width).print(results_table(rebuilt))
+        for line in transfer_lines(rebuilt):
+            console.print(line, highlight=False, markup=False)
+    if swept is not None:
+        Console(width=width).print(sweep_table(swept))
     console.print(f"wrote {', '.join(str(p) for p in paths)}", highlight=False)

@@ -1,5 +1,5 @@
-"""``gridmix tracks``: the installed tracks, their models, whether their data is at hand, their plugins of origin,
-and the broken plugins."""
+"""``gridmix tracks``: the installed tracks, their models and knobs, whether their data is at hand, their plugins of
+origin, and the broken plugins."""
 
 from __future__ import annotations
 
@@ -36,6 +36,8 @@ def _track_summary(track: Track) -> dict:
         "matched_baseline": track.matched_baseline,
         "data": data_status(track)[0],
         "data_missing": track.data_missing(),
+        "knobs": dict(track.knobs),
+        "other_grids": track.fixed_grid or "defined",
         "models": [
             {"name": spec.name, "role": spec.role, "description": spec.description, "plugin": spec.plugin,
              "plugin_version": spec.plugin_version, "matched_baseline": spec.name == track.matched_baseline}
@@ -93,7 +95,9 @@ def tracks(as_json: bool = typer.Option(False, "--json", help="Print machine-rea
         arrow = "↓" if track.direction == "lower" else "↑"
         models = "\n".join(_model_label(track, m.name, m.role, m.plugin) for m in track.models)
         plugin = f"{track.plugin} {track.plugin_version}".strip()
-        table.add_row(f"[bold]{track.name}[/]\n[dim]{track.description}[/]", f"{track.ndim}-d\n{track.default_grid}",
+        knobs = ", ".join(f"{name}={value}" for name, value in track.knobs.items())
+        description = escape(track.description) + (f"\nknobs: {escape(knobs)}" if knobs else "")
+        table.add_row(f"[bold]{track.name}[/]\n[dim]{description}[/]", f"{track.ndim}-d\n{track.default_grid}",
                       f"{track.metric_name} {arrow}", models, _data_cell(track), plugin)
     if not registry.tracks:
         table.add_row("[dim](none installed)[/]", "", "", "", "", "")

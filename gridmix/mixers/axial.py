@@ -25,6 +25,7 @@ Shape legend:
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 
 import torch
@@ -134,6 +135,20 @@ class DividedAttention(nn.Module):
 
     def extra_repr(self) -> str:
         return f"dim={self.dim}, grid={self.grid}, heads={self.num_heads}, causal_axes={self.causal_axes}"
+
+
+def regrid_lines(module: AxialAttention | DividedAttention, grid: GridLike) -> AxialAttention | DividedAttention:
+    """Axial or divided attention on another grid of the same rank: a copy with the same parameters (they attend
+    along lines of any length; the grid only says how the tokens form lines), bit-identical on its own grid."""
+    if not isinstance(module, (AxialAttention, DividedAttention)):
+        raise ValueError(f"regrid_lines got a {type(module).__name__}; expected AxialAttention or DividedAttention")
+    grid = Grid.parse(grid)
+    if grid.ndim != module.grid.ndim:
+        raise ValueError(f"cannot regrid {type(module).__name__} on the {module.grid.ndim}-d grid {module.grid} to "
+                         f"the {grid.ndim}-d grid {grid}; expected a {module.grid.ndim}-d grid")
+    other = copy.deepcopy(module)
+    other.grid = grid
+    return other
 
 
 def build_axial_attention(dim: int, grid: GridLike, *, num_heads: int, causal_axes: Sequence[int] = (),

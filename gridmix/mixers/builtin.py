@@ -7,20 +7,31 @@ from __future__ import annotations
 import copy
 from collections.abc import Sequence
 
+from timm.models.vision_transformer import Attention
 from torch import nn
 
 from gridmix.grid import Grid
 from gridmix.markers import hookimpl
 from gridmix.mixers.attention import build_attention
-from gridmix.mixers.axial import build_axial_attention, build_divided_attention
+from gridmix.mixers.axial import (
+    AxialAttention,
+    DividedAttention,
+    build_axial_attention,
+    build_divided_attention,
+    regrid_lines,
+)
 from gridmix.mixers.concentration.layer import ConcentrationMixer
 from gridmix.mixers.concentration.mechanism import mechanism_signature
-from gridmix.mixers.global_filter import build_global_filter, regrid_global_filter
-from gridmix.mixers.linear_attention import build_linear_attention
-from gridmix.mixers.neighbourhood import build_neighbourhood_attention
+from gridmix.mixers.global_filter import GlobalFilterMixer, build_global_filter, regrid_global_filter
+from gridmix.mixers.linear_attention import LinearAttention, build_linear_attention, regrid_linear_attention
+from gridmix.mixers.neighbourhood import (
+    NeighbourhoodAttention,
+    build_neighbourhood_attention,
+    regrid_neighbourhood_attention,
+)
 from gridmix.mixers.registry import MixerSpec
-from gridmix.mixers.s4nd import build_s4nd, regrid_s4nd
-from gridmix.mixers.token_mlp import MAX_TOKENS, build_token_mlp
+from gridmix.mixers.s4nd import S4NDMixer, build_s4nd, regrid_s4nd
+from gridmix.mixers.token_mlp import MAX_TOKENS, TokenMLPMixer, build_token_mlp
 from gridmix.mixers.tokenwise import TokenwiseMixer
 
 
@@ -81,15 +92,25 @@ MIXERS = (
               reference="MLP-Mixer, Tolstikhin et al. 2021", prefix_tokens=True, max_tokens=MAX_TOKENS),
     MixerSpec("neighbourhood-attention", build_neighbourhood_attention, description="attention within a window of "
               "k tokens per axis, shifted inward at the borders", reference="NATTEN, Hassani et al. 2023",
-              causal="any", prefix_tokens=True),
+              causal="any", prefix_tokens=True, regrid=regrid_neighbourhood_attention),
     MixerSpec("axial-attention", build_axial_attention, description="attention along each grid axis in turn",
-              reference="Ho et al. 2019", causal="any"),
+              reference="Ho et al. 2019", causal="any", regrid=regrid_lines),
     MixerSpec("divided-attention", build_divided_attention, description="attention along time per location, then "
               "over space per frame", reference="TimeSformer, Bertasius et al. 2021", grid_ranks=(2, 3, 4),
-              causal="first"),
+              causal="first", regrid=regrid_lines),
     MixerSpec("linear-attention", build_linear_attention, description="softmax-free attention with elu + 1 features; "
-              "causal by prefix sums", reference="Katharopoulos et al. 2020", causal="first", prefix_tokens=True),
+              "causal by prefix sums", reference="Katharopoulos et al. 2020", causal="first", prefix_tokens=True,
+              regrid=regrid_linear_attention),
 )
+
+# The registered mixer each built-in class is, for models that build these classes directly rather than through
+# MixerSpec.layer (which tags its modules): how gridmix.models.regrid finds a trained model's mixers.
+MIXER_CLASSES: dict[type, str] = {
+    Attention: "attention", ConcentrationMixer: "concentration", TokenwiseMixer: "tokenwise",
+    GlobalFilterMixer: "global-filter", S4NDMixer: "s4nd", TokenMLPMixer: "token-mlp",
+    NeighbourhoodAttention: "neighbourhood-attention", AxialAttention: "axial-attention",
+    DividedAttention: "divided-attention", LinearAttention: "linear-attention",
+}
 
 
 @hookimpl

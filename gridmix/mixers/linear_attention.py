@@ -25,6 +25,7 @@ Shape legend:
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Sequence
 
@@ -127,6 +128,20 @@ class LinearAttention(AttentionProjections):
     def extra_repr(self) -> str:
         return (f"dim={self.dim}, grid={self.grid}, heads={self.num_heads}, causal_axes={self.causal_axes}, "
                 f"prefix={self.num_prefix_tokens}, eps={self.eps}")
+
+
+def regrid_linear_attention(module: LinearAttention, grid: GridLike) -> LinearAttention:
+    """The same linear attention on another grid of the same rank: a copy with the same parameters (none depends on
+    the token count), bit-identical on its own grid."""
+    if not isinstance(module, LinearAttention):
+        raise ValueError(f"regrid_linear_attention got a {type(module).__name__}; expected a LinearAttention")
+    grid = Grid.parse(grid)
+    if grid.ndim != module.grid.ndim:
+        raise ValueError(f"cannot regrid linear attention on the {module.grid.ndim}-d grid {module.grid} to the "
+                         f"{grid.ndim}-d grid {grid}; expected a {module.grid.ndim}-d grid")
+    other = copy.deepcopy(module)
+    other.grid = grid
+    return other
 
 
 def build_linear_attention(dim: int, grid: GridLike, *, num_heads: int, causal_axes: Sequence[int] = (),

@@ -28,6 +28,7 @@ Shape legend:
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 
 import torch
@@ -141,6 +142,25 @@ class NeighbourhoodAttention(AttentionProjections):
     def extra_repr(self) -> str:
         return (f"dim={self.dim}, grid={self.grid}, heads={self.num_heads}, kernel_size={self.kernel_size}, "
                 f"causal_axes={self.causal_axes}, prefix={self.num_prefix_tokens}")
+
+
+def regrid_neighbourhood_attention(module: NeighbourhoodAttention, grid: GridLike) -> NeighbourhoodAttention:
+    """The same neighbourhood attention on another grid of the same rank: a copy with the same parameters and window
+    sizes (a window longer than an axis is clipped to it, as at build) whose mask is rebuilt for ``grid``; on its own
+    grid the copy gives bit-identical outputs."""
+    if not isinstance(module, NeighbourhoodAttention):
+        raise ValueError(f"regrid_neighbourhood_attention got a {type(module).__name__}; expected a "
+                         "NeighbourhoodAttention")
+    grid = Grid.parse(grid)
+    if grid.ndim != module.grid.ndim:
+        raise ValueError(f"cannot regrid neighbourhood attention on the {module.grid.ndim}-d grid {module.grid} to "
+                         f"the {grid.ndim}-d grid {grid}; expected a {module.grid.ndim}-d grid")
+    other = copy.deepcopy(module)
+    other.grid = grid
+    mask = other._token_mask()  # (T', T')
+    other.full = bool(mask.all())
+    other.mask = mask.to(module.mask.device)  # (T', T'), the registered (non-persistent) buffer
+    return other
 
 
 def build_neighbourhood_attention(dim: int, grid: GridLike, *, num_heads: int, causal_axes: Sequence[int] = (),

@@ -38,6 +38,7 @@ from gridmix.suggest import did_you_mean
 
 CAUSAL = ("none", "first", "any")
 NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+MIXER_TAG = "gridmix_mixer"  # attribute naming the registered mixer a module was built as (MixerSpec.layer sets it)
 
 
 def check_input(x: torch.Tensor, attn_mask, is_causal: bool, *, causal: bool, prefix: int, grid: Grid,
@@ -119,15 +120,18 @@ class MixerSpec:
     def layer(self, grid: Grid, *, causal_axes: Sequence[int] = (), num_prefix_tokens: int = 0,
               **knobs) -> type[nn.Module]:
         """timm's ``attn_layer`` for ``grid``: a class whose call ``cls(dim, num_heads=…, **timm_kwargs)`` builds this
-        mixer (``knobs`` given here win over timm's keyword arguments of the same name)."""
+        mixer (``knobs`` given here win over timm's keyword arguments of the same name); every module it builds
+        carries this mixer's name in its :data:`MIXER_TAG` attribute."""
         grid, causal_axes, spec = Grid.parse(grid), tuple(causal_axes), self
         reason = self.unfit(grid, causal_axes=causal_axes, num_prefix_tokens=num_prefix_tokens)
         if reason:
             raise ValueError(reason)
 
         def __new__(cls, dim: int, num_heads: int = 8, **timm_kwargs) -> nn.Module:
-            return spec.build(dim, grid, num_heads=num_heads, causal_axes=causal_axes,
-                              num_prefix_tokens=num_prefix_tokens, **{**timm_kwargs, **knobs})
+            module = spec.build(dim, grid, num_heads=num_heads, causal_axes=causal_axes,
+                                num_prefix_tokens=num_prefix_tokens, **{**timm_kwargs, **knobs})
+            setattr(module, MIXER_TAG, spec.name)  # how a trained model's mixers are found again (regrid)
+            return module
 
         # __new__ returns the built module (not an instance of the class), so this class is never instantiated itself
         return type(f"{self.name}@{grid}", (nn.Module,), {"__new__": __new__, "__module__": __name__})

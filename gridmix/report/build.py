@@ -6,8 +6,9 @@ The JSON keeps the reference report's keys (``bench_version``, ``track``, ``metr
 the matched baseline, alone at α), ``comparisons`` (primary and secondary, each with its ``family``),
 ``holm_adjusted_over`` (the secondary family), ``mechanism`` (idea vs ablation, idea and matched baseline vs
 the no-mixing control), ``power`` (can the seeds reach α), ``seeds`` (comparison and sweep seeds),
-``chance``/``ceiling`` and every arm's ``role`` and ``flag``, the budget, timings, versions, failures, and the
-scaling and parity analyses when the run measured them. The report is a :class:`gridmix.report.types.Report`;
+``chance``/``ceiling`` and every arm's ``role`` and ``flag``, the budget, timings, versions, failures, the
+scaling and parity analyses when the run measured them, and ``transfer`` when the study tested its models on other
+grids (``--eval-grids``). The report is a :class:`gridmix.report.types.Report`;
 :meth:`~gridmix.report.types.Report.to_dict` writes the JSON, :mod:`gridmix.report.markdown` renders the
 Markdown. docs/design.md section 6, docs/analysis.md.
 
@@ -42,6 +43,9 @@ from gridmix.report.types import (
     Report,
     SecondaryPower,
     SweepPoint,
+    Transfer,
+    TransferArm,
+    TransferGrid,
     naming_arm,
 )
 from gridmix.study.harness import Study, choose_learning_rates
@@ -173,12 +177,24 @@ def build_report(ledger: Ledger) -> Report:
     spec = ledger.study()
     if spec is None:
         raise ValueError(f"the ledger {str(ledger.path)!r} holds no study yet; run `gridmix run` first")
+    return study_report(spec, {row.key: row for row in ledger.rows()}, where=str(ledger.path),
+                        analyses=ledger.fetch("analyses") or {}, references=ledger.fetch("references"))
+
+
+def read_study(spec: dict, where: str) -> Study:
+    """The :class:`Study` of a stored spec; a hand-written or foreign one is refused in one line."""
     try:
-        study = Study.from_dict(spec)
-    except (KeyError, TypeError) as error:  # hand-written or foreign: refused in one line, never a traceback
-        raise ValueError(f"the study spec in {str(ledger.path)!r} is incomplete or foreign "
+        return Study.from_dict(spec)
+    except (KeyError, TypeError) as error:
+        raise ValueError(f"the study spec in {where!r} is incomplete or foreign "
                          f"({type(error).__name__}: {error}); was it written by `gridmix run`?") from None
-    rows = {row.key: row for row in ledger.rows()}
+
+
+def study_report(spec: dict, rows: dict[str, RunRow], *, where: str, analyses: dict | None = None,
+                 references: dict | None = None) -> Report:
+    """The report of the study ``spec`` from the ledger's ``rows`` (by key) and what the run stored beside them
+    (``analyses``: parity and scaling; ``references``: the naive ones); ``where`` names the ledger in errors."""
+    study = read_study(spec, where)
     chosen, sweeps = choose_learning_rates(study, rows)
     arms = {model: _arm(study, rows, model, chosen[model], sweeps[model]) for model in study.models}
     by_role = {role: [m for m in study.models if study.role(m) == role] for role in ROLES}
@@ -198,8 +214,8 @@ def build_report(ledger: Ledger) -> Report:
         if primary:
             mechanism["baseline_vs_control"] = (primary, control)
 
-    study_rows = [row for model in study.models for row in rows.values()
-                  if row.model == model and row.key in _study_keys(study, chosen)]
+    keys = _study_keys(study, chosen)  # a sweep's ledger holds the rows of many studies
+    study_rows = [row for model in study.models for row in rows.values() if row.model == model and row.key in keys]
     versions = study_rows[0].versions if study_rows else {}
     return Report(
         bench_version=BENCH_VERSION,
@@ -230,11 +246,60 @@ def build_report(ledger: Ledger) -> Report:
         precision=study.precision,
         threads=study.threads,
         **_identity(spec, versions),
-        analyses=ledger.fetch("analyses") or {},
+        analyses=analyses or {},
         notes=study.notes,
-        references=with_model_metrics(ledger.fetch("references"), {
+        references=with_model_metrics(references, {
             model: _final_rows(study, rows, model, chosen[model]) for model in study.models}),
+        transfer=_transfer(study, rows, chosen, primary) if study.eval_grids else None,
     )
+
+
+def _transfer(study: Study, rows: dict[str, RunRow], chosen: dict, primary: str | None) -> Transfer:
+    """Every model's final runs as tested on each evaluation grid, and there the idea against the primary baseline."""
+    grids = []
+    for grid in study.eval_grids:
+        arms = {model: _transfer_arm(model, _final_rows(study, rows, model, chosen[model]), grid)
+                for model in study.models}
+        comparison = _transfer_comparison(study, grid, arms, study.idea, primary) if primary else None
+        grids.append(TransferGrid(grid=grid, arms=arms, comparison=comparison))
+    return Transfer(trained_grid=study.grid, grids=tuple(grids))
+
+
+def _transfer_arm(model: str, finals: list[RunRow | None], grid: str) -> TransferArm:
+    """One model at ``grid``: each final run's evaluation there (``extras["transfer"]``, gridmix.study.transfer)."""
+    outcomes = [(row.extras.get("transfer") or {}).get(grid) if row is not None and row.status == "ok" else None
+                for row in finals]
+    statuses = tuple(outcome["status"] if outcome else "missing" for outcome in outcomes)
+    values = [outcome["test_metric"] for outcome in outcomes if outcome and outcome["status"] == "ok"]
+    summary = summarize(values) if values else None
+    reasons = tuple(dict.fromkeys(f"{'cannot run' if outcome['status'] == 'cannot' else 'failed'} at {grid}: "
+                                  f"{outcome['reason']}" for outcome in outcomes
+                                  if outcome and outcome["status"] != "ok"))
+    adapted = next((outcome["adapted"] for outcome in outcomes if outcome and outcome["status"] == "ok"), "")
+    return TransferArm(name=model, statuses=statuses, per_seed=tuple(values), mean=summary.mean if summary else None,
+                       std=summary.std if summary else None, adapted=adapted, reasons=reasons)
+
+
+def _transfer_comparison(study: Study, grid: str, arms: dict[str, TransferArm], a: str, b: str) -> Comparison:
+    """``a − b`` at an evaluation grid over the seeds where both ran, alone at α (family ``"transfer"``)."""
+    by_a, by_b = arms[a].by_seed, arms[b].by_seed
+    both = sorted(set(by_a) & set(by_b))
+    if len(both) < 2:
+        why = "; ".join(f"{name} {arms[name].reasons[0]}" for name in (a, b)
+                        if not arms[name].per_seed and arms[name].reasons)
+        return Comparison(a=a, b=b, family="transfer", verdict="not compared",
+                          reason=why or f"only {len(both)} seed(s) where both models ran at {grid}; a paired test "
+                                        "needs 2")
+    a_values, b_values = [by_a[i] for i in both], [by_b[i] for i in both]
+    result = compare_many({b: (a_values, b_values)}, direction=study.direction, alpha=ALPHA)[b]
+    verdict = naming_arm(result.verdict, study.role(a))
+    if min_attainable_p(result.n_pairs) >= ALPHA:
+        verdict = VERDICT_UNREACHABLE
+    flags = {_bound_flag(study, a_values), _bound_flag(study, b_values)}
+    if len(flags) == 1 and None not in flags:
+        verdict = f"uninformative: both arms {flags.pop()}"
+    return Comparison(a=a, b=b, family="transfer", verdict=verdict, holm_over=1,
+                      result=dataclasses.replace(result, verdict=verdict))
 
 
 def _study_keys(study: Study, chosen: dict) -> set[str]:

@@ -3,16 +3,17 @@
 
 The headline is the primary comparison (idea vs the matched baseline, alone at α); caveats follow (seeds too
 few for α, arms at chance or ceiling, a dataset-conditional test), then the naive references, the secondary
-comparisons, the models, the sweep, the mechanism (ablation and control; the parametrisation check), parity,
-scaling, failures, data and code, timings, plots and the method. A section that fails to render says so
-in place; the rest stands. docs/analysis.md defines every figure.
+comparisons, the models, the sweep, the transfer to other grids (with ``--eval-grids``), the mechanism (ablation
+and control; the parametrisation check), parity, scaling, failures, data and code, timings, plots and the method.
+A section that fails to render says so in place; the rest stands. docs/analysis.md defines every figure.
 """
 
 from __future__ import annotations
 
+from gridmix.grid import Grid
 from gridmix.report.format import fmt
 from gridmix.report.references import reference_lines
-from gridmix.report.types import Comparison, Report
+from gridmix.report.types import Comparison, Report, TransferArm
 
 
 def render_markdown(report: Report, *, figures: list[str] = ()) -> str:
@@ -127,12 +128,70 @@ def _mde_words(comparison: Comparison) -> str:
 
 
 def _markdown_sections(report: Report) -> list[str]:
-    return (_section("Mechanism", _mechanism_lines, report)
+    return (_section("Transfer to other grids", _transfer_lines, report)
+            + _section("Mechanism", _mechanism_lines, report)
             + _section("Parity", _parity_lines, report.analyses.get("parity"))
             + _section("Scaling", _scaling_lines, report.analyses.get("scaling"))
             + _section("Failed or diverged runs", _failure_lines, report)
             + _section("Data and code", _identity_lines, report)
             + _section("Timings", _timing_lines, report.timings))
+
+
+def _transfer_lines(report: Report) -> list[str]:
+    """Every model tested on the other grids: a table of means, then per grid the seeds and the comparison."""
+    transfer = report.transfer
+    if transfer is None:
+        return []
+    trained = transfer.trained_grid
+    lines = ["", f"## Transfer to other grids (secondary: the headline is trained and tested on {trained})", "",
+             f"Each model's final runs, trained on {trained} (every comparison seed at its chosen learning rate), "
+             "tested on the test split the track makes on each grid with the same seed and sizes, after moving the "
+             "model there: its token mixers by their declared resolution change (`regrid`), its learned positions "
+             "resampled, nothing retrained (docs/analysis.md, \"Transfer\"). Each grid's comparison of the idea with "
+             f"the matched baseline is tested alone at α = {report.power.alpha:g}; none changes the verdict above.", "",
+             f"| model | {' | '.join(f'{g} (trained)' if g == trained else g for g in transfer_order(report))} |",
+             "|---|" + "---|" * (len(transfer.grids) + 1)]
+    points = {point.grid: point for point in transfer.grids}
+    for name, arm in report.arms.items():
+        cells = [f"{fmt(arm.mean)} ± {fmt(arm.std)} (n={arm.n})" if grid == trained else
+                 _transfer_cell(points[grid].arms[name]) for grid in transfer_order(report)]
+        lines.append(f"| {name} | {' | '.join(cells)} |")
+    for point in transfer.grids:
+        lines += ["", f"### {point.grid}", "", "| model | n | mean | std (ddof=0) | per seed | moved by / why not |",
+                  "|---|---|---|---|---|---|"]
+        for name, arm in point.arms.items():
+            how = "; ".join(([arm.adapted] if arm.adapted else []) + list(arm.reasons))
+            lines.append(f"| {name} | {len(arm.per_seed)} | {fmt(arm.mean)} | {fmt(arm.std)} | "
+                         f"{', '.join(fmt(v) for v in arm.per_seed)} | {how} |")
+        lines += ["", _transfer_verdict(point.comparison, point.grid)]
+    return lines
+
+
+def transfer_order(report: Report) -> list[str]:
+    """The trained grid and the evaluation grids, by token count (then as asked)."""
+    grids = [report.transfer.trained_grid] + [point.grid for point in report.transfer.grids]
+    return sorted(grids, key=lambda grid: Grid.parse(grid).numel)
+
+
+def _transfer_cell(arm: TransferArm) -> str:
+    if arm.per_seed:
+        missing = len(arm.statuses) - len(arm.per_seed)
+        return f"{fmt(arm.mean)} ± {fmt(arm.std)} (n={len(arm.per_seed)}" + (f", {missing} not run)" if missing
+                                                                               else ")")
+    return "cannot run" if "cannot" in arm.statuses else "failed" if "failed" in arm.statuses else "–"
+
+
+def _transfer_verdict(comparison: Comparison | None, grid: str) -> str:
+    if comparison is None:
+        return f"At {grid}: no baseline to compare with."
+    if comparison.result is None:
+        return f"At {grid}, {comparison.a} vs {comparison.b}: **{comparison.verdict}** ({comparison.reason})."
+    r = comparison.result
+    mde = "unreachable" if r.mde is None else fmt(r.mde)
+    return (f"At {grid}, {comparison.a} − {comparison.b} (secondary, alone at α = {r.alpha:g}): Δ = "
+            f"{fmt(r.delta_mean)} (95% t-interval {fmt(r.ci_low)} … {fmt(r.ci_high)}), idea better on "
+            f"{r.idea_wins}/{r.n_pairs} seeds, sign-flip p = {fmt(r.p_value)} ({r.p_method}), MDE (80%) {mde} → "
+            f"**{comparison.verdict}**.")
 
 
 def _identity_lines(report: Report) -> list[str]:

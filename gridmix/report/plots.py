@@ -1,14 +1,18 @@
-"""Every PNG gridmix draws (matplotlib, Agg backend): a study report's paired per-seed results, learning-rate sweeps
-and training curves; the scaling study; the mixers' factor spectra.
+"""Every PNG gridmix draws (matplotlib, Agg backend): a study report's paired per-seed results, learning-rate sweeps,
+training curves and transfer to other grids; a sweep over sizes; the scaling study; the mixers' factor spectra.
 
-* :func:`plot_paired`, :func:`plot_sweep`, :func:`plot_curves` read the :class:`~gridmix.report.types.Report`
-  only, so ``gridmix report DIR`` redraws them; :func:`plot_report` draws every one the report has data for.
+* :func:`plot_paired`, :func:`plot_sweep`, :func:`plot_curves` and :func:`plot_transfer` (metric against the
+  evaluation grid) read the :class:`~gridmix.report.types.Report` only, so ``gridmix report DIR`` redraws them;
+  :func:`plot_report` draws every one the report has data for.
+* :func:`plot_sweep_points`: a sweep's (``gridmix sweep``) metric against the swept values, per model, with each
+  point's verdict.
 * :func:`plot_scaling`: three log-log panels (wall-clock, FLOPs, peak memory of a forward+backward step
   against the token count N), one line per model, the tail exponent in the legend and N¹ / N² guides.
 * :func:`plot_spectra`: one panel per mixer layer and axis with the singular values of the factor, every
   head (and every seed) a line, the predicted bound 1 dashed.
 
-The scaling and spectra plots accept the result objects or their ``to_dict()`` / JSON form, as stored in the report.
+The scaling and spectra plots accept the result objects or their ``to_dict()`` / JSON form, as stored in the report;
+the sweep's plot takes its report's JSON form.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
+from gridmix.grid import Grid  # noqa: E402
 from gridmix.report.types import Report  # noqa: E402
 
 
@@ -199,6 +204,110 @@ def plot_spectra(mechanism: dict, path: str | Path) -> Path:
     return path
 
 
+def plot_transfer(report: Report, path: Path) -> Path:
+    """Test metric against the grid's token count, one line per model (mean ± std, every seed a dot), the training
+    grid marked; a model that could not run at a grid has no point there (its legend entry says where)."""
+    transfer = report.transfer
+    points = {point.grid: point for point in transfer.grids}
+    grids = sorted([transfer.trained_grid, *points], key=lambda grid: Grid.parse(grid).numel)
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for index, (name, arm) in enumerate(report.arms.items()):
+        shown, absent = [], []
+        for grid in grids:
+            values = arm.per_seed if grid == transfer.trained_grid else points[grid].arms[name].per_seed
+            if values:
+                shown.append((Grid.parse(grid).numel, values))
+            else:
+                absent.append(grid)
+        if not shown:
+            continue
+        color = f"C{index % 10}"
+        xs = [x * 2 ** (0.04 * (index - (len(report.arms) - 1) / 2)) for x, _ in shown]  # side by side per grid
+        means = [sum(v) / len(v) for _, v in shown]
+        spread = [(sum((y - m) ** 2 for y in v) / len(v)) ** 0.5 for (_, v), m in zip(shown, means)]
+        label = name + (f" (cannot run at {', '.join(absent)})" if absent else "")
+        ax.errorbar(xs, means, yerr=spread, color=color, marker="o", capsize=3, label=label)
+        for x, (_, values) in zip(xs, shown):
+            ax.plot([x] * len(values), values, ".", color=color, alpha=0.4)
+    trained = Grid.parse(transfer.trained_grid).numel
+    ax.axvline(trained, color="grey", ls="--", lw=1)
+    ax.annotate(f"trained on {transfer.trained_grid}", (trained, 0), xycoords=("data", "axes fraction"),
+                xytext=(3, 4), textcoords="offset points", fontsize=8, color="grey")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks([Grid.parse(grid).numel for grid in grids], grids)
+    ax.minorticks_off()
+    ax.set(xlabel="evaluation grid (log scale in tokens)", ylabel=report.metric)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7)
+    ax.set_title(f"{report.track}: trained on {transfer.trained_grid}, tested on other grids "
+                 f"({report.metric_direction})\nmean ± std over the comparison seeds; dots: single seeds", fontsize=9)
+    ax.grid(True, alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+_OUTCOME_WORDS = dict(better="idea better", tie="n.s.", worse="idea worse", none="no verdict")
+
+
+def _position(name: str, value) -> float:
+    """Where a swept value sits on the x axis: a grid at its token count, a number at itself."""
+    return float(Grid.parse(value).numel) if name == "grid" else float(value)
+
+
+def plot_sweep_points(sweep: dict, path: str | Path) -> Path:
+    """Each model's test metric (mean ± std over seeds, every seed a dot) against the first swept name, one panel per
+    combination of the others, each point's primary verdict written above it; ``sweep``: the sweep report's
+    ``to_dict()`` (``sweep_report.json``)."""
+    path = Path(path)
+    (along, values), *_ = sweep["over"]
+    numeric = along == "grid" or all(isinstance(v, (int, float)) for v in values)
+    panels: dict[tuple, list[dict]] = {}
+    for point in sweep["points"]:
+        fixed = tuple((k, v) for k, v in point["values"].items() if k != along)
+        panels.setdefault(fixed, []).append(point)
+    models = list(dict.fromkeys(name for point in sweep["points"] for name in point["arms"]))
+    fig, axes = plt.subplots(1, len(panels), figsize=(max(6.4, 5.6 * len(panels)), 4.6), squeeze=False)
+    for ax, (fixed, points) in zip(axes[0], panels.items()):
+        order = [values.index(point["values"][along]) for point in points]
+        points = [point for _, point in sorted(zip(order, points), key=lambda pair: pair[0])]
+        xs = [_position(along, p["values"][along]) if numeric else i for i, p in enumerate(points)]
+        logarithmic = numeric and min(xs) > 0 and max(xs) / min(xs) >= 4
+        for index, model in enumerate(models):
+            shift = 0.03 * (index - (len(models) - 1) / 2)  # side by side at each point
+            moved = [x * 2 ** shift if logarithmic else x + shift * (max(xs) - min(xs) or 1) for x in xs]
+            shown = [(x, p["arms"][model]) for x, p in zip(moved, points) if p["arms"].get(model, {}).get("n")]
+            if not shown:
+                continue
+            ax.errorbar([x for x, _ in shown], [arm["mean"] for _, arm in shown], yerr=[arm["std"] for _, arm in shown],
+                        color=f"C{index % 10}", marker="o", capsize=3, label=model)
+            for x, arm in shown:
+                ax.plot([x] * arm["n"], arm["per_seed"], ".", color=f"C{index % 10}", alpha=0.4)
+        for x, point in zip(xs, points):
+            ax.annotate(_OUTCOME_WORDS[point["outcome"]], (x, 1), xycoords=("data", "axes fraction"), xytext=(0, 4),
+                        textcoords="offset points", ha="center", fontsize=7, color="0.3")
+        if logarithmic:
+            ax.set_xscale("log", base=2)
+            ax.minorticks_off()
+        ax.set_xticks(xs, [str(p["values"][along]) for p in points])
+        unit = " (tokens" + (", log scale)" if logarithmic else ")") if along == "grid" else (
+            " (log scale)" if logarithmic else "")
+        ax.set(xlabel=along + unit, ylabel=sweep["metric"])
+        ax.set_title(", ".join(f"{k}={v}" for k, v in fixed), fontsize=9, loc="left", pad=16)
+        ax.grid(True, alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
+    fig.suptitle(f"{sweep['track']}: {sweep['metric']} against {along} ({sweep['metric_direction']})\nmean ± std over "
+                 f"seeds (dots: single seeds); above each point: idea vs {sweep['baseline']}, alone at α",
+                 fontsize=9)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def plot_report(report: Report, out: Path, *, errors: list[str] | None = None) -> list[Path]:
     """Every plot the report has data for; returns the files written.
 
@@ -216,6 +325,8 @@ def plot_report(report: Report, out: Path, *, errors: list[str] | None = None) -
         wanted.append(("scaling", lambda: plot_scaling(scaling, out / "scaling.png")))
     if signature and "error" not in signature:
         wanted.append(("spectra", lambda: plot_spectra(signature, out / "spectra.png")))
+    if report.transfer is not None:
+        wanted.append(("transfer", lambda: plot_transfer(report, out / "transfer.png")))
     paths = []
     for name, draw in wanted:
         try:

@@ -1,4 +1,5 @@
-"""The study report as objects: :class:`Report`, its :class:`Arm` s, :class:`Comparison` s and :class:`Power`.
+"""The study report as objects: :class:`Report`, its :class:`Arm` s, :class:`Comparison` s, :class:`Power` and,
+with ``--eval-grids``, its :class:`Transfer` to other grids.
 
 :func:`gridmix.report.build_report` makes a :class:`Report`; the renderers (``report.md``, the plots, the
 terminal table, the naive references' lines) read its fields; JSON exists only at the edge:
@@ -20,7 +21,9 @@ from gridmix.tracks import ROLES
 if TYPE_CHECKING:
     from gridmix.analysis.stats import PairedComparison
 
-FAMILIES = ("primary", "secondary", "mechanism")  # the primary alone at α; secondary Holm; each mechanism alone
+# the primary alone at α; secondary Holm; each mechanism question alone; each transfer grid's alone (below the headline)
+FAMILIES = ("primary", "secondary", "mechanism", "transfer")
+TRANSFER_STATUSES = ("ok", "cannot", "failed", "missing")  # a seed's evaluation at a grid; missing: the run did not
 FLAGS = ("at chance", "at ceiling")
 MECHANISM_NAMES = ("ablation", "idea_vs_control", "baseline_vs_control")
 BETTER_SUFFIX, WORSE_SUFFIX = " better (significant)", " worse (significant)"
@@ -272,11 +275,103 @@ class FailedRun:
         return dict(model=self.model, lr=self.lr, seed=self.seed, status=self.status, error=self.error)
 
 
+@dataclass(frozen=True)
+class TransferArm:
+    """One model tested at one evaluation grid: per comparison seed its status (:data:`TRANSFER_STATUSES`), the test
+    metric of the seeds that ran (``per_seed``, in seed order), their mean and std (ddof=0), how the model moved there
+    (``adapted``) and, for the seeds that did not run, why (distinct reasons, in order)."""
+
+    name: str
+    statuses: tuple[str, ...]
+    per_seed: tuple[float, ...]
+    mean: float | None
+    std: float | None
+    adapted: str = ""
+    reasons: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if any(status not in TRANSFER_STATUSES for status in self.statuses):
+            raise ValueError(f"transfer arm {self.name!r}: statuses {self.statuses}; expected some of "
+                             f"{TRANSFER_STATUSES}")
+        ran = self.statuses.count("ok")
+        if len(self.per_seed) != ran or (self.mean is None) != (ran == 0) or (self.std is None) != (ran == 0):
+            raise ValueError(f"transfer arm {self.name!r}: {len(self.per_seed)} values, mean {self.mean}, std "
+                             f"{self.std} with {ran} seeds that ran; expected one value per such seed and both exactly "
+                             "when one ran")
+
+    @property
+    def by_seed(self) -> dict[int, float]:
+        """The test metric by comparison-seed index, for the seeds that ran."""
+        values = iter(self.per_seed)
+        return {index: next(values) for index, status in enumerate(self.statuses) if status == "ok"}
+
+    def to_dict(self) -> dict:
+        return dict(name=self.name, statuses=list(self.statuses), per_seed=list(self.per_seed), mean=self.mean,
+                    std=self.std, n=len(self.per_seed), adapted=self.adapted, reasons=list(self.reasons))
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> TransferArm:
+        return cls(name=data["name"], statuses=tuple(data["statuses"]), per_seed=tuple(data["per_seed"]),
+                   mean=data["mean"], std=data["std"], adapted=data["adapted"], reasons=tuple(data["reasons"]))
+
+
+@dataclass(frozen=True)
+class TransferGrid:
+    """Every model tested at one evaluation grid, and the idea − matched baseline comparison there (family
+    ``"transfer"``, alone at α, secondary to the headline); ``comparison`` is None without a baseline."""
+
+    grid: str
+    arms: Mapping[str, TransferArm]
+    comparison: Comparison | None
+
+    def __post_init__(self) -> None:
+        for name, arm in self.arms.items():
+            if arm.name != name:
+                raise ValueError(f"transfer grid {self.grid}: arm {name!r} is named {arm.name!r}; expected its key")
+        if self.comparison is not None and (self.comparison.family != "transfer"
+                                            or {self.comparison.a, self.comparison.b} - set(self.arms)):
+            raise ValueError(f"transfer grid {self.grid}: comparison {self.comparison.a} − {self.comparison.b} of "
+                             f"family {self.comparison.family!r}; expected the transfer family between its arms")
+
+    def to_dict(self) -> dict:
+        return dict(grid=self.grid, arms={name: arm.to_dict() for name, arm in self.arms.items()},
+                    comparison=None if self.comparison is None else self.comparison.to_dict())
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> TransferGrid:
+        comparison = data["comparison"]
+        return cls(grid=data["grid"], arms={name: TransferArm.from_dict(a) for name, a in data["arms"].items()},
+                   comparison=None if comparison is None else Comparison.from_dict(comparison))
+
+
+@dataclass(frozen=True)
+class Transfer:
+    """The study's models, trained on ``trained_grid``, tested on each of its evaluation ``grids`` (in the order
+    asked)."""
+
+    trained_grid: str
+    grids: tuple[TransferGrid, ...]
+
+    def __post_init__(self) -> None:
+        names = [point.grid for point in self.grids]
+        if not names or len(set(names)) != len(names) or self.trained_grid in names:
+            raise ValueError(f"transfer from {self.trained_grid} to {names}; expected distinct grids other than the "
+                             "training grid, at least one")
+
+    def to_dict(self) -> dict:
+        return dict(trained_grid=self.trained_grid, grids=[point.to_dict() for point in self.grids])
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> Transfer:
+        return cls(trained_grid=data["trained_grid"], grids=tuple(TransferGrid.from_dict(g) for g in data["grids"]))
+
+
 NOT_COMPARED = dict(verdict="not compared", reason="no baseline")  # the JSON's primary comparison without one
 _KEYS = ("bench_version", "track", "grid", "model", "metric", "metric_direction", "n_seeds", "seeds", "fixed_split",
          "chance", "ceiling", "baseline", "idea", "baselines", "primary_baseline", "comparison", "comparisons",
          "holm_adjusted_over", "power", "mechanism", "mechanism_signature", "budget", "failures", "timings",
-         "versions", "device", "precision", "threads", "data", "code", "references", "plot_errors", "notes")
+         "versions", "device", "precision", "threads", "data", "code", "references", "plot_errors", "notes",
+         "transfer")
 
 
 @dataclass(frozen=True)
@@ -319,6 +414,7 @@ class Report:
     references: dict | None = None
     plot_errors: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()  # what the study left out and why (an idea mixer without an ablation, say)
+    transfer: Transfer | None = None  # the models tested on other grids (--eval-grids), secondary to the headline
 
     def __post_init__(self) -> None:
         if self.direction not in ("lower", "higher"):
@@ -343,6 +439,10 @@ class Report:
         if self.power.n_seeds != len(self.comparison_seeds):
             raise ValueError(f"power is for {self.power.n_seeds} seeds but the report compares "
                              f"{len(self.comparison_seeds)}; expected the same")
+        if self.transfer is not None and (self.transfer.trained_grid != self.grid or any(
+                set(point.arms) - set(self.arms) for point in self.transfer.grids)):
+            raise ValueError(f"transfer from {self.transfer.trained_grid} of arms the report may not have; expected "
+                             f"transfer from its grid {self.grid} of some of its arms {list(self.arms)}")
 
     @property
     def idea_arm(self) -> Arm:
@@ -413,6 +513,8 @@ class Report:
             report["plot_errors"] = list(self.plot_errors)
         if self.notes:
             report["notes"] = list(self.notes)
+        if self.transfer is not None:
+            report["transfer"] = self.transfer.to_dict()
         return report
 
     @classmethod
@@ -450,4 +552,5 @@ class Report:
             versions=data["versions"], device=data["device"], precision=data["precision"],
             threads=data["threads"], data=data["data"], code=data["code"],
             analyses={k: v for k, v in data.items() if k not in _KEYS}, references=data["references"],
-            plot_errors=tuple(data.get("plot_errors", ())), notes=tuple(data.get("notes", ())))
+            plot_errors=tuple(data.get("plot_errors", ())), notes=tuple(data.get("notes", ())),
+            transfer=None if data.get("transfer") is None else Transfer.from_dict(data["transfer"]))

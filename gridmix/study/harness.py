@@ -56,6 +56,8 @@ class RunTask:
     precision: str = "fp32"  # or "bf16" / "fp16" mixed precision (gridmix.study.precision), already resolved
     data: str = ""  # the study's data fingerprint (gridmix.study.fingerprint); empty in ledgers written before it
     role: str = ""  # the model's role in the study (``--idea`` can change the track's); not part of the run's key
+    settings: dict = field(default_factory=dict)  # the track's knobs this run sets (Track.knobs), those off default
+    eval_grids: tuple[str, ...] = ()  # grids the trained model is also tested on (gridmix.study.transfer); not keyed
 
     @property
     def spec_name(self) -> str:
@@ -73,6 +75,8 @@ class RunTask:
                       device=self.device)
         if self.precision != "fp32":  # float32 runs keep the keys they had before mixed precision existed
             config["precision"] = self.precision
+        if self.settings:  # the track's own values keep the keys they had before knobs existed
+            config["settings"] = dict(sorted(self.settings.items()))
         return dict(config, data=self.data) if self.data else config
 
     @property
@@ -125,6 +129,8 @@ class Study:
     fixed_split: bool = False  # Track.fixed_split: the inference is conditional on this one dataset
     first_seed: int = 0  # comparison seeds are first_seed … first_seed + seeds − 1 (another replicate: move it)
     notes: tuple[str, ...] = ()  # what the study leaves out and why (an idea mixer without ablation), for the report
+    settings: dict = field(default_factory=dict)  # the track's knob values off their defaults (Track.knobs)
+    eval_grids: tuple[str, ...] = ()  # other grids every final run's trained model is tested on (transfer)
 
     def __post_init__(self) -> None:
         if self.idea not in self.models:
@@ -155,8 +161,9 @@ class Study:
 
     def to_dict(self) -> dict:
         data = dataclasses.asdict(self)
-        if not data["notes"]:  # the specs of studies without notes stay as they were
-            del data["notes"]
+        for name in ("notes", "settings", "eval_grids"):  # the specs of studies without them stay as they were
+            if not data[name]:
+                del data[name]
         return data
 
     @classmethod
@@ -165,20 +172,22 @@ class Study:
         budget = dict(data.pop("budget"))
         budget["lrs"] = tuple(budget["lrs"])
         return cls(**{**data, "models": tuple(data["models"]), "budget": Budget(**budget),
-                      "notes": tuple(data.get("notes", ()))})
+                      "notes": tuple(data.get("notes", ())), "eval_grids": tuple(data.get("eval_grids", ()))})
 
-    def task(self, model: str, lr: float, seed: int) -> RunTask:
+    def task(self, model: str, lr: float, seed: int, *, eval_grids: tuple[str, ...] = ()) -> RunTask:
         return RunTask(track=self.track, model=model, grid=self.grid, lr=lr, seed=seed, budget=self.budget,
                        device=self.device, threads=self.threads, knobs=self.knobs.get(model, {}),
-                       precision=self.precision, data=self.data.get("hash", ""), role=self.role(model))
+                       precision=self.precision, data=self.data.get("hash", ""), role=self.role(model),
+                       settings=self.settings, eval_grids=eval_grids)
 
     def sweep_tasks(self) -> list[RunTask]:
         return [self.task(model, lr, seed) for model in self.models for lr in self.budget.lrs
                 for seed in self.sweep_seeds]
 
     def final_tasks(self, chosen: dict[str, float | None]) -> list[RunTask]:
-        return [self.task(model, chosen[model], seed) for model in self.models if chosen[model] is not None
-                for seed in self.comparison_seeds]
+        """The comparison seeds' runs at each model's chosen rate, each also tested on the study's ``eval_grids``."""
+        return [self.task(model, chosen[model], seed, eval_grids=self.eval_grids) for model in self.models
+                if chosen[model] is not None for seed in self.comparison_seeds]
 
 
 def aa_study(study: Study) -> Study:
@@ -196,12 +205,19 @@ def versions() -> dict:
                 numpy=np.__version__, python=platform.python_version())
 
 
+def track_data(task: RunTask, grid: str | None = None) -> TrackData:
+    """The data of ``task``'s track (with its settings) on ``grid`` (default: the task's), for its seed and sizes."""
+    return _track_data(task.track, grid or task.grid, task.seed, task.budget.sizes, task.data,
+                       tuple(sorted(task.settings.items())))
+
+
 @functools.lru_cache(maxsize=4)
-def _track_data(track_name: str, grid: str, seed: int, sizes: DataSizes, fingerprint: str = "") -> TrackData:
+def _track_data(track_name: str, grid: str, seed: int, sizes: DataSizes, fingerprint: str = "",
+                settings: tuple = ()) -> TrackData:
     """The track's data, cached per process; ``fingerprint`` keeps data of a changed source apart."""
     from gridmix.tracks.registry import load_registry, validate_data
 
-    track = load_registry().track(track_name)
+    track = load_registry().track(track_name, dict(settings))
     data = track.make_data(Grid.parse(grid), seed, sizes)
     validate_data(track, data, Grid.parse(grid))
     return data
@@ -210,28 +226,45 @@ def _track_data(track_name: str, grid: str, seed: int, sizes: DataSizes, fingerp
 AfterTraining = Callable[[ModelSpec, torch.nn.Module, TrackData], dict]  # (spec, trained model, data) -> extras
 
 
+def lacks_transfer(task: RunTask, row: RunRow) -> bool:
+    """Whether a finished row misses the evaluation at one of the task's ``eval_grids`` (a run from before they were
+    asked for): it is run again, with the same numbers, to be evaluated there."""
+    done = row.extras.get("transfer", {})
+    return row.status == "ok" and any(grid not in done for grid in task.eval_grids)
+
+
 def execute(task: RunTask, *, on_epoch: Callable[[int, float, float], None] | None = None,
             after_training: AfterTraining | None = None) -> RunRow:
     """Run one task where this process is (a worker, or the driver) and return its ledger row.
 
     ``after_training(spec, model, data)`` analyses every successfully trained model; what it returns joins the
     row's extras (``gridmix run`` hands in :func:`gridmix.analysis.mechanism.idea_mechanism`). For a worker
-    process it must be picklable: a module-level function.
+    process it must be picklable: a module-level function. After it, a task with ``eval_grids`` tests the trained
+    model on each of them (:func:`gridmix.study.transfer.evaluate_transfer`, the row's ``extras["transfer"]``).
     """
+    from gridmix.study.transfer import evaluate_transfer
     from gridmix.tracks.registry import load_registry
 
     torch.set_num_threads(task.threads)
     error, result = "", None
     try:
-        track = load_registry().track(task.track)
+        track = load_registry().track(task.track, task.settings)
         spec = track.model(task.spec_name)
         if task.role and task.role != spec.role:  # the study's role (--idea), for the analysis after training
             spec = dataclasses.replace(spec, role=task.role)
-        data = _track_data(task.track, task.grid, task.seed, task.budget.sizes, task.data)
+        data = track_data(task)
     except Exception as exc:  # a broken plugin or bad data is this run's recorded failure
         error = f"{type(exc).__name__}: {exc}"
     if not error:
-        analyse = (lambda model, data: after_training(spec, model, data)) if after_training else None
+        def analyse(model: torch.nn.Module, data: TrackData) -> dict:
+            extras = after_training(spec, model, data) if after_training else {}
+            if task.eval_grids:
+                extras = dict(extras, transfer=evaluate_transfer(
+                    track, spec, model, grid=task.grid, eval_grids=task.eval_grids, knobs=task.knobs,
+                    data_at=lambda grid: track_data(task, grid), batch_size=task.budget.batch_size * 2,
+                    precision=task.precision))
+            return extras
+
         result = train_run(track, spec, Grid.parse(task.grid), lr=task.lr, seed=task.seed, init_seed=task.init_seed,
                            budget=task.budget, data=data, device=resolve_device(task.device), knobs=task.knobs,
                            precision=task.precision, on_epoch=on_epoch, after_training=analyse)
@@ -275,16 +308,18 @@ class Runner:
     """
 
     def __init__(self, study: Study, ledger: Ledger, executor, *, on_plan=None, on_start=None, on_epoch=None,
-                 on_done=None) -> None:
+                 on_done=None, record_study: bool = True) -> None:
         self.study, self.ledger, self.executor = study, ledger, executor
         self.on_plan, self.on_start, self.on_epoch, self.on_done = on_plan, on_start, on_epoch, on_done
+        self.record_study = record_study  # False: one point of a sweep, whose spec the sweep's document holds
 
     def pending(self, tasks: list[RunTask]) -> list[RunTask]:
-        """Tasks without a finished row (failed rows are retried: a crash may not recur)."""
+        """Tasks without a finished row (failed rows are retried: a crash may not recur), and finished ones not yet
+        tested on the grids they ask for (:func:`lacks_transfer`)."""
         todo = []
         for task in tasks:
             row = self.ledger.get(task.key)
-            if row is None or row.status == "failed":
+            if row is None or row.status == "failed" or lacks_transfer(task, row):
                 todo.append(task)
         return todo
 
@@ -300,7 +335,8 @@ class Runner:
         self.executor.run(todo, on_done=self._record, on_start=self.on_start, on_epoch=self.on_epoch)
 
     def run(self) -> dict[str, float | None]:
-        self.ledger.set_study(self.study.to_dict())
+        if self.record_study:
+            self.ledger.set_study(self.study.to_dict())
         self._phase(self.study.sweep_tasks())
         chosen, _ = choose_learning_rates(self.study, {row.key: row for row in self.ledger.rows()})
         self._phase(self.study.final_tasks(chosen))

@@ -201,24 +201,69 @@ class Ledger:
         return self.fetch("study")
 
     def set_study(self, study: dict) -> None:
-        """Store the study spec; a directory holds one study (one track on one grid)."""
-        from gridmix.study.fingerprint import describe_change
-
+        """Store the study spec; a directory holds one study (one track on one grid, with one set of the track's
+        settings), beside at most one sweep of the same track (:meth:`set_sweep`), whose runs it may share."""
         previous = self.study()
-        if previous is not None and (previous["track"], previous["grid"]) != (study["track"], study["grid"]):
-            raise LedgerError(f"{str(self.path.parent)!r} holds the study of track {previous['track']!r} on grid "
-                              f"{previous['grid']}; it cannot also hold {study['track']!r} on {study['grid']}: "
-                              "choose another --out")
-        change = describe_change(previous.get("data") or {}, study.get("data") or {}) if previous else ""
-        if change and previous.get("data") and study.get("data"):
-            raise LedgerError(f"{str(self.path.parent)!r} holds results on other data ({change}); re-run with "
-                              "--fresh to start a fresh study there, or choose another --out")
+        if previous is not None and _identity(previous) != _identity(study):
+            raise LedgerError(f"{str(self.path.parent)!r} holds the study of {_describe(previous)}; it cannot also "
+                              f"hold {_describe(study)}: choose another --out")
+        sweep = self.sweep()
+        if sweep is not None and sweep["track"] != study["track"]:
+            raise LedgerError(f"{str(self.path.parent)!r} holds a sweep of track {sweep['track']!r}; it cannot also "
+                              f"hold a study of {study['track']!r}: choose another --out")
+        if previous is not None:
+            _refuse_other_data(self.path.parent, previous, study)
         self.put("study", study)
 
+    def sweep(self) -> dict | None:
+        """The sweep's document (``gridmix sweep``): its track, the swept knobs and every point's study spec."""
+        return self.fetch("sweep")
+
+    def set_sweep(self, sweep: dict) -> None:
+        """Store the sweep's document: ``track``, ``over`` and ``points`` (each with its ``values`` and its ``study``
+        spec). A directory holds one sweep of one track, beside a plain study of that track; a later sweep of the
+        same track replaces the document (its points' runs are shared through their keys). A point whose study
+        already stood here, on other data, is refused (``--fresh`` starts afresh)."""
+        track = sweep["track"]
+        study = self.study()
+        if study is not None and study["track"] != track:
+            raise LedgerError(f"{str(self.path.parent)!r} holds the study of {_describe(study)}; it cannot also hold "
+                              f"a sweep of {track!r}: choose another --out")
+        previous = self.sweep()
+        if previous is not None and previous["track"] != track:
+            raise LedgerError(f"{str(self.path.parent)!r} holds a sweep of track {previous['track']!r}; it cannot "
+                              f"also hold one of {track!r}: choose another --out")
+        earlier = [point["study"] for point in (previous or {}).get("points", [])] + ([study] if study else [])
+        for point in sweep["points"]:
+            for spec in earlier:
+                if _identity(spec) == _identity(point["study"]):
+                    _refuse_other_data(self.path.parent, spec, point["study"])
+        self.put("sweep", sweep)
+
     def start_fresh(self) -> None:
-        """Forget the study spec and its analyses (the old runs stay, under keys no new study uses)."""
+        """Forget the study spec, the sweep and their analyses (the old runs stay, under keys no new study uses)."""
         with self._conn:
-            self._conn.execute("DELETE FROM meta WHERE key IN ('doc:study', 'doc:analyses')")
+            self._conn.execute("DELETE FROM meta WHERE key IN ('doc:study', 'doc:analyses', 'doc:sweep')")
+
+
+def _identity(study: dict) -> tuple:
+    """What one directory's study is: its track, grid and the track's settings."""
+    return study["track"], study["grid"], sorted((study.get("settings") or {}).items())
+
+
+def _describe(study: dict) -> str:
+    settings = ", ".join(f"{k}={v}" for k, v in sorted((study.get("settings") or {}).items()))
+    return f"track {study['track']!r} on grid {study['grid']}" + (f" with {settings}" if settings else "")
+
+
+def _refuse_other_data(where: Path, previous: dict, study: dict) -> None:
+    """``LedgerError`` when ``study`` stands on other data than the same study stored before."""
+    from gridmix.study.fingerprint import describe_change
+
+    change = describe_change(previous.get("data") or {}, study.get("data") or {})
+    if change and previous.get("data") and study.get("data"):
+        raise LedgerError(f"{str(where)!r} holds results on other data ({change}); re-run with --fresh to start a "
+                          "fresh study there, or choose another --out")
 
 
 def _own_file(name: str) -> bool:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -183,21 +183,55 @@ def resolve_jobs(jobs: int | str, threads: int | None, device: str, *, workers_c
     return jobs, threads or max(1, cores // jobs)
 
 
+def choose_settings(track: Track, settings: Mapping[str, object] | None) -> dict:
+    """The track's knob values ``settings`` asks for (text or numbers, :meth:`Track.knob_value`), keeping only those
+    that differ from the track's own: a study at the defaults is the plain one, under the same run keys."""
+    chosen = {name: track.knob_value(name, value) for name, value in (settings or {}).items()}
+    return {name: value for name, value in sorted(chosen.items()) if track.knobs[name] != value}
+
+
+def choose_eval_grids(track: Track, grid: Grid, eval_grids: str | Sequence[str], *,
+                      note: Callable[[str], None] = _ignore) -> tuple[str, ...]:
+    """The grids every trained model is also tested on (comma-separated or a sequence), each checked against the
+    track; ``ValueError`` in one line when the track's task is not defined at other grids (``Track.fixed_grid``)."""
+    names = [g.strip() for g in eval_grids.split(",") if g.strip()] if isinstance(eval_grids, str) else eval_grids
+    if not names:
+        return ()
+    if track.fixed_grid is not None:
+        raise ValueError(f"--eval-grids: track {track.name!r} is not defined at other grids: {track.fixed_grid}")
+    chosen = []
+    for name in names:
+        try:
+            other = track.check_grid(name)
+        except ValueError as error:
+            raise ValueError(f"--eval-grids {name}: {error}") from None
+        if other == grid:
+            note(f"--eval-grids: {grid} is the training grid; its test metric is the study's own")
+        elif str(other) not in chosen:
+            chosen.append(str(other))
+    return tuple(chosen)
+
+
 def plan_study(track: str = "image", grid: str | None = None, *, models: str | tuple[str, ...] | None = None,
                idea: str | None = None, baselines: tuple[str, ...] = (), budget: str = "default",
                seeds: int | None = None, lrs: tuple[float, ...] | None = None, device: str = "auto",
                precision: str = "auto", jobs: int | str = "auto", threads: int | None = None, scaling: bool = True,
                match_params: str | None = None, underpowered: bool = False, aa: bool = False,
+               settings: Mapping[str, object] | None = None, eval_grids: str | Sequence[str] = (),
                note: Callable[[str], None] = _ignore) -> PlannedStudy:
     """The study ``gridmix run`` would run with these options (the same names and defaults as its own).
 
     ``idea`` (a registered mixer's name) makes that mixer's model the idea, against the track's matched baseline,
     with the mixer's declared ablation and the track's control; ``baselines`` adds registered mixers' models as
     secondary baselines (:func:`gridmix.tracks.mixer_models.choose_mixers`). Without either, the track's own study.
+    ``settings`` sets the track's knobs (``--set NAME=VALUE``; :attr:`Track.knobs`); ``eval_grids`` are the other
+    grids every final run's trained model is tested on (``--eval-grids``; :mod:`gridmix.study.transfer`).
     """
     registry = load_registry()
-    chosen_track = registry.track(track)
+    chosen_settings = choose_settings(registry.track(track), settings)
+    chosen_track = registry.track(track, chosen_settings)
     chosen_grid = chosen_track.check_grid(grid if grid is not None else chosen_track.default_grid)
+    chosen_eval_grids = choose_eval_grids(chosen_track, chosen_grid, eval_grids, note=note)
     chosen_budget = chosen_track.budget(budget, seeds=seeds, lrs=lrs)
     resolved_device = resolve_device(device).type
     resolved_precision = resolve_precision(precision, resolved_device)
@@ -227,11 +261,13 @@ def plan_study(track: str = "image", grid: str | None = None, *, models: str | t
                   data=fingerprint(chosen_track, chosen_grid, chosen_budget),
                   roles={name: chosen_track.model(name).role for name in names}, chance=chosen_track.chance,
                   ceiling=chosen_track.ceiling, fixed_split=chosen_track.fixed_split,
-                  underpowered=underpowered and not chosen_budget.exploratory, notes=notes)
+                  underpowered=underpowered and not chosen_budget.exploratory, notes=notes,
+                  settings=chosen_settings, eval_grids=chosen_eval_grids)
     if aa:
         study = aa_study(study)
         scaling = False  # the copy costs what its original does: nothing to measure
-    default_out = Path("runs") / f"{study.track}-{study.grid}-{chosen_budget.name}{'-aa' if aa else ''}"
+    knob_part = "".join(f"-{name}{value}" for name, value in chosen_settings.items())
+    default_out = Path("runs") / f"{study.track}-{study.grid}{knob_part}-{chosen_budget.name}{'-aa' if aa else ''}"
     return PlannedStudy(study=study, track=chosen_track, grid=chosen_grid, knobs=knobs, scaling=scaling,
                         default_out=default_out, jobs=jobs)
 

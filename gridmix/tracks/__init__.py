@@ -7,6 +7,7 @@ from gridmix.tracks.contract import (
     DIRECTIONS,
     ROLES,
     SPLIT_NAMES,
+    UNDECLARED_GRIDS,
     Backbone,
     ContractError,
     ModelSpec,
@@ -17,6 +18,6 @@ from gridmix.tracks.contract import (
 from gridmix.tracks.hookspecs import hookimpl
 from gridmix.tracks.registry import BrokenPlugin, Registry, load_registry, validate_data
 
-__all__ = ["BUDGETS", "DIRECTIONS", "ROLES", "SPLIT_NAMES", "Backbone", "BrokenPlugin", "Budget", "ContractError",
-           "DataSizes", "ModelSpec", "Registry", "Split", "Track", "TrackData", "hookimpl", "load_registry",
-           "resolve_budget", "validate_data"]
+__all__ = ["BUDGETS", "DIRECTIONS", "ROLES", "SPLIT_NAMES", "UNDECLARED_GRIDS", "Backbone", "BrokenPlugin", "Budget",
+           "ContractError", "DataSizes", "ModelSpec", "Registry", "Split", "Track", "TrackData", "hookimpl",
+           "load_registry", "resolve_budget", "validate_data"]

@@ -30,6 +30,9 @@ DIRECTIONS = ("lower", "higher")
 ROLES = ("idea", "baseline", "ablation", "control")
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 SPLIT_NAMES = ("train", "val", "test")
+KNOB_PATTERN = re.compile(r"^[a-z][a-z0-9_]*$")
+# Track.fixed_grid of a track that does not say whether its task is defined at other grids: transfer is refused there
+UNDECLARED_GRIDS = "it does not declare its task defined at other grids (Track.fixed_grid)"
 
 
 def label(kind: str, name: object, plugin: str = "") -> str:
@@ -262,6 +265,15 @@ class Track:
         mixer_models: the models built around registered mixers the track does not name itself, filled in by the
             plugin registry from ``backbone`` (:func:`gridmix.tracks.mixer_models.with_mixer_models`); found by
             :meth:`model` like the track's own, but not listed in ``models`` nor trained by default.
+        fixed_grid: ``None`` when the task is defined at other grids (``make_data`` on another grid ``supports``
+            accepts makes the same task there, so a model trained on one grid can be tested on another: ``gridmix
+            run --eval-grids``); else one line saying why not. The default, :data:`UNDECLARED_GRIDS`, says the
+            track has not declared it.
+        knobs: the track's own settings by name, with the values it was built with (e.g. ``{"pairs": 4,
+            "embed_dim": 64}``): what ``gridmix run --set NAME=VALUE`` and ``gridmix sweep --over NAME=…`` change.
+            Integers, floats or strings; ``grid`` is not a knob (it is the study's grid).
+        rebuild: ``rebuild(**knobs) → Track``, the same track built with these knob values (every knob is given);
+            required exactly when ``knobs`` is not empty. :meth:`with_settings` calls it.
     """
 
     name: str
@@ -288,6 +300,9 @@ class Track:
     extra_metrics: dict[str, Callable[[torch.Tensor, torch.Tensor], float]] = field(default_factory=dict)
     backbone: Backbone | None = None
     mixer_models: tuple[ModelSpec, ...] = ()
+    fixed_grid: str | None = UNDECLARED_GRIDS
+    knobs: dict[str, int | float | str] = field(default_factory=dict)
+    rebuild: Callable[..., Track] | None = None
 
     @property
     def needs_data(self) -> bool:
@@ -311,6 +326,7 @@ class Track:
         self._check_models()
         self._check_mixer_models()
         self._check_budget_overrides()
+        self._check_knobs()
 
     @property
     def label(self) -> str:
@@ -391,6 +407,55 @@ class Track:
                 self.budget(budget)
             except (TypeError, ValueError) as error:
                 raise self._fail(f"budget_overrides[{budget!r}]: {error}") from None
+
+    def _check_knobs(self) -> None:
+        if self.fixed_grid is not None and (not isinstance(self.fixed_grid, str) or not self.fixed_grid):
+            raise self._fail(f"fixed_grid {short(self.fixed_grid)}; expected None or a one-line reason")
+        if not isinstance(self.knobs, dict) or any(
+                not isinstance(name, str) or not KNOB_PATTERN.match(name) or name == "grid"
+                or isinstance(value, bool) or not isinstance(value, (int, float, str))
+                for name, value in self.knobs.items()):
+            raise self._fail(f"knobs {short(self.knobs)}; expected a dict of lower-case names (not 'grid') → "
+                             "int, float or str")
+        if (self.rebuild is None) != (not self.knobs) or (self.rebuild is not None and not callable(self.rebuild)):
+            raise self._fail(f"rebuild {short(self.rebuild)} with knobs {sorted(self.knobs)}; expected a callable "
+                             "rebuild(**knobs) exactly when the track has knobs")
+
+    def knob_value(self, name: str, value: object) -> int | float | str:
+        """``value`` (a command line's text, or a number) as knob ``name`` takes it, in the type of its default;
+        ``ValueError`` in one line for an unknown knob (listing the track's) or a value of another type."""
+        if name not in self.knobs:
+            known = ", ".join(sorted(self.knobs)) or "none"
+            raise ValueError(f"track {self.name!r} has no knob {name!r}; its knobs are {known} (and grid)")
+        default = self.knobs[name]
+        kind = type(default)
+        if isinstance(value, str) and kind is not str:
+            try:
+                return kind(value.strip())  # int("3.5") refuses, as it should
+            except ValueError:
+                pass
+        elif kind is float and type(value) in (int, float):
+            return float(value)
+        elif type(value) is kind:
+            return value
+        raise ValueError(f"track {self.name!r}: knob {name}={value!r}; expected {kind.__name__} like its default "
+                         f"{default!r}")
+
+    def with_settings(self, settings: dict) -> Track:
+        """The track rebuilt with ``settings`` (knob → value, each converted by :meth:`knob_value`); ``self`` when
+        they are its own values. ``ValueError`` in one line for an unknown knob or a value the plugin refuses."""
+        values = {**self.knobs, **{name: self.knob_value(name, value) for name, value in settings.items()}}
+        if values == self.knobs:
+            return self
+        try:
+            rebuilt = self.rebuild(**values)
+        except (TypeError, ValueError) as error:
+            changed = ", ".join(f"{k}={v!r}" for k, v in values.items() if self.knobs[k] != v)
+            raise ValueError(f"track {self.name!r} with {changed}: {error}") from None
+        if not isinstance(rebuilt, Track) or rebuilt.name != self.name or rebuilt.knobs != values:
+            raise self._fail(f"rebuild(**{values}) returned {short(rebuilt)}; expected track {self.name!r} with "
+                             "those knobs")
+        return rebuilt
 
     def budget(self, name: str, *, seeds: int | None = None, lrs: tuple[float, ...] | None = None) -> Budget:
         """The budget ``name`` as this track runs it: the built-in one, this track's overrides, then ``seeds`` and

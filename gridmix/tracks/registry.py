@@ -72,14 +72,15 @@ class Registry:
     plugins: list[PluginInfo] = field(default_factory=list)
     mixers: MixerTable = field(default_factory=MixerTable)
 
-    def track(self, name: str) -> Track:
-        """The track called ``name``; ``ValueError`` with close matches and the installed names otherwise.
+    def track(self, name: str, settings: Mapping[str, object] | None = None) -> Track:
+        """The track called ``name``, rebuilt with ``settings`` (its knobs' values, :meth:`Track.with_settings`) when
+        given; ``ValueError`` with close matches and the installed names for an unknown name.
 
         When a broken plugin has that name (the built-in file-based tracks are named like their plugins),
         the error is the plugin's own, e.g. the bad row of the user's CSV file.
         """
         if name in self.tracks:
-            return self.tracks[name]
+            return self._rebuilt(self.tracks[name], settings) if settings else self.tracks[name]
         for broken in self.broken:  # the plugin that provides this track failed: its own error is the answer
             if broken.name == name:
                 raise ValueError(f"track {name!r} is unavailable: plugin {broken.name!r} failed: {broken.error}")
@@ -90,6 +91,20 @@ class Registry:
         """Whether the plugin named ``plugin`` was registered in this process only (``extra_plugins``), not through
         an entry point: a spawned worker process, which loads entry points, would not find what it added."""
         return any(info.name == plugin and not info.distribution for info in self.plugins)
+
+    def _rebuilt(self, track: Track, settings: Mapping[str, object]) -> Track:
+        """``track`` with other knob values, as the registry hands tracks out: stamped with its plugin, with the models
+        other plugins added to it (as they are) and a model around every registered mixer."""
+        rebuilt = track.with_settings(dict(settings))
+        if rebuilt is track:
+            return track
+        info = PluginInfo(track.plugin, "", track.plugin_version)
+        rebuilt = _adopt_track(rebuilt, info)
+        own = {spec.name for spec in rebuilt.models}
+        added = tuple(spec for spec in track.models if spec.plugin != track.plugin and spec.name not in own)
+        if added:
+            rebuilt = dataclasses.replace(rebuilt, models=rebuilt.models + added)
+        return with_mixer_models(rebuilt, self.mixers)
 
 
 _CACHE: dict[str, Registry] = {}

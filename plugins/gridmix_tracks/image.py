@@ -185,13 +185,20 @@ def grid_supported(grid: Grid) -> str | None:
     return None
 
 
-def make_track(task: SameTintTask = SameTintTask(), start: str = "global") -> Track:
-    """The ``image`` track with the given task knobs."""
+def make_track(task: SameTintTask = SameTintTask(), start: str = "global",
+               backbone: BackboneConfig = ImageModels.backbone) -> Track:
+    """The ``image`` track with the given task knobs; its knobs (``--set``, ``gridmix sweep --over``) are the
+    models' ``embed_dim`` and ``depth``. The task is the same on every grid it supports (the square's side is a
+    fraction of the grid's), so a model trained on one grid can be tested on another."""
+
+    def rebuild(*, embed_dim: int, depth: int) -> Track:
+        return make_track(task, start, dataclasses.replace(backbone, embed_dim=embed_dim, depth=depth))
 
     def make_data(grid: Grid, seed: int, sizes: DataSizes) -> TrackData:
         return generated_data(lambda rng, n: task.generate(rng, n, grid), seed=seed, sizes=sizes, task="image")
 
-    models = ImageModels(in_chans=task.colours, num_classes=2, fc_norm=False, mixer=MixerConfig(start=start))
+    models = ImageModels(in_chans=task.colours, num_classes=2, fc_norm=False, mixer=MixerConfig(start=start),
+                         backbone=backbone)
     return Track(
         name="image",
         description="has the square the same tint as the background? (noise, 10 % labels flipped)",
@@ -210,6 +217,9 @@ def make_track(task: SameTintTask = SameTintTask(), start: str = "global") -> Tr
         chance=math.log(2),
         ceiling=binary_entropy(task.label_noise),
         supports=grid_supported,
+        fixed_grid=None,
+        knobs=dict(embed_dim=backbone.embed_dim, depth=backbone.depth),
+        rebuild=rebuild,
     )
 
 

@@ -144,6 +144,7 @@ def _track(description: str, make_data, *, num_classes: int, source: str = "", d
         budget_overrides=BUDGET_OVERRIDES,
         source=source,
         data_missing=data_missing,
+        fixed_grid=None,  # the same images, resized to the grid, on every grid
     )
 
 

@@ -22,7 +22,8 @@ embedding, learned positions, blocks, norm, a next-token head at every position;
 Metric: answer accuracy, higher is better (chance ``2 / vocab`` = 1/32, a uniform guess among the values;
 ceiling 1); ``make_track(metric="cross-entropy")`` gives the answers' cross-entropy in nats instead (chance
 ``log(vocab / 2)``, ceiling 0). Difficulty knobs: :class:`RecallTask` (vocabulary, pairs, queries) and the
-sequence length ``--grid`` (default 32; e.g. ``--grid 256``).
+sequence length ``--grid`` (default 32; e.g. ``--grid 256``); with the models' width and depth they are the track's
+knobs (``--set pairs=8``, ``gridmix sweep --over grid=64,128,256``).
 
 Calibration (default budget: 2,048 training sequences, 20 epochs, batch 32, lr 3e-3 and weight decay 0.5 for every
 arm, no sweep, 2,048 test sequences = 8,192 answers; 4 pairs, 4 queries, vocabulary 64, grid 32).
@@ -234,15 +235,25 @@ class RecallModels:
         )
 
 
-def make_track(task: RecallTask = RecallTask(), *, metric: str = "accuracy") -> Track:
+def make_track(task: RecallTask = RecallTask(), *, metric: str = "accuracy",
+               backbone: BackboneConfig = RecallModels.backbone) -> Track:
     """The ``mqar`` track with the given task knobs; ``metric`` ``"accuracy"`` (higher is better; chance: a uniform
-    guess among the ``vocab // 2`` values, ``2 / vocab``) or ``"cross-entropy"`` (lower; chance ``log(vocab / 2)``)."""
+    guess among the ``vocab // 2`` values, ``2 / vocab``) or ``"cross-entropy"`` (lower; chance ``log(vocab / 2)``).
+
+    Its knobs (``gridmix run --set``, ``gridmix sweep --over``): the models' ``embed_dim`` and ``depth``, and the
+    task's ``pairs``, ``queries`` and ``vocab``; the sequence length is the grid. The task is the same at every
+    length it supports (more filler between the queries), so a model trained at one length can be tested at another.
+    """
     if metric not in METRICS:
         raise ValueError(f"metric={metric!r}; expected one of {METRICS}")
     by_cross_entropy = metric == "cross-entropy"
 
     def make_data(grid: Grid, seed: int, sizes: DataSizes) -> TrackData:
         return generated_data(lambda rng, n: task.generate(rng, n, grid[0]), seed=seed, sizes=sizes, task="mqar")
+
+    def rebuild(*, embed_dim: int, depth: int, pairs: int, queries: int, vocab: int) -> Track:
+        return make_track(RecallTask(vocab=vocab, pairs=pairs, queries=queries), metric=metric,
+                          backbone=dataclasses.replace(backbone, embed_dim=embed_dim, depth=depth))
 
     def supports(grid: Grid) -> str | None:
         if grid[0] < task.min_length:
@@ -261,13 +272,17 @@ def make_track(task: RecallTask = RecallTask(), *, metric: str = "accuracy") -> 
         metric=answer_cross_entropy if by_cross_entropy else answer_accuracy,
         metric_name=f"answer {metric}",
         direction="lower" if by_cross_entropy else "higher",
-        models=RecallModels(vocab=task.vocab).specs(),
-        backbone=RecallModels(vocab=task.vocab).backbone_spec(),
+        models=RecallModels(vocab=task.vocab, backbone=backbone).specs(),
+        backbone=RecallModels(vocab=task.vocab, backbone=backbone).backbone_spec(),
         matched_baseline="transformer",
         chance=math.log(task.vocab / 2) if by_cross_entropy else 2 / task.vocab,  # a guess among the values
         ceiling=0.0 if by_cross_entropy else 1.0,
         budget_overrides=BUDGET_OVERRIDES,
         supports=supports,
+        fixed_grid=None,
+        knobs=dict(embed_dim=backbone.embed_dim, depth=backbone.depth, pairs=task.pairs, queries=task.queries,
+                   vocab=task.vocab),
+        rebuild=rebuild,
     )
 
 

@@ -230,6 +230,7 @@ def make_track(task: ForecastTask = ForecastTask()) -> Track:
         budget_overrides=BUDGET_OVERRIDES,
         ceiling=0.0,
         supports=context_supported,
+        fixed_grid=None,  # the same task at every grid it supports; a model whose head reads all tokens cannot move
     )
 
 

@@ -197,6 +197,7 @@ def torchvision_track(spec: DatasetSpec, root: str, *, download: bool = False, p
         ceiling=1.0,
         budget_overrides=BUDGET_OVERRIDES,
         data_missing=source.missing,
+        fixed_grid=None,  # the same images, resized to grid × patch pixels, on every grid
     )
 
 

@@ -236,6 +236,7 @@ def make_track(task: CutTask = CutTask(), start: str | tuple[str, ...] = "global
         chance=math.log(2),
         ceiling=binary_entropy(task.label_noise),
         supports=grid_supported,
+        fixed_grid=None,  # the same task at every grid it supports
     )
 
 

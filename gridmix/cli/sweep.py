@@ -1,0 +1,103 @@
+"""``gridmix sweep``: quality against scale, one paired-seed study per point of a grid of sizes, one report.
+
+``gridmix sweep --track mqar --over grid=64,128,256 --over embed_dim=32,64,128`` runs the study ``gridmix run`` would
+run at every combination of the swept values (:mod:`gridmix.study.sweep`), all in one ledger in ``--out`` (re-running
+resumes; a point a plain ``gridmix run`` already trained there is reused), and writes ``sweep.md``,
+``sweep_report.json`` and ``sweep_points.png`` (:mod:`gridmix.report.sweep`).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from gridmix.cli.app import BudgetName, DeviceName, ExecutorName, app, console, fail
+from gridmix.cli.run import (
+    _callbacks,
+    _progress,
+    parse_floats,
+    parse_settings,
+    print_note,
+    storage_error,
+    sweep_table,
+)
+
+
+@app.command("sweep")
+def sweep(
+    track: str = typer.Option("mqar", help="Track name (see `gridmix tracks`)."),
+    over: list[str] = typer.Option(..., help="NAME=V1,V2,… to sweep: grid, or one of the track's knobs (see `gridmix "
+                                             "tracks`); repeat for a grid of points, e.g. --over grid=64,128,256."),
+    grid: str = typer.Option(None, help="The grid where grid is not swept (default: the track's)."),
+    settings: list[str] = typer.Option(None, "--set", help="A track knob NAME=VALUE held at every point "
+                                                           "(repeatable)."),
+    models: str = typer.Option(None, help="Comma-separated models (default: the track's default models)."),
+    idea: str = typer.Option(None, help="A registered mixer as the idea (see `gridmix run --idea`)."),
+    baselines: str = typer.Option(None, help="Comma-separated registered mixers to add as secondary baselines."),
+    budget: BudgetName = typer.Option("default", help="smoke, default or full (at every point)."),
+    seeds: int = typer.Option(None, min=2, help="Paired seeds (overrides the budget)."),
+    lrs: str = typer.Option(None, help="Learning rates to sweep, e.g. 1e-3,3e-3 (overrides the budget)."),
+    out: Path = typer.Option(None, help="Output directory (default: runs/TRACK-sweep-NAMES-BUDGET)."),
+    device: DeviceName = typer.Option("auto", help="auto, cpu or cuda."),
+    precision: str = typer.Option("auto", help="auto, fp32, bf16 or fp16."),
+    executor: ExecutorName = typer.Option("local", help="local or ray."),
+    jobs: int = typer.Option(1, min=1, help="Local worker processes (threads are split between them)."),
+    address: str = typer.Option(None, help="Ray cluster address HOST:PORT (with --executor ray)."),
+    threads: int = typer.Option(None, min=1, help="Torch threads per run (default: all cores / jobs)."),
+    underpowered: bool = typer.Option(False, "--underpowered", help="Run even when the seeds cannot reach α."),
+    fresh: bool = typer.Option(False, "--fresh", help="Start afresh in --out even if it holds results on other data."),
+) -> None:
+    """How the verdict moves with size: the paired comparison at every point of a grid of sizes, one report."""
+    from gridmix.study import pipeline
+    from gridmix.study import sweep as sweeping
+
+    try:
+        extra = tuple(name.strip() for name in baselines.split(",") if name.strip()) if baselines else ()
+        planned = sweeping.plan_sweep(track, sweeping.parse_over(over), grid=grid,
+                                      settings=parse_settings(settings or []), models=models, idea=idea,
+                                      baselines=extra, budget=budget.value, seeds=seeds,
+                                      lrs=parse_floats(lrs, "--lrs") if lrs else None, device=device.value,
+                                      precision=precision, jobs=jobs, threads=threads, underpowered=underpowered,
+                                      note=print_note)
+    except ValueError as error:
+        fail(str(error))
+    out = out or planned.default_out
+    try:
+        ledger = sweeping.open_sweep_ledger(out, planned, fresh=fresh)
+    except (ValueError, OSError, sqlite3.Error) as error:
+        fail(str(error) if isinstance(error, ValueError) else storage_error(error, out))
+    try:
+        chosen_executor = pipeline.make_executor(executor.value, jobs=jobs, address=address)
+    except ValueError as error:
+        ledger.close()
+        fail(str(error))
+    first = planned.points[0].planned.study
+    swept = ", ".join(f"{name}=" + ",".join(map(str, values)) for name, values in planned.over)
+    console.print(f"[bold]gridmix sweep[/] {planned.track}: {len(planned.points)} points over {swept}; models "
+                  f"{', '.join(first.models)}; budget {first.budget.name} ({first.budget.seeds} seeds); ledger "
+                  f"{ledger.path}", highlight=False)
+    try:
+        with _progress() as progress:
+            callbacks = _callbacks(progress, first)
+            outcome = sweeping.run_sweep(planned, ledger, chosen_executor, out, callbacks=callbacks,
+                                         on_point=lambda point: console.print(f"point {point.label}", highlight=False,
+                                                                              markup=False))
+    except KeyboardInterrupt:
+        console.print(f"interrupted: the finished runs are saved in {ledger.path}; re-run the same command to "
+                      "resume where it stopped", highlight=False)
+        raise typer.Exit(130) from None
+    except (OSError, sqlite3.Error) as error:
+        fail(storage_error(error, out))
+    Console(width=None if sys.stdout.isatty() else 160).print(sweep_table(outcome.report))
+    console.print(f"report: {outcome.paths[1]} ({outcome.seconds:.0f} s)", highlight=False)
+    failed = [f"{point.label}: run {f.model} lr={f.lr:g} seed={f.seed} failed: {f.error}"
+              for point in outcome.report.points for f in point.report.failures if f.status == "failed"]
+    for line in failed:
+        console.print(f"[red]{escape(line)}[/]", highlight=False)
+    if failed:
+        raise typer.Exit(1)

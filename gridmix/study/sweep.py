@@ -1,0 +1,167 @@
+"""What ``gridmix sweep`` does between parsing and printing: one study per point of a grid of sizes, one ledger, one
+report of quality against scale.
+
+``gridmix sweep --track mqar --over grid=64,128,256 --over embed_dim=32,64`` plans a study (:func:`plan_study`, as
+``gridmix run`` does, without parity and scaling) at every combination of the swept values: ``grid`` is the study's
+grid, any other name one of the track's knobs (:attr:`gridmix.tracks.Track.knobs`), an unknown one refused in one line
+that lists them. Every point's runs go into the same ledger under their own run keys, so a sweep killed at any point
+resumes where it stopped, a point already trained by a plain ``gridmix run`` (or an earlier sweep) into the same
+directory is reused, not retrained, and the ledger keeps the sweep's document (every point's study spec) for ``gridmix
+report``. The report (:mod:`gridmix.report.sweep`) reads the ledger alone.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from gridmix.grid import Grid
+from gridmix.report.sweep import SweepReport, build_sweep_report, write_sweep_report
+from gridmix.study.harness import Runner
+from gridmix.study.ledger import Ledger
+from gridmix.study.pipeline import Callbacks, PlannedStudy, choose_settings, plan_study
+from gridmix.tracks.registry import load_registry
+
+GRID = "grid"  # the swept name that is the study's grid, not a track knob
+QUIET = Callbacks()  # no progress reported
+
+
+def _ignore(*args) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class PlannedPoint:
+    """One point of the sweep: the swept values there (``grid`` as text) and the study planned for them."""
+
+    values: Mapping[str, object]
+    planned: PlannedStudy
+
+    @property
+    def label(self) -> str:
+        return ", ".join(f"{name}={value}" for name, value in self.values.items())
+
+
+@dataclass(frozen=True)
+class PlannedSweep:
+    """A sweep ready to run: the track, the swept names with their values in order, every point, and the output
+    directory ``gridmix sweep`` uses by default."""
+
+    track: str
+    over: tuple[tuple[str, tuple], ...]
+    points: tuple[PlannedPoint, ...]
+    default_out: Path
+
+    def document(self) -> dict:
+        """What the ledger keeps of the sweep (:meth:`gridmix.study.ledger.Ledger.set_sweep`)."""
+        return dict(track=self.track, over=[[name, list(values)] for name, values in self.over],
+                    points=[dict(values=dict(point.values), study=point.planned.study.to_dict())
+                            for point in self.points])
+
+
+@dataclass(frozen=True)
+class SweepOutcome:
+    """A finished sweep: its report, the files written and the seconds it took."""
+
+    report: SweepReport
+    paths: tuple[Path, ...]
+    seconds: float
+
+
+def parse_over(assignments: Sequence[str]) -> list[tuple[str, list[str]]]:
+    """``["grid=64,128", "embed_dim=32,64"]`` as ``[("grid", ["64", "128"]), ("embed_dim", ["32", "64"])]``; a malformed
+    one is a ``ValueError`` in one line."""
+    over = []
+    for text in assignments:
+        name, sep, values = text.partition("=")
+        parts = [value.strip() for value in values.split(",") if value.strip()]
+        if not sep or not name.strip() or not parts:
+            raise ValueError(f"--over {text!r}; expected NAME=V1,V2,…, e.g. --over grid=64,128,256")
+        over.append((name.strip(), parts))
+    return over
+
+
+def plan_sweep(track: str = "mqar", over: Sequence[tuple[str, Sequence[object]]] = (), *, grid: str | None = None,
+               settings: Mapping[str, object] | None = None, note: Callable[[str], None] = _ignore,
+               **options) -> PlannedSweep:
+    """The sweep ``gridmix sweep`` would run: ``over`` the swept names with their values (``grid`` or the track's
+    knobs), ``grid`` and ``settings`` where a point does not sweep them, ``options`` those of :func:`plan_study`
+    (budget, seeds, models, …). ``ValueError`` in one line for an unknown knob, a name swept twice or set too, fewer
+    than two values, or a point :func:`plan_study` refuses (naming the point)."""
+    base = load_registry().track(track)
+    settings = dict(settings or {})
+    if not over:
+        raise ValueError(f"a sweep needs --over NAME=V1,V2,…; track {track!r} sweeps grid and its knobs "
+                         f"{', '.join(sorted(base.knobs)) or '(none)'}")
+    swept: list[tuple[str, tuple]] = []
+    for name, values in over:
+        if name in dict(swept) or name in settings or (name == GRID and grid is not None):
+            raise ValueError(f"--over {name}: {name!r} is swept twice or also set (--set, --grid); expected once")
+        converted = tuple(str(Grid.parse(v)) if name == GRID else base.knob_value(name, v) for v in values)
+        if len(set(converted)) != len(converted) or len(converted) < 2:
+            raise ValueError(f"--over {name}={','.join(map(str, values))}: expected at least two distinct values")
+        swept.append((name, converted))
+    choose_settings(base, settings)  # an unknown --set knob is refused before any point is planned
+    notes: dict[str, None] = {}
+    points = []
+    for combination in itertools.product(*(values for _, values in swept)):
+        values = dict(zip((name for name, _ in swept), combination))
+        point_settings = {**settings, **{name: value for name, value in values.items() if name != GRID}}
+        try:
+            planned = plan_study(track, values.get(GRID, grid), settings=point_settings, scaling=False,
+                                 note=lambda line: notes.setdefault(line), **options)
+        except ValueError as error:
+            label = ", ".join(f"{name}={value}" for name, value in values.items())
+            raise ValueError(f"sweep point {label}: {error}") from None
+        points.append(PlannedPoint(values=values, planned=planned))
+    for line in notes:
+        note(line)
+    budget = points[0].planned.study.budget.name
+    default_out = Path("runs") / f"{track}-sweep-{'-'.join(name for name, _ in swept)}-{budget}"
+    return PlannedSweep(track=base.name, over=tuple(swept), points=tuple(points), default_out=default_out)
+
+
+def open_sweep_ledger(out: str | Path, planned: PlannedSweep, *, fresh: bool = False) -> Ledger:
+    """The sweep's ledger in ``out``, locked, holding its document (``ValueError`` when ``out`` holds another track's
+    study or sweep, or results on other data)."""
+    ledger = Ledger(out, lock=True)
+    try:
+        if fresh:
+            ledger.start_fresh()
+        ledger.set_sweep(planned.document())
+    except BaseException:
+        ledger.close()
+        raise
+    return ledger
+
+
+def run_sweep(planned: PlannedSweep, ledger: Ledger, executor, out: str | Path, *,
+              callbacks: Callbacks = QUIET, on_point: Callable[[PlannedPoint], None] = _ignore) -> SweepOutcome:
+    """Train every point's runs the ledger lacks, point after point (``on_point`` as each starts), then write the
+    sweep's report into ``out``."""
+    started = time.perf_counter()
+    with ledger:
+        for point in planned.points:
+            on_point(point)
+            Runner(point.planned.study, ledger, executor, on_plan=callbacks.plan, on_start=callbacks.start,
+                   on_epoch=callbacks.epoch, on_done=callbacks.done, record_study=False).run()
+        report = build_sweep_report(ledger)
+        paths = write_sweep_report(report, Path(out))
+    return SweepOutcome(report=report, paths=tuple(paths), seconds=time.perf_counter() - started)
+
+
+def sweep(track: str = "mqar", over: Sequence[tuple[str, Sequence[object]]] = (), *, out: str | Path | None = None,
+          fresh: bool = False, executor: str = "local", address: str | None = None,
+          callbacks: Callbacks = QUIET, **options) -> SweepOutcome:
+    """``gridmix sweep`` from Python: :func:`plan_sweep`, its ledger in ``out`` (default
+    ``runs/TRACK-sweep-NAMES-BUDGET``), the executor and :func:`run_sweep`."""
+    from gridmix.study.pipeline import make_executor
+
+    planned = plan_sweep(track, over, note=callbacks.note, **options)
+    out = Path(out) if out is not None else planned.default_out
+    ledger = open_sweep_ledger(out, planned, fresh=fresh)
+    return run_sweep(planned, ledger, make_executor(executor, jobs=options.get("jobs", 1), address=address), out,
+                     callbacks=callbacks)
