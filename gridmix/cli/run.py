@@ -147,7 +147,7 @@ def run(
 
     set_data_env(track, data=data, data_root=data_root, download=download)
     try:
-        jobs = jobs if jobs == "auto" else int(jobs) if jobs.isdigit() else jobs
+        jobs = int(jobs) if jobs.isdigit() else jobs
         extra = tuple(name.strip() for name in baselines.split(",") if name.strip()) if baselines else ()
         planned = pipeline.plan_study(track, grid, models=models, idea=idea, baselines=extra, budget=budget.value,
                                       seeds=seeds, lrs=parse_floats(lrs, "--lrs") if lrs else None, device=device.value,

@@ -46,9 +46,10 @@ def sweep(
     device: DeviceName = typer.Option("auto", help="auto, cpu or cuda."),
     precision: str = typer.Option("auto", help="auto, fp32, bf16 or fp16."),
     executor: ExecutorName = typer.Option("local", help="local or ray."),
-    jobs: int = typer.Option(1, min=1, help="Local worker processes (threads are split between them)."),
+    jobs: str = typer.Option("auto", help="Local worker processes: auto or a number (see `gridmix run --help`)."),
     address: str = typer.Option(None, help="Ray cluster address HOST:PORT (with --executor ray)."),
-    threads: int = typer.Option(None, min=1, help="Torch threads per run (default: all cores / jobs)."),
+    threads: int = typer.Option(None, min=1, help="Torch threads per run (default: cores / jobs; 1 with --jobs auto "
+                                                   "on the CPU)."),
     underpowered: bool = typer.Option(False, "--underpowered", help="Run even when the seeds cannot reach α."),
     fresh: bool = typer.Option(False, "--fresh", help="Start afresh in --out even if it holds results on other data."),
 ) -> None:
@@ -57,6 +58,7 @@ def sweep(
     from gridmix.study import sweep as sweeping
 
     try:
+        jobs = int(jobs) if jobs.isdigit() else jobs
         extra = tuple(name.strip() for name in baselines.split(",") if name.strip()) if baselines else ()
         planned = sweeping.plan_sweep(track, sweeping.parse_over(over), grid=grid,
                                       settings=parse_settings(settings or []), models=models, idea=idea,
@@ -72,7 +74,7 @@ def sweep(
     except (ValueError, OSError, sqlite3.Error) as error:
         fail(str(error) if isinstance(error, ValueError) else storage_error(error, out))
     try:
-        chosen_executor = pipeline.make_executor(executor.value, jobs=jobs, address=address)
+        chosen_executor = pipeline.make_executor(executor.value, jobs=planned.points[0].planned.jobs, address=address)
     except ValueError as error:
         ledger.close()
         fail(str(error))

@@ -163,5 +163,5 @@ def sweep(track: str = "mqar", over: Sequence[tuple[str, Sequence[object]]] = ()
     planned = plan_sweep(track, over, note=callbacks.note, **options)
     out = Path(out) if out is not None else planned.default_out
     ledger = open_sweep_ledger(out, planned, fresh=fresh)
-    return run_sweep(planned, ledger, make_executor(executor, jobs=options.get("jobs", 1), address=address), out,
-                     callbacks=callbacks)
+    return run_sweep(planned, ledger, make_executor(executor, jobs=planned.points[0].planned.jobs, address=address),
+                     out, callbacks=callbacks)
