@@ -37,7 +37,7 @@ def test_ratios_are_the_idea_over_each_model_and_fewer_flops_never_warn():
 
 
 def test_the_matched_baselines_parameter_count_off_by_more_than_ten_percent_is_the_one_warning():
-    wide = {"toy-mixer": {"mlp_ratio": 6.0}}  # the idea with three times the MLP: more parameters than its matched baseline
+    wide = {"toy-mixer": {"mlp_ratio": 6.0}}  # three times the MLP: more parameters than its matched baseline
     parity = audit_parity(TOY, GRID, models=["toy-attention"], batch=4, knobs=wide)
     attention = {row.model: row for row in parity.rows}["toy-attention"]
     idea_params = count_parameters(TOY.idea.build(GRID, mlp_ratio=6.0))

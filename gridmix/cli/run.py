@@ -96,7 +96,7 @@ def results_table(report: Report) -> TextTable:
     rows = []
     for index, ((name, arm), comp, result) in enumerate(zip(arms, comparisons, results)):
         role = arm.role + (" (primary)" if comp and comp.family == "primary" else "")
-        verdict = (comp.verdict if comp else "") + (f" [{arm.flag}]" if arm.flag else "")
+        verdict = " ".join(part for part in (comp.verdict if comp else "", f"[{arm.flag}]" if arm.flag else "") if part)
         rows.append((escape(name), role, fmt(arm.lr), means[index], stds[index], str(arm.n), deltas[index],
                      fmt(getattr(result, "p_holm", None)), mdes[index], escape(verdict)))
     columns = (Column("model", "name"), Column("role"), Column("lr", "number"), Column("mean", "number"),
@@ -117,7 +117,8 @@ def run(
                                          "else every model the grid allows: idea, baselines, ablation, control)."),
     idea: str = typer.Option(None, help="A registered mixer (see `gridmix mixers`) as the idea, in the track's "
                                         "backbone against its matched baseline (default: the track's idea)."),
-    baselines: str = typer.Option(None, help="Comma-separated registered mixers to add as secondary baselines."),
+    baselines: str = typer.Option(None, help="Comma-separated registered mixers to add as secondary baselines "
+                                             "(default: none)."),
     budget: BudgetName = typer.Option("default", help=BUDGET_HELP),
     seeds: int = typer.Option(None, min=2, help=SEEDS_HELP),
     lrs: str = typer.Option(None, help=LRS_HELP),

@@ -114,4 +114,4 @@ def describe(budget: Budget) -> str:
     return (f"{budget.seeds} seeds, {budget.sweep_seeds} sweep seed{'s' if budget.sweep_seeds != 1 else ''}, "
             f"lrs {', '.join(f'{lr:g}' for lr in budget.lrs)}, {epochs}, batch {budget.batch_size}, "
             f"{budget.n_train}/{budget.n_val}/{budget.n_test} train/val/test samples"
-            + (" (exploratory: no verdict)" if budget.exploratory else ""))
+            + ("; exploratory: too few seeds for a verdict" if budget.exploratory else ""))
