@@ -60,8 +60,9 @@ def budgets(track: str = typer.Option(None, help="Show the budgets as this track
         rows.append((name, *(_cell(getattr(budget, f)) + ("*" if f in changed else "") for f in BUDGET_FIELDS)))
     caption = ("seeds: paired comparison seeds 0 … seeds − 1; sweep_seeds: seeds of their own (1000, …) that choose "
                "the learning rate; patience: early stopping (– : none, train every epoch); exploratory: a plumbing "
-               "check that gives no verdict. `gridmix run` changes seeds, lrs, epochs and n_train with --seeds, --lrs, "
-               "--epochs and --n-train" + ("; *: changed by the track" if owner is not None else ""))
+               "check whose seeds are too few for a verdict. `gridmix run` changes seeds, lrs, epochs and n_train "
+               "with --seeds, --lrs, --epochs and --n-train"
+               + ("; *: changed by the track" if owner is not None else ""))
     TextTable(title=title, caption=caption, rows=rows,
               columns=(Column("budget", "name"), *(Column(f, "number") for f in BUDGET_FIELDS))).print(Console())
 
