@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -20,8 +21,9 @@ KINDS = ("name", "number", "text")
 
 @dataclass(frozen=True)
 class Column:
-    """A column: ``kind`` ``"name"`` (never broken inside a word), ``"number"`` (right-aligned, never broken) or
-    ``"text"`` (wraps at word boundaries)."""
+    """A column: ``kind`` ``"text"`` (wraps at word boundaries), ``"name"`` (the same, but narrowed only once every
+    text column is as narrow as it can be, so a name and its tag stay on one line where any line can) or
+    ``"number"`` (right-aligned, never wrapped)."""
 
     header: str
     kind: str = "text"
@@ -51,23 +53,26 @@ class TextTable:
 
     def widths(self, available: int) -> list[int]:
         """Each column's width for a table of at most ``available`` characters (borders and padding included):
-        every column as wide as its longest line when that fits, else the widest ones narrowed, but never below
-        their longest word (a number column never below its longest cell); when even that does not fit, those
-        least widths, and the table is wider than ``available``."""
+        every column as wide as its longest line when that fits, else text columns narrowed (the one with the most
+        room first), then name columns, but none below its longest word (a number column below its longest cell);
+        when even that does not fit, those least widths, and the table is wider than ``available``."""
         cells = [[_plain(row[i]).split("\n") for row in self.rows] for i in range(len(self.columns))]
         longest, least = [], []
         for column, lines in zip(self.columns, cells):
             flat = [line for cell in lines for line in cell]
-            longest.append(max([len(column.header), *map(len, flat)]))
+            longest.append(max([cell_len(column.header), *map(cell_len, flat)]))
             words = flat if column.kind == "number" else [word for line in flat for word in line.split()]
-            least.append(max([len(word) for word in column.header.split()] + [len(word) for word in words] + [1]))
+            least.append(max([cell_len(w) for w in column.header.split()] + [cell_len(w) for w in words] + [1]))
         widths = list(longest)
         room = available - (3 * len(widths) + 1)  # "│ " before each column, " │" after the last
-        while sum(widths) > room:
-            slack = [width - low for width, low in zip(widths, least)]
-            if max(slack) <= 0:
-                break
-            widths[slack.index(max(slack))] -= 1
+        for kind in ("text", "name"):
+            shrinkable = [i for i, column in enumerate(self.columns) if column.kind == kind]
+            while sum(widths) > room and shrinkable:
+                slack = {i: widths[i] - least[i] for i in shrinkable}
+                widest = max(slack, key=slack.get)
+                if slack[widest] <= 0:
+                    break
+                widths[widest] -= 1
         return widths
 
     def rich(self, available: int = 10**5) -> Table:
@@ -87,11 +92,12 @@ class TextTable:
         several lines takes as many), the caption last."""
         cells = [[_plain(cell).split("\n") for cell in row] for row in self.rows]
         headers = [column.header for column in self.columns]
-        widths = [max([len(headers[i]), *(len(line) for row in cells for line in row[i])]) for i in range(len(headers))]
+        widths = [max([cell_len(headers[i]), *(cell_len(line) for row in cells for line in row[i])])
+                  for i in range(len(headers))]
 
         def line(parts: list[str]) -> str:
-            padded = [part.rjust(width) if column.kind == "number" else part.ljust(width)
-                      for part, width, column in zip(parts, widths, self.columns)]
+            padded = [" " * (width - cell_len(part)) + part if column.kind == "number" else
+                      part + " " * (width - cell_len(part)) for part, width, column in zip(parts, widths, self.columns)]
             return "  ".join(padded).rstrip()
 
         out = [self.title, line(headers), "  ".join("-" * width for width in widths)] if self.title else [
