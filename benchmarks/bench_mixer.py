@@ -459,7 +459,7 @@ def render(result: dict) -> str:
         text += ("### peak memory of a forward+backward step, MiB above a fresh process's baseline "
                  "(inputs, weights, step)\n\n")
         text += markdown_table(["grid", "N", *cases], rows) + "\n"
-    rows = [[case, span, f"{fit['exponent']:.2f}", f"{fit['r2']:.3f}"]
+    rows = [[case, span, f"{fit['exponent']:.2f}", "–" if fit["r2"] is None else f"{fit['r2']:.3f}"]
             for case, fits in summary["exponents"].items() for span, fit in fits.items()]
     text += "### fitted log-log exponent of forward+backward time vs N\n\n"
     text += markdown_table(["case", "range", "exponent", "R²"], rows) + "\n"

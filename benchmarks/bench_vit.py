@@ -176,7 +176,8 @@ def render(result: dict) -> str:
                      r["mixer"]["params"], r["attention"]["params"], *mem, others])
     text += markdown_table(["grid", "N", "mixer ms", "attention ms", "speed-up", "mixer params", "attention params",
                             "mixer peak MiB", "attention peak MiB", "others' CPU"], rows) + "\n"
-    rows = [[m, f"{f['exponent']:.2f}", f"{f['r2']:.3f}"] for m, f in result["exponents"].items()]
+    rows = [[m, f"{f['exponent']:.2f}", "–" if f["r2"] is None else f"{f['r2']:.3f}"]
+            for m, f in result["exponents"].items()]
     text += markdown_table(["model", "time exponent vs N (these grids)", "R²"], rows) + "\n"
     rows = []
     for model, big in result["largest"].items():

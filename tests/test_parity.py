@@ -16,7 +16,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")  # see conftest.py
 GRID = Grid((16, 16))
 
 
-def test_ratios_are_the_idea_over_each_baseline_with_warnings_beyond_ten_percent():
+def test_ratios_are_the_idea_over_each_model_and_fewer_flops_never_warn():
     parity = audit_parity(TOY, GRID, models=["toy-attention", "toy-small-only"], batch=4)
     rows = {row.model: row for row in parity.rows}
     assert list(rows) == ["toy-mixer", "toy-attention", "toy-small-only"]
@@ -28,10 +28,29 @@ def test_ratios_are_the_idea_over_each_baseline_with_warnings_beyond_ten_percent
     assert idea.params_ratio == idea.flops_ratio == 1.0 and idea.warning is None
     assert attention.params_ratio == pytest.approx(idea.params / attention.params)
     assert attention.flops_ratio == pytest.approx(idea.flops / attention.flops)
-    # Attention at 256 tokens costs far more FLOPs than the mixer: flagged. Parameters differ by more too.
-    assert attention.flops_ratio < 0.9 and "FLOPs" in attention.warning and "toy-attention" in attention.warning
+    # Attention at 256 tokens costs far more FLOPs than the mixer: the idea's saving, never a warning; the parameter
+    # counts are within 10% of each other, so nothing warns.
+    assert TOY.matched_baseline == "toy-attention" and attention.flops_ratio < 0.5
+    assert abs(attention.params_ratio - 1) < 0.1 and attention.warning is None and parity.warnings == []
     assert rows["toy-small-only"].skipped == "unsupported: only up to 64 tokens; got 256"
-    assert parity.warnings == [attention.warning]
+    assert parity.matched_baseline == "toy-attention"
+
+
+def test_the_matched_baselines_parameter_count_off_by_more_than_ten_percent_is_the_one_warning():
+    wide = {"toy-mixer": {"mlp_ratio": 6.0}}  # three times the MLP: more parameters than its matched baseline
+    parity = audit_parity(TOY, GRID, models=["toy-attention"], batch=4, knobs=wide)
+    attention = {row.model: row for row in parity.rows}["toy-attention"]
+    idea_params = count_parameters(TOY.idea.build(GRID, mlp_ratio=6.0))
+    assert attention.params_ratio == pytest.approx(idea_params / attention.params) and attention.params_ratio > 1.1
+    assert attention.warning.startswith(f"toy-mixer has {attention.params_ratio:.4g} times the parameters of its "
+                                        "matched baseline toy-attention (beyond ±10%)")
+    assert "FLOPs" not in attention.warning and parity.warnings == [attention.warning]
+    other = dataclasses.replace(TOY, models=(*TOY.models, dataclasses.replace(TOY.model("toy-attention"),
+                                                                               name="toy-attention-2")))
+    parity = audit_parity(other, GRID, models=["toy-attention", "toy-attention-2"], batch=4, knobs=wide)
+    rows = {row.model: row for row in parity.rows}
+    assert rows["toy-attention-2"].params_ratio == rows["toy-attention"].params_ratio  # as far off, but not matched
+    assert rows["toy-attention-2"].warning is None and parity.warnings == [rows["toy-attention"].warning]
 
 
 def test_no_warning_within_tolerance_and_report_is_plain_data():

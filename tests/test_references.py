@@ -76,7 +76,7 @@ def report(idea_mean: float, base_mean: float, lr_idea: float = 3e-3) -> SimpleN
     """The fields of a :class:`gridmix.report.types.Report` that the references' lines and plots read."""
     return SimpleNamespace(arms={"idea": arm("idea", "idea", idea_mean, lr_idea, ((3, 2, 1), (3, 1, 2))),
                                  "vit": arm("vit", "baseline", base_mean, 2e-3, ((3, 1, 2), (2, 1)))},
-                           n_seeds=2, metric="test MSE", lower_is_better=True,
+                           n_seeds=2, metric="test MSE", lower_is_better=True, chance=None, ceiling=None,
                            budget={"lrs": [1e-3, 2e-3, 3e-3], "epochs": 3},
                            references={"kind": "forecasting",
                                        "values": {"persistence": 0.5, "seasonal naive (season 4)": 0.4}})
@@ -100,15 +100,20 @@ def test_runs_still_improving_at_the_epoch_cap_are_flagged():
     assert "idea in 1 of 2 seeds" in "\n".join(reference_lines(report(0.3, 0.45)))
 
 
-def test_plots_draw_the_references_as_labelled_lines():
+def test_plots_draw_the_references_as_labelled_lines_on_test_panels_only():
     import matplotlib.pyplot as plt
 
-    from gridmix.report.plots import _draw_references
+    from gridmix.report.plots import _bounds
 
-    fig, ax = plt.subplots()
-    _draw_references(ax, report(0.3, 0.45))
-    assert [line.get_ydata()[0] for line in ax.get_lines()] == [0.5, 0.4]
-    assert ax.get_legend_handles_labels()[1] == ["persistence (test)", "seasonal naive (season 4) (test)"]
+    fig, (test_ax, val_ax) = plt.subplots(1, 2)
+    for ax in (test_ax, val_ax):
+        ax.plot([0, 1], [0.3, 0.45])
+    assert _bounds(test_ax, report(0.3, 0.45), references=True) == ""  # both within the data's range
+    assert [line.get_ydata()[0] for line in test_ax.get_lines()[1:]] == [0.5, 0.4]
+    assert test_ax.get_legend_handles_labels()[1] == ["naive persistence (test split) 0.5",
+                                                      "naive seasonal naive (season 4) (test split) 0.4"]
+    _bounds(val_ax, report(0.3, 0.45), references=False)  # a validation panel: no test-split reference
+    assert len(val_ax.get_lines()) == 1
     plt.close(fig)
 
 

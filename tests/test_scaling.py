@@ -116,6 +116,8 @@ def test_power_law_fit_recovers_exponent_and_r2():
     exponent, intercept, r2 = fit_power_law(n, 3.0 * n**1.5)
     assert exponent == pytest.approx(1.5) and np.exp(intercept) == pytest.approx(3.0) and r2 == pytest.approx(1.0)
     assert fit_power_law(n, n * np.array([1.0, 2.0, 0.5, 1.0]))[2] < 0.99
+    slope, _, r2 = fit_power_law([64, 256], [1.0, 3.0])  # two points: a slope, but no R² (it would always be 1)
+    assert slope == pytest.approx(np.log(3) / np.log(4)) and r2 is None
     with pytest.raises(ValueError, match="distinct"):
         fit_power_law([64, 64], [1.0, 2.0])
 

@@ -11,7 +11,8 @@ from ``(track, model, grid)``). A point that is unsupported, would not fit or fa
 reason, never a crash.
 
 Exponents: least squares of ``log y = a·log N + b`` per model and quantity (time, FLOPs, memory) with
-its R², over all measured grids and over the largest ``tail`` grids only (small grids are dominated by
+its R² (from three grids up: two points always fit), over all measured grids and over the largest ``tail`` grids
+only (small grids are dominated by
 per-call overhead, so the tail exponent is the asymptotic one).
 
 Shape legend:
@@ -138,8 +139,9 @@ class ScalingResult:
                     points=[p.to_dict() for p in self.points], fits=[f.to_dict() for f in self.fits])
 
 
-def fit_power_law(tokens: Sequence[float], values: Sequence[float]) -> tuple[float, float, float]:
-    """Least squares of ``log y = a·log N + b``: ``(a, b, R²)``; R² is 1 for two points or a perfect fit."""
+def fit_power_law(tokens: Sequence[float], values: Sequence[float]) -> tuple[float, float, float | None]:
+    """Least squares of ``log y = a·log N + b``: ``(a, b, R²)``; R² is ``None`` for two token counts (a line through
+    two points always fits them: R² would say nothing) and 1 for a perfect fit of more."""
     if len(tokens) != len(values) or len(set(tokens)) < 2:
         raise ValueError(f"need >= 2 distinct token counts with one value each; got {list(tokens)}, {list(values)}")
     if min(tokens) <= 0 or min(values) <= 0:
@@ -148,6 +150,8 @@ def fit_power_law(tokens: Sequence[float], values: Sequence[float]) -> tuple[flo
     slope, intercept = np.polyfit(x, y, 1)
     total = float(((y - y.mean()) ** 2).sum())
     residual = float(((y - (slope * x + intercept)) ** 2).sum())
+    if len(set(tokens)) == 2:
+        return float(slope), float(intercept), None
     return float(slope), float(intercept), 1.0 - residual / total if total > 0 else 1.0
 
 

@@ -1,6 +1,9 @@
 """The Typer application every ``gridmix`` sub-command registers on (one module per command), and what the
-commands share: the stderr console, :func:`fail` (a user mistake in one line, exit status 2) and the
-choices Typer validates for ``--budget``, ``--device`` and ``--executor``."""
+commands share: the stderr console, :func:`fail` (a user mistake in one line, exit status 2), the choices Typer
+validates for ``--budget``, ``--device`` and ``--executor``, and the help text naming each budget's contents.
+
+Nothing here, nor in any command module at import time, imports torch: ``gridmix --help`` and ``gridmix run
+--help`` answer at once; each command imports what it needs when it runs."""
 
 from enum import Enum
 
@@ -9,7 +12,8 @@ from rich.console import Console
 from rich.markup import escape
 from typer.core import TyperGroup
 
-from gridmix.tracks.budget import BUDGETS
+from gridmix.tracks.budget import BUDGETS, describe
+from gridmix.version import __version__
 
 console = Console(stderr=True, soft_wrap=True)  # a log file gets whole lines, never wrapped at 80 columns
 
@@ -32,12 +36,36 @@ class _OneLineErrors(TyperGroup):
 
 
 BudgetName = Enum("BudgetName", [(name, name) for name in BUDGETS], type=str)  # smoke, default, full
+BUDGET_HELP = ("Run budget, before the track's changes (`gridmix budgets --track T`): "
+               + "; ".join(f"{name}: {describe(budget)}" for name, budget in BUDGETS.items()) + ".")
+SEEDS_HELP = ("Paired comparison seeds, instead of the budget's ("
+              + ", ".join(f"{name} {budget.seeds}" for name, budget in BUDGETS.items()) + ").")
+LRS_HELP = ("Learning rates to sweep, e.g. 1e-3,3e-3, instead of the budget's ("
+            + "; ".join(f"{name} {','.join(f'{lr:g}' for lr in budget.lrs)}" for name, budget in BUDGETS.items())
+            + ").")
+EPOCHS_HELP = ("Epochs per run, instead of the budget's ("
+               + ", ".join(f"{name} {budget.epochs}" for name, budget in BUDGETS.items())
+               + "); recorded in the report and every run's key.")
+N_TRAIN_HELP = ("Training samples per run, instead of the budget's ("
+                + ", ".join(f"{name} {budget.n_train}" for name, budget in BUDGETS.items())
+                + "); recorded in the report and every run's key.")
+TRACK_HELP = "Track name (see `gridmix tracks`)."
+DEFAULT_TRACK = "image"
 
 
 class DeviceName(str, Enum):
     auto = "auto"
     cpu = "cpu"
     cuda = "cuda"
+
+
+DEVICE_HELP = "auto (cuda when available, else cpu), cpu or cuda."
+PRECISION_HELP = "auto (bf16 mixed precision on CUDA, fp32 on CPU), fp32, bf16 or fp16."
+EXECUTOR_HELP = "local (this machine) or ray (a Ray cluster)."
+JOBS_HELP = ("Local worker processes: auto (one per core, one thread each, on the CPU; one on CUDA) or a number (the "
+             "cores are split between them).")
+ADDRESS_HELP = "Ray cluster address HOST:PORT (with --executor ray; default: start a local Ray)."
+THREADS_HELP = "Torch threads per run (default: cores / jobs; 1 with --jobs auto on the CPU)."
 
 
 class ExecutorName(str, Enum):
@@ -52,4 +80,19 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
     cls=_OneLineErrors,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
+"""The ``gridmix`` command line: ``tracks``, ``mixers``, ``budgets``, ``run``, ``report``, ``runs``, ``status``,
+``export``, ``scale``, ``info`` (docs/design.md section 7)."""
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"gridmix {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(version: bool = typer.Option(False, "--version", is_eager=True, callback=_print_version,
+                                      help="Print gridmix's version and exit.")) -> None:
+    """Does a structured token mixer beat attention on your grids? Paired-seed comparisons, scaling, mechanism."""

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,11 +17,33 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
-from gridmix.cli.app import BudgetName, DeviceName, ExecutorName, app, console, fail
-from gridmix.report.format import fmt
-from gridmix.report.types import Report
+from gridmix.cli.app import (
+    ADDRESS_HELP,
+    BUDGET_HELP,
+    DEFAULT_TRACK,
+    DEVICE_HELP,
+    EPOCHS_HELP,
+    EXECUTOR_HELP,
+    JOBS_HELP,
+    LRS_HELP,
+    N_TRAIN_HELP,
+    PRECISION_HELP,
+    SEEDS_HELP,
+    THREADS_HELP,
+    TRACK_HELP,
+    BudgetName,
+    DeviceName,
+    ExecutorName,
+    app,
+    console,
+    fail,
+)
+from gridmix.cli.tables import Column, TextTable
+from gridmix.report.format import fmt, fmt_column
+
+if TYPE_CHECKING:  # the report's modules import torch; the command imports them when it runs
+    from gridmix.report.types import Report
 
 if TYPE_CHECKING:
     from gridmix.report.sweep import SweepReport
@@ -69,29 +90,39 @@ def set_data_env(track: str, *, data: Path | None, data_root: Path | None, downl
         load_registry(refresh=True)  # the plugins read the variables when the registry is built
 
 
-def results_table(report: Report) -> Table:
+DELTA_HEADER = "Δ (idea − model)"
+
+
+def results_table(report: Report) -> TextTable:
     """Every arm with its chosen rate, its test metric, and the idea's comparison with it (or mechanism question)."""
-    table = Table(title=f"{report.track} {report.grid} — {report.metric} ({report.metric_direction})")
-    for column in ("model", "role", "lr", "mean", "std", "n", "idea − it: Δ", "p", "MDE 80%", "verdict"):
-        table.add_column(column, justify="left" if column in ("model", "role", "verdict") else "right")
-    for name, arm in report.arms.items():
-        comp = report.comparison_with(name)
-        result = comp.result if comp else None
+    arms = list(report.arms.items())
+    comparisons = [report.comparison_with(name) for name, _ in arms]
+    results = [comp.result if comp else None for comp in comparisons]
+    means, stds = fmt_column([arm.mean for _, arm in arms]), fmt_column([arm.std for _, arm in arms])
+    deltas = fmt_column([getattr(result, "delta_mean", None) for result in results])
+    mdes = fmt_column([getattr(result, "mde", None) for result in results])
+    rows = []
+    for index, ((name, arm), comp, result) in enumerate(zip(arms, comparisons, results)):
         role = arm.role + (" (primary)" if comp and comp.family == "primary" else "")
-        verdict = (comp.verdict if comp else "") + (f" [{arm.flag}]" if arm.flag else "")
-        table.add_row(name, role, fmt(arm.lr), fmt(arm.mean), fmt(arm.std), str(arm.n),
-                      *(fmt(getattr(result, key, None)) for key in ("delta_mean", "p_holm", "mde")), verdict)
-    return table
+        verdict = " ".join(part for part in (comp.verdict if comp else "", f"[{arm.flag}]" if arm.flag else "") if part)
+        rows.append((escape(name), role, fmt(arm.lr), means[index], stds[index], str(arm.n), deltas[index],
+                     fmt(getattr(result, "p_holm", None)), mdes[index], escape(verdict)))
+    columns = (Column("model", "name"), Column("role"), Column("lr", "number"), Column("mean", "number"),
+               Column("std", "number"), Column("n", "number"), Column(DELTA_HEADER, "number"),
+               Column("p", "number"), Column("MDE 80%", "number"), Column("verdict"))
+    caption = (f"mean, std: {report.metric} over the comparison seeds (std ddof=0); {DELTA_HEADER}: the idea's "
+               f"{report.metric} minus this model's, mean over paired seeds ({report.metric_direction}); p: exact "
+               "sign-flip (Holm among secondary baselines); MDE 80%: the smallest |Δ| the test detects at 80% power")
+    return TextTable(title=f"{report.track} {report.grid} — {report.metric} ({report.metric_direction})",
+                     columns=columns, rows=rows, caption=caption)
 
 
-def sweep_table(report: SweepReport) -> Table:
+def sweep_table(report: SweepReport) -> TextTable:
     """Every point: the swept values, each model's mean ± std, the primary comparison's Δ, MDE and verdict."""
     first = report.first
     names = [name for name, _ in report.over]
     models = list(dict.fromkeys(name for point in report.points for name in point.report.arms))
-    table = Table(title=f"{report.track} sweep — {first.metric} ({first.metric_direction})")
-    for column in names + models + ["Δ idea − baseline", "MDE 80%", "verdict"]:
-        table.add_column(column, justify="left" if column == "verdict" else "right")
+    rows = []
     for point in report.points:
         arms = point.report.arms
         cells = [str(point.values[name]) for name in names]
@@ -99,48 +130,57 @@ def sweep_table(report: SweepReport) -> Table:
         comparison = point.report.comparison
         result = comparison.result if comparison else None
         cells += [fmt(getattr(result, "delta_mean", None)), fmt(getattr(result, "mde", None)),
-                  comparison.verdict if comparison else "no baseline"]
-        table.add_row(*cells)
-    return table
+                  escape(comparison.verdict) if comparison else "no baseline"]
+        rows.append(tuple(cells))
+    columns = (*(Column(name, "number") for name in names), *(Column(escape(model), "number") for model in models),
+               Column("Δ (idea − baseline)", "number"), Column("MDE 80%", "number"), Column("verdict"))
+    return TextTable(title=f"{report.track} sweep — {first.metric} ({first.metric_direction})", columns=columns,
+                     rows=rows, caption=f"each model: mean ± std of {first.metric} over the comparison seeds")
 
 
 @app.command("run")
 def run(
-    track: str = typer.Option("image", help="Track name (see `gridmix tracks`)."),
+    track: str = typer.Option(DEFAULT_TRACK, help=TRACK_HELP),
     grid: str = typer.Option(None, help="Token grid, e.g. 64, 32x32, 8x16x16 (default: the track's)."),
     models: str = typer.Option(None, help="Comma-separated models to include (default: the track's default models, "
                                          "else every model the grid allows: idea, baselines, ablation, control)."),
     idea: str = typer.Option(None, help="A registered mixer (see `gridmix mixers`) as the idea, in the track's "
                                         "backbone against its matched baseline (default: the track's idea)."),
-    baselines: str = typer.Option(None, help="Comma-separated registered mixers to add as secondary baselines."),
-    budget: BudgetName = typer.Option("default", help="smoke (CI), default (minutes on a laptop) or full "
-                                                      "(seed scale)."),
-    seeds: int = typer.Option(None, min=2, help="Paired seeds (overrides the budget)."),
-    lrs: str = typer.Option(None, help="Learning rates to sweep, e.g. 1e-3,3e-3 (overrides the budget)."),
-    out: Path = typer.Option(None, help="Output directory (default: runs/TRACK-GRID-BUDGET)."),
-    device: DeviceName = typer.Option("auto", help="auto, cpu or cuda."),
-    precision: str = typer.Option("auto", help="auto (bf16 mixed precision on CUDA, fp32 on CPU), fp32, bf16 or fp16."),
-    executor: ExecutorName = typer.Option("local", help="local or ray."),
-    jobs: str = typer.Option("auto", help="Local worker processes: auto (one per core, one thread each, on the CPU; "
-                                          "one on CUDA) or a number (the cores are split between them)."),
-    address: str = typer.Option(None, help="Ray cluster address HOST:PORT (with --executor ray)."),
-    threads: int = typer.Option(None, min=1, help="Torch threads per run (default: cores / jobs; 1 with --jobs auto "
-                                                   "on the CPU)."),
+    baselines: str = typer.Option(None, help="Comma-separated registered mixers to add as secondary baselines "
+                                             "(default: none)."),
+    budget: BudgetName = typer.Option("default", help=BUDGET_HELP),
+    seeds: int = typer.Option(None, min=2, help=SEEDS_HELP),
+    lrs: str = typer.Option(None, help=LRS_HELP),
+    epochs: int = typer.Option(None, min=1, help=EPOCHS_HELP),
+    n_train: int = typer.Option(None, min=1, help=N_TRAIN_HELP),
+    out: Path = typer.Option(None, help="Output directory (default: runs/TRACK-GRID-BUDGET, with -epochsN / -ntrainN "
+                                        "when those are changed)."),
+    device: DeviceName = typer.Option("auto", help=DEVICE_HELP),
+    precision: str = typer.Option("auto", help=PRECISION_HELP),
+    executor: ExecutorName = typer.Option("local", help=EXECUTOR_HELP),
+    jobs: str = typer.Option("auto", help=JOBS_HELP),
+    address: str = typer.Option(None, help=ADDRESS_HELP),
+    threads: int = typer.Option(None, min=1, help=THREADS_HELP),
     scaling: bool = typer.Option(True, help="Measure time, FLOPs and memory at this grid and smaller ones."),
-    match_params: str = typer.Option(None, help="Scale the idea's width knob to this baseline's parameter count."),
+    match_params: str = typer.Option(None, help="Scale the idea's width knob to this baseline's parameter count "
+                                                "(default: the idea as the track builds it)."),
     underpowered: bool = typer.Option(False, "--underpowered", help="Run even when the seeds are too few for "
                                                                     "the primary comparison to reach α (reported)."),
     aa: bool = typer.Option(False, "--aa", help="An A/A study: the matched baseline against a copy of itself "
                                                  "(independent initialisation, same data), to check the harness."),
     fresh: bool = typer.Option(False, "--fresh", help="Start a fresh study in --out even if it holds results on "
                                                       "other data (they are kept, but no longer reported)."),
-    data: Path = typer.Option(None, help="The data of image-folder (a folder) or sequence-csv (a CSV file)."),
-    data_root: Path = typer.Option(None, help="Root holding torchvision data sets (mnist, cifar10, ...)."),
+    data: Path = typer.Option(None, help="The data of image-folder (a folder) or sequence-csv (a CSV file) "
+                                         "(default: $GRIDMIX_IMAGE_FOLDER / $GRIDMIX_SEQUENCE_CSV)."),
+    data_root: Path = typer.Option(None, help="Root holding torchvision data sets (mnist, cifar10, ...) (default: "
+                                              "$GRIDMIX_DATA_ROOT)."),
     download: bool = typer.Option(False, help="Let torchvision download a missing data set into --data-root."),
     eval_grids: str = typer.Option(None, help="Also test every trained model on these grids, e.g. 8x8,32x32 "
-                                              "(the transfer section; the track must define its task there)."),
+                                              "(the transfer section; the track must define its task there; "
+                                              "default: none)."),
     settings: list[str] = typer.Option(None, "--set", help="A track knob NAME=VALUE (repeatable; see `gridmix "
-                                                           "tracks --json`), e.g. --set pairs=8."),
+                                                           "tracks --json`), e.g. --set pairs=8 (default: the "
+                                                           "track's values)."),
 ) -> None:
     """Compare the idea model with its baselines on a track: paired seeds, LR sweep, exact statistics."""
     from gridmix.study import pipeline
@@ -150,7 +190,8 @@ def run(
         jobs = int(jobs) if jobs.isdigit() else jobs
         extra = tuple(name.strip() for name in baselines.split(",") if name.strip()) if baselines else ()
         planned = pipeline.plan_study(track, grid, models=models, idea=idea, baselines=extra, budget=budget.value,
-                                      seeds=seeds, lrs=parse_floats(lrs, "--lrs") if lrs else None, device=device.value,
+                                      seeds=seeds, lrs=parse_floats(lrs, "--lrs") if lrs else None, epochs=epochs,
+                                      n_train=n_train, device=device.value,
                                       precision=precision, jobs=jobs, threads=threads, scaling=scaling,
                                       match_params=match_params, underpowered=underpowered, aa=aa,
                                       settings=parse_settings(settings or []), eval_grids=eval_grids or (),
@@ -168,10 +209,14 @@ def run(
     except ValueError as error:
         ledger.close()
         fail(str(error))
-    console.print(f"[bold]gridmix run[/] {study.track} {study.grid}: models {', '.join(study.models)}; budget "
-                  f"{study.budget.name} ({study.budget.seeds} seeds, lrs {study.budget.lrs}); {study.device} "
-                  f"{study.precision}, {planned.jobs} worker(s) × {study.threads} thread(s); "
-                  f"data {study.data['hash']}; ledger {ledger.path}", highlight=False)
+    from gridmix.tracks.budget import describe
+
+    changed = f", changed by {', '.join(f'--{k.replace(chr(95), chr(45))}' for k in study.overrides)}" \
+        if study.overrides else ""
+    console.print(f"[bold]gridmix run[/] {escape(study.track)} {study.grid}: models {escape(', '.join(study.models))}; "
+                  f"budget {study.budget.name} ({describe(study.budget)}{changed}); {study.device} {study.precision}, "
+                  f"{planned.jobs} worker(s) × {study.threads} thread(s); data {study.data['hash']}; "
+                  f"ledger {escape(str(ledger.path))}", highlight=False)
     try:
         with _progress() as progress:
             outcome = pipeline.run_study(planned, ledger, chosen_executor, out, callbacks=_callbacks(progress, study))
@@ -182,7 +227,7 @@ def run(
     except (OSError, sqlite3.Error) as error:
         fail(storage_error(error, out))
     report = outcome.report
-    Console(width=None if sys.stdout.isatty() else 140).print(results_table(report))
+    results_table(report).print(Console())
     for line in transfer_lines(report):
         console.print(line, highlight=False, markup=False)
     console.print(f"verdict: [bold]{report.verdict}[/]; report: {outcome.paths[1]} ({outcome.seconds:.0f} s)",
@@ -246,7 +291,7 @@ def _callbacks(progress: Progress, study):
         progress.update(current, description=task.label, completed=0, visible=True)
 
     def epoch(task, epoch, loss, val):
-        progress.update(current, completed=epoch + 1, description=f"{task.label} val={val:.4g}")
+        progress.update(current, completed=epoch + 1, description=f"{task.label} val={fmt(val)}")
 
     def done(task, row):
         progress.advance(overall)
@@ -260,13 +305,20 @@ def _callbacks(progress: Progress, study):
         progress.update(current, visible=False)
         progress.update(analysis, description=name, visible=name != "references")
 
-    return Callbacks(note=print_note, plan=plan, start=start, epoch=epoch, done=done, analysis=analyse)
+    def phase(phase):
+        progress.console.print(str(phase), highlight=False, markup=False)
+
+    def resume(done, total):
+        progress.console.print(f"{done} of {total} runs already in the ledger", highlight=False, markup=False)
+
+    return Callbacks(note=print_note, plan=plan, start=start, epoch=epoch, done=done, analysis=analyse, phase=phase,
+                     resume=resume)
 
 
 def run_line(task, row, metric_name: str) -> str:
     """One finished run as a plain log line: model, learning rate, seed, status, metrics, seconds."""
     line = (f"done {task.label}: {row.status}, val {fmt(row.val_metric)}, {metric_name} {fmt(row.test_metric)}, "
-            f"{row.wall_s:.1f} s")
+            f"{fmt(row.wall_s)} s")
     return line + (f"; {row.error}" if row.error else "")
 
 
@@ -278,7 +330,8 @@ def _progress() -> Progress:
 
 def analysis_errors(report: Report) -> list[str]:
     """What went wrong in the study itself (never that the idea lost): failed runs and failed analyses."""
-    errors = [f"run {f.model} lr={f.lr:g} seed={f.seed} failed: {f.error}"
+    errors = [f"run {f.model} lr={f.lr:g} {'sweep seed' if f.seed in report.sweep_seeds else 'seed'} {f.seed} "
+              f"failed: {f.error}"
               for f in report.failures if f.status == "failed"]
     errors += [f"{name} analysis failed: {report.analyses[name]['error']}" for name in ("parity", "scaling")
                if isinstance(report.analyses.get(name), dict) and "error" in report.analyses[name]]
@@ -309,11 +362,10 @@ def report(directory: Path = typer.Argument(..., help="An output directory of `g
         fail(str(error))
     except (OSError, sqlite3.Error) as error:
         fail(storage_error(error, directory))
-    width = None if sys.stdout.isatty() else 140
     if rebuilt is not None:
-        Console(width=width).print(results_table(rebuilt))
+        results_table(rebuilt).print(Console())
         for line in transfer_lines(rebuilt):
             console.print(line, highlight=False, markup=False)
     if swept is not None:
-        Console(width=width).print(sweep_table(swept))
+        sweep_table(swept).print(Console())
     console.print(f"wrote {', '.join(str(p) for p in paths)}", highlight=False)

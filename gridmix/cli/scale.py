@@ -12,64 +12,52 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
-from gridmix.cli.app import DeviceName, app, console, fail
-
-
-def _number(value: float | None, spec: str) -> str:
-    return "–" if value is None else format(value, spec)
+from gridmix.cli.app import DEFAULT_TRACK, DEVICE_HELP, DeviceName, app, console, fail
+from gridmix.cli.tables import Column, TextTable
+from gridmix.report.format import fmt
 
 
-def _ms(value: float) -> str:
-    """Milliseconds without exponents: 3 significant digits below 100, whole numbers above."""
-    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+def _table(title: str, headers: list[str], rows: list[list[str]], *, text_columns: int) -> TextTable:
+    """A table whose first ``text_columns`` columns are names (model, grid) and the rest numbers."""
+    columns = tuple(Column(header, "name" if index < text_columns else "number")
+                    for index, header in enumerate(headers))
+    return TextTable(title=title, columns=columns, rows=[tuple(escape(cell) for cell in row) for row in rows])
 
 
-def _table(title: str, headers: list[str], rows: list[list[str]], *, text_columns: int) -> Table:
-    """A rich table whose first ``text_columns`` columns (names, notes) fold and whose numbers never do."""
-    table = Table(title=title)
-    for index, header in enumerate(headers):
-        if index < text_columns:
-            table.add_column(header, overflow="fold")
-        else:
-            width = max(len(header), *(len(row[index]) for row in rows)) if rows else len(header)
-            table.add_column(header, justify="right", no_wrap=True, min_width=width)
-    for row in rows:
-        table.add_row(*row)
-    return table
-
-
-def points_table(result: dict) -> tuple[Table, list[str]]:
+def points_table(result: dict) -> tuple[TextTable, list[str]]:
     """The points, and the notes (skip reasons, failures) the table refers to by number."""
     rows, notes = [], []
     for p in result["points"]:
         timing = p["timing"]
-        time = f"{_ms(p['time_ms'])} ({_ms((timing['p75_s'] - timing['p25_s']) * 1e3)})" if timing else "–"
+        time = f"{fmt(p['time_ms'])} ({fmt((timing['p75_s'] - timing['p25_s']) * 1e3)})" if timing else "–"
         text = p["skipped"] or "; ".join(p["notes"])
         if text:
             notes.append(f"[{len(notes) + 1}] {p['model']} {p['grid']}: {text}")
-        rows.append([p["model"], p["grid"], str(p["tokens"]), _number(p["params"], ","), _number(p["gflops"], ".3g"),
-                     time, _number(p["peak_mb"], ".1f"), f"[{len(notes)}]" if text else ""])
+        rows.append([p["model"], p["grid"], fmt(p["tokens"]), fmt(p["params"]), fmt(p["gflops"]), time,
+                     fmt(p["peak_mb"]), f"[{len(notes)}]" if text else ""])
     title = (f"scaling on {result['track']}: forward+backward, batch {result['batch']}, {result['device']}, "
              f"{result['threads']} thread(s)")
     headers = ["model", "grid", "N", "params", "GFLOP", "ms (IQR)", "peak MB", "note"]
     return _table(title, headers, rows, text_columns=2), notes
 
 
-def fits_table(result: dict) -> Table:
-    rows = [[f["model"], f["quantity"], _number(f["exponent"], ".2f"), _number(f["r2"], ".3f"),
-             _number(f["tail_exponent"], ".2f"), str(f["points"])] for f in result["fits"]]
-    return _table("log-log exponents against N (y ∝ N^a); tail: the largest 2 grids",
+def fits_table(result: dict) -> TextTable:
+    """The fitted exponents; R² only for fits of three grids or more (a line through two points always fits)."""
+    rows = [[f["model"], f["quantity"], fmt(f["exponent"]), fmt(f["r2"]), fmt(f["tail_exponent"]), fmt(f["points"])]
+            for f in result["fits"]]
+    return _table("log-log exponents against N (y ∝ N^a); tail: the largest 2 grids; R² from 3 grids up",
                   ["model", "quantity", "a", "R²", "a tail", "grids"], rows, text_columns=2)
 
 
 @app.command("scale")
 def scale(
-    track: str = typer.Option(..., help="Track name (see `gridmix tracks`), or MODULE:ATTRIBUTE for a track not "
-                                        "registered as a plugin, e.g. gridmix.analysis.causal_scaling:sequence "
-                                        "(the causal mixer against causal SDPA; :video for a causal time axis)."),
+    track: str = typer.Option(DEFAULT_TRACK, help="Track name (see `gridmix tracks`), or MODULE:ATTRIBUTE for a "
+                                                  "track not registered as a plugin, e.g. "
+                                                  "gridmix.analysis.causal_scaling:sequence (the causal mixer against "
+                                                  "causal SDPA; :video for a causal time axis)."),
     grids: str = typer.Option(None, help="Comma-separated grids, e.g. 16x16,32x32,64x64 (default: the track's "
                                          "default grid and two halvings)."),
     models: str = typer.Option(None, help="Comma-separated models (default: all the track offers)."),
@@ -79,7 +67,7 @@ def scale(
     repeats: int = typer.Option(5, min=1, help="Timed forward+backward steps per point (the median is reported)."),
     warmup: int = typer.Option(2, min=0, help="Untimed steps before timing."),
     batch: int = typer.Option(8, min=1, help="Samples per step."),
-    device: DeviceName = typer.Option("cpu", help="auto, cpu or cuda."),
+    device: DeviceName = typer.Option("auto", help=DEVICE_HELP),
     memory: bool = typer.Option(True, "--memory/--no-memory", help="Measure peak memory (a subprocess per point)."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout instead of tables."),
 ) -> None:
@@ -135,10 +123,10 @@ def scale(
         return
     stdout = Console()
     table, notes = points_table(result)
-    stdout.print(table)
+    table.print(stdout)
     for note in notes:
-        stdout.print(note, highlight=False, soft_wrap=True)
-    stdout.print(fits_table(result))
+        stdout.print(note, highlight=False, soft_wrap=True, markup=False)
+    fits_table(result).print(stdout)
     loads = [load for load in result["load_average"] if load is not None]
     if loads and result["cpu_count"] and max(loads) > result["cpu_count"]:
         console.print(f"[yellow]warning:[/] 1-minute load average {max(loads):.1f} on {result['cpu_count']} CPUs: "

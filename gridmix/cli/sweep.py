@@ -16,7 +16,24 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from gridmix.cli.app import BudgetName, DeviceName, ExecutorName, app, console, fail
+from gridmix.cli.app import (
+    ADDRESS_HELP,
+    BUDGET_HELP,
+    DEVICE_HELP,
+    EXECUTOR_HELP,
+    JOBS_HELP,
+    LRS_HELP,
+    PRECISION_HELP,
+    SEEDS_HELP,
+    THREADS_HELP,
+    TRACK_HELP,
+    BudgetName,
+    DeviceName,
+    ExecutorName,
+    app,
+    console,
+    fail,
+)
 from gridmix.cli.run import (
     _callbacks,
     _progress,
@@ -30,26 +47,27 @@ from gridmix.cli.run import (
 
 @app.command("sweep")
 def sweep(
-    track: str = typer.Option("mqar", help="Track name (see `gridmix tracks`)."),
+    track: str = typer.Option("mqar", help=TRACK_HELP),
     over: list[str] = typer.Option(..., help="NAME=V1,V2,… to sweep: grid, or one of the track's knobs (see `gridmix "
                                              "tracks`); repeat for a grid of points, e.g. --over grid=64,128,256."),
     grid: str = typer.Option(None, help="The grid where grid is not swept (default: the track's)."),
     settings: list[str] = typer.Option(None, "--set", help="A track knob NAME=VALUE held at every point "
-                                                           "(repeatable)."),
+                                                           "(repeatable; default: the track's values)."),
     models: str = typer.Option(None, help="Comma-separated models (default: the track's default models)."),
-    idea: str = typer.Option(None, help="A registered mixer as the idea (see `gridmix run --idea`)."),
-    baselines: str = typer.Option(None, help="Comma-separated registered mixers to add as secondary baselines."),
-    budget: BudgetName = typer.Option("default", help="smoke, default or full (at every point)."),
-    seeds: int = typer.Option(None, min=2, help="Paired seeds (overrides the budget)."),
-    lrs: str = typer.Option(None, help="Learning rates to sweep, e.g. 1e-3,3e-3 (overrides the budget)."),
+    idea: str = typer.Option(None, help="A registered mixer as the idea (see `gridmix run --idea`; default: the "
+                                        "track's idea)."),
+    baselines: str = typer.Option(None, help="Comma-separated registered mixers to add as secondary baselines "
+                                             "(default: none)."),
+    budget: BudgetName = typer.Option("default", help=BUDGET_HELP + " At every point."),
+    seeds: int = typer.Option(None, min=2, help=SEEDS_HELP),
+    lrs: str = typer.Option(None, help=LRS_HELP),
     out: Path = typer.Option(None, help="Output directory (default: runs/TRACK-sweep-NAMES-BUDGET)."),
-    device: DeviceName = typer.Option("auto", help="auto, cpu or cuda."),
-    precision: str = typer.Option("auto", help="auto, fp32, bf16 or fp16."),
-    executor: ExecutorName = typer.Option("local", help="local or ray."),
-    jobs: str = typer.Option("auto", help="Local worker processes: auto or a number (see `gridmix run --help`)."),
-    address: str = typer.Option(None, help="Ray cluster address HOST:PORT (with --executor ray)."),
-    threads: int = typer.Option(None, min=1, help="Torch threads per run (default: cores / jobs; 1 with --jobs auto "
-                                                   "on the CPU)."),
+    device: DeviceName = typer.Option("auto", help=DEVICE_HELP),
+    precision: str = typer.Option("auto", help=PRECISION_HELP),
+    executor: ExecutorName = typer.Option("local", help=EXECUTOR_HELP),
+    jobs: str = typer.Option("auto", help=JOBS_HELP),
+    address: str = typer.Option(None, help=ADDRESS_HELP),
+    threads: int = typer.Option(None, min=1, help=THREADS_HELP),
     underpowered: bool = typer.Option(False, "--underpowered", help="Run even when the seeds cannot reach α."),
     fresh: bool = typer.Option(False, "--fresh", help="Start afresh in --out even if it holds results on other data."),
 ) -> None:

@@ -4,15 +4,18 @@ origin, and the broken plugins."""
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 from gridmix.cli.app import app
-from gridmix.tracks import Track
-from gridmix.tracks.registry import Registry, load_registry
+from gridmix.cli.tables import Column, TextTable
+
+if TYPE_CHECKING:  # the registry imports torch; the command imports it when it runs
+    from gridmix.tracks import Track
+    from gridmix.tracks.registry import Registry
 
 
 def registry_summary(registry: Registry) -> dict:
@@ -65,47 +68,49 @@ def _data_cell(track: Track) -> str:
 
 def _model_label(track: Track, name: str, role: str, plugin: str) -> str:
     if role == "idea":
-        label = f"[bold green]{name}[/] (idea)"
+        label = f"[bold green]{escape(name)}[/] (idea)"
     elif name == track.matched_baseline:
-        label = f"{name} (matched)"
+        label = f"{escape(name)} (matched)"
     else:
-        label = name
-    return label if plugin == track.plugin else f"{label} [dim]+{plugin}[/]"
+        label = escape(name)
+    return label if plugin == track.plugin else f"{label} [dim]+{escape(plugin)}[/]"
 
 
 @app.command("tracks")
 def tracks(as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON, not tables.")) -> None:
     """List installed tracks (grid, metric, models, data, plugin of origin) and plugins that failed to load."""
+    from gridmix.tracks.registry import load_registry
+
     registry = load_registry()
     if as_json:
         typer.echo(json.dumps(registry_summary(registry), indent=2))
         return
     console = Console()
-    table = Table(title="gridmix tracks", show_lines=True,
-                  caption="↓ lower / ↑ higher is better; (idea): the concentration mixer; (matched): the baseline "
-                          "it differs from in the token mixer only; +name: added by that plugin; data: generated, or "
-                          "read from disk (found, or missing and how to give it)")
-    table.add_column("track", overflow="fold", ratio=3)
-    table.add_column("grid", no_wrap=True)
-    table.add_column("metric", overflow="fold", ratio=1)
-    table.add_column("models", overflow="fold", ratio=3)
-    table.add_column("data", overflow="fold", ratio=2)
-    table.add_column("plugin", overflow="fold", ratio=1)
+    rows = []
     for track in registry.tracks.values():
         arrow = "↓" if track.direction == "lower" else "↑"
         models = "\n".join(_model_label(track, m.name, m.role, m.plugin) for m in track.models)
         plugin = f"{track.plugin} {track.plugin_version}".strip()
         knobs = ", ".join(f"{name}={value}" for name, value in track.knobs.items())
         description = escape(track.description) + (f"\nknobs: {escape(knobs)}" if knobs else "")
-        table.add_row(f"[bold]{track.name}[/]\n[dim]{description}[/]", f"{track.ndim}-d\n{track.default_grid}",
-                      f"{track.metric_name} {arrow}", models, _data_cell(track), plugin)
+        rows.append((f"[bold]{escape(track.name)}[/]\n[dim]{description}[/]",
+                     f"{track.ndim}-d\n{track.default_grid}", f"{escape(track.metric_name)} {arrow}", models,
+                     _data_cell(track), escape(plugin)))
     if not registry.tracks:
-        table.add_row("[dim](none installed)[/]", "", "", "", "", "")
-    console.print(table)
+        rows.append(("[dim](none installed)[/]", "", "", "", "", ""))
+    TextTable(title="gridmix tracks", lines=True, rows=rows,
+              columns=(Column("track", "name"), Column("grid", "name"), Column("metric"), Column("models", "name"),
+                       Column("data"), Column("plugin", "name")),
+              caption="↓ lower / ↑ higher is better; (idea): the concentration mixer; (matched): the baseline it "
+                      "differs from in the token mixer only; +name: added by that plugin; data: generated, or read "
+                      "from disk (found, or missing and how to give it)").print(console)
     if registry.broken:
-        broken = Table(title="broken plugins", title_style="bold red")
-        broken.add_column("plugin", no_wrap=True)
-        broken.add_column("error", overflow="fold")
-        for plugin in registry.broken:
-            broken.add_row(f"{plugin.name} {plugin.version}".strip(), plugin.error)
-        console.print(broken)
+        broken_table(registry.broken).print(console)
+
+
+def broken_table(broken) -> TextTable:
+    """The plugins that failed to load, each with its one-line error (``gridmix tracks`` and ``gridmix mixers``)."""
+    return TextTable(title="broken plugins", title_style="bold red",
+                     columns=(Column("plugin", "name"), Column("error")),
+                     rows=[(escape(f"{plugin.name} {plugin.version}".strip()), escape(plugin.error))
+                           for plugin in broken])

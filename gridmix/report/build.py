@@ -237,7 +237,7 @@ def study_report(spec: dict, rows: dict[str, RunRow], *, where: str, analyses: d
         mechanism={name: _family(study, rows, chosen, arms, "mechanism", {name: pair})[name]  # each question alone
                    for name, pair in mechanism.items()},
         mechanism_signature=_mechanism(study, rows, chosen[study.idea]),
-        budget=dict(spec["budget"]),
+        budget=dict(spec["budget"], **({"overrides": study.overrides} if study.overrides else {})),
         failures=tuple(FailedRun(model=row.model, lr=row.lr, seed=row.seed, status=row.status, error=row.error)
                        for row in study_rows if row.status != "ok"),
         timings=_timings(study_rows),

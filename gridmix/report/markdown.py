@@ -10,8 +10,9 @@ A section that fails to render says so in place; the rest stands. docs/analysis.
 
 from __future__ import annotations
 
+from gridmix.analysis.parity import parameter_warning
 from gridmix.grid import Grid
-from gridmix.report.format import fmt
+from gridmix.report.format import fmt, fmt_column
 from gridmix.report.references import reference_lines
 from gridmix.report.types import Comparison, Report, TransferArm
 
@@ -33,34 +34,65 @@ def render_markdown(report: Report, *, figures: list[str] = ()) -> str:
     lines += reference_lines(report)
     secondary = {name: comp for name, comp in report.comparisons.items() if comp.family == "secondary"}
     if secondary:
-        lines += [f"## Secondary comparisons (idea − other baselines, Holm-adjusted over these {len(secondary)})",
+        lines += [f"## Secondary comparisons (idea − each other baseline, Holm-adjusted over these {len(secondary)})",
                   ""] + _comparison_table(secondary, "baseline") + [""]
     lines += ["## Models (test metric over the comparison seeds, at each model's chosen learning rate)", "",
               "| model | role | chosen lr | mean | std (ddof=0) | n | per seed | flag |",
               "|---|---|---|---|---|---|---|---|"]
-    for name, arm in report.arms.items():
-        lines.append(f"| {name} | {arm.role} | {fmt(arm.lr)} | {fmt(arm.mean)} | {fmt(arm.std)} | {arm.n} | "
-                     f"{', '.join(fmt(v) for v in arm.per_seed)} | {arm.flag or ''} |")
+    arms = list(report.arms.values())
+    values = fmt_column([arm.mean for arm in arms] + [v for arm in arms for v in arm.per_seed])  # one column's decimals
+    means, per_seed = values[:len(arms)], iter(values[len(arms):])
+    for arm, mean, std in zip(arms, means, fmt_column([arm.std for arm in arms])):
+        seeds = ", ".join(next(per_seed) for _ in arm.per_seed)
+        lines.append(f"| {arm.name} | {arm.role} | {fmt(arm.lr)} | {mean} | {std} | {arm.n} | {seeds} | "
+                     f"{arm.flag or ''} |")
     lines += _sweep_lines(report)
     lines += _markdown_sections(report)
     if figures:
         lines += ["", "## Plots", ""] + [f"![{name}]({name})" for name in figures]
     lines += ["", "## Method", "",
-              f"Budget `{report.budget['name']}`: {report.n_seeds} paired comparison seeds "
-              f"{list(report.comparison_seeds)}; learning rates {report.budget['lrs']} chosen on the validation "
-              f"metric over the sweep seeds {list(report.sweep_seeds)}, which never enter a comparison; "
-              f"{report.budget['epochs']} epochs. Paired differences per seed; two-sided sign-flip permutation "
-              "test (exact up to 20 pairs, else Monte Carlo); 95% Student t-interval; MDE of the sign-flip test at 80% "
-              "power, simulated at the observed spread of the differences. The primary comparison (idea vs matched "
-              "baseline) is tested alone at α, as is each mechanism question (ablation, control); other baselines are "
-              "Holm-adjusted among themselves (docs/analysis.md). "
+              f"Budget `{report.budget['name']}`{_overrides_words(report.budget)}: {report.n_seeds} paired comparison "
+              f"seeds {list(report.comparison_seeds)}; {_rate_words(report)}; {_epoch_words(report.budget)}; "
+              f"batch {report.budget['batch_size']}, {fmt(report.budget['n_train'])} training samples. Paired "
+              "differences per seed; two-sided sign-flip permutation test (exact up to 20 pairs, else Monte Carlo); "
+              "95% Student t-interval; MDE of the sign-flip test at 80% power, simulated at the observed spread of "
+              "the differences. The primary comparison (idea vs matched baseline) is tested alone at α, as is each "
+              "mechanism question (ablation, control); other baselines are Holm-adjusted among themselves "
+              "(docs/analysis.md). "
               f"Device {report.device} ({report.precision}), {report.threads} thread(s). Versions: "
               + ", ".join(f"{k} {v}" for k, v in report.versions.items()) + ".", ""]
     return "\n".join(lines)
 
 
+def _overrides_words(budget: dict) -> str:
+    """`` (changed on the command line: epochs 5, n_train 256)`` when ``gridmix run`` changed the budget."""
+    changed = budget.get("overrides") or {}
+    if not changed:
+        return ""
+    words = ", ".join(f"{name} {', '.join(f'{v:g}' for v in value) if isinstance(value, list | tuple) else value}"
+                      for name, value in changed.items())
+    return f" (changed on the command line: {words})"
+
+
+def _rate_words(report: Report) -> str:
+    if not report.sweep_seeds:
+        return f"one learning rate, {report.budget['lrs'][0]:g}, for every model (no sweep)"
+    return (f"learning rates {report.budget['lrs']} chosen on the validation metric over the sweep seeds "
+            f"{list(report.sweep_seeds)}, which never enter a comparison")
+
+
+def _epoch_words(budget: dict) -> str:
+    """``8 epochs``, or with early stopping ``up to 60 epochs, stopping after 5 without a better validation metric
+    (the best epoch's weights are tested)``."""
+    if not budget.get("patience"):
+        return f"{budget['epochs']} epochs"
+    return (f"up to {budget['epochs']} epochs, stopping after {budget['patience']} without a better validation "
+            "metric")
+
+
 def _comparison_table(comparisons: dict[str, Comparison], label: str) -> list[str]:
-    lines = [f"| {label} | n | Δ mean | 95% CI | wins | p (sign-flip) | p (Holm) | MDE (80%, sign-flip) | verdict |",
+    lines = [f"| {label} | n | Δ mean (idea − {label}) | 95% CI | wins | p (sign-flip) | p (Holm) | "
+             "MDE (80%, sign-flip) | verdict |",
              "|---|---|---|---|---|---|---|---|---|"]
     for name, comp in comparisons.items():
         r = comp.result
@@ -124,13 +156,13 @@ def _mde_words(comparison: Comparison) -> str:
         return (f"no effect is detectable with {r.n_pairs} pairs: the sign-flip test's smallest p, "
                 f"2/2^{r.n_pairs}, is not below α = {r.alpha:g} (MDE unreachable)")
     return (f"the sign-flip test's minimum detectable effect at 80% power, estimated from the observed spread, is "
-            f"{fmt(r.mde)} ({fmt(r.mde_rel_pct, 3)}% of baseline)")
+            f"{fmt(r.mde)} ({fmt(r.mde_rel_pct)}% of baseline)")
 
 
 def _markdown_sections(report: Report) -> list[str]:
     return (_section("Transfer to other grids", _transfer_lines, report)
             + _section("Mechanism", _mechanism_lines, report)
-            + _section("Parity", _parity_lines, report.analyses.get("parity"))
+            + _section("Parity", _parity_lines, report.analyses.get("parity"), report)
             + _section("Scaling", _scaling_lines, report.analyses.get("scaling"))
             + _section("Failed or diverged runs", _failure_lines, report)
             + _section("Data and code", _identity_lines, report)
@@ -262,26 +294,38 @@ def _failure_lines(report: Report) -> list[str]:
 def _timing_lines(timings: dict) -> list[str]:
     lines = ["", "## Timings", "", f"{timings['method']}; threads {timings['threads']}.", "",
               "| model | runs | total s | median run s |", "|---|---|---|---|"]
-    lines += [f"| {m} | {t['runs']} | {t['total_s']:.1f} | {t['median_run_s']:.2f} |"
+    lines += [f"| {m} | {t['runs']} | {fmt(t['total_s'])} | {fmt(t['median_run_s'])} |"
               for m, t in timings["per_model"].items()]
     return lines
 
 
-def _parity_lines(parity: dict | None) -> list[str]:
+def _parity_lines(parity: dict | None, report: Report) -> list[str]:
+    """The parity table, the idea's ratios to its matched baseline in words, and the one warning there is: the
+    matched baseline's parameter count off the idea's by more than the tolerance (re-derived from the rows, so a
+    ledger measured before this rule reads by it too). FLOPs are never a warning: saving them is the idea's point."""
     if not parity:
         return []
     if "error" in parity:
         return ["", "## Parity", "", f"Parity audit failed: {parity['error']}"]
-    lines = ["", f"## Parity (idea / model, grid {parity['grid']}, batch {parity['batch']}; FLOPs of forward+backward "
-             "by FlopCounterMode)", "", "| model | role | parameters | GFLOPs | params ratio | FLOPs ratio |",
+    lines = ["", f"## Parity (the idea over each model, grid {parity['grid']}, batch {parity['batch']}; FLOPs of "
+             "forward+backward by FlopCounterMode)", "",
+             "| model | role | parameters | GFLOPs | parameters, idea / model | FLOPs, idea / model |",
              "|---|---|---|---|---|---|"]
     for row in parity["rows"]:
         if row["skipped"]:
             lines.append(f"| {row['model']} | {row['role']} | – | – | – | {row['skipped']} |")
             continue
-        lines.append(f"| {row['model']} | {row['role']} | {row['params']:,} | {fmt(row['flops'] / 1e9)} | "
-                     f"{fmt(row['params_ratio'], 3)} | {fmt(row['flops_ratio'], 3)} |")
-    lines += [""] + [f"- ⚠ {warning}" for warning in parity["warnings"]]
+        lines.append(f"| {row['model']} | {row['role']} | {fmt(row['params'])} | {fmt(row['flops'] / 1e9)} | "
+                     f"{fmt(row['params_ratio'])} | {fmt(row['flops_ratio'])} |")
+    matched = parity.get("matched_baseline") or report.primary_baseline
+    row = next((r for r in parity["rows"] if r["model"] == matched and not r["skipped"]), None)
+    lines.append("")
+    if row is not None:
+        tolerance = parity.get("tolerance", 0.1)
+        lines.append(f"- {report.idea} has {fmt(row['params_ratio'])} times the parameters and "
+                     f"{fmt(row['flops_ratio'])} times the FLOPs of its matched baseline {matched}.")
+        if abs(row["params_ratio"] - 1) > tolerance:
+            lines.append(f"- ⚠ {parameter_warning(report.idea, matched, row['params_ratio'], tolerance)}.")
     if parity.get("knobs"):
         lines.append(f"- width matched with {parity['knobs']}")
     return lines
@@ -299,8 +343,14 @@ def _scaling_lines(scaling: dict | None) -> list[str]:
         params = "–" if point["params"] is None else f"{point['params']:,}"  # None: the point failed
         lines.append(f"| {point['model']} | {point['grid']} | {params} | {fmt(point['gflops'])} | "
                      f"{fmt(point['time_ms'])} | {fmt(point['peak_mb'])} | {point['skipped'] or ''} |")
-    lines += ["", "| model | quantity | exponent vs N (all points) | R² | exponent (largest two grids) |",
+    lines += ["", "| model | quantity | exponent vs N (all points) | R² (3 grids or more) | exponent (largest two "
+              "grids) |",
               "|---|---|---|---|---|"]
-    lines += [f"| {fit['model']} | {fit['quantity']} | {fmt(fit['exponent'], 3)} | {fmt(fit['r2'], 3)} | "
-              f"{fmt(fit['tail_exponent'], 3)} |" for fit in scaling["fits"]]
+    lines += [f"| {fit['model']} | {fit['quantity']} | {fmt(fit['exponent'])} | {_r2(fit)} | "
+              f"{fmt(fit['tail_exponent'])} |" for fit in scaling["fits"]]
     return lines
+
+
+def _r2(fit: dict) -> str:
+    """A fit's R², but none for a line through two points (it always fits them exactly)."""
+    return "–" if fit.get("points", 3) < 3 else fmt(fit["r2"])

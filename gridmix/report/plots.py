@@ -7,12 +7,27 @@ training curves and transfer to other grids; a sweep over sizes; the scaling stu
 * :func:`plot_sweep_points`: a sweep's (``gridmix sweep``) metric against the swept values, per model, with each
   point's verdict.
 * :func:`plot_scaling`: three log-log panels (wall-clock, FLOPs, peak memory of a forward+backward step
-  against the token count N), one line per model, the tail exponent in the legend and N¹ / N² guides.
+  against the token count N), one line per model, the tail exponent in the legend (fits of three grids or more)
+  and N¹ / N² guides.
 * :func:`plot_spectra`: one panel per mixer layer and axis with the singular values of the factor, every
   head (and every seed) a line, the predicted bound 1 dashed.
 
-The scaling and spectra plots accept the result objects or their ``to_dict()`` / JSON form, as stored in the report;
-the sweep's plot takes its report's JSON form.
+What every figure keeps to, so that none misleads at a glance:
+
+* every model has its own colour and line style (:func:`model_styles`), the same in every figure, and the lines are
+  drawn widest first, so a model whose curve lies exactly on another's still shows as a rim around it;
+* every seed has its own marker (:data:`SEED_MARKERS`);
+* axes name the split their numbers come from (``cross-entropy (validation split)``); loss and metric axes are
+  linear, with plain tick labels (no offset, no ``×10⁻¹``);
+* a track's declared chance level and ceiling are drawn where a panel shows the metric (or named at its edge when
+  they lie far outside the data); the naive references, measured on the test split, only on test panels;
+* a paired panel states the mean difference with its 95% t-interval; a seed whose difference is within
+  :data:`TIE_FRACTION` of the seed spread is a tie (grey), neither better nor worse;
+* legends sit outside the data; a panel without data says why in its place (:func:`note`).
+
+Every ``figure_*`` function returns the figure unsaved (tests read its artists); the ``plot_*`` functions save and
+close it. The scaling and spectra plots accept the result objects or their ``to_dict()`` / JSON form, as stored in
+the report; the sweep's plot takes its report's JSON form.
 """
 
 from __future__ import annotations
@@ -23,92 +38,251 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import MaxNLocator  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.ticker import (  # noqa: E402
+    FixedFormatter,
+    FixedLocator,
+    FuncFormatter,
+    LogLocator,
+    MaxNLocator,
+    NullFormatter,
+    ScalarFormatter,
+)
 
 from gridmix.grid import Grid  # noqa: E402
+from gridmix.report.format import fmt  # noqa: E402
 from gridmix.report.types import Report  # noqa: E402
 
+TIE_FRACTION = 0.1  # a seed's |Δ| up to this fraction of the seed spread is a tie (grey), neither better nor worse
+SEED_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "h", "p")
+LINE_STYLES = ("-", "--", "-.", ":", (0, (5, 1, 1, 1)), (0, (1, 1)), (0, (8, 2)), (0, (3, 1, 1, 1, 1, 1)))
+COLOURS = ("tab:blue", "tab:orange", "tab:purple", "tab:brown", "tab:pink", "tab:olive", "tab:cyan", "tab:gray")
+BETTER, WORSE, TIE = "tab:green", "tab:red", "0.55"
+DPI = 110
 
-def _draw_references(ax, report: Report) -> None:
-    """The naive references (majority class, persistence, ...) as dashed horizontal lines, labelled."""
-    for i, (name, value) in enumerate(((report.references or {}).get("values") or {}).items()):
-        ax.axhline(value, color="grey", ls=("--", ":", "-.")[i % 3], lw=1, label=f"{name} (test)")
+
+def model_styles(names) -> dict[str, dict]:
+    """Per model (in order): its colour, line style, line width, marker size and z-order. Widths and sizes fall with
+    the order and z-orders rise, so each later (thinner) line is drawn over the earlier (wider) ones and none can
+    hide another: a line lying exactly on another shows it as a rim."""
+    names = list(names)
+    return {name: dict(color=COLOURS[i % len(COLOURS)], linestyle=LINE_STYLES[i % len(LINE_STYLES)],
+                       linewidth=max(0.9, 2.8 - 0.45 * i), markersize=max(3.0, 8.0 - 1.2 * i), zorder=2 + i)
+            for i, name in enumerate(names)}
+
+
+def _legend_style(style: dict) -> dict:
+    """A model's style for a legend entry (no z-order, a legible marker size)."""
+    return {key: value for key, value in style.items() if key not in ("zorder", "markersize")}
+
+
+def seed_marker(index: int) -> str:
+    return SEED_MARKERS[index % len(SEED_MARKERS)]
+
+
+def split_label(metric: str, split: str) -> str:
+    """``"test cross-entropy"`` on the validation split reads ``"cross-entropy (validation split)"``."""
+    base = metric[len("test "):] if metric.lower().startswith("test ") else metric
+    return f"{base} ({split} split)"
+
+
+def tie_tolerance(a: list[float], b: list[float]) -> float:
+    """How close two paired values must be to count as a tie: :data:`TIE_FRACTION` of the seed spread, the larger
+    of the two arms' standard deviations over the paired seeds (0 when both are constant: then only equality)."""
+    def std(values: list[float]) -> float:
+        mean = sum(values) / len(values)
+        return (sum((v - mean) ** 2 for v in values) / len(values)) ** 0.5
+
+    return TIE_FRACTION * max(std(a), std(b)) if a and b else 0.0
+
+
+def note(ax, text: str) -> None:
+    """``text`` in the middle of an empty panel, in place of data it does not have."""
+    ax.text(0.5, 0.5, text, ha="center", va="center", wrap=True, fontsize=9, color="0.3", transform=ax.transAxes,
+            gid="note")
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
+def _plain_ticks(ax, *, axis: str = "y") -> None:
+    """Linear tick labels as plain numbers, no offset or scientific factor."""
+    formatter = ScalarFormatter(useOffset=False)
+    formatter.set_scientific(False)
+    getattr(ax, f"{axis}axis").set_major_formatter(formatter)
+    getattr(ax, f"{axis}axis").set_major_locator(MaxNLocator(nbins=6))
+
+
+def _bounds(ax, report: Report, *, references: bool) -> str:
+    """The track's chance level and ceiling (and, on a test panel, the naive references) as horizontal lines where
+    they lie within the data's range (stretched by half its span); the words naming those beyond it, for the
+    panel's x-label (outside the data), empty when none is."""
+    lines = [("chance", report.chance, "black", (0, (1, 2))), ("ceiling", report.ceiling, "black", (0, (4, 2)))]
+    if references:
+        for i, (name, value) in enumerate(((report.references or {}).get("values") or {}).items()):
+            lines.append((f"naive {name} (test split)", value, "0.45", ("--", "-.", ":")[i % 3]))
+    low, high = ax.get_ylim()
+    span = (high - low) or abs(high) or 1.0
+    outside = []
+    for label, value, colour, style in lines:
+        if value is None:
+            continue
+        if low - span / 2 <= value <= high + span / 2:
+            ax.axhline(value, color=colour, ls=style, lw=1, label=f"{label} {fmt(value)}", zorder=1, gid="bound")
+        else:
+            outside.append(f"{label} {fmt(value)} {'↑' if value > high else '↓'}")
+    return f"off the axis: {', '.join(outside)}" if outside else ""
+
+
+def _with_bounds(xlabel: str, beyond: str) -> str:
+    return f"{xlabel}\n{beyond}" if beyond else xlabel
+
+
+def _save(fig: Figure, path: str | Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+    return path
+
+
+def figure_paired(report: Report) -> Figure:
+    """Per seed, the idea's test metric against each other arm's: one line per seed (its marker), green where the
+    idea is better, red where worse, grey within the tie tolerance; Δ with its 95% t-interval in each title."""
+    others = report.others
+    fig, axes = plt.subplots(1, max(1, len(others)), figsize=(3.6 * max(1, len(others)) + 2.6, 4.2), squeeze=False,
+                             layout="constrained")
+    idea = report.idea_arm
+    for ax, (name, arm) in zip(axes[0], others.items()):
+        comp = report.comparison_with(name)
+        ax.set_title(f"{name} ({arm.role})\n{comp.verdict if comp else 'not compared'}", fontsize=8)
+        seeds = sorted(set(idea.by_seed) & set(arm.by_seed))
+        if not seeds:
+            statuses = ", ".join(f"{who} {'/'.join(sorted(set(a.per_seed_status)))}" for who, a in
+                                 ((idea.name, idea), (name, arm)))
+            note(ax, f"no seed where both finished\n({statuses})")
+            continue
+        a, b = [idea.by_seed[s] for s in seeds], [arm.by_seed[s] for s in seeds]
+        tolerance = tie_tolerance(a, b)
+        for s, x, y in zip(seeds, a, b):
+            tie = abs(x - y) <= tolerance
+            better = (x < y) == report.lower_is_better
+            colour = TIE if tie else BETTER if better else WORSE
+            ax.plot([0, 1], [y, x], "-", marker=seed_marker(s), color=colour, alpha=0.8, ms=6,
+                    gid=f"seed {report.comparison_seeds[s]}")
+        ax.set_xticks([0, 1], [name, idea.name], rotation=8, fontsize=8)
+        ax.set_xlim(-0.25, 1.25)
+        ax.set_ylabel(split_label(report.metric, "test"))
+        _plain_ticks(ax)
+        beyond = _bounds(ax, report, references=True)
+        r = comp.result if comp else None
+        delta = (f"Δ = idea − {name} = {fmt(r.delta_mean)}\n95% t-interval {fmt(r.ci_low)} … {fmt(r.ci_high)}, "
+                 f"p = {fmt(r.p_value)}" if r is not None else f"not compared: {comp.reason if comp else 'no pair'}")
+        ax.set_xlabel(_with_bounds(delta, beyond), fontsize=7)
+    legend = [Line2D([], [], color="0.2", marker=seed_marker(i), ls="-", label=f"seed {seed}")
+              for i, seed in enumerate(report.comparison_seeds)]
+    legend += [Line2D([], [], color=colour, lw=2, label=words) for colour, words in (
+        (BETTER, "idea better on that seed"), (WORSE, "idea worse"),
+        (TIE, f"tie: |Δ| ≤ {TIE_FRACTION:g} × seed spread"))]
+    names = {h.get_label() for h in legend}
+    for ax in axes[0]:
+        legend += [h for h in ax.get_lines() if h.get_gid() == "bound" and h.get_label() not in names]
+        names |= {h.get_label() for h in legend}
+    fig.legend(handles=legend, loc="outside right upper", fontsize=7, frameon=False)
+    fig.suptitle(f"{report.track} {report.grid}: paired seeds, {split_label(report.metric, 'test')} "
+                 f"({report.metric_direction})", fontsize=9)
+    return fig
 
 
 def plot_paired(report: Report, path: Path) -> Path:
-    """Per seed, the idea's test metric against each other arm's: one line per seed and arm."""
-    idea = report.idea_arm
-    others = report.others
-    fig, axes = plt.subplots(1, max(1, len(others)), figsize=(4.2 * max(1, len(others)), 3.8), squeeze=False)
-    for ax, (name, arm) in zip(axes[0], others.items()):
-        idea_by_seed = idea.by_seed
-        base_by_seed = arm.by_seed
-        seeds = sorted(set(idea_by_seed) & set(base_by_seed))
-        for s in seeds:
-            better = (idea_by_seed[s] < base_by_seed[s]) == report.lower_is_better
-            color = "tab:grey" if idea_by_seed[s] == base_by_seed[s] else "tab:green" if better else "tab:red"
-            ax.plot([0, 1], [base_by_seed[s], idea_by_seed[s]], "-o", color=color, alpha=0.7)
-        _draw_references(ax, report)
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7)
-        ax.set_xticks([0, 1], [name, idea.name], rotation=10)
-        comp = report.comparison_with(name)
-        family = comp.family if comp else "mechanism"
-        ax.set_title(f"{arm.role} ({family}): {comp.verdict if comp else '–'}", fontsize=8)
-        ax.set_ylabel(report.metric)
-    fig.suptitle(f"{report.track} {report.grid}: paired seeds ({report.metric_direction})\n"
-                 "green = idea better on that seed, red = worse, grey = tie", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(figure_paired(report), path)
+
+
+def figure_sweep(report: Report) -> Figure:
+    """Mean validation metric against learning rate, one line per model (its style), the chosen rate ringed."""
+    fig, ax = plt.subplots(figsize=(7.6, 4.0), layout="constrained")
+    styles = model_styles(report.arms)
+    lrs = sorted({point.lr for arm in report.arms.values() for point in arm.sweep})
+    dodge = {name: 10 ** (0.012 * (i - (len(styles) - 1) / 2)) for i, name in enumerate(styles)}  # side by side
+    failed = set()
+    for name, arm in report.arms.items():
+        style = styles[name]
+        points = [(point.lr, point.mean) for point in arm.sweep if point.eligible]
+        failed |= {point.lr for point in arm.sweep if not point.eligible}
+        if not points:
+            continue
+        xs, ys = zip(*points)
+        ax.plot([x * dodge[name] for x in xs], ys, marker="o", label=name, gid=f"model {name}", **style)
+        if arm.lr is not None and arm.lr in dict(points):
+            ax.plot([arm.lr * dodge[name]], [dict(points)[arm.lr]], "o", ms=style["markersize"] + 7, mfc="none",
+                    color=style["color"], zorder=style["zorder"])
+    if not ax.get_lines():
+        note(ax, "no learning rate had every sweep seed finish, for any model")
+        return fig
+    for lr in sorted(failed):
+        ax.axvline(lr, color="0.6", ls=":", lw=1, zorder=0)
+    ax.set_xscale("log")
+    ax.xaxis.set_major_locator(FixedLocator(lrs))
+    ax.xaxis.set_major_formatter(FixedFormatter([f"{lr:g}" for lr in lrs]))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlim(min(lrs) / 1.6, max(lrs) * 1.6)
+    ax.set_ylabel(split_label(report.metric, "validation"))
+    _plain_ticks(ax)
+    ax.set_xlabel(_with_bounds("learning rate", _bounds(ax, report, references=False)))
+    handles = ax.get_legend_handles_labels()[0] + [
+        Line2D([], [], ls="none", marker="o", ms=11, mfc="none", color="0.3", label="the rate each model chose")]
+    if failed:
+        handles.append(Line2D([], [], color="0.6", ls=":", label="a run diverged or failed at this rate"))
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
+    ax.set_title(f"learning-rate sweep on {report.track} {report.grid}: mean over the sweep seeds "
+                 f"{list(report.sweep_seeds)}", fontsize=9)
+    return fig
 
 
 def plot_sweep(report: Report, path: Path) -> Path:
-    """Mean validation metric against learning rate, one line per model; the chosen rate circled."""
-    fig, ax = plt.subplots(figsize=(5.5, 3.8))
+    return _save(figure_sweep(report), path)
+
+
+def figure_curves(report: Report) -> Figure:
+    """Training loss and validation metric per epoch of every comparison seed's final run: one colour and line
+    style per model, one marker per seed."""
+    fig, (loss_ax, val_ax) = plt.subplots(1, 2, figsize=(12, 4.2), layout="constrained")
+    styles = model_styles(report.arms)
+    missing = []
     for name, arm in report.arms.items():
-        points = [(point.lr, point.mean) for point in arm.sweep if point.eligible]
-        if points:
-            lrs, means = zip(*points)
-            (line,) = ax.plot(lrs, means, "-o", label=name)
-            if arm.lr is not None:
-                ax.plot([arm.lr], [dict(points)[arm.lr]], "o", ms=13, mfc="none", color=line.get_color())
-        for point in arm.sweep:
-            if not point.eligible:
-                ax.axvline(point.lr, color="grey", ls=":", lw=1)
-    ax.set_xscale("log")
-    ax.set_xlabel("learning rate")
-    ax.set_ylabel(f"validation {report.metric}")
-    ax.set_title("learning-rate sweep (dotted: a run diverged or failed)", fontsize=10)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+        style = styles[name]
+        curves = [(i, loss, val) for i, (loss, val) in enumerate(zip(arm.train_loss, arm.val)) if loss or val]
+        if not curves:
+            missing.append(name)
+        for i, loss, val in curves:
+            seed = report.comparison_seeds[i]
+            for ax, values in ((loss_ax, loss), (val_ax, val)):
+                ax.plot(range(1, len(values) + 1), values, marker=seed_marker(i), alpha=0.85,
+                        gid=f"model {name} seed {seed}", label=name if i == curves[0][0] else None, **style)
+    if missing and len(missing) == len(report.arms):
+        for ax in (loss_ax, val_ax):
+            note(ax, "no final run finished, for any model: nothing to draw")
+        return fig
+    loss_ax.set(xlabel="epoch", ylabel="training loss (train split)", title="training loss (every comparison seed)")
+    val_ax.set(xlabel="epoch", ylabel=split_label(report.metric, "validation"),
+               title="validation metric (every comparison seed)")
+    for ax in (loss_ax, val_ax):
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        _plain_ticks(ax)
+        ax.title.set_fontsize(9)
+    val_ax.set_xlabel(_with_bounds("epoch", _bounds(val_ax, report, references=False)))
+    handles = [Line2D([], [], label=name, **_legend_style(styles[name])) for name in report.arms if name not in missing]
+    handles += [Line2D([], [], color="0.2", marker=seed_marker(i), ls="none", label=f"seed {seed}")
+                for i, seed in enumerate(report.comparison_seeds)]
+    handles += [h for h in val_ax.get_lines() if h.get_gid() == "bound"]
+    if missing:
+        handles.append(Line2D([], [], ls="none", label=f"no finished run: {', '.join(missing)}"))
+    fig.legend(handles=handles, loc="outside right upper", fontsize=7, frameon=False)
+    return fig
 
 
 def plot_curves(report: Report, path: Path) -> Path:
-    """Training loss and validation metric per epoch of every seed's final run, one colour per model."""
-    fig, (loss_ax, val_ax) = plt.subplots(1, 2, figsize=(10, 3.8))
-    for i, (name, arm) in enumerate(report.arms.items()):
-        color = f"C{i}"
-        for s, (loss, val) in enumerate(zip(arm.train_loss, arm.val)):
-            label = name if s == 0 else None
-            loss_ax.plot(range(1, len(loss) + 1), loss, color=color, alpha=0.6, label=label)
-            val_ax.plot(range(1, len(val) + 1), val, color=color, alpha=0.6, label=label)
-    loss_ax.set(xlabel="epoch", ylabel="training loss", yscale="log", title="training loss (every seed)")
-    val_ax.set(xlabel="epoch", ylabel=f"validation {report.metric}", title="validation metric (every seed)")
-    _draw_references(val_ax, report)
-    for ax in (loss_ax, val_ax):
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    loss_ax.legend(fontsize=8)
-    if (report.references or {}).get("values"):
-        val_ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(figure_curves(report), path)
 
 
 _PANELS = (("time", "wall-clock, median", "ms per step", lambda p: p["time_ms"]),
@@ -119,14 +293,16 @@ _PANELS = (("time", "wall-clock, median", "ms per step", lambda p: p["time_ms"])
 MIN_FIT_POINTS = 3
 
 
-def plot_scaling(scaling, path: str | Path) -> Path:
-    """Log-log time, FLOPs and memory against N, one line per model; ``scaling``: a ScalingResult or its dict."""
+def figure_scaling(scaling) -> Figure:
+    """Log-log time, FLOPs and memory against N, one line per model; a panel no point measured says why."""
     data = scaling.to_dict() if hasattr(scaling, "to_dict") else scaling
-    path = Path(path)
     fits = {(f["model"], f["quantity"]): f for f in data["fits"]}
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.6), constrained_layout=True)
+    styles = model_styles(data["models"])
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.8), layout="constrained")
+    slopes = False
     for (quantity, title, unit, value), ax in zip(_PANELS, axes):
-        for index, model in enumerate(data["models"]):
+        ax.set_title(title, fontsize=9)
+        for model in data["models"]:
             points = sorted((p["tokens"], value(p)) for p in data["points"]
                             if p["model"] == model and value(p) is not None)
             if not points:
@@ -134,26 +310,44 @@ def plot_scaling(scaling, path: str | Path) -> Path:
             fit = fits.get((model, quantity), {})
             # a slope through two points always fits exactly: shown only when at least three grids were measured
             slope = fit.get("tail_exponent") if fit.get("points", 0) >= MIN_FIT_POINTS else None
-            name = model if slope is None else f"{model} (slope {slope:.2f})"
-            ax.plot(*zip(*points), marker="o", color=f"C{index}", label=name)
+            slopes |= slope is not None
+            ax.plot(*zip(*points), marker="o", label=model if slope is None else f"{model} (slope {slope:.2f})",
+                    gid=f"model {model}", **styles[model])
+        if not ax.get_lines():
+            note(ax, f"{title}: no point measured\n{_why_unmeasured(data, quantity)}")
+            continue
         _guides(ax)
-        ax.set(xscale="log", yscale="log", xlabel="tokens N", ylabel=unit, title=title)
+        ax.set(xscale="log", yscale="log", xlabel="tokens N", ylabel=unit)
+        tokens = sorted({p["tokens"] for p in data["points"]})
+        ax.xaxis.set_major_locator(FixedLocator(tokens))
+        for axis in (ax.xaxis, ax.yaxis):  # plain numbers (256, 1,024; 30, 60), never 3×10²
+            axis.set_major_formatter(FuncFormatter(lambda value, _: fmt(float(value), 3)))
+            axis.set_minor_formatter(NullFormatter())
+        ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
         ax.grid(True, which="both", alpha=0.3)
-        if ax.get_lines():
-            ax.legend(fontsize=8, title=f"slope: largest grids (fits of {MIN_FIT_POINTS}+ grids)", title_fontsize=8)
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(0.0, -0.14), frameon=False, ncol=2)
+    suffix = f"; slope: the largest grids' (fits of {MIN_FIT_POINTS}+ grids)" if slopes else ""
     fig.suptitle(f"scaling on track {data['track']}: one forward+backward step, batch {data['batch']}, "
-                 f"{data['device']}, {data['threads']} thread(s), median of {data['repeats']}")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+                 f"{data['device']}, {data['threads']} thread(s), median of {data['repeats']}{suffix}", fontsize=10)
+    return fig
+
+
+def _why_unmeasured(data: dict, quantity: str) -> str:
+    """Why no point has the panel's quantity: the points' own reasons when they give one."""
+    reasons = sorted({p["skipped"] for p in data["points"] if p.get("skipped")})
+    if quantity == "memory" and not reasons:
+        return "(peak memory is measured in a subprocess per point;\n`gridmix scale --no-memory` skips it)"
+    return "(" + "; ".join(reasons[:3]) + ")" if reasons else "(every point failed)"
+
+
+def plot_scaling(scaling, path: str | Path) -> Path:
+    """Log-log time, FLOPs and memory against N, one line per model; ``scaling``: a ScalingResult or its dict."""
+    return _save(figure_scaling(scaling), path)
 
 
 def _guides(ax) -> None:
     """Grey N¹ and N² reference slopes from the panel's lowest first point, clipped to the data's range."""
     lines = ax.get_lines()
-    if not lines:
-        return
     xs = sorted({x for line in lines for x in line.get_xdata()})
     ys = [y for line in lines for y in line.get_ydata()]
     if len(xs) < 2:
@@ -161,19 +355,20 @@ def _guides(ax) -> None:
     y0 = min(line.get_ydata()[0] for line in lines)
     for power, style in ((1, ":"), (2, "--")):
         ax.plot([xs[0], xs[-1]], [y0, y0 * (xs[-1] / xs[0]) ** power], style, color="0.6", lw=1,
-                label=f"∝ N^{power}")
+                label=f"∝ N^{power}", zorder=1)
     ax.set_ylim(min(ys) / 1.5, max(ys) * 1.5)
 
 
-def plot_spectra(mechanism: dict, path: str | Path) -> Path:
-    """Factor spectra per layer and axis with the predicted bound dashed; ``mechanism``: one seed's or combined."""
-    path = Path(path)
+def figure_spectra(mechanism: dict) -> Figure:
+    """Factor spectra per layer and axis with the predicted bound dashed; ``mechanism``: one seed's or combined.
+    Each seed has its own colour, line style and marker, drawn widest first so no seed hides another."""
     seeds = mechanism.get("per_seed") or [dict(mechanism, seed=None)]
     layers = seeds[0]["layers"]
     columns = max(len(layer["axes"]) for layer in layers)
-    fig, axes = plt.subplots(len(layers), columns, figsize=(4.2 * columns, 2.9 * len(layers)), squeeze=False,
-                             constrained_layout=True)
+    fig, axes = plt.subplots(len(layers), columns, figsize=(4.2 * columns + 1.8, 2.9 * len(layers)), squeeze=False,
+                             layout="constrained")
     bound = mechanism["predicted_factor_bound"]
+    styles = model_styles([signature["seed"] for signature in seeds])
     for row, layer in enumerate(layers):
         for col in range(columns):
             ax = axes[row][col]
@@ -182,26 +377,30 @@ def plot_spectra(mechanism: dict, path: str | Path) -> Path:
                 continue
             for index, signature in enumerate(seeds):
                 axis = signature["layers"][row]["axes"][col]
-                for head, values in enumerate(axis["singular_values"]):
-                    label = (f"seed {signature['seed']}" if signature["seed"] is not None else "heads") if head == 0 \
-                        else None
-                    ax.plot(range(1, len(values) + 1), values, color=f"C{index % 10}", lw=1, alpha=0.7,
-                            marker="." if len(values) <= 32 else None, label=label)
-            ax.axhline(bound, color="black", ls="--", lw=1.2, label=f"predicted bound {bound:g}")
+                style = styles[signature["seed"]]
+                for values in axis["singular_values"]:
+                    ax.plot(range(1, len(values) + 1), values, alpha=0.8, gid=f"seed {signature['seed']}",
+                            marker=seed_marker(index) if len(values) <= 32 else None, **style)
+            ax.axhline(bound, color="black", ls="--", lw=1.2, zorder=1)
             first = layer["axes"][col]
             ax.set(title=f"{layer['name']} axis {col} ({first['kind']}, n={first['length']})",
                    xlabel="index", ylabel="singular value", ylim=(0, bound * 1.08))
             ax.title.set_fontsize(9)
             ax.grid(True, alpha=0.3)
-            if row == 0 and col == 0:
-                ax.legend(fontsize=7, loc="upper right")
+    handles = [Line2D([], [], marker=seed_marker(i) if len(seeds) > 1 else None,
+                      label=f"seed {s['seed']}" if s["seed"] is not None else "every head",
+                      **_legend_style(styles[s["seed"]])) for i, s in enumerate(seeds)]
+    handles.append(Line2D([], [], color="black", ls="--", lw=1.2, label=f"predicted bound {bound:g}"))
+    fig.legend(handles=handles, loc="outside right upper", fontsize=7, frameon=False, title="one line per head",
+               title_fontsize=7)
     verdict = "confirmed" if mechanism["confirmed"] else "NOT confirmed"
     fig.suptitle(f"factor spectra ({len(seeds)} seed(s)): every factor within its bound — {verdict}; "
-                 f"certified ‖M‖₂ ≤ {mechanism['certified_operator_bound']:.3f}")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+                 f"certified ‖M‖₂ ≤ {fmt(mechanism['certified_operator_bound'])}", fontsize=10)
+    return fig
+
+
+def plot_spectra(mechanism: dict, path: str | Path) -> Path:
+    return _save(figure_spectra(mechanism), path)
 
 
 def plot_transfer(report: Report, path: Path) -> Path:

@@ -80,7 +80,7 @@ def _reference_tables(report: Report, summary: dict) -> list[str]:
               "| reference | " + " | ".join([report.metric, *extra_names]) + " |",
               "|---|---|" + "---|" * len(extra_names)]
     for name, value in refs["values"].items():
-        extras = "".join(f" {fmt(ref_extras.get(name, {}).get(e), 3)} |" for e in extra_names)
+        extras = "".join(f" {fmt(ref_extras.get(name, {}).get(e))} |" for e in extra_names)
         lines.append(f"| {name} | {fmt(value)} |" + extras)
     relative = summary.get("relative_to_persistence")
     persistence_column = relative is not None and summary["best"] != "persistence"
@@ -93,8 +93,8 @@ def _reference_tables(report: Report, summary: dict) -> list[str]:
         if persistence_column:
             cells.append("yes" if relative[name] < 1 else "no")
         if relative is not None:
-            cells.append(fmt(relative[name], 3))
-        cells += [fmt(model_extras.get(name, {}).get(e), 3) for e in extra_names]
+            cells.append(fmt(relative[name]))
+        cells += [fmt(model_extras.get(name, {}).get(e)) for e in extra_names]
         lines.append("| " + " | ".join(cells) + " |")
     if any(name.startswith("MASE") for name in extra_names):
         lines.append("")

@@ -58,6 +58,7 @@ class RunTask:
     role: str = ""  # the model's role in the study (``--idea`` can change the track's); not part of the run's key
     settings: dict = field(default_factory=dict)  # the track's knobs this run sets (Track.knobs), those off default
     eval_grids: tuple[str, ...] = ()  # grids the trained model is also tested on (gridmix.study.transfer); not keyed
+    sweep: bool = False  # a sweep run (its seed chooses the learning rate, never enters a comparison); not in the key
 
     @property
     def spec_name(self) -> str:
@@ -86,7 +87,8 @@ class RunTask:
 
     @property
     def label(self) -> str:
-        return f"{self.model} lr={self.lr:g} seed={self.seed}"
+        """``vit lr=0.001 sweep seed 1000`` or ``vit lr=0.001 seed 0``: the run as logs and progress bars name it."""
+        return f"{self.model} lr={self.lr:g} {'sweep seed' if self.sweep else 'seed'} {self.seed}"
 
     def row(self, result: RunResult, *, threads: int, versions: dict) -> RunRow:
         """This run's ledger row once trained: ``result``'s status, metrics and curves, run on ``threads`` threads."""
@@ -131,6 +133,7 @@ class Study:
     notes: tuple[str, ...] = ()  # what the study leaves out and why (an idea mixer without ablation), for the report
     settings: dict = field(default_factory=dict)  # the track's knob values off their defaults (Track.knobs)
     eval_grids: tuple[str, ...] = ()  # other grids every final run's trained model is tested on (transfer)
+    overrides: dict = field(default_factory=dict)  # budget fields the command line changed (--epochs, …), by name
 
     def __post_init__(self) -> None:
         if self.idea not in self.models:
@@ -161,7 +164,7 @@ class Study:
 
     def to_dict(self) -> dict:
         data = dataclasses.asdict(self)
-        for name in ("notes", "settings", "eval_grids"):  # the specs of studies without them stay as they were
+        for name in ("notes", "settings", "eval_grids", "overrides"):  # specs of studies without them stay as they were
             if not data[name]:
                 del data[name]
         return data
@@ -178,7 +181,7 @@ class Study:
         return RunTask(track=self.track, model=model, grid=self.grid, lr=lr, seed=seed, budget=self.budget,
                        device=self.device, threads=self.threads, knobs=self.knobs.get(model, {}),
                        precision=self.precision, data=self.data.get("hash", ""), role=self.role(model),
-                       settings=self.settings, eval_grids=eval_grids)
+                       settings=self.settings, eval_grids=eval_grids, sweep=seed in self.sweep_seeds)
 
     def sweep_tasks(self) -> list[RunTask]:
         return [self.task(model, lr, seed) for model in self.models for lr in self.budget.lrs
@@ -300,17 +303,74 @@ def choose_learning_rates(study: Study, rows: dict[str, RunRow]) -> tuple[dict[s
     return chosen, tables
 
 
+def seed_span(seeds: list[int]) -> str:
+    """``seeds 1000–1001``, ``seed 1000`` or ``seeds 0, 2, 5``: a study's seeds as a log line names them."""
+    if len(seeds) == 1:
+        return f"seed {seeds[0]}"
+    if seeds == list(range(seeds[0], seeds[-1] + 1)):
+        return f"seeds {seeds[0]}–{seeds[-1]}"
+    return "seeds " + ", ".join(map(str, seeds))
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One phase of a study as it starts: ``name`` ("sweep" or "comparison"), what it is for, how many runs it has
+    and how many of them are not yet in the ledger. ``str(phase)``: "sweep (choosing the learning rate on seeds
+    1000–1001): 16 runs"."""
+
+    name: str
+    purpose: str
+    runs: int
+    pending: int
+
+    def __str__(self) -> str:
+        left = f", {self.pending} left to train" if 0 < self.pending < self.runs else ""
+        done = ", all already in the ledger" if self.runs and not self.pending else ""
+        return f"{self.name} ({self.purpose}): {self.runs} run{'s' if self.runs != 1 else ''}{left}{done}"
+
+
+def sweep_phase_purpose(study: Study) -> str:
+    return f"choosing the learning rate on {seed_span(study.sweep_seeds)}"
+
+
+def comparison_phase_purpose(study: Study) -> str:
+    rates = "the chosen rates" if study.sweep_seeds else f"the one rate {study.budget.lrs[0]:g}"
+    return f"{seed_span(study.comparison_seeds)} at {rates}"
+
+
+def study_progress(study: Study, rows: dict[str, RunRow]) -> dict[str, dict[str, int]]:
+    """Per phase (``sweep``, ``comparison``), the runs planned and how many the ledger holds by status (``ok``,
+    ``diverged``, ``failed``) or lacks (``missing``). The comparison's runs are known once the sweep chose the rates;
+    until then they are counted as ``models × seeds``, all missing."""
+    def count(tasks: list[RunTask]) -> dict[str, int]:
+        found = [rows.get(task.key) for task in tasks]
+        counts = {status: sum(1 for row in found if row is not None and row.status == status)
+                  for status in ("ok", "diverged", "failed")}
+        return dict(planned=len(tasks), **counts, missing=sum(1 for row in found if row is None))
+
+    sweep = count(study.sweep_tasks())
+    if sweep["missing"] or sweep["failed"]:  # rates not chosen yet (failed sweep runs are retried)
+        comparison = dict(planned=len(study.models) * study.budget.seeds, ok=0, diverged=0, failed=0,
+                          missing=len(study.models) * study.budget.seeds)
+    else:
+        comparison = count(study.final_tasks(choose_learning_rates(study, rows)[0]))
+    return {"sweep": sweep, "comparison": comparison}
+
+
 class Runner:
     """Drives a study through an executor, writing each finished run into the ledger at once.
 
-    ``on_plan(n)`` (n more runs are coming), ``on_start(task)``, ``on_epoch(task, epoch, loss, val)`` and
-    ``on_done(task, row)`` let a front end draw progress; ``run`` returns the chosen learning rates.
+    ``on_resume(done, total)`` (the ledger already holds ``done`` of the ``total`` runs, once, when it holds any),
+    ``on_phase(phase)`` (a :class:`Phase` starts), ``on_plan(n)`` (n more runs are coming), ``on_start(task)``,
+    ``on_epoch(task, epoch, loss, val)`` and ``on_done(task, row)`` let a front end draw progress; ``run`` returns
+    the chosen learning rates.
     """
 
     def __init__(self, study: Study, ledger: Ledger, executor, *, on_plan=None, on_start=None, on_epoch=None,
-                 on_done=None, record_study: bool = True) -> None:
+                 on_done=None, on_phase=None, on_resume=None, record_study: bool = True) -> None:
         self.study, self.ledger, self.executor = study, ledger, executor
         self.on_plan, self.on_start, self.on_epoch, self.on_done = on_plan, on_start, on_epoch, on_done
+        self.on_phase, self.on_resume = on_phase, on_resume
         self.record_study = record_study  # False: one point of a sweep, whose spec the sweep's document holds
 
     def pending(self, tasks: list[RunTask]) -> list[RunTask]:
@@ -328,8 +388,10 @@ class Runner:
         if self.on_done:
             self.on_done(task, row)
 
-    def _phase(self, tasks: list[RunTask]) -> None:
+    def _phase(self, name: str, purpose: str, tasks: list[RunTask]) -> None:
         todo = self.pending(tasks)
+        if self.on_phase:
+            self.on_phase(Phase(name=name, purpose=purpose, runs=len(tasks), pending=len(todo)))
         if self.on_plan:
             self.on_plan(len(todo))
         self.executor.run(todo, on_done=self._record, on_start=self.on_start, on_epoch=self.on_epoch)
@@ -337,7 +399,12 @@ class Runner:
     def run(self) -> dict[str, float | None]:
         if self.record_study:
             self.ledger.set_study(self.study.to_dict())
-        self._phase(self.study.sweep_tasks())
+        progress = study_progress(self.study, {row.key: row for row in self.ledger.rows()})
+        done = sum(phase["ok"] + phase["diverged"] for phase in progress.values())
+        if done and self.on_resume:
+            self.on_resume(done, sum(phase["planned"] for phase in progress.values()))
+        if self.study.sweep_seeds:
+            self._phase("sweep", sweep_phase_purpose(self.study), self.study.sweep_tasks())
         chosen, _ = choose_learning_rates(self.study, {row.key: row for row in self.ledger.rows()})
-        self._phase(self.study.final_tasks(chosen))
+        self._phase("comparison", comparison_phase_purpose(self.study), self.study.final_tasks(chosen))
         return chosen

@@ -266,6 +266,31 @@ def _refuse_other_data(where: Path, previous: dict, study: dict) -> None:
                           "fresh study there, or choose another --out")
 
 
+def lock_holder(out: str | Path) -> int | None:
+    """The pid of the process holding ``out``'s lock (a study running there), or ``None`` when none holds it.
+
+    It probes the lock with a shared, non-blocking ``flock`` released at once (a ``gridmix run`` starting in that
+    instant would be told the directory is in use; run it again). A lock file whose pid cannot be read gives -1.
+    """
+    path = Path(out) / LOCK_NAME
+    if not path.exists():
+        return None
+    with open(path) as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            text = handle.read().strip()
+            return int(text) if text.isdigit() else -1
+        fcntl.flock(handle, fcntl.LOCK_UN)
+    return None
+
+
+def find_ledgers(root: str | Path) -> list[Path]:
+    """The output directories under ``root`` (``root`` itself included) that hold a ledger, sorted by path."""
+    root = Path(root)
+    return sorted({path.parent for path in root.rglob(LEDGER_NAME) if path.is_file()})
+
+
 def _own_file(name: str) -> bool:
     """Files gridmix itself keeps in an output directory beside the ledger (lock, temp and journal files)."""
     return name == LOCK_NAME or name.lstrip(".").startswith(LEDGER_NAME)

@@ -22,11 +22,12 @@ from gridmix.mixers.causality import describe as describe_leak
 from gridmix.mixers.registry import MixerTable
 from gridmix.report.build import ALPHA, build_report, write_report
 from gridmix.report.types import Report
-from gridmix.study.harness import Runner, RunTask, Study, aa_study
+from gridmix.study.harness import Phase, Runner, RunTask, Study, aa_study
 from gridmix.study.ledger import Ledger, RunRow
 from gridmix.study.precision import resolve_precision
 from gridmix.study.train import resolve_device
 from gridmix.tracks import Track
+from gridmix.tracks.budget import command_line_changes
 from gridmix.tracks.mixer_models import choose_mixers
 from gridmix.tracks.registry import load_registry
 
@@ -41,13 +42,17 @@ def _ignore(*args) -> None:
 class Callbacks:
     """How a study reports its progress; every one is optional.
 
-    ``note(message)``: a line worth showing (a model skipped on this grid, an underpowered run). ``plan(n)``: n more
-    runs are planned. ``start(task)``, ``epoch(task, epoch, train_loss, val_metric)``, ``done(task, row)``: a run
-    starts, finishes an epoch, is in the ledger. ``analysis(name)``: an analysis (``"references"``, ``"parity and
-    scaling"``) starts.
+    ``note(message)``: a line worth showing (a model skipped on this grid, an underpowered run). ``resume(done,
+    total)``: the ledger already holds ``done`` of the study's ``total`` runs (called once, only when it holds some).
+    ``phase(phase)``: the sweep or the comparison starts (:class:`gridmix.study.harness.Phase`; ``str(phase)`` is its
+    log line). ``plan(n)``: n more runs are planned. ``start(task)``, ``epoch(task, epoch, train_loss,
+    val_metric)``, ``done(task, row)``: a run starts, finishes an epoch, is in the ledger. ``analysis(name)``: an
+    analysis (``"references"``, ``"parity and scaling"``) starts.
     """
 
     note: Callable[[str], None] = _ignore
+    resume: Callable[[int, int], None] = _ignore
+    phase: Callable[[Phase], None] = _ignore
     plan: Callable[[int], None] = _ignore
     start: Callable[[RunTask], None] = _ignore
     epoch: Callable[[RunTask, int, float, float], None] = _ignore
@@ -214,7 +219,8 @@ def choose_eval_grids(track: Track, grid: Grid, eval_grids: str | Sequence[str],
 
 def plan_study(track: str = "image", grid: str | None = None, *, models: str | tuple[str, ...] | None = None,
                idea: str | None = None, baselines: tuple[str, ...] = (), budget: str = "default",
-               seeds: int | None = None, lrs: tuple[float, ...] | None = None, device: str = "auto",
+               seeds: int | None = None, lrs: tuple[float, ...] | None = None, epochs: int | None = None,
+               n_train: int | None = None, device: str = "auto",
                precision: str = "auto", jobs: int | str = "auto", threads: int | None = None, scaling: bool = True,
                match_params: str | None = None, underpowered: bool = False, aa: bool = False,
                settings: Mapping[str, object] | None = None, eval_grids: str | Sequence[str] = (),
@@ -226,13 +232,16 @@ def plan_study(track: str = "image", grid: str | None = None, *, models: str | t
     secondary baselines (:func:`gridmix.tracks.mixer_models.choose_mixers`). Without either, the track's own study.
     ``settings`` sets the track's knobs (``--set NAME=VALUE``; :attr:`Track.knobs`); ``eval_grids`` are the other
     grids every final run's trained model is tested on (``--eval-grids``; :mod:`gridmix.study.transfer`).
+    ``seeds``, ``lrs``, ``epochs`` and ``n_train`` change the track's budget; the study records them (the report
+    says so) and ``epochs`` and ``n_train`` enter every run's key.
     """
     registry = load_registry()
     chosen_settings = choose_settings(registry.track(track), settings)
     chosen_track = registry.track(track, chosen_settings)
     chosen_grid = chosen_track.check_grid(grid if grid is not None else chosen_track.default_grid)
     chosen_eval_grids = choose_eval_grids(chosen_track, chosen_grid, eval_grids, note=note)
-    chosen_budget = chosen_track.budget(budget, seeds=seeds, lrs=lrs)
+    overrides = command_line_changes(seeds=seeds, lrs=lrs, epochs=epochs, n_train=n_train)
+    chosen_budget = chosen_track.budget(budget, **overrides)
     resolved_device = resolve_device(device).type
     resolved_precision = resolve_precision(precision, resolved_device)
     power_note = check_power(chosen_budget.seeds, exploratory=chosen_budget.exploratory, underpowered=underpowered)
@@ -262,12 +271,15 @@ def plan_study(track: str = "image", grid: str | None = None, *, models: str | t
                   roles={name: chosen_track.model(name).role for name in names}, chance=chosen_track.chance,
                   ceiling=chosen_track.ceiling, fixed_split=chosen_track.fixed_split,
                   underpowered=underpowered and not chosen_budget.exploratory, notes=notes,
-                  settings=chosen_settings, eval_grids=chosen_eval_grids)
+                  settings=chosen_settings, eval_grids=chosen_eval_grids, overrides=overrides)
     if aa:
         study = aa_study(study)
         scaling = False  # the copy costs what its original does: nothing to measure
     knob_part = "".join(f"-{name}{value}" for name, value in chosen_settings.items())
-    default_out = Path("runs") / f"{study.track}-{study.grid}{knob_part}-{chosen_budget.name}{'-aa' if aa else ''}"
+    changed = "".join(f"-{name.replace('_', '')}{overrides[name]}" for name in ("epochs", "n_train")
+                      if name in overrides)
+    default_out = Path("runs") / (f"{study.track}-{study.grid}{knob_part}-{chosen_budget.name}{changed}"
+                                  f"{'-aa' if aa else ''}")
     return PlannedStudy(study=study, track=chosen_track, grid=chosen_grid, knobs=knobs, scaling=scaling,
                         default_out=default_out, jobs=jobs)
 
@@ -311,7 +323,8 @@ def run_study(planned: PlannedStudy, ledger: Ledger, executor, out: str | Path, 
     started = time.perf_counter()
     with ledger:
         Runner(planned.study, ledger, executor, on_plan=callbacks.plan, on_start=callbacks.start,
-               on_epoch=callbacks.epoch, on_done=callbacks.done).run()
+               on_epoch=callbacks.epoch, on_done=callbacks.done, on_phase=callbacks.phase,
+               on_resume=callbacks.resume).run()
         callbacks.analysis("references")
         store_references(ledger, planned.track, planned.grid, planned.study.budget)
         if planned.scaling:

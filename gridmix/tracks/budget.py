@@ -4,7 +4,8 @@
 comparison on a 2-core laptop CPU in minutes; ``full`` is the scale of the reference study
 (``tests/data/reference_report.json``: 8 seeds, 3 learning rates). A track may change any field per
 budget through ``Track.budget_overrides`` (``Track.budget(name)`` applies them); the command line may change
-seeds and learning rates (``--seeds``, ``--lrs``). :class:`DataSizes` (how many samples each split holds) lives
+seeds, learning rates, epochs and the training-set size (``--seeds``, ``--lrs``, ``--epochs``, ``--n-train``), and the
+study records what it changed. :class:`DataSizes` (how many samples each split holds) lives
 here, below the track contract that passes it to ``make_data``, so this module needs nothing of the contract.
 
 Why 6 seeds by default: the exact sign-flip test on n pairs cannot go below ``2/2ⁿ``, so n = 5 can
@@ -75,18 +76,42 @@ BUDGETS: dict[str, Budget] = {
 }
 
 
+COMMAND_LINE_FIELDS = ("seeds", "lrs", "epochs", "n_train")  # what `gridmix run` may change (--seeds, --lrs, …)
+
+
 def resolve_budget(name: str, overrides: Mapping[str, Mapping] | None = None, *, owner: str = "the track",
-                   seeds: int | None = None, lrs: tuple[float, ...] | None = None) -> Budget:
+                   seeds: int | None = None, lrs: tuple[float, ...] | None = None, epochs: int | None = None,
+                   n_train: int | None = None) -> Budget:
     """The budget ``name``: the built-in one, then ``overrides[name]`` (a track's ``budget_overrides``, named
-    ``owner`` in errors), then the user's ``seeds`` and ``lrs``."""
+    ``owner`` in errors), then the user's ``seeds``, ``lrs``, ``epochs`` and ``n_train`` (the command line's)."""
     if name not in BUDGETS:
         raise ValueError(f"unknown budget {name!r}; expected one of {sorted(BUDGETS)}")
     changes = dict((overrides or {}).get(name, {}))
     unknown = set(changes) - {f.name for f in dataclasses.fields(Budget)}
     if unknown:
         raise ValueError(f"{owner} overrides unknown budget fields {sorted(unknown)}")
-    if seeds is not None:
-        changes["seeds"] = seeds
-    if lrs is not None:
-        changes["lrs"] = tuple(lrs)
+    changes.update(command_line_changes(seeds=seeds, lrs=lrs, epochs=epochs, n_train=n_train))
+    for field_name in ("epochs", "n_train"):
+        if field_name in changes and changes[field_name] < 1:
+            raise ValueError(f"budget {name!r}: {field_name}={changes[field_name]}; expected >= 1")
     return dataclasses.replace(BUDGETS[name], **changes)
+
+
+def command_line_changes(**values) -> dict:
+    """The budget fields the command line sets (those not ``None``), by name: what a study records as changed."""
+    unknown = set(values) - set(COMMAND_LINE_FIELDS)
+    if unknown:
+        raise ValueError(f"budget fields {sorted(unknown)} cannot be set on the command line; expected some of "
+                         f"{list(COMMAND_LINE_FIELDS)}")
+    return {key: tuple(value) if key == "lrs" else value for key, value in values.items() if value is not None}
+
+
+def describe(budget: Budget) -> str:
+    """One line naming what the budget spends: seeds, sweep seeds, learning rates, epochs (and patience), batch,
+    split sizes; what ``gridmix budgets`` and ``gridmix run --help`` print."""
+    epochs = f"{budget.epochs} epochs" + (f" (stopping after {budget.patience} without a better validation metric)"
+                                          if budget.patience else "")
+    return (f"{budget.seeds} seeds, {budget.sweep_seeds} sweep seed{'s' if budget.sweep_seeds != 1 else ''}, "
+            f"lrs {', '.join(f'{lr:g}' for lr in budget.lrs)}, {epochs}, batch {budget.batch_size}, "
+            f"{budget.n_train}/{budget.n_val}/{budget.n_test} train/val/test samples"
+            + ("; exploratory: too few seeds for a verdict" if budget.exploratory else ""))

@@ -457,10 +457,10 @@ class Track:
                              "those knobs")
         return rebuilt
 
-    def budget(self, name: str, *, seeds: int | None = None, lrs: tuple[float, ...] | None = None) -> Budget:
-        """The budget ``name`` as this track runs it: the built-in one, this track's overrides, then ``seeds`` and
-        ``lrs`` (the command line's)."""
-        return resolve_budget(name, self.budget_overrides, owner=f"track {self.name!r}", seeds=seeds, lrs=lrs)
+    def budget(self, name: str, **command_line) -> Budget:
+        """The budget ``name`` as this track runs it: the built-in one, this track's overrides, then the command
+        line's ``seeds``, ``lrs``, ``epochs`` and ``n_train`` (:func:`gridmix.tracks.budget.resolve_budget`)."""
+        return resolve_budget(name, self.budget_overrides, owner=f"track {self.name!r}", **command_line)
 
     @property
     def idea(self) -> ModelSpec:

@@ -1,0 +1,188 @@
+"""The report's figures, read from their artists (not their pixels): ties within the documented tolerance are grey,
+every model has its own colour and line style and every seed its marker, axes name their split and loss axes are
+linear with plain ticks, chance and ceiling are drawn where declared and test-split references only on test panels,
+each paired panel states Δ with its interval, legends sit outside the data, and a panel without data says why."""
+
+import dataclasses
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+from matplotlib.colors import to_rgba
+
+from gridmix.report import plots
+from gridmix.report.build import build_report
+from gridmix.report.format import fmt
+from gridmix.study.ledger import Ledger
+from tests import report_example
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    with Ledger(report_example.fill(tmp_path_factory.mktemp("study")), create=False) as ledger:
+        return build_report(ledger)
+
+
+@pytest.fixture(autouse=True)
+def close_figures():
+    yield
+    plt.close("all")
+
+
+def panel(fig, title_start: str):
+    return next(ax for ax in fig.axes if ax.get_title().startswith(title_start))
+
+
+def seed_lines(ax) -> dict[str, object]:
+    return {line.get_gid(): line for line in ax.get_lines() if (line.get_gid() or "").startswith("seed ")}
+
+
+def test_a_difference_within_a_tenth_of_the_seed_spread_is_a_grey_tie(report):
+    base = report.arms["base"]
+    nearly = list(report.idea_arm.per_seed)
+    nearly[0] = base.per_seed[0] - 3.9e-7  # "better" by a rounding error on seed 0
+    nearly[1] = base.per_seed[1] + 0.02  # worse by more than the tolerance on seed 1 (checked below)
+    idea = dataclasses.replace(report.idea_arm, per_seed=tuple(nearly))
+    tied = dataclasses.replace(report, arms={**report.arms, report.idea: idea})
+    lines = seed_lines(panel(plots.figure_paired(tied), "base"))
+    a, b = np.array(nearly), np.array(base.per_seed)
+    tolerance = 0.1 * max(np.std(a), np.std(b))  # independently: a tenth of the larger arm's spread (ddof=0)
+    assert plots.TIE_FRACTION == 0.1 and plots.tie_tolerance(list(a), list(b)) == pytest.approx(tolerance)
+    assert 3.9e-7 < tolerance < 0.02
+    for seed, (x, y) in enumerate(zip(a, b)):
+        expected = plots.TIE if abs(x - y) <= tolerance else plots.BETTER if x < y else plots.WORSE
+        assert to_rgba(lines[f"seed {seed}"].get_color()) == to_rgba(expected), seed
+    assert to_rgba(lines["seed 0"].get_color()) == to_rgba(plots.TIE)  # not green: -3.9e-07 is no win
+    assert to_rgba(lines["seed 1"].get_color()) == to_rgba(plots.WORSE)
+    assert len({line.get_marker() for line in lines.values()}) == len(lines) == 6  # one marker per seed
+
+
+def test_every_model_has_its_own_colour_and_line_style_and_every_seed_its_marker(report):
+    fig = plots.figure_curves(report)
+    lines = [line for ax in fig.axes for line in ax.get_lines() if (line.get_gid() or "").startswith("model ")]
+    by_model: dict[str, set] = {}
+    for line in lines:
+        _, model, _, seed = line.get_gid().split(" ")
+        by_model.setdefault(model, set()).add((to_rgba(line.get_color()), line.get_linestyle(), line.get_linewidth(),
+                                               line.get_zorder()))
+        assert line.get_marker() == plots.seed_marker(report.comparison_seeds.index(int(seed)))
+    assert list(by_model) == list(report.arms) and all(len(styles) == 1 for styles in by_model.values())
+    styles = [next(iter(s)) for s in by_model.values()]
+    assert len({(colour, style) for colour, style, _, _ in styles}) == len(styles)  # none shares colour and style
+    widths, zorders = [w for _, _, w, _ in styles], [z for _, _, _, z in styles]
+    assert widths == sorted(widths, reverse=True) and zorders == sorted(zorders)  # widest below: none hides another
+    assert len(set(widths)) == len(widths)
+    sweep = {line.get_gid(): line for line in plots.figure_sweep(report).axes[0].get_lines() if line.get_gid()}
+    assert [(to_rgba(sweep[f"model {m}"].get_color()), sweep[f"model {m}"].get_linestyle()) for m in report.arms] == [
+        (colour, style) for colour, style, _, _ in styles]  # the same style per model in every figure
+
+
+def test_axes_name_their_split_and_losses_are_linear_with_plain_ticks(report):
+    fig = plots.figure_curves(report)
+    loss_ax, val_ax = fig.axes[:2]
+    assert loss_ax.get_yscale() == "linear" and loss_ax.get_ylabel() == "training loss (train split)"
+    assert val_ax.get_ylabel() == "MSE (validation split)"  # the metric is "test MSE": never "validation test MSE"
+    fig.canvas.draw()
+    for ax in (loss_ax, val_ax):
+        labels = [t.get_text() for t in ax.get_yticklabels()] + [ax.yaxis.get_offset_text().get_text()]
+        assert all("×" not in text and "e" not in text for text in labels), labels
+        assert ax.yaxis.get_offset_text().get_text() == ""
+    assert plots.figure_sweep(report).axes[0].get_ylabel() == "MSE (validation split)"
+    assert panel(plots.figure_paired(report), "base").get_ylabel() == "MSE (test split)"
+    assert plots.split_label("answer accuracy", "test") == "answer accuracy (test split)"
+
+
+def bound_labels(ax) -> list[str]:
+    return [line.get_label() for line in ax.get_lines() if line.get_gid() == "bound"]
+
+
+def test_chance_and_ceiling_where_declared_and_test_references_only_on_test_panels(report):
+    assert (report.chance, report.ceiling) == (2.5, 0.0)
+    paired = plots.figure_paired(report)
+    nomix = panel(paired, "nomix")  # its values sit at chance 2.5, the idea's near 0.5: both lines within range
+    assert {"chance 2.5", "ceiling 0", "naive persistence (test split) 0.58"} <= set(bound_labels(nomix))
+    base = panel(paired, "base")  # 0.48–0.64: chance 2.5 and ceiling 0 are far off the axis, and named below it
+    assert "naive persistence (test split) 0.58" in bound_labels(base)
+    assert "off the axis: chance 2.5 ↑, ceiling 0 ↓" in base.get_xlabel()
+    val_ax = plots.figure_curves(report).axes[1]
+    assert "chance 2.5" in bound_labels(val_ax) and not any("naive" in label for label in bound_labels(val_ax))
+    sweep = plots.figure_sweep(report).axes[0]
+    assert not any("naive" in label for label in bound_labels(sweep)) and "chance 2.5" in bound_labels(sweep)
+    without = dataclasses.replace(report, chance=None, ceiling=None)
+    labels = bound_labels(plots.figure_curves(without).axes[1])
+    assert not any(label.startswith(("chance", "ceiling")) for label in labels)
+
+
+def test_each_paired_panel_states_the_difference_with_its_interval(report):
+    fig = plots.figure_paired(report)
+    for name in report.others:
+        result = report.comparison_with(name).result
+        label = panel(fig, name).get_xlabel()
+        assert f"Δ = idea − {name} = {fmt(result.delta_mean)}" in label
+        assert f"95% t-interval {fmt(result.ci_low)} … {fmt(result.ci_high)}" in label
+
+
+@pytest.mark.parametrize("draw", [plots.figure_paired, plots.figure_curves, plots.figure_sweep])
+def test_legends_sit_outside_every_panel(report, draw):
+    fig = draw(report)
+    fig.canvas.draw()
+    legends = fig.legends + [ax.get_legend() for ax in fig.axes if ax.get_legend()]
+    assert legends
+    for legend in legends:
+        box = legend.get_window_extent()
+        for ax in fig.axes:
+            assert not box.overlaps(ax.get_window_extent()), (draw.__name__, ax.get_title())
+
+
+def test_a_failed_arm_gets_a_note_in_place_of_an_empty_panel(report):
+    arm = report.arms["uncapped"]
+    failed = dataclasses.replace(arm, per_seed_status=("failed",) * 6, per_seed=(), mean=None, std=None,
+                                 train_loss=((),) * 6, val=((),) * 6)
+    broken = dataclasses.replace(report, arms={**report.arms, "uncapped": failed})
+    notes = [t.get_text() for t in panel(plots.figure_paired(broken), "uncapped").texts if t.get_gid() == "note"]
+    assert notes == ["no seed where both finished\n(mix ok, uncapped failed)"]
+    curves = plots.figure_curves(broken)
+    assert "no finished run: uncapped" in [t.get_text() for t in curves.legends[0].get_texts()]
+    nothing = dataclasses.replace(broken, arms={name: dataclasses.replace(a, train_loss=((),) * 6, val=((),) * 6)
+                                                for name, a in broken.arms.items()})
+    assert all(any(t.get_gid() == "note" for t in ax.texts) for ax in plots.figure_curves(nothing).axes)
+
+
+def scaling(grids: int, *, memory: bool) -> dict:
+    tokens = [64, 256, 1024][:grids]
+    points = [dict(model=model, grid=str(n), tokens=n, params=1000, gflops=0.1 * n / 64, time_ms=float(n) / 10,
+                   peak_mb=(10.0 + n / 100) if memory else None, skipped=None, notes=[])
+              for model in ("mix", "attn") for n in tokens]
+    fits = [dict(model=model, quantity=q, exponent=1.0, intercept=0.0, r2=None if grids < 3 else 1.0, points=grids,
+                 tail_exponent=1.0 if q != "memory" or memory else None, tail_points=2)
+            for model in ("mix", "attn") for q in ("time", "flops", "memory")]
+    return dict(track="toy", device="cpu", threads=1, batch=4, repeats=2, warmup=1, grids=[str(n) for n in tokens],
+                models=["mix", "attn"], points=points, fits=fits)
+
+
+def test_scaling_memory_panel_without_data_says_so_and_no_slope_is_promised_from_two_grids():
+    fig = plots.figure_scaling(scaling(2, memory=False))
+    time_ax, flops_ax, memory_ax = fig.axes
+    assert [t.get_text().split("\n")[0] for t in memory_ax.texts if t.get_gid() == "note"] == [
+        "peak memory (above the interpreter): no point measured"]
+    labels = [t.get_text() for t in time_ax.get_legend().get_texts()]
+    assert "slope" not in fig.get_suptitle() and not any("slope" in label for label in labels)
+    three = plots.figure_scaling(scaling(3, memory=True))
+    assert "slope" in three.get_suptitle()
+    assert "mix (slope 1.00)" in [t.get_text() for t in three.axes[0].get_legend().get_texts()]
+    assert not any(t.get_gid() == "note" for ax in three.axes for t in ax.texts)
+    fig.canvas.draw()
+    assert [t.get_text() for t in time_ax.get_xticklabels()] == ["64", "256"]  # plain numbers, never 2.56×10²
+
+
+def test_spectra_give_every_seed_its_own_style():
+    axis = dict(kind="symmetric", length=4, singular_values=[[0.9, 0.5, 0.1, 0.0]])
+    signature = dict(layers=[dict(name="blocks.0.attn", axes=[axis, axis])])
+    mechanism = dict(predicted_factor_bound=1.0, confirmed=True, certified_operator_bound=0.81,
+                     per_seed=[dict(signature, seed=0), dict(signature, seed=1)])  # the same spectrum on both seeds
+    fig = plots.figure_spectra(mechanism)
+    lines = {line.get_gid(): line for line in fig.axes[0].get_lines() if line.get_gid()}
+    zero, one = lines["seed 0"], lines["seed 1"]
+    assert (to_rgba(zero.get_color()), zero.get_linestyle(), zero.get_marker()) != (
+        to_rgba(one.get_color()), one.get_linestyle(), one.get_marker())
+    assert zero.get_linewidth() > one.get_linewidth() and zero.get_zorder() < one.get_zorder()  # seed 0 shows as a rim
