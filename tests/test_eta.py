@@ -24,3 +24,26 @@ def test_pending_runs_take_their_models_median_time_or_the_overall_one():
 def test_durations_print_in_minutes_and_seconds():
     assert format_duration(35.4) == "35 s" and format_duration(250) == "4 min 10 s"
     assert format_duration(60) == "1 min 0 s"
+
+
+def test_a_piped_gridmix_run_prints_the_time_left_after_each_run(tmp_path):
+    """Through the command line, as a log file sees it: every finished run's line ends with the estimate, the last
+    one (nothing left) without."""
+    from typer.testing import CliRunner
+
+    from gridmix.cli import app
+    from gridmix.tracks.registry import load_registry
+    from tests import fake_track
+
+    load_registry(extra_plugins=[fake_track], refresh=True)
+    try:
+        result = CliRunner().invoke(app, ["run", "--track", "fake", "--budget", "smoke", "--seeds", "2",
+                                          "--threads", "1", "--no-scaling", "--out", str(tmp_path / "run")],
+                                    env={"COLUMNS": "200"})
+    finally:
+        load_registry(refresh=True)
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.output.splitlines() if line.startswith("done ")]
+    assert len(lines) == 3 * 2 + 3 * 2  # three models: a sweep of two rates on one seed, then two seeds
+    assert all(" left" in line.rsplit("; ", 1)[-1] for line in lines[:-1]) and " left" not in lines[-1]
+    assert "about " in lines[0] and ("min" in lines[0] or lines[0].endswith(" s left"))

@@ -219,7 +219,8 @@ def run(
                   f"ledger {escape(str(ledger.path))}", highlight=False)
     try:
         with _progress() as progress:
-            outcome = pipeline.run_study(planned, ledger, chosen_executor, out, callbacks=_callbacks(progress, study))
+            callbacks = _callbacks(progress, study, ledger, jobs=planned.jobs)
+            outcome = pipeline.run_study(planned, ledger, chosen_executor, out, callbacks=callbacks)
     except KeyboardInterrupt:
         console.print(f"interrupted: the finished runs are saved in {ledger.path}; re-run the same command to "
                       "resume where it stopped", highlight=False)
@@ -276,10 +277,20 @@ def print_note(message: str) -> None:
     console.print(f"[yellow]{escape(head + sep.rstrip())}[/]{' ' if sep else ''}{escape(rest)}", highlight=False)
 
 
-def _callbacks(progress: Progress, study):
-    """The pipeline's callbacks drawing ``progress``: a bar over all runs, one for the current run's epochs."""
+def _callbacks(progress: Progress, study, ledger, *, jobs: int = 1, studies=None):
+    """The pipeline's callbacks drawing ``progress``: a bar over all runs (with the time left, once a run has
+    finished: :mod:`gridmix.study.eta`; over every one of ``studies``, a sweep's points, where given), one for the
+    current run's epochs."""
+    from gridmix.study.eta import RunClock, format_duration
+    from gridmix.study.harness import pending_models
     from gridmix.study.pipeline import Callbacks
 
+    rows, studies = {row.key: row for row in ledger.rows()}, studies or [study]
+    pending, clock = [model for each in studies for model in pending_models(each, rows)], RunClock(jobs=jobs)
+    models = {model for each in studies for model in each.models}
+    for row in rows.values():  # the studies' runs resumed from the ledger count with their recorded times
+        if row.model in models and row.status != "failed":
+            clock.record(row.model, row.wall_s)
     overall = progress.add_task("runs", total=0)
     current = progress.add_task("current run", total=study.budget.epochs, visible=False)
     analysis = progress.add_task("", total=None, visible=False)
@@ -294,9 +305,16 @@ def _callbacks(progress: Progress, study):
         progress.update(current, completed=epoch + 1, description=f"{task.label} val={fmt(val)}")
 
     def done(task, row):
+        clock.record(task.model, row.wall_s)
+        if task.model in pending:
+            pending.remove(task.model)
+        left = clock.remaining_s(pending)
+        estimate = f"about {format_duration(left)} left" if left is not None and pending else ""
+        progress.update(overall, description=f"runs ({estimate})" if estimate else "runs")
         progress.advance(overall)
         if not console.is_terminal:  # a log file: one plain line per finished run
-            console.print(run_line(task, row, study.metric_name), highlight=False, markup=False)
+            line = run_line(task, row, study.metric_name) + (f"; {estimate}" if estimate else "")
+            console.print(line, highlight=False, markup=False)
         elif row.status != "ok":
             progress.console.print(f"[yellow]{escape(task.label)}: {row.status}[/] {escape(row.error)}",
                                    highlight=False)

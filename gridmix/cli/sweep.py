@@ -103,7 +103,8 @@ def sweep(
                   f"{ledger.path}", highlight=False)
     try:
         with _progress() as progress:
-            callbacks = _callbacks(progress, first)
+            callbacks = _callbacks(progress, first, ledger, jobs=planned.points[0].planned.jobs,
+                                   studies=[point.planned.study for point in planned.points])
             outcome = sweeping.run_sweep(planned, ledger, chosen_executor, out, callbacks=callbacks,
                                          on_point=lambda point: console.print(f"point {point.label}", highlight=False,
                                                                               markup=False))

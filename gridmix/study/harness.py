@@ -357,6 +357,19 @@ def study_progress(study: Study, rows: dict[str, RunRow]) -> dict[str, dict[str,
     return {"sweep": sweep, "comparison": comparison}
 
 
+def pending_models(study: Study, rows: dict[str, RunRow]) -> list[str]:
+    """The model of every run the study still has to train (one entry per run): sweep runs the ledger lacks (or holds
+    failed, as they are retried), then the comparison's, counted as ``models × seeds`` until the sweep chose the
+    rates (what :func:`study_progress` counts as missing or failed)."""
+    def lacking(tasks: list[RunTask]) -> list[str]:
+        return [task.model for task in tasks if rows.get(task.key) is None or rows[task.key].status == "failed"]
+
+    sweep = lacking(study.sweep_tasks())
+    if sweep:
+        return sweep + [model for model in study.models for _ in study.comparison_seeds]
+    return lacking(study.final_tasks(choose_learning_rates(study, rows)[0]))
+
+
 class Runner:
     """Drives a study through an executor, writing each finished run into the ledger at once.
 
