@@ -19,6 +19,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from gridmix.analysis.stats import DEFAULT_MIN_EFFECT
 from gridmix.cli.app import BudgetName, DeviceName, ExecutorName, app, console, fail
 from gridmix.report.format import fmt
 from gridmix.report.types import Report
@@ -106,6 +107,9 @@ def run(
                                                                     "the primary comparison to reach α (reported)."),
     aa: bool = typer.Option(False, "--aa", help="An A/A study: the matched baseline against a copy of itself "
                                                  "(independent initialisation, same data), to check the harness."),
+    min_effect: str = typer.Option(DEFAULT_MIN_EFFECT, help="Smallest effect worth reporting as real: a significant "
+                                   "difference below it is 'significant but negligible'. A percentage of the compared "
+                                   "arm's mean (1%) or a number in the metric's units (0.005)."),
     fresh: bool = typer.Option(False, "--fresh", help="Start a fresh study in --out even if it holds results on "
                                                       "other data (they are kept, but no longer reported)."),
     data: Path = typer.Option(None, help="The data of image-folder (a folder) or sequence-csv (a CSV file)."),
@@ -121,7 +125,8 @@ def run(
         planned = pipeline.plan_study(track, grid, models=models, idea=idea, baselines=extra, budget=budget.value,
                                       seeds=seeds, lrs=parse_floats(lrs, "--lrs") if lrs else None, device=device.value,
                                       precision=precision, jobs=jobs, threads=threads, scaling=scaling,
-                                      match_params=match_params, underpowered=underpowered, aa=aa, note=print_note)
+                                      match_params=match_params, underpowered=underpowered, aa=aa,
+                                      min_effect=min_effect, note=print_note)
     except ValueError as error:
         fail(str(error))
     study = planned.study

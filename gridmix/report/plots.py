@@ -25,9 +25,10 @@ from gridmix.report.types import Report  # noqa: E402
 
 
 def _draw_references(ax, report: Report) -> None:
-    """The naive references (majority class, persistence, ...) as dashed horizontal lines, labelled."""
+    """The references (majority class, persistence, ...) as dashed horizontal lines at their means over the
+    comparison seeds, labelled."""
     for i, (name, value) in enumerate(((report.references or {}).get("values") or {}).items()):
-        ax.axhline(value, color="grey", ls=("--", ":", "-.")[i % 3], lw=1, label=f"{name} (test)")
+        ax.axhline(value, color="grey", ls=("--", ":", "-.")[i % 3], lw=1, label=f"{name} (test, mean over seeds)")
 
 
 def plot_paired(report: Report, path: Path) -> Path:

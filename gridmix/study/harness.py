@@ -125,6 +125,7 @@ class Study:
     fixed_split: bool = False  # Track.fixed_split: the inference is conditional on this one dataset
     first_seed: int = 0  # comparison seeds are first_seed … first_seed + seeds − 1 (another replicate: move it)
     notes: tuple[str, ...] = ()  # what the study leaves out and why (an idea mixer without ablation), for the report
+    min_effect: str | None = None  # the practical threshold (gridmix.analysis.stats.MinEffect; None: its default)
 
     def __post_init__(self) -> None:
         if self.idea not in self.models:

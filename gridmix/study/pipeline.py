@@ -169,13 +169,19 @@ def plan_study(track: str = "image", grid: str | None = None, *, models: str | t
                seeds: int | None = None, lrs: tuple[float, ...] | None = None, device: str = "auto",
                precision: str = "auto", jobs: int = 1, threads: int | None = None, scaling: bool = True,
                match_params: str | None = None, underpowered: bool = False, aa: bool = False,
-               note: Callable[[str], None] = _ignore) -> PlannedStudy:
+               min_effect: str | None = None, note: Callable[[str], None] = _ignore) -> PlannedStudy:
     """The study ``gridmix run`` would run with these options (the same names and defaults as its own).
 
     ``idea`` (a registered mixer's name) makes that mixer's model the idea, against the track's matched baseline,
     with the mixer's declared ablation and the track's control; ``baselines`` adds registered mixers' models as
     secondary baselines (:func:`gridmix.tracks.mixer_models.choose_mixers`). Without either, the track's own study.
+    ``min_effect`` is the practical threshold below which a significant effect is reported as negligible (``"1%"``
+    of the compared arm's mean, or a number in the metric's units; default
+    :data:`gridmix.analysis.stats.DEFAULT_MIN_EFFECT`).
     """
+    from gridmix.analysis.stats import DEFAULT_MIN_EFFECT, MinEffect
+
+    threshold = MinEffect.parse(DEFAULT_MIN_EFFECT if min_effect is None else min_effect)  # ValueError in one line
     registry = load_registry()
     chosen_track = registry.track(track)
     chosen_grid = chosen_track.check_grid(grid if grid is not None else chosen_track.default_grid)
@@ -206,7 +212,8 @@ def plan_study(track: str = "image", grid: str | None = None, *, models: str | t
                   data=fingerprint(chosen_track, chosen_grid, chosen_budget),
                   roles={name: chosen_track.model(name).role for name in names}, chance=chosen_track.chance,
                   ceiling=chosen_track.ceiling, fixed_split=chosen_track.fixed_split,
-                  underpowered=underpowered and not chosen_budget.exploratory, notes=notes)
+                  underpowered=underpowered and not chosen_budget.exploratory, notes=notes,
+                  min_effect=threshold.spelled)
     if aa:
         study = aa_study(study)
         scaling = False  # the copy costs what its original does: nothing to measure
@@ -256,7 +263,7 @@ def run_study(planned: PlannedStudy, ledger: Ledger, executor, out: str | Path, 
         Runner(planned.study, ledger, executor, on_plan=callbacks.plan, on_start=callbacks.start,
                on_epoch=callbacks.epoch, on_done=callbacks.done).run()
         callbacks.analysis("references")
-        store_references(ledger, planned.track, planned.grid, planned.study.budget)
+        store_references(ledger, planned.track, planned.grid, planned.study)
         if planned.scaling:
             callbacks.analysis("parity and scaling")
             store_analyses(ledger, planned.track, planned.grid, planned.study.models, planned.study.budget,
@@ -290,12 +297,19 @@ def store_analyses(ledger: Ledger, track: Track, grid: Grid, names, budget, knob
     ledger.put("analyses", analyses)
 
 
-def store_references(ledger: Ledger, track: Track, grid: Grid, budget) -> None:
-    """The naive references (majority class, persistence, seasonal naive) on the test split, kept in the ledger."""
-    from gridmix.analysis.references import naive_references
+def store_references(ledger: Ledger, track: Track, grid: Grid, study: Study) -> None:
+    """The references (:mod:`gridmix.analysis.references`) on every comparison seed's own test split, kept in the
+    ledger; references stored for the same seeds and data are kept (a resumed study computes them once)."""
+    from gridmix.analysis.references import VERSION, study_references
 
+    stored = ledger.fetch("references") or {}
+    data = study.data.get("hash", "")
+    if (stored.get("version"), stored.get("seeds"), stored.get("data")) == (VERSION, study.comparison_seeds, data):
+        return
     try:
-        ledger.put("references", naive_references(track, grid, budget.sizes))
+        references = study_references(track, grid, study.budget.sizes, study.comparison_seeds,
+                                      fixed_split=study.fixed_split)
+        ledger.put("references", dict(references, data=data))
     except Exception as error:  # recorded; the finished runs stay valid
         ledger.put("references", {"kind": "none", "values": {}, "error": f"{type(error).__name__}: {error}"})
 
