@@ -5,6 +5,7 @@ input in one line."""
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -187,8 +188,9 @@ def test_a_linear_series_report_says_the_ridge_reference_beats_every_model(tmp_p
         assert comparison["p_value"] == 2 / 64 and comparison["verdict"].endswith(" worse (significant)")
         assert comparison["signflip_ci_low"] > 0  # the models' MSE above the reference's on every seed
     text = (tmp_path / "out" / "report.md").read_text()
-    assert ("**Best reference: ridge autoregression (test MSE " in text
-            and "the idea loses to it and the matched baseline transformer loses to it**" in text)
+    assert re.search(r"\*\*Best reference: ridge autoregression \(test MSE [0-9.]+, mean over seeds\): the idea "
+                     r"loses to it \(Δ = [0-9.]+\) and the matched baseline transformer loses to it "
+                     r"\(Δ = [0-9.]+\)\*\*", text)
 
 
 DATE_FORMS = {  # row i's date in each common form

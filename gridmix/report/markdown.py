@@ -45,7 +45,7 @@ def render_markdown(report: Report, *, figures: list[str] = ()) -> str:
     for name, arm in report.arms.items():
         flags = [arm.flag] if arm.flag else []
         if arm.constant_seeds:
-            flags.append(f"one constant prediction on seeds {', '.join(map(str, arm.constant_seeds))}")
+            flags.append(f"one constant prediction on {_seeds(arm.constant_seeds)}")
         lines.append(f"| {name} | {arm.role} | {fmt(arm.lr)} | {fmt(arm.mean)} | {fmt(arm.std)} | {arm.n} | "
                      f"{', '.join(fmt(v) for v in arm.per_seed)} | {'; '.join(flags)} |")
     lines += _sweep_lines(report)
@@ -105,7 +105,7 @@ def _caveat_lines(report: Report) -> list[str]:
                          "its comparisons say little about mixing.")
         if arm.constant_seeds:
             lines.append(f"- ⚠ {name} ({arm.role}) predicted one constant (the same class or value for every test "
-                         f"sample) on seeds {', '.join(map(str, arm.constant_seeds))}: there it ignored its inputs.")
+                         f"sample) on {_seeds(arm.constant_seeds)}: there it ignored its inputs.")
     for comp in [*report.comparisons.values(), *report.mechanism.values()]:
         if comp.verdict == VERDICT_IDENTICAL:
             lines.append(f"- ⚠ {comp.a} and {comp.b} are identical on every seed (Δ = 0): the comparison says "
@@ -136,6 +136,10 @@ def _section(title: str, render, *args) -> list[str]:
         return render(*args)
     except Exception as error:
         return ["", f"## {title}", "", f"– (this section could not be rendered: {type(error).__name__}: {error})"]
+
+
+def _seeds(seeds) -> str:
+    return ("seed " if len(seeds) == 1 else "seeds ") + ", ".join(map(str, seeds))
 
 
 def _negligible_words(comparison: Comparison) -> str:

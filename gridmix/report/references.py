@@ -16,6 +16,7 @@ from gridmix.report.format import fmt
 from gridmix.report.types import Comparison, Report
 
 MIN_EDGE_RATES = 3  # with two rates every choice is an edge: the check needs three
+MIN_OVERFIT_EPOCHS = 3  # "best early, then worse" needs an epoch after the first half: not checked on shorter runs
 CHOSEN = {  # how each kind of reference chose its knob
     "forecasting": "Chosen by the track's metric: the season on the training and validation windows, the ridge "
                    "penalty on validation",
@@ -47,12 +48,13 @@ def improving_at_cap(report: Report) -> dict[str, int]:
 def overfitting(report: Report) -> dict[str, int]:
     """Per model, how many final runs overfit: best validation in the first half of the epochs run, then the last
     epoch worse than that best by more than the arm's seed spread (the standard deviation, ddof=1, of its seeds'
-    best validation values). Only where the last epoch's model was tested: with ``patience`` the best is restored."""
+    best validation values), in runs of at least MIN_OVERFIT_EPOCHS epochs. Only where the last epoch's model was
+    tested: with ``patience`` the best is restored."""
     if report.budget.get("patience"):
         return {}
     counts = {}
     for name, arm in report.arms.items():
-        curves = [c for c in arm.val if len(c) >= 2]
+        curves = [c for c in arm.val if len(c) >= MIN_OVERFIT_EPOCHS]
         bests = [_best(report, c) for c in curves]
         spread = float(np.std(bests, ddof=1)) if len(bests) > 1 else 0.0
         n = sum(1 for c, best in zip(curves, bests)
@@ -127,19 +129,20 @@ def reference_headline(report: Report) -> str | None:
 
 
 def _fate(comparison: Comparison) -> str:
-    """A model's comparison with the reference, as words about the model."""
+    """A model's comparison with the reference, as words about the model (with the mean difference)."""
     if comparison.result is None:
         return f"was not compared with it ({comparison.reason})"
+    delta = f" (Δ = {fmt(comparison.result.delta_mean)})"
     if comparison.a_better is not None:
-        return "beats it" if comparison.a_better else "loses to it"
+        return ("beats it" if comparison.a_better else "loses to it") + delta
     verdict = comparison.verdict
     if verdict.startswith("identical"):
         return "is identical to it on every seed"
     if "negligible" in verdict:
-        return f"differs from it by a negligible amount ({verdict})"
+        return f"differs from it by a negligible amount{delta}"
     if verdict.startswith("cannot reach"):
-        return "cannot be told from it with these seeds"
-    return "does not beat it (no significant difference)"
+        return f"cannot be told from it with these seeds{delta}"
+    return f"does not beat it{delta}, no significant difference"
 
 
 def reference_lines(report: Report) -> list[str]:
