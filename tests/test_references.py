@@ -250,8 +250,8 @@ def test_plots_draw_the_references_as_labelled_lines():
     fig, ax = plt.subplots()
     _draw_references(ax, report())
     assert [line.get_ydata()[0] for line in ax.get_lines()] == [0.5, 0.4]
-    assert ax.get_legend_handles_labels()[1] == ["persistence (test, mean over seeds)",
-                                                 "seasonal naive (test, mean over seeds)"]
+    assert ax.get_legend_handles_labels()[1] == ["persistence", "seasonal naive"]
+    assert ax.get_lines()[0].get_linestyle() != ax.get_lines()[1].get_linestyle()
     plt.close(fig)
 
 

@@ -35,6 +35,9 @@ from gridmix.tracks import DataSizes, Split, Track, TrackData
 
 SEASONS = (4, 7, 12, 24, 52)
 VERSION = 2  # of the stored references: 2 holds every comparison seed's values (1: seed 0's only)
+# The fits are small (a probe's step is one (S, F) × (F, K) product): on one thread they take milliseconds a step,
+# where two threads sharing busy cores stall on every hand-off; one thread also makes them the same on any machine.
+REFERENCE_THREADS = 1
 METHODS = {  # how each kind's references are fitted (the report's method line)
     "classification": "majority class from the training frequencies; logistic probe by torch L-BFGS (float32, "
                       "standardised flattened inputs, L2 chosen on validation); 1-NN by torch.cdist (standardised "
@@ -121,11 +124,17 @@ def study_references(track: Track, grid: Grid, sizes: DataSizes, seeds: list[int
     """The references on every seed of ``seeds``: ``kind``, ``seeds``, ``per_seed`` (name → one value per seed),
     ``values`` (their means), ``details`` (name → one dict per seed: the season, penalty, … chosen),
     ``extra_metrics`` (name → metric → mean over seeds), ``fixed_split``, ``method``, ``version`` and ``seconds``
-    (the wall-clock they took). With ``fixed_split`` every seed has the same data: computed once, repeated."""
-    started = time.perf_counter()
+    (the wall-clock they took). With ``fixed_split`` every seed has the same data: computed once, repeated. Torch
+    runs them on REFERENCE_THREADS thread(s), and the caller's thread count is restored."""
+    started, threads = time.perf_counter(), torch.get_num_threads()
+    torch.set_num_threads(REFERENCE_THREADS)
     per_seed: list[dict] = []
-    for seed in seeds:
-        per_seed.append(per_seed[0] if fixed_split and per_seed else naive_references(track, grid, sizes, seed=seed))
+    try:
+        for seed in seeds:
+            per_seed.append(per_seed[0] if fixed_split and per_seed else naive_references(track, grid, sizes,
+                                                                                             seed=seed))
+    finally:
+        torch.set_num_threads(threads)
     first = per_seed[0]
     where = ("once on the fixed split (every seed has the same data)" if fixed_split
              else "on every comparison seed's split")

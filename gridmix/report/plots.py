@@ -23,12 +23,15 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from gridmix.report.types import Report  # noqa: E402
 
+REFERENCE_STYLES = ("--", ":", "-.", (0, (6, 2, 1, 2, 1, 2)))  # one line style per reference, cycled
+REFERENCES_NOTE = "flat grey lines: references' test metric, mean over seeds"
+
 
 def _draw_references(ax, report: Report) -> None:
-    """The references (majority class, persistence, ...) as dashed horizontal lines at their means over the
-    comparison seeds, labelled."""
+    """The references (majority class, persistence, ...) as grey horizontal lines at their means over the
+    comparison seeds, labelled with their names (the figure says what the lines are: REFERENCES_NOTE)."""
     for i, (name, value) in enumerate(((report.references or {}).get("values") or {}).items()):
-        ax.axhline(value, color="grey", ls=("--", ":", "-.")[i % 3], lw=1, label=f"{name} (test, mean over seeds)")
+        ax.axhline(value, color="grey", ls=REFERENCE_STYLES[i % len(REFERENCE_STYLES)], lw=1, label=name)
 
 
 def plot_paired(report: Report, path: Path) -> Path:
@@ -46,14 +49,15 @@ def plot_paired(report: Report, path: Path) -> Path:
             ax.plot([0, 1], [base_by_seed[s], idea_by_seed[s]], "-o", color=color, alpha=0.7)
         _draw_references(ax, report)
         if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7)
+            ax.legend(fontsize=6)
         ax.set_xticks([0, 1], [name, idea.name], rotation=10)
         comp = report.comparison_with(name)
         family = comp.family if comp else "mechanism"
         ax.set_title(f"{arm.role} ({family}): {comp.verdict if comp else '–'}", fontsize=8)
         ax.set_ylabel(report.metric)
+    note = f"; {REFERENCES_NOTE}" if (report.references or {}).get("values") else ""
     fig.suptitle(f"{report.track} {report.grid}: paired seeds ({report.metric_direction})\n"
-                 "green = idea better on that seed, red = worse, grey = tie", fontsize=9)
+                 f"green = idea better on that seed, red = worse, grey = tie{note}", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -95,6 +99,8 @@ def plot_curves(report: Report, path: Path) -> Path:
             val_ax.plot(range(1, len(val) + 1), val, color=color, alpha=0.6, label=label)
     loss_ax.set(xlabel="epoch", ylabel="training loss", yscale="log", title="training loss (every seed)")
     val_ax.set(xlabel="epoch", ylabel=f"validation {report.metric}", title="validation metric (every seed)")
+    if (report.references or {}).get("values"):
+        val_ax.set_title(f"validation metric (every seed)\n{REFERENCES_NOTE}", fontsize=9)
     _draw_references(val_ax, report)
     for ax in (loss_ax, val_ax):
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
