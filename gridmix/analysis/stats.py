@@ -45,7 +45,8 @@ VERDICT_WORSE = "idea worse (significant)"
 VERDICT_NONE = "no significant difference"
 VERDICT_UNREACHABLE = "cannot reach α (too few seeds)"
 DEFAULT_MIN_EFFECT = "1%"  # the practical threshold unless told otherwise: 1 % of the compared arm's mean
-NEGLIGIBLE = " but negligible"  # "idea better (significant but negligible)": below the practical threshold
+VERDICT_BETTER_NEGLIGIBLE = "idea better (significant but negligible)"  # significant, below the practical threshold
+VERDICT_WORSE_NEGLIGIBLE = "idea worse (significant but negligible)"
 
 # A sign pattern ties with the observed one when its |sum| is within this
 # fraction of sum(|d|): any signed sum of n values is off by at most about
@@ -512,10 +513,10 @@ def _verdict(delta_mean: float, p: float, *, alpha: float, direction: str, min_e
     if p >= alpha:
         return VERDICT_NONE
     idea_lower = delta_mean < 0
-    verdict = VERDICT_BETTER if idea_lower == (direction == "lower") else VERDICT_WORSE
+    better = idea_lower == (direction == "lower")
     if min_effect is not None and abs(delta_mean) < min_effect:
-        return verdict.removesuffix(")") + NEGLIGIBLE + ")"  # "idea better (significant but negligible)"
-    return verdict
+        return VERDICT_BETTER_NEGLIGIBLE if better else VERDICT_WORSE_NEGLIGIBLE
+    return VERDICT_BETTER if better else VERDICT_WORSE
 
 
 def _finite_vector(values: Sequence[float], name: str) -> np.ndarray:
