@@ -125,3 +125,16 @@ def test_the_report_and_its_parts_check_themselves(report):
     with pytest.raises(ValueError, match="primary reachable=False with smallest p 0.03125"):
         dataclasses.replace(report.power, primary=dataclasses.replace(report.power.primary, reachable=False))
     assert isinstance(arm, Arm) and arm.by_seed == dict(enumerate(arm.per_seed))
+
+
+def test_references_stored_before_they_were_per_seed_stand_for_every_seed(tmp_path):
+    with Ledger(report_example.fill(tmp_path), create=False) as ledger:
+        ledger.put("references", dict(kind="regression", values={"mean": 2.5, "persistence": 0.58}))  # seed 0 only
+        report = build_report(ledger)
+    against = report.reference_comparisons
+    assert set(against) == set(report.arms) and {c.b for c in against.values()} == {"persistence"}
+    mix = against["mix"].result  # the idea's six values against the one stored value
+    assert mix.per_seed_diffs == pytest.approx([v - 0.58 for v in report_example.ARMS["mix"][1]])
+    text = render_markdown(report)
+    assert "## References (seed 0's data standing for every seed: stored before references were computed per " \
+           "seed)" in text

@@ -154,7 +154,7 @@ def reference_lines(report: Report) -> list[str]:
     extra_names = sorted({name for table in (ref_extras, model_extras) for metrics in table.values()
                           for name in metrics})
     if not refs.get("per_seed"):
-        where = "seed 0's data, standing for every seed (stored before references were computed per seed)"
+        where = "seed 0's data standing for every seed: stored before references were computed per seed"
     elif refs.get("fixed_split"):
         where = "the fixed split: the same on every seed"
     else:
