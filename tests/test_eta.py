@@ -23,7 +23,7 @@ def test_pending_runs_take_their_models_median_time_or_the_overall_one():
 
 def test_durations_print_in_minutes_and_seconds():
     assert format_duration(35.4) == "35 s" and format_duration(250) == "4 min 10 s"
-    assert format_duration(60) == "1 min 0 s"
+    assert format_duration(60) == "1 min 0 s" and format_duration(0.3) == "under 1 s"
 
 
 def test_a_piped_gridmix_run_prints_the_time_left_after_each_run(tmp_path):

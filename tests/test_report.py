@@ -28,19 +28,35 @@ def report(tmp_path_factory) -> Report:
 
 
 def reference_json() -> dict:
-    """The dict the report code wrote for the example study before the report was typed."""
+    """The report of the example study as the golden file holds it (regenerated on purpose when the report grew)."""
     return json.loads((report_example.DATA / "report_example.json").read_text())
 
 
-def test_the_report_serialises_to_the_keys_and_values_it_always_had(report):
+NEW_KEYS = ("reference_comparisons", "min_effect")  # added with per-seed references; older reports lack them
+
+
+def written_before_per_seed_references() -> dict:
+    """The golden report without what per-seed references, the sign-flip interval and the constant-prediction flag
+    added, with the mechanism verdict worded as before it named its arm: a report gridmix wrote earlier."""
+    old = {k: v for k, v in reference_json().items() if k not in NEW_KEYS}
+    comparisons = [old["comparison"], *old["comparisons"].values(), *old["mechanism"].values()]
+    for arm in (old["idea"], *old["baselines"].values()):
+        arm.pop("constant_prediction_seeds")
+        comparisons += [arm["comparison"]] if "comparison" in arm else []
+    for comparison in comparisons:
+        for key in ("signflip_ci_low", "signflip_ci_high", "min_effect"):
+            comparison.pop(key, None)
+    old["mechanism"]["baseline_vs_control"]["verdict"] = VERDICT_BETTER
+    return old
+
+
+def test_the_report_serialises_to_the_keys_and_values_of_its_golden_file(report):
     before, after = reference_json(), json.loads(json.dumps(report.to_dict()))
-    # one deliberate change: the baseline's mechanism verdict named the idea ("idea better")
-    question = before["mechanism"]["baseline_vs_control"]
-    assert question["a"] == "base" and question["verdict"] == VERDICT_BETTER
-    question["verdict"] = "baseline better (significant)"
     assert after == before
     assert list(after) == list(before) and list(after["idea"]) == list(before["idea"])  # the same key order
     assert list(after["comparison"]) == list(before["comparison"])
+    assert after["comparison"]["signflip_ci_low"] < after["comparison"]["signflip_ci_high"] < 0  # p < α: excludes 0
+    assert set(after["reference_comparisons"]) == set(report.arms) and after["min_effect"] == "1%"
 
 
 def test_a_mechanism_verdict_names_the_arm_it_is_about(report):
@@ -61,9 +77,11 @@ def test_each_arm_shows_the_idea_comparison_with_it(report):  # the CLI table an
 
 def test_a_stored_report_reads_back_as_the_same_object(report):
     assert Report.from_dict(json.loads(json.dumps(report.to_dict()))) == report
-    old = Report.from_dict(reference_json())  # written before the verdict named its arm: still read
+    old = Report.from_dict(written_before_per_seed_references())  # an older report: still read
     assert old.mechanism["baseline_vs_control"].a_better and old.comparison.result.p_value == 2 / 64
     assert old.baseline.comparison is old.comparison  # one object per comparison, as built
+    assert old.reference_comparisons == {} and old.min_effect == "1%" and old.idea_arm.constant_seeds == ()
+    assert old.comparison.result.signflip_ci_low is None and old.comparison.result.min_effect is None
     with pytest.raises(ValueError, match="not a gridmix report .KeyError: 'comparisons'.; expected the JSON"):
         Report.from_dict({"track": "image"})
     older = Report.from_dict({k: v for k, v in reference_json().items() if k != "fixed_split"})  # before that key
@@ -106,3 +124,16 @@ def test_the_report_and_its_parts_check_themselves(report):
     with pytest.raises(ValueError, match="primary reachable=False with smallest p 0.03125"):
         dataclasses.replace(report.power, primary=dataclasses.replace(report.power.primary, reachable=False))
     assert isinstance(arm, Arm) and arm.by_seed == dict(enumerate(arm.per_seed))
+
+
+def test_references_stored_before_they_were_per_seed_stand_for_every_seed(tmp_path):
+    with Ledger(report_example.fill(tmp_path), create=False) as ledger:
+        ledger.put("references", dict(kind="regression", values={"mean": 2.5, "persistence": 0.58}))  # seed 0 only
+        report = build_report(ledger)
+    against = report.reference_comparisons
+    assert set(against) == set(report.arms) and {c.b for c in against.values()} == {"persistence"}
+    mix = against["mix"].result  # the idea's six values against the one stored value
+    assert mix.per_seed_diffs == pytest.approx([v - 0.58 for v in report_example.ARMS["mix"][1]])
+    text = render_markdown(report)
+    assert "## References (seed 0's data standing for every seed: stored before references were computed per " \
+           "seed)" in text

@@ -13,10 +13,12 @@ from gridmix.analysis.stats import (
     VERDICT_BETTER,
     VERDICT_NONE,
     VERDICT_WORSE,
+    MinEffect,
     compare,
     compare_many,
     holm,
     paired_differences,
+    sign_flip_interval,
     sign_flip_mde,
     sign_flip_test,
     summarize,
@@ -165,6 +167,69 @@ def test_t_interval_matches_scipy():
     assert interval.low == pytest.approx(low, rel=1e-12)
     assert interval.high == pytest.approx(high, rel=1e-12)
     assert interval.half_width == pytest.approx((high - low) / 2, rel=1e-12)
+
+
+def test_the_inverted_interval_excludes_zero_exactly_when_p_is_below_alpha_at_six_pairs():
+    # At n = 6 the exact test rejects only when all six differences share a sign, so the shifts it keeps run from
+    # the smallest difference to the largest: the interval is [min d, max d], whatever the t-interval says.
+    rng = np.random.default_rng(6)
+    for _ in range(400):
+        d = rng.normal(rng.normal(0.0, 1.0), 1.0, size=6)
+        if rng.random() < 0.1:
+            d[rng.integers(6)] = 0.0  # a tie at zero: p = 4/64, the interval ends at 0
+        interval, p = sign_flip_interval(d), sign_flip_test(d).p_value
+        assert interval.excludes(0.0) == (p < 0.05), (d, interval, p)
+        assert (interval.low, interval.high) == (d.min(), d.max())
+    # The quarterly case: the t-interval excludes 0, the test does not reject (one small difference of the other
+    # sign: p = 4/64); the inverted interval includes 0, as the test says.
+    d = np.array([-0.069, -0.05, -0.035, -0.06, -0.03, 0.0015])
+    assert sign_flip_test(d).p_value == 4 / 64
+    assert t_interval(d).high < 0 and not sign_flip_interval(d).excludes(0.0)
+
+
+@pytest.mark.parametrize("n, alpha", [(7, 0.05), (9, 0.05), (10, 0.1)])
+def test_the_inverted_interval_is_the_set_of_shifts_the_test_keeps(n, alpha):
+    d = np.random.default_rng(n).normal(0.3, 1.0, size=n)
+    interval = sign_flip_interval(d, alpha=alpha)
+    grid = np.linspace(d.min() - 0.5, d.max() + 0.5, 2001)
+    kept = [delta for delta in grid if sign_flip_test(d - delta).p_value >= alpha]  # a plain scan of the test
+    step = grid[1] - grid[0]
+    assert interval.low - step <= min(kept) and max(kept) <= interval.high + step
+    assert abs(min(kept) - interval.low) <= step and abs(max(kept) - interval.high) <= step
+    # each end is kept, and a shift just beyond it is rejected
+    assert sign_flip_test(d - (interval.high + 1e-6)).p_value < alpha <= sign_flip_test(d - interval.high).p_value
+    assert sign_flip_test(d - (interval.low - 1e-6)).p_value < alpha <= sign_flip_test(d - interval.low).p_value
+
+
+def test_the_monte_carlo_interval_follows_its_test_and_too_few_pairs_leave_it_unbounded():
+    d = np.random.default_rng(8).normal(0.5, 1.0, size=24)
+    interval = sign_flip_interval(d, n_resamples=4_000)
+    assert interval.method == "monte-carlo"
+    p = sign_flip_test(d, n_resamples=4_000).p_value
+    assert interval.excludes(0.0) == (p < 0.05)
+    exact = sign_flip_interval(d, exact_max_n=24)  # every pattern of 24: the same interval to Monte Carlo error
+    assert interval.low == pytest.approx(exact.low, abs=0.05) and interval.high == pytest.approx(exact.high, abs=0.05)
+    unbounded = sign_flip_interval([0.1, 0.2, 0.3, 0.4, 0.5])  # 2/32 >= 0.05: no shift is ever rejected
+    assert (unbounded.low, unbounded.high) == (None, None) and not unbounded.excludes(0.0)
+
+
+def test_a_significant_effect_below_the_practical_threshold_is_negligible():
+    # Six differences of the same sign give p = 2/64 however small they are: an ablation 1.2e-05 apart.
+    baseline = np.array([0.40, 0.41, 0.39, 0.42, 0.40, 0.38])
+    idea = baseline - np.array([1.1, 1.3, 1.2, 1.0, 1.4, 1.2]) * 1e-5
+    result = compare(idea, baseline, direction="lower", min_effect=MinEffect.parse("1%"))
+    assert result.p_value == 2 / 64 and result.min_effect == pytest.approx(0.01 * baseline.mean())
+    assert result.verdict == "idea better (significant but negligible)"
+    assert compare(idea, baseline, direction="lower").verdict == VERDICT_BETTER  # no threshold: a plain win
+    absolute = compare(idea, baseline, direction="lower", min_effect=MinEffect.parse("1e-6"))
+    assert absolute.min_effect == 1e-6 and absolute.verdict == VERDICT_BETTER  # 1.2e-5 is above 1e-6
+    held = compare_many({"a": (idea, baseline)}, direction="lower", min_effect=MinEffect.parse("1%"))["a"]
+    assert held.verdict == "idea better (significant but negligible)"  # kept through the Holm re-verdict
+    assert MinEffect.parse("2.5%") == MinEffect(0.025, relative=True) and MinEffect.parse("0.01").spelled == "0.01"
+    with pytest.raises(ValueError, match="min effect 'big'; expected a number in the metric's units"):
+        MinEffect.parse("big")
+    with pytest.raises(ValueError, match="min effect -1.0; expected a finite number >= 0"):
+        MinEffect.parse("-1")
 
 
 def brute_force_power(effect, spread, n, *, draws=600, seed=7):

@@ -189,11 +189,21 @@ def test_video_no_logit_summed_over_tokens_beats_chance_but_the_clip_mean_does()
     assert additive > math.log(2) - 0.01 and mixed < 0.45, (additive, mixed)
 
 
-def test_video_default_budget_trains_every_arm_at_one_gentle_rate():
+def test_video_default_budget_sweeps_three_gentle_rates():
     # At 3e-3 dense attention (the matched baseline) could leave the chance plateau in its first epoch, spike past
-    # ln 2 at the peak rate and stay at chance; 1e-3, the same for every arm and never swept, took off on every seed.
+    # ln 2 at the peak rate and stay at chance; 1e-3 took off on every seed. The sweep of three (so that a choice at
+    # its edge means something) stays below 3e-3.
     budget = video_track().budget("default")
-    assert budget.lrs == (1e-3,) and budget.batch_size == 8 and budget.epochs * budget.n_train // 8 == 768
+    assert budget.lrs == (5e-4, 1e-3, 2e-3) and max(budget.lrs) < 3e-3 and budget.sweep_seeds == 1
+    assert budget.batch_size == 8 and budget.epochs * budget.n_train // 8 == 768
+
+
+def test_every_built_in_track_sweeps_at_least_three_rates_by_default():
+    from gridmix.tracks.registry import load_registry
+
+    tracks = load_registry(refresh=True).tracks
+    for track in tracks.values():
+        assert len(track.budget("default").lrs) >= 3, track.name
 
 
 def test_sequence_windows_never_leak_targets(tmp_path):

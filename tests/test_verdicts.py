@@ -92,6 +92,22 @@ def test_a_clear_win_is_significant_at_the_default_seeds_with_two_baselines(tmp_
     assert set(mechanism) == {"idea_vs_control", "baseline_vs_control"}  # the track has no ablation arm
     assert mechanism["idea_vs_control"]["verdict"] == VERDICT_BETTER and mechanism["idea_vs_control"]["holm_over"] == 1
     assert "does the idea's token mixing help over no mixing?" in (tmp_path / "out" / "report.md").read_text()
+    # the interval from inverting the test agrees with it; the practical threshold is the default, 1 %
+    assert primary["signflip_ci_high"] < 0 and primary["min_effect"] == pytest.approx(0.01 * primary["baseline_mean"])
+    assert report["min_effect"] == "1%"
+    with Ledger(tmp_path / "out", create=False) as ledger:  # the same study with a threshold no MSE win can pass
+        ledger.put("study", dict(ledger.study(), min_effect="100%"))
+    assert CliRunner().invoke(app, ["report", str(tmp_path / "out")]).exit_code == 0
+    report = json.loads((tmp_path / "out" / "bench_report.json").read_text())
+    assert report["comparison"]["verdict"] == "idea better (significant but negligible)"
+    assert "significant but negligible" in (tmp_path / "out" / "report.md").read_text()
+
+
+def test_a_bad_min_effect_is_refused_in_one_line_before_any_training(tmp_path):
+    result = run("--track", "clear", "--min-effect", "big", "--out", str(tmp_path / "out"))
+    assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
+    assert "min effect 'big'; expected a number in the metric's units" in result.output
+    assert not (tmp_path / "out").exists()
 
 
 def test_too_few_seeds_are_refused_before_any_training(tmp_path):

@@ -1,7 +1,9 @@
 """The analyses every track goes through, one module each.
 
-- :mod:`~gridmix.analysis.stats`: paired-seed statistics (sign-flip test, its MDE, Holm, verdicts);
-- :mod:`~gridmix.analysis.references`: naive references on the same test split (is the model beating them?);
+- :mod:`~gridmix.analysis.stats`: paired-seed statistics (sign-flip test, its inverted interval, its MDE, Holm,
+  the practical threshold, verdicts);
+- :mod:`~gridmix.analysis.references`: the references a reviewer tries first, on every comparison seed's own split
+  (is the model beating them?), fitted by :mod:`~gridmix.analysis.probes` (ridge, logistic probe, 1-NN);
 - :mod:`~gridmix.analysis.parity`: are the compared models of the same size?;
 - :mod:`~gridmix.analysis.mechanism`: the idea mixer's own analysis of every trained idea model;
 - :mod:`~gridmix.analysis.measure` and :mod:`~gridmix.analysis.scaling`: time, FLOPs and memory of a training

@@ -1,63 +1,113 @@
-"""Naive references a reviewer checks first, on the same test split as the models (what the report says of them is
-:mod:`gridmix.report.references`).
+"""References a reviewer checks first, computed on every comparison seed's own split and scored with the track's own
+metric, so that the report tests each model against them seed by seed (what the report says of them:
+:mod:`gridmix.report.references`; the fitted ones: :mod:`gridmix.analysis.probes`).
 
-Classification (int64 class labels ``(S,)``): the majority class of the training split, predicted as the
-training class frequencies (log-probabilities whose argmax is the majority class), so that an accuracy scores
-the majority class and a cross-entropy the class prior, never a confident one-hot guess. Forecasting (inputs
-``(S, C, L)``, a context window whose channel 0 is the forecast series' own past and whose other channels, if
-any, are covariates, and float targets ``(S, H)``, the next values): persistence (the window's last value for
-every step ahead) and seasonal naive (the value one season earlier; the season is chosen on the validation
-split among :data:`SEASONS` that fit in the window). Each is scored with the track's own metric, so it is in
-the models' units, and with the track's :attr:`~gridmix.tracks.Track.extra_metrics` (e.g. MASE). For
-forecasting the report also gives each model's metric relative to persistence (below 1 beats persistence) and
-the mean over seeds of the extra metrics each run measured on its test predictions (:func:`with_model_metrics`).
+Classification (int64 class labels ``(S,)``): the majority class of the training split (predicted as the smoothed
+training class frequencies, so an accuracy scores the majority class and a cross-entropy the class prior); with
+floating-point inputs also a logistic-regression probe and 1-NN on the flattened inputs. Forecasting (inputs
+``(S, C, L)``, a window whose channel 0 is the forecast series' own past, float targets ``(S, H)``): the training
+mean (the mean of every training target, for every step); persistence (the window's last value); seasonal naive
+(the value one season earlier, the season chosen on the training and validation windows among :data:`SEASONS`, the
+track's own :attr:`~gridmix.tracks.Track.seasons` and the dominant period of the training windows, those that fit
+in the window); and a ridge autoregression from the whole window (every channel) to the horizon. Each is also scored
+with the track's :attr:`~gridmix.tracks.Track.extra_metrics` (e.g. MASE).
 
-The references use the data of seed 0; where a track's split does not depend on the seed they are exactly the
-models' test split. Shape legend: S samples, L context length, H horizon.
+:func:`study_references` computes them per comparison seed (once where the split is fixed: every seed has the same
+data) and keeps ``per_seed`` values beside their means (``values``); :func:`with_model_metrics` adds the models'
+extra metrics. Shape legend: S samples, K classes, L context length, H horizon.
 """
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import torch
 
+from gridmix.analysis.probes import (
+    dominant_period,
+    logistic_logits,
+    nearest_neighbour_logits,
+    ridge_forecasts,
+)
 from gridmix.grid import Grid
-from gridmix.tracks import DataSizes, Track
+from gridmix.tracks import DataSizes, Split, Track, TrackData
 
 SEASONS = (4, 7, 12, 24, 52)
+VERSION = 2  # of the stored references: 2 holds every comparison seed's values (1: seed 0's only)
+# The fits are small (a probe's step is one (S, F) × (F, K) product): on one thread they take milliseconds a step,
+# where two threads sharing busy cores stall on every hand-off; one thread also makes them the same on any machine.
+REFERENCE_THREADS = 1
+METHODS = {  # how each kind's references are fitted (the report's method line)
+    "classification": "majority class from the training frequencies; logistic probe by torch L-BFGS (float32, "
+                      "standardised flattened inputs, L2 chosen on validation); 1-NN by torch.cdist (standardised "
+                      "flattened inputs)",
+    "forecasting": "training mean, persistence and seasonal naive by formula (the season chosen on the training and "
+                   "validation windows); ridge autoregression in closed form (numpy float64 SVD, penalty chosen on "
+                   "validation)",
+    "none": "none fits this track's data",
+}
 
 
-def naive_references(track: Track, grid: Grid, sizes: DataSizes) -> dict:
-    """``{"kind", "values": {name: metric}}`` for the track's data, or ``{"kind": "none"}`` if no reference fits.
+def naive_references(track: Track, grid: Grid, sizes: DataSizes, *, seed: int = 0) -> dict:
+    """The references on one seed's data: ``{"kind", "values": {name: metric}, "details": {name: {...}}}`` (and
+    ``"extra_metrics"`` with the track's extra metrics), or ``{"kind": "none", "values": {}}`` if none fits."""
+    return seed_references(track, track.make_data(grid, seed, sizes))
 
-    With :attr:`Track.extra_metrics` (e.g. MASE), ``"extra_metrics": {name: {metric name: value}}`` scores each
-    reference with them too.
-    """
-    data = track.make_data(grid, 0, sizes)
+
+def seed_references(track: Track, data: TrackData) -> dict:
+    """:func:`naive_references` of data already made."""
     train, val, test = data.train, data.val, data.test
+
+    def score(predictions: torch.Tensor, split: Split) -> float:  # lower is better, whatever the track's direction
+        value = track.metric(predictions.to(torch.float32), split.targets)
+        return value if track.direction == "lower" else -value
+
     if test.targets.dtype == torch.int64 and test.targets.ndim == 1:
-        k = int(max(train.targets.max(), test.targets.max())) + 1
-        counts = torch.bincount(train.targets, minlength=k).float()  # (K,)
-        prior = (counts + 0.5) / (counts.sum() + 0.5 * k)  # the training frequencies, smoothed: no class at p = 0
-        forecasts = {"majority class": prior.log().expand(len(test), k)}  # (S, K): argmax is the majority class
+        forecasts, details = _classification(train, val, test, score)
         kind = "classification"
     elif test.inputs.ndim == 3 and test.targets.ndim == 2 and test.targets.is_floating_point():
-        forecasts = {"persistence": _persistence(test.inputs, test.targets.shape[1])}  # (S, H)
-        seasons = [m for m in SEASONS if m <= test.inputs.shape[-1]]
-        if seasons:
-            best = min(seasons, key=lambda m: track.metric(_seasonal(val.inputs, val.targets.shape[1], m), val.targets)
-                       * (1 if track.direction == "lower" else -1))
-            forecasts[f"seasonal naive (season {best}, chosen on validation)"] = _seasonal(
-                test.inputs, test.targets.shape[1], best)  # (S, H)
+        forecasts, details = _forecasting(train, val, test, score, track.seasons)
         kind = "forecasting"
     else:
         return {"kind": "none", "values": {}}
-    references = {"kind": kind, "values": {name: track.metric(f, test.targets) for name, f in forecasts.items()}}
+    references = {"kind": kind, "values": {name: float(track.metric(f.to(torch.float32), test.targets))
+                                           for name, f in forecasts.items()}, "details": details}
     if track.extra_metrics:
-        references["extra_metrics"] = {name: {metric: float(measure(f, test.targets))
+        references["extra_metrics"] = {name: {metric: float(measure(f.to(torch.float32), test.targets))
                                               for metric, measure in track.extra_metrics.items()}
                                        for name, f in forecasts.items()}
     return references
+
+
+def _classification(train: Split, val: Split, test: Split, score) -> tuple[dict, dict]:
+    k = int(max(train.targets.max(), val.targets.max(), test.targets.max())) + 1
+    counts = torch.bincount(train.targets, minlength=k).float()  # (K,)
+    prior = (counts + 0.5) / (counts.sum() + 0.5 * k)  # the training frequencies, smoothed: no class at p = 0
+    forecasts = {"majority class": prior.log().expand(len(test), k)}  # (S, K): argmax is the majority class
+    details = {"majority class": {"class": int(counts.argmax())}}
+    if train.inputs.is_floating_point():
+        forecasts["logistic probe"], details["logistic probe"] = logistic_logits(train, val, test, k, score)
+        forecasts["1-NN"], details["1-NN"] = nearest_neighbour_logits(train, val, test, k)
+    return forecasts, details
+
+
+def _forecasting(train: Split, val: Split, test: Split, score, known: tuple[int, ...]) -> tuple[dict, dict]:
+    horizon, length = test.targets.shape[1], test.inputs.shape[-1]
+    mean = float(train.targets.double().mean())
+    forecasts = {"training mean": torch.full(test.targets.shape, mean),  # (S, H)
+                 "persistence": _persistence(test.inputs, horizon)}  # (S, H)
+    details = {"training mean": {"mean": mean}, "persistence": {}}
+    period = dominant_period(train.inputs)
+    candidates = sorted({m for m in (*SEASONS, *known, *([period] if period else ())) if 2 <= m <= length})
+    if candidates:
+        fit = Split(torch.cat([train.inputs, val.inputs]), torch.cat([train.targets, val.targets]))
+        season = min(candidates, key=lambda m: score(_seasonal(fit.inputs, horizon, m), fit))
+        forecasts["seasonal naive"] = _seasonal(test.inputs, horizon, season)  # (S, H)
+        details["seasonal naive"] = {"season": season, "candidates": candidates, "dominant_period": period,
+                                     "track_seasons": sorted(known)}
+    forecasts["ridge autoregression"], details["ridge autoregression"] = ridge_forecasts(train, val, test, score)
+    return forecasts, details
 
 
 def _persistence(inputs: torch.Tensor, horizon: int) -> torch.Tensor:
@@ -68,6 +118,38 @@ def _seasonal(inputs: torch.Tensor, horizon: int, season: int) -> torch.Tensor:
     L = inputs.shape[-1]
     steps = torch.arange(horizon) % season  # the value one season (or several) before each step ahead
     return inputs[:, 0, L - season + steps]  # (S, H)
+
+
+def study_references(track: Track, grid: Grid, sizes: DataSizes, seeds: list[int], *, fixed_split: bool) -> dict:
+    """The references on every seed of ``seeds``: ``kind``, ``seeds``, ``per_seed`` (name → one value per seed),
+    ``values`` (their means), ``details`` (name → one dict per seed: the season, penalty, … chosen),
+    ``extra_metrics`` (name → metric → mean over seeds), ``fixed_split``, ``method``, ``version`` and ``seconds``
+    (the wall-clock they took). With ``fixed_split`` every seed has the same data: computed once, repeated. Torch
+    runs them on REFERENCE_THREADS thread(s), and the caller's thread count is restored."""
+    started, threads = time.perf_counter(), torch.get_num_threads()
+    torch.set_num_threads(REFERENCE_THREADS)
+    per_seed: list[dict] = []
+    try:
+        for seed in seeds:
+            per_seed.append(per_seed[0] if fixed_split and per_seed else naive_references(track, grid, sizes,
+                                                                                             seed=seed))
+    finally:
+        torch.set_num_threads(threads)
+    first = per_seed[0]
+    where = ("once on the fixed split (every seed has the same data)" if fixed_split
+             else "on every comparison seed's split")
+    result = {"kind": first["kind"], "seeds": list(seeds), "version": VERSION, "fixed_split": fixed_split,
+              "method": f"{METHODS[first['kind']]}; {where}"}
+    names = list(first["values"])
+    result["per_seed"] = {name: [refs["values"][name] for refs in per_seed] for name in names}
+    result["values"] = {name: float(np.mean(values)) for name, values in result["per_seed"].items()}
+    result["details"] = {name: [refs["details"][name] for refs in per_seed] for name in names}
+    if "extra_metrics" in first:
+        result["extra_metrics"] = {name: {metric: float(np.mean([refs["extra_metrics"][name][metric]
+                                                                  for refs in per_seed]))
+                                          for metric in first["extra_metrics"][name]} for name in names}
+    result["seconds"] = time.perf_counter() - started
+    return result
 
 
 def with_model_metrics(references: dict | None, final_rows: dict[str, list]) -> dict | None:

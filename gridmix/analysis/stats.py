@@ -13,7 +13,12 @@ detectable effect and a verdict, with numpy and scipy only:
   correction of Phipson & Smyth 2010, so p is never 0).
 * Several comparisons at once: Holm's step-down adjustment, S. Holm, "A simple
   sequentially rejective multiple test procedure", Scand. J. Statist. 6, 1979.
-* Effect size: the Student t-interval ``mean(d) +- t_{1-a/2,n-1} s_d/sqrt(n)``.
+* Effect size: the interval obtained by inverting the sign-flip test (every shift ``δ`` at which the test of
+  ``d - δ`` does not reject at ``alpha``; Hartigan 1969, "Using subsample values as typical values", JASA 64),
+  which excludes 0 exactly when ``p < alpha``; beside it the Student t-interval
+  ``mean(d) +- t_{1-a/2,n-1} s_d/sqrt(n)``, which need not agree with the test.
+* Practical size: a significant effect smaller than a threshold (:class:`MinEffect`, by default 1 % of
+  the compared arm's mean) is "significant but negligible".
 * Sensitivity: the minimum detectable effect (MDE) of the sign-flip test itself
   (the test the verdict uses), at the given power, for normal paired differences
   with the observed spread ``s_d``: a seeded simulation with common random numbers
@@ -33,12 +38,14 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from gridmix.tracks.contract import DIRECTIONS
+from gridmix.defaults import DIRECTIONS
 
 VERDICT_BETTER = "idea better (significant)"
 VERDICT_WORSE = "idea worse (significant)"
 VERDICT_NONE = "no significant difference"
 VERDICT_UNREACHABLE = "cannot reach α (too few seeds)"
+VERDICT_BETTER_NEGLIGIBLE = "idea better (significant but negligible)"  # significant, below the practical threshold
+VERDICT_WORSE_NEGLIGIBLE = "idea worse (significant but negligible)"
 
 # A sign pattern ties with the observed one when its |sum| is within this
 # fraction of sum(|d|): any signed sum of n values is off by at most about
@@ -83,13 +90,66 @@ class TInterval:
 
 
 @dataclass(frozen=True)
+class SignFlipInterval:
+    """The confidence interval of the mean difference by inverting the sign-flip test: ``[low, high]`` holds every
+    shift the test does not reject at ``1 - confidence``; ``None`` ends when every shift is kept (too few pairs for
+    the test to reject anything)."""
+
+    low: float | None
+    high: float | None
+    confidence: float
+    method: str  # "exact" (the endpoints are subset means of the differences) or "monte-carlo" (bisection)
+
+    def excludes(self, value: float) -> bool:
+        return (self.low is not None and value < self.low) or (self.high is not None and value > self.high)
+
+
+@dataclass(frozen=True)
+class MinEffect:
+    """The practical threshold below which a significant effect is "negligible": ``value`` in the metric's units,
+    or with ``relative`` a fraction of the compared arm's mean (``|b|``, the baseline's in idea − baseline)."""
+
+    value: float
+    relative: bool = False
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.value) and self.value >= 0):
+            raise ValueError(f"min effect {self.value!r}; expected a finite number >= 0")
+
+    @classmethod
+    def parse(cls, text: str | float) -> MinEffect:
+        """``"1%"`` (relative to the compared arm's mean) or ``"0.005"`` (the metric's units); ``ValueError``
+        in one line otherwise."""
+        spelled = str(text).strip()
+        relative = spelled.endswith("%")
+        try:
+            value = float(spelled.removesuffix("%"))
+        except ValueError:
+            raise ValueError(f"min effect {spelled!r}; expected a number in the metric's units (e.g. 0.005) or a "
+                             "percentage of the compared arm's mean (e.g. 1%)") from None
+        return cls(value / 100 if relative else value, relative)
+
+    def threshold(self, baseline_mean: float) -> float:
+        """The threshold in the metric's units for a comparison against an arm with this mean."""
+        return self.value * abs(baseline_mean) if self.relative else self.value
+
+    @property
+    def spelled(self) -> str:
+        """The threshold as :meth:`parse` reads it: ``"1%"`` or ``"0.005"``."""
+        return f"{self.value * 100:g}%" if self.relative else f"{self.value:g}"
+
+
+@dataclass(frozen=True)
 class PairedComparison:
     """Everything a report needs about one idea-versus-baseline comparison.
 
     ``per_seed_diffs`` and ``delta_mean`` are idea minus baseline. ``p_holm`` is
     ``p_value`` after Holm's adjustment over the comparisons made together (equal
     to ``p_value`` for a lone comparison); ``verdict`` is decided on ``p_holm``.
-    The confidence interval is at level ``1 - alpha``; ``mde`` is the sign-flip
+    ``ci_low``/``ci_high`` are the t-interval at level ``1 - alpha``; ``signflip_ci_low``/``signflip_ci_high``
+    the interval from inverting the sign-flip test at ``alpha`` (``None``: unbounded), which excludes 0 exactly
+    when ``p_value < alpha``. ``min_effect`` is the practical threshold in the metric's units (``None``: none);
+    a significant ``|delta_mean|`` below it is "significant but negligible". ``mde`` is the sign-flip
     test's minimum detectable effect (:func:`sign_flip_mde`, estimated from the
     observed spread) at 80% power unless asked otherwise, ``None`` when no effect
     is detectable with this many pairs. The ``*_rel_pct`` fields are relative to
@@ -121,6 +181,9 @@ class PairedComparison:
     direction: str
     alpha: float
     verdict: str
+    signflip_ci_low: float | None = None
+    signflip_ci_high: float | None = None
+    min_effect: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Return the fields as a JSON-ready dict of plain Python values."""
@@ -189,6 +252,69 @@ def t_interval(diffs: Sequence[float], *, confidence: float = 0.95) -> TInterval
     return TInterval(
         mean=mean, low=mean - half_width, high=mean + half_width, half_width=half_width, confidence=confidence
     )
+
+
+def sign_flip_interval(
+    diffs: Sequence[float], *, alpha: float = 0.05, exact_max_n: int = 20, n_resamples: int = 100_000,
+    rng_seed: int = 0
+) -> SignFlipInterval:
+    """The shifts ``δ`` at which :func:`sign_flip_test` of ``diffs - δ`` gives ``p >= alpha``: an interval.
+
+    For a fixed set of sign patterns (all of them, or the seeded random ones) each pattern's ``|Σ s(d - δ)|`` reaches
+    ``|Σ (d - δ)|`` on a set of shifts that shrinks as ``δ`` moves away from ``mean(d)`` (where p = 1), so p falls
+    monotonically on either side and the kept shifts form one closed interval. Exact: p changes only at subset
+    means of ``d``, so each end is the last subset mean kept, found by binary search. Monte Carlo: bisection
+    between ``mean(d)`` and the extreme difference (beyond it every difference has one sign and p is at its floor).
+    Either way the interval excludes 0 exactly when the test at 0 rejects (an end within round-off of 0 is put at
+    0 when the test at 0 does not reject). Unbounded (``None`` ends) when the test can never reject.
+    """
+    _check_unit_interval(alpha, "alpha")
+    d = _check_diffs(diffs)
+    options = dict(exact_max_n=exact_max_n, n_resamples=n_resamples, rng_seed=rng_seed)
+    exact = d.size <= exact_max_n
+    method = "exact" if exact else "monte-carlo"
+    if min_attainable_p(d.size, exact_max_n=exact_max_n, n_resamples=n_resamples) >= alpha:
+        return SignFlipInterval(low=None, high=None, confidence=1 - alpha, method=method)
+
+    def kept(delta: float) -> bool:
+        return sign_flip_test(d - delta, **options).p_value >= alpha
+
+    center = float(d.mean())
+    if exact:
+        sums, counts = np.zeros(1), np.zeros(1)
+        for value in d:  # doubling: the sums and sizes of every subset so far
+            sums, counts = np.concatenate([sums, sums + value]), np.concatenate([counts, counts + 1])
+        means = np.unique(sums[1:] / counts[1:])  # ascending: every subset mean, where p can change
+        low = _last_kept(means[means <= center][::-1], kept)
+        high = _last_kept(means[means >= center], kept)
+    else:
+        low = _bisect_kept(center, float(d.min()), kept)
+        high = _bisect_kept(center, float(d.max()), kept)
+    if kept(0.0) and not low <= 0.0 <= high:  # round-off at an end: the interval follows the test at 0
+        low, high = min(low, 0.0), max(high, 0.0)
+    return SignFlipInterval(low=float(low), high=float(high), confidence=1 - alpha, method=method)
+
+
+def _last_kept(candidates: np.ndarray, kept) -> float:
+    """The last of ``candidates`` (ordered away from the mean, the first kept) at which ``kept`` holds."""
+    first, last = 0, candidates.size - 1  # kept(candidates[first]) holds; find the last index that does
+    while first < last:
+        middle = (first + last + 1) // 2
+        first, last = (middle, last) if kept(float(candidates[middle])) else (first, middle - 1)
+    return float(candidates[first])
+
+
+def _bisect_kept(center: float, extreme: float, kept, *, steps: int = 80) -> float:
+    """The farthest shift from ``center`` towards ``extreme`` that ``kept`` holds for, to round-off."""
+    inside, outside = center, extreme
+    if kept(outside):
+        return outside
+    for _ in range(steps):
+        middle = 0.5 * (inside + outside)
+        if middle in (inside, outside):
+            break
+        inside, outside = (middle, outside) if kept(middle) else (inside, middle)
+    return inside
 
 
 def sign_flip_mde(
@@ -305,20 +431,26 @@ def compare(
     exact_max_n: int = 20,
     n_resamples: int = 100_000,
     rng_seed: int = 0,
+    min_effect: MinEffect | None = None,
 ) -> PairedComparison:
     """Compare per-seed ``idea`` against ``baseline`` results (same seeds, same order).
 
     ``direction`` says which values are better, "lower" or "higher". The test,
-    interval and MDE all use ``alpha``; the verdict is significant when p < alpha.
+    intervals and MDE all use ``alpha``; the verdict is significant when p < alpha,
+    and "significant but negligible" when ``|mean(d)|`` is below ``min_effect``'s
+    threshold for the baseline's mean.
     """
     _check_direction(direction)
     _check_unit_interval(alpha, "alpha")
     d = paired_differences(idea, baseline)
     test = sign_flip_test(d, exact_max_n=exact_max_n, n_resamples=n_resamples, rng_seed=rng_seed)
     interval = t_interval(d, confidence=1 - alpha)
+    inverted = sign_flip_interval(d, alpha=alpha, exact_max_n=exact_max_n, n_resamples=n_resamples,
+                                  rng_seed=rng_seed)
     mde = sign_flip_mde(d, alpha=alpha, power=power, rng_seed=rng_seed)
     baseline_mean = float(np.mean(baseline))
     delta_mean = float(d.mean())
+    threshold = None if min_effect is None else min_effect.threshold(baseline_mean)
     return PairedComparison(
         n_pairs=int(d.size),
         per_seed_diffs=d.tolist(),
@@ -339,7 +471,10 @@ def compare(
         idea_mean=float(np.mean(idea)),
         direction=direction,
         alpha=alpha,
-        verdict=_verdict(delta_mean, test.p_value, alpha=alpha, direction=direction),
+        verdict=_verdict(delta_mean, test.p_value, alpha=alpha, direction=direction, min_effect=threshold),
+        signflip_ci_low=inverted.low,
+        signflip_ci_high=inverted.high,
+        min_effect=threshold,
     )
 
 
@@ -366,17 +501,21 @@ def compare_many(
         name: dataclasses.replace(
             result,
             p_holm=float(p_holm),
-            verdict=_verdict(result.delta_mean, float(p_holm), alpha=alpha, direction=direction),
+            verdict=_verdict(result.delta_mean, float(p_holm), alpha=alpha, direction=direction,
+                             min_effect=result.min_effect),
         )
         for (name, result), p_holm in zip(raw.items(), adjusted, strict=True)
     }
 
 
-def _verdict(delta_mean: float, p: float, *, alpha: float, direction: str) -> str:
+def _verdict(delta_mean: float, p: float, *, alpha: float, direction: str, min_effect: float | None = None) -> str:
     if p >= alpha:
         return VERDICT_NONE
     idea_lower = delta_mean < 0
-    return VERDICT_BETTER if idea_lower == (direction == "lower") else VERDICT_WORSE
+    better = idea_lower == (direction == "lower")
+    if min_effect is not None and abs(delta_mean) < min_effect:
+        return VERDICT_BETTER_NEGLIGIBLE if better else VERDICT_WORSE_NEGLIGIBLE
+    return VERDICT_BETTER if better else VERDICT_WORSE
 
 
 def _finite_vector(values: Sequence[float], name: str) -> np.ndarray:

@@ -40,6 +40,7 @@ from gridmix.cli.app import (
     fail,
 )
 from gridmix.cli.tables import Column, TextTable
+from gridmix.defaults import DEFAULT_MIN_EFFECT
 from gridmix.report.format import fmt, fmt_column
 
 if TYPE_CHECKING:  # the report's modules import torch; the command imports them when it runs
@@ -168,6 +169,9 @@ def run(
                                                                     "the primary comparison to reach α (reported)."),
     aa: bool = typer.Option(False, "--aa", help="An A/A study: the matched baseline against a copy of itself "
                                                  "(independent initialisation, same data), to check the harness."),
+    min_effect: str = typer.Option(DEFAULT_MIN_EFFECT, help="Smallest effect worth reporting as real: a significant "
+                                   "difference below it is 'significant but negligible'. A percentage of the compared "
+                                   "arm's mean (1%) or a number in the metric's units (0.005)."),
     fresh: bool = typer.Option(False, "--fresh", help="Start a fresh study in --out even if it holds results on "
                                                       "other data (they are kept, but no longer reported)."),
     data: Path = typer.Option(None, help="The data of image-folder (a folder) or sequence-csv (a CSV file) "
@@ -195,7 +199,7 @@ def run(
                                       precision=precision, jobs=jobs, threads=threads, scaling=scaling,
                                       match_params=match_params, underpowered=underpowered, aa=aa,
                                       settings=parse_settings(settings or []), eval_grids=eval_grids or (),
-                                      note=print_note)
+                                      min_effect=min_effect, note=print_note)
     except ValueError as error:
         fail(str(error))
     study = planned.study

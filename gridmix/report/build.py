@@ -1,16 +1,18 @@
 """The study report, rebuilt from the ledger alone: ``bench_report.json`` and ``report.md``.
 
-The JSON keeps the reference report's keys (``bench_version``, ``track``, ``metric_direction``,
-``n_seeds``, ``baseline``/``idea`` with ``best_cfg``, ``sweep``, ``full``, ``comparison``,
-``mechanism_signature``) and adds: ``primary_baseline`` (``comparison`` is the primary comparison, idea vs
-the matched baseline, alone at α), ``comparisons`` (primary and secondary, each with its ``family``),
-``holm_adjusted_over`` (the secondary family), ``mechanism`` (idea vs ablation, idea and matched baseline vs
-the no-mixing control), ``power`` (can the seeds reach α), ``seeds`` (comparison and sweep seeds),
-``chance``/``ceiling`` and every arm's ``role`` and ``flag``, the budget, timings, versions, failures, the
-scaling and parity analyses when the run measured them, and ``transfer`` when the study tested its models on other
-grids (``--eval-grids``). The report is a :class:`gridmix.report.types.Report`;
-:meth:`~gridmix.report.types.Report.to_dict` writes the JSON, :mod:`gridmix.report.markdown` renders the
-Markdown. docs/design.md section 6, docs/analysis.md.
+The JSON keeps the reference report's keys (``bench_version``, ``track``, ``metric_direction``, ``n_seeds``,
+``baseline``/``idea`` with ``best_cfg``, ``sweep``, ``full``, ``comparison``, ``mechanism_signature``) and adds:
+``primary_baseline`` (``comparison`` is the primary comparison, idea vs the matched baseline, alone at α),
+``comparisons`` (primary and secondary, each with its ``family``), ``holm_adjusted_over`` (the secondary family),
+``mechanism`` (idea vs ablation, idea and matched baseline vs the no-mixing control), ``power`` (can the seeds reach
+α), ``seeds`` (comparison and sweep seeds), ``chance``/``ceiling`` and every arm's ``role``, ``flag`` and
+``constant_prediction_seeds``, the references on every comparison seed and ``reference_comparisons`` (each model
+against the best of them, a paired sign-flip test alone at α), ``min_effect`` (the practical threshold), the budget,
+timings, versions, failures, the scaling and parity analyses when the run measured them, and ``transfer`` when the
+study tested its models on other grids (``--eval-grids``). Every comparison also holds the interval from inverting
+its sign-flip test (``signflip_ci_low``/``signflip_ci_high``) beside the t-interval (``ci_low``/``ci_high``). The
+report is a :class:`gridmix.report.types.Report`; :meth:`~gridmix.report.types.Report.to_dict` writes the JSON,
+:mod:`gridmix.report.markdown` renders the Markdown. docs/design.md section 6, docs/analysis.md.
 
 Differences to the reference report's keys, on purpose: ``sweep`` entries hold the *validation* metric
 (the reference study chose on test); ``comparison.mde`` is the sign-flip test's minimum detectable effect at 80% power,
@@ -29,12 +31,18 @@ import numpy as np
 from gridmix.analysis.references import with_model_metrics
 from gridmix.analysis.stats import (
     VERDICT_UNREACHABLE,
+    MinEffect,
+    PairedComparison,
     compare_many,
     min_attainable_p,
     seeds_needed,
     summarize,
 )
+from gridmix.defaults import DEFAULT_MIN_EFFECT
 from gridmix.report.types import (
+    CAP_REACHED,
+    VERDICT_CAP_INACTIVE,
+    VERDICT_IDENTICAL,
     Arm,
     Comparison,
     FailedRun,
@@ -71,12 +79,14 @@ def _arm(study: Study, rows: dict[str, RunRow], model: str, lr: float | None, sw
     finals = _final_rows(study, rows, model, lr)
     ok = [row.test_metric for row in finals if row is not None and row.status == "ok"]
     summary = summarize(ok) if ok else None
+    constant = tuple(seed for seed, row in zip(study.comparison_seeds, finals) if row is not None
+                     and row.status == "ok" and row.extras.get("test_predictions", {}).get("constant"))
     return Arm(name=model, role=study.role(model), lr=lr, sweep=tuple(SweepPoint.from_dict(p) for p in sweep),
                per_seed_status=tuple(row.status if row else "missing" for row in finals),
                train_loss=tuple(tuple(row.train_loss) if row else () for row in finals),
                val=tuple(tuple(row.val_curve) if row else () for row in finals),
                per_seed=tuple(summary.per_seed) if summary else (), mean=summary.mean if summary else None,
-               std=summary.std if summary else None, flag=_bound_flag(study, ok))
+               std=summary.std if summary else None, flag=_bound_flag(study, ok), constant_seeds=constant)
 
 
 def _bound_flag(study: Study, values: list[float]) -> str | None:
@@ -113,8 +123,8 @@ def _family(study, rows, chosen, arms: dict[str, Arm], family: str,
     """Compare each ``name -> (a, b)`` (a − b per seed), Holm-adjusted within the family, with its verdict (a
     family of one is a test alone at α), said of ``a`` by its role ("baseline better" when ``a`` is one).
 
-    A comparison whose Holm floor (family size × the smallest attainable p) is not below α gets the verdict
-    "cannot reach α"; one whose two arms both sit at chance (or at the ceiling) is "uninformative".
+    The verdicts :func:`_judged` overrules the test with: identical arms, arms both at chance (or the ceiling),
+    a Holm floor (family size × the smallest attainable p) not below α.
     """
     values, results = {}, {}
     for name, (a, b) in pairs.items():
@@ -125,18 +135,68 @@ def _family(study, rows, chosen, arms: dict[str, Arm], family: str,
             results[name] = Comparison(a=a, b=b, family=family, verdict="not compared",
                                        reason=f"only {len(seeds)} seed(s) where both models finished; a paired test "
                                               "needs 2")
-    compared = compare_many(values, direction=study.direction, alpha=ALPHA) if values else {}
+    compared = (compare_many(values, direction=study.direction, alpha=ALPHA, min_effect=_min_effect(study))
+                if values else {})
     for name, result in compared.items():
         a, b = pairs[name]
-        verdict = naming_arm(result.verdict, study.role(a))
-        if len(values) * min_attainable_p(result.n_pairs) >= ALPHA:  # the Holm floor
-            verdict = VERDICT_UNREACHABLE
-        flags = {arms[a].flag, arms[b].flag}
-        if len(flags) == 1 and None not in flags:
-            verdict = f"uninformative: both arms {flags.pop()}"
-        results[name] = Comparison(a=a, b=b, family=family, verdict=verdict, holm_over=len(values),
-                                   result=dataclasses.replace(result, verdict=verdict))
+        results[name] = _judged(result, a=a, b=b, family=family, role=study.role(a), holm_over=len(values),
+                                flags=(arms[a].flag, arms[b].flag))
     return {name: results[name] for name in pairs}
+
+
+def _judged(result: PairedComparison, *, a: str, b: str, family: str, role: str, holm_over: int,
+            flags: tuple[str | None, str | None]) -> Comparison:
+    """The comparison with its report verdict: "identical" when a and b agree on every seed, "uninformative" when
+    both carry the same floor/ceiling flag, "cannot reach α" below the Holm floor, else the test's (named by
+    ``role``)."""
+    verdict = naming_arm(result.verdict, role)
+    if not any(result.per_seed_diffs):
+        verdict = VERDICT_IDENTICAL
+    elif flags[0] is not None and flags[0] == flags[1]:
+        verdict = f"uninformative: both arms {flags[0]}"
+    elif holm_over * min_attainable_p(result.n_pairs) >= ALPHA:
+        verdict = VERDICT_UNREACHABLE
+    return Comparison(a=a, b=b, family=family, verdict=verdict, holm_over=holm_over,
+                      result=dataclasses.replace(result, verdict=verdict))
+
+
+def _min_effect(study: Study) -> MinEffect:
+    return MinEffect.parse(study.min_effect or DEFAULT_MIN_EFFECT)
+
+
+def _reference_comparisons(study: Study, arms: dict[str, Arm], references: dict | None) -> dict[str, Comparison]:
+    """Each arm against the best reference (by its mean over seeds), seed by seed, a sign-flip test alone at α.
+
+    References stored before they were computed per seed hold seed 0's value only: it then stands for every seed.
+    """
+    values = (references or {}).get("values") or {}
+    if not values:
+        return {}
+    best = (min if study.direction == "lower" else max)(values, key=values.get)
+    stored = (references.get("per_seed") or {}).get(best)
+    by_seed = dict(zip(references["seeds"], stored)) if stored else {}
+    comparisons = {}
+    for name, arm in arms.items():
+        pairs = [(value, by_seed[study.comparison_seeds[i]] if stored else values[best])
+                 for i, value in arm.by_seed.items() if not stored or study.comparison_seeds[i] in by_seed]
+        if len(pairs) < 2:
+            comparisons[name] = Comparison(a=name, b=best, family="reference", verdict="not compared",
+                                           reason=f"only {len(pairs)} seed(s) with both values; a paired test needs 2")
+            continue
+        model, reference = zip(*pairs)
+        result = compare_many({name: (model, reference)}, direction=study.direction, alpha=ALPHA,
+                              min_effect=_min_effect(study))[name]
+        comparisons[name] = _judged(result, a=name, b=best, family="reference", role=arm.role, holm_over=1,
+                                    flags=(arm.flag, None))
+    return comparisons
+
+
+def _cap_inactive(signature: dict | None) -> bool:
+    """Whether the idea's largest learned factor singular value (over every seed) stayed below CAP_REACHED of its
+    bound: the cap never bound, so removing it (the ablation) cannot show what it does."""
+    if not signature or "error" in signature or "observed_max_factor_singular" not in signature:
+        return False
+    return signature["observed_max_factor_singular"] < CAP_REACHED * signature["predicted_factor_bound"]
 
 
 def _power(study: Study, n_secondary: int) -> Power:
@@ -206,13 +266,25 @@ def study_report(spec: dict, rows: dict[str, RunRow], *, where: str, analyses: d
     comparisons.update(_family(study, rows, chosen, arms, "secondary", {m: (study.idea, m) for m in secondary}))
     for name, comparison in comparisons.items():
         arms[name] = dataclasses.replace(arms[name], comparison=comparison)
-    mechanism = {}
+    questions = {}
     for ablation in by_role["ablation"]:
-        mechanism["ablation"] = (study.idea, ablation)
+        questions["ablation"] = (study.idea, ablation)
     for control in by_role["control"]:
-        mechanism["idea_vs_control"] = (study.idea, control)
+        questions["idea_vs_control"] = (study.idea, control)
         if primary:
-            mechanism["baseline_vs_control"] = (primary, control)
+            questions["baseline_vs_control"] = (primary, control)
+    mechanism = {name: _family(study, rows, chosen, arms, "mechanism", {name: pair})[name]  # each question alone
+                 for name, pair in questions.items()}
+    signature = _mechanism(study, rows, chosen[study.idea])
+    if "ablation" in mechanism and mechanism["ablation"].result is not None and _cap_inactive(signature):
+        question = mechanism["ablation"]
+        mechanism["ablation"] = dataclasses.replace(question, verdict=VERDICT_CAP_INACTIVE,
+                                                    result=dataclasses.replace(question.result,
+                                                                               verdict=VERDICT_CAP_INACTIVE))
+    references = dict(references or {}) or None
+    reference_seconds = references.pop("seconds", None) if references else None  # a timing, reported as one
+    if references:
+        references.pop("data", None)  # the data fingerprint they were computed on: the report's own "data"
 
     keys = _study_keys(study, chosen)  # a sweep's ledger holds the rows of many studies
     study_rows = [row for model in study.models for row in rows.values() if row.model == model and row.key in keys]
@@ -234,13 +306,12 @@ def study_report(spec: dict, rows: dict[str, RunRow], *, where: str, analyses: d
         comparisons=comparisons,
         holm_adjusted_over=tuple(secondary),
         power=_power(study, len(secondary)),
-        mechanism={name: _family(study, rows, chosen, arms, "mechanism", {name: pair})[name]  # each question alone
-                   for name, pair in mechanism.items()},
-        mechanism_signature=_mechanism(study, rows, chosen[study.idea]),
+        mechanism=mechanism,
+        mechanism_signature=signature,
         budget=dict(spec["budget"], **({"overrides": study.overrides} if study.overrides else {})),
         failures=tuple(FailedRun(model=row.model, lr=row.lr, seed=row.seed, status=row.status, error=row.error)
                        for row in study_rows if row.status != "ok"),
-        timings=_timings(study_rows),
+        timings=_timings(study_rows, reference_seconds),
         versions=versions,
         device=study.device,
         precision=study.precision,
@@ -251,6 +322,8 @@ def study_report(spec: dict, rows: dict[str, RunRow], *, where: str, analyses: d
         references=with_model_metrics(references, {
             model: _final_rows(study, rows, model, chosen[model]) for model in study.models}),
         transfer=_transfer(study, rows, chosen, primary) if study.eval_grids else None,
+        reference_comparisons=_reference_comparisons(study, arms, references),
+        min_effect=study.min_effect or DEFAULT_MIN_EFFECT,
     )
 
 
@@ -307,15 +380,18 @@ def _study_keys(study: Study, chosen: dict) -> set[str]:
     return {task.key for task in tasks}
 
 
-def _timings(rows: list[RunRow]) -> dict:
+def _timings(rows: list[RunRow], reference_seconds: float | None = None) -> dict:
     per_model: dict[str, list[float]] = {}
     for row in rows:
         per_model.setdefault(row.model, []).append(row.wall_s)
-    return dict(method="wall-clock seconds of each training run (train + per-epoch validation + test)",
-                threads=sorted({row.threads for row in rows}),
-                per_model={m: dict(runs=len(t), total_s=float(np.sum(t)), median_run_s=float(np.median(t)))
-                           for m, t in per_model.items()},
-                total_s=float(sum(row.wall_s for row in rows)))
+    timings = dict(method="wall-clock seconds of each training run (train + per-epoch validation + test)",
+                   threads=sorted({row.threads for row in rows}),
+                   per_model={m: dict(runs=len(t), total_s=float(np.sum(t)), median_run_s=float(np.median(t)))
+                              for m, t in per_model.items()},
+                   total_s=float(sum(row.wall_s for row in rows)))
+    if reference_seconds is not None:  # every seed's references, from data to scores, in the driver
+        timings["references_s"] = float(reference_seconds)
+    return timings
 
 
 def write_report(report: Report, out: str | Path) -> list[Path]:

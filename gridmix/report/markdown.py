@@ -1,11 +1,13 @@
 """``report.md``: the study report as Markdown, verdict first, from the :class:`~gridmix.report.types.Report`
 :func:`gridmix.report.build_report` makes.
 
-The headline is the primary comparison (idea vs the matched baseline, alone at α); caveats follow (seeds too
-few for α, arms at chance or ceiling, a dataset-conditional test), then the naive references, the secondary
-comparisons, the models, the sweep, the transfer to other grids (with ``--eval-grids``), the mechanism (ablation
-and control; the parametrisation check), parity, scaling, failures, data and code, timings, plots and the method.
-A section that fails to render says so in place; the rest stands. docs/analysis.md defines every figure.
+The headline is the primary comparison (idea vs the matched baseline, alone at α), with the training checks that
+fire on a significant verdict and how both arms fare against the best reference; caveats follow (seeds too few for
+α, arms at chance or ceiling or predicting one constant, identical arms, a dataset-conditional test), then the
+references, the training checks, the secondary comparisons, the models, the sweep, the transfer to other grids (with
+``--eval-grids``), the mechanism (ablation and control; the parametrisation check), parity, scaling, failures, data
+and code, timings, plots and the method. A section that fails to render says so in place; the rest stands.
+docs/analysis.md defines every figure.
 """
 
 from __future__ import annotations
@@ -13,8 +15,8 @@ from __future__ import annotations
 from gridmix.analysis.parity import parameter_warning
 from gridmix.grid import Grid
 from gridmix.report.format import fmt, fmt_column
-from gridmix.report.references import reference_lines
-from gridmix.report.types import Comparison, Report, TransferArm
+from gridmix.report.references import interval, reference_headline, reference_lines, training_flags, training_lines
+from gridmix.report.types import CAP_REACHED, VERDICT_CAP_INACTIVE, VERDICT_IDENTICAL, Comparison, Report, TransferArm
 
 
 def render_markdown(report: Report, *, figures: list[str] = ()) -> str:
@@ -26,12 +28,16 @@ def render_markdown(report: Report, *, figures: list[str] = ()) -> str:
         lines += [f"**Verdict: {c.verdict}** — primary comparison, idea vs the matched baseline {c.b}, "
                   f"α = {r.alpha:g} unadjusted. {report.metric} ({report.metric_direction}): idea "
                   f"{fmt(r.idea_mean)} vs baseline {fmt(r.baseline_mean)}, Δ = {fmt(r.delta_mean)} "
-                  f"(95% t-interval {fmt(r.ci_low)} … {fmt(r.ci_high)}), idea wins {r.idea_wins}/"
-                  f"{r.n_pairs} seeds, sign-flip p = {fmt(r.p_value)} ({r.p_method}); {_mde_words(c)}.", ""]
+                  f"(95% interval by inverting the sign-flip test {interval(r)}; t-interval {fmt(r.ci_low)} … "
+                  f"{fmt(r.ci_high)}), idea wins {r.idea_wins}/{r.n_pairs} seeds, sign-flip p = {fmt(r.p_value)} "
+                  f"({r.p_method}); {_mde_words(c)}.{_negligible_words(c)}{_training_words(report, c)}"]
     else:
-        lines += [f"**Verdict: {report.verdict}** — {c.reason if c else 'no baseline'}", ""]
+        lines += [f"**Verdict: {report.verdict}** — {c.reason if c else 'no baseline'}"]
+    headline = reference_headline(report)
+    lines += ["", headline, ""] if headline else [""]
     lines += _caveat_lines(report)
     lines += reference_lines(report)
+    lines += training_lines(report)
     secondary = {name: comp for name, comp in report.comparisons.items() if comp.family == "secondary"}
     if secondary:
         lines += [f"## Secondary comparisons (idea − each other baseline, Holm-adjusted over these {len(secondary)})",
@@ -44,8 +50,11 @@ def render_markdown(report: Report, *, figures: list[str] = ()) -> str:
     means, per_seed = values[:len(arms)], iter(values[len(arms):])
     for arm, mean, std in zip(arms, means, fmt_column([arm.std for arm in arms])):
         seeds = ", ".join(next(per_seed) for _ in arm.per_seed)
+        flags = [arm.flag] if arm.flag else []
+        if arm.constant_seeds:
+            flags.append(f"one constant prediction on {_seeds(arm.constant_seeds)}")
         lines.append(f"| {arm.name} | {arm.role} | {fmt(arm.lr)} | {mean} | {std} | {arm.n} | {seeds} | "
-                     f"{arm.flag or ''} |")
+                     f"{'; '.join(flags)} |")
     lines += _sweep_lines(report)
     lines += _markdown_sections(report)
     if figures:
@@ -55,10 +64,14 @@ def render_markdown(report: Report, *, figures: list[str] = ()) -> str:
               f"seeds {list(report.comparison_seeds)}; {_rate_words(report)}; {_epoch_words(report.budget)}; "
               f"batch {report.budget['batch_size']}, {fmt(report.budget['n_train'])} training samples. Paired "
               "differences per seed; two-sided sign-flip permutation test (exact up to 20 pairs, else Monte Carlo); "
-              "95% Student t-interval; MDE of the sign-flip test at 80% power, simulated at the observed spread of "
-              "the differences. The primary comparison (idea vs matched baseline) is tested alone at α, as is each "
-              "mechanism question (ablation, control); other baselines are Holm-adjusted among themselves "
+              "95% interval by inverting that test (the shifts it does not reject, so it excludes 0 exactly when "
+              "p < α; unadjusted beside a Holm-adjusted p), with the Student t-interval beside it; MDE of the "
+              "sign-flip test at 80% power, simulated at the observed spread of the differences; a significant "
+              f"effect smaller than {_min_effect_words(report)} is called negligible. The primary comparison (idea "
+              "vs matched baseline) is tested alone at α, as is each mechanism question (ablation, control) and each "
+              "model against the best reference; other baselines are Holm-adjusted among themselves "
               "(docs/analysis.md). "
+              f"References: {(report.references or {}).get('method', '–')}. "
               f"Device {report.device} ({report.precision}), {report.threads} thread(s). Versions: "
               + ", ".join(f"{k} {v}" for k, v in report.versions.items()) + ".", ""]
     return "\n".join(lines)
@@ -91,13 +104,12 @@ def _epoch_words(budget: dict) -> str:
 
 
 def _comparison_table(comparisons: dict[str, Comparison], label: str) -> list[str]:
-    lines = [f"| {label} | n | Δ mean (idea − {label}) | 95% CI | wins | p (sign-flip) | p (Holm) | "
-             "MDE (80%, sign-flip) | verdict |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = [f"| {label} | n | Δ mean (idea − {label}) | 95% CI (sign-flip, unadjusted) | wins | p (sign-flip) | "
+             "p (Holm) | MDE (80%, sign-flip) | verdict |", "|---|---|---|---|---|---|---|---|---|"]
     for name, comp in comparisons.items():
         r = comp.result
         if r is not None:
-            lines.append(f"| {name} | {r.n_pairs} | {fmt(r.delta_mean)} | {fmt(r.ci_low)} … {fmt(r.ci_high)} | "
+            lines.append(f"| {name} | {r.n_pairs} | {fmt(r.delta_mean)} | {interval(r)} | "
                          f"{r.idea_wins} | {fmt(r.p_value)} ({r.p_method}) | {fmt(r.p_holm)} | "
                          f"{'unreachable' if r.mde is None else fmt(r.mde)} | {comp.verdict} |")
         else:
@@ -121,6 +133,13 @@ def _caveat_lines(report: Report) -> list[str]:
             bound = report.chance if arm.flag == "at chance" else report.ceiling
             lines.append(f"- ⚠ {name} ({arm.role}): every seed {arm.flag} ({fmt(bound)}): "
                          "its comparisons say little about mixing.")
+        if arm.constant_seeds:
+            lines.append(f"- ⚠ {name} ({arm.role}) predicted one constant (the same class or value for every test "
+                         f"sample) on {_seeds(arm.constant_seeds)}: there it ignored its inputs.")
+    for comp in [*report.comparisons.values(), *report.mechanism.values()]:
+        if comp.verdict == VERDICT_IDENTICAL:
+            lines.append(f"- ⚠ {comp.a} and {comp.b} are identical on every seed (Δ = 0): the comparison says "
+                         "nothing.")
     if report.fixed_split:
         lines.append("- The split is fixed for this dataset and the seeds vary initialisation and batch order, so the "
                      "inference is conditional on this dataset (another sample of data could rank the models "
@@ -147,6 +166,31 @@ def _section(title: str, render, *args) -> list[str]:
         return render(*args)
     except Exception as error:
         return ["", f"## {title}", "", f"– (this section could not be rendered: {type(error).__name__}: {error})"]
+
+
+def _seeds(seeds) -> str:
+    return ("seed " if len(seeds) == 1 else "seeds ") + ", ".join(map(str, seeds))
+
+
+def _negligible_words(comparison: Comparison) -> str:
+    r = comparison.result
+    if "negligible" not in comparison.verdict or r.min_effect is None:
+        return ""
+    return (f" The effect |Δ| = {fmt(abs(r.delta_mean))} is below the practical threshold {fmt(r.min_effect)} "
+            "(`--min-effect`): significant but negligible.")
+
+
+def _training_words(report: Report, comparison: Comparison) -> str:
+    """On a significant primary verdict, the training checks that fire for its two arms."""
+    flags = training_flags(report, [comparison.a, comparison.b])
+    if "(significant" not in comparison.verdict or not flags:
+        return ""
+    return " ⚠ This verdict was reached while training checks fire: " + "; ".join(flags) + "."
+
+
+def _min_effect_words(report: Report) -> str:
+    spelled = report.min_effect
+    return f"{spelled} of the compared arm's mean" if spelled.endswith("%") else f"{spelled} (the metric's units)"
 
 
 def _mde_words(comparison: Comparison) -> str:
@@ -264,11 +308,20 @@ def _mechanism_lines(report: Report) -> list[str]:
         if r is None:
             lines.append(f"- {question} {comp.a} vs {comp.b}: {comp.verdict} ({comp.reason})")
             continue
+        if comp.verdict == VERDICT_CAP_INACTIVE:
+            signature = report.mechanism_signature
+            lines.append(f"- {question} **The cap was inactive**: the largest eigenvalue (factor singular value) of "
+                         f"the idea's trained models is {fmt(signature['observed_max_factor_singular'])} < "
+                         f"{fmt(signature['predicted_factor_bound'])} on every seed (reached would be at least "
+                         f"{CAP_REACHED:.0%} of it), so the ablation cannot test it: {comp.a} and {comp.b} differ by "
+                         f"Δ = {fmt(r.delta_mean)} on average, which says nothing about the cap.")
+            continue
         answer = {True: f"yes, {effect} (significant)", False: f"no, the opposite (significant: {comp.b} is better)",
                   None: comp.verdict}[comp.a_better]
-        lines.append(f"- {question} {comp.a} − {comp.b}: Δ = {fmt(r.delta_mean)} (95% t-interval "
-                     f"{fmt(r.ci_low)} … {fmt(r.ci_high)}), {comp.a} better on {r.idea_wins}/"
-                     f"{r.n_pairs} seeds, p = {fmt(r.p_value)} ({r.p_method}, alone at α) → **{answer}**.")
+        lines.append(f"- {question} {comp.a} − {comp.b}: Δ = {fmt(r.delta_mean)} (95% sign-flip interval "
+                     f"{interval(r)}; t-interval {fmt(r.ci_low)} … {fmt(r.ci_high)}), {comp.a} better on "
+                     f"{r.idea_wins}/{r.n_pairs} seeds, p = {fmt(r.p_value)} ({r.p_method}, alone at α) → "
+                     f"**{answer}**.")
     mech = report.mechanism_signature
     if mech and "error" in mech:
         return lines + ["", f"Parametrisation check: – (failed: {mech['error']})"]
@@ -296,6 +349,9 @@ def _timing_lines(timings: dict) -> list[str]:
               "| model | runs | total s | median run s |", "|---|---|---|---|"]
     lines += [f"| {m} | {t['runs']} | {fmt(t['total_s'])} | {fmt(t['median_run_s'])} |"
               for m, t in timings["per_model"].items()]
+    if "references_s" in timings:
+        lines += ["", f"References: {timings['references_s']:.1f} s of wall-clock for every comparison seed's data and "
+                  f"fits, against {timings['total_s']:.1f} s of training runs."]
     return lines
 
 

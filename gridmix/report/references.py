@@ -1,34 +1,34 @@
-"""What the report says of the naive references (:mod:`gridmix.analysis.references`) and of two training problems:
-which models beat the best reference (and, forecasting, each model relative to persistence), a chosen learning rate
-on the edge of the sweep, and final runs still improving when the epoch cap ended them (:func:`reference_lines`)."""
+"""What the report says of the references (:mod:`gridmix.analysis.references`) and of the training checks.
+
+References: their values on every comparison seed, what each chose on validation, and each model against the best
+of them, seed by seed (:func:`reference_lines`); the headline's sentence on how the idea and the matched baseline
+fare against that reference (:func:`reference_headline`). Training checks (:func:`training_lines`,
+:func:`training_flags`): a chosen learning rate on the edge of a sweep of three or more rates, final runs still
+improving when the epoch cap ended them, final runs that overfit (best validation early, then worse by more than the
+arm's seed spread, and the last epoch's model tested), and seeds on which an arm predicted one constant.
+"""
 
 from __future__ import annotations
 
+import numpy as np
+
 from gridmix.report.format import fmt
-from gridmix.report.types import Report
+from gridmix.report.types import Comparison, Report
 
-
-def reference_summary(report: Report) -> dict | None:
-    """Which models beat the best naive reference, and (forecasting) each model's metric relative to persistence."""
-    refs = report.references or {}
-    if not refs.get("values"):
-        return None
-    lower = report.lower_is_better
-    best_name = (min if lower else max)(refs["values"], key=refs["values"].get)
-    best = refs["values"][best_name]
-    means = {name: arm.mean for name, arm in report.arms.items() if arm.mean is not None}
-    beats = {name: (mean < best if lower else mean > best) for name, mean in means.items()}
-    summary = {"best": best_name, "best_value": best, "beats_best": beats,
-               "all_worse": bool(beats) and not any(beats.values())}
-    if "persistence" in refs["values"] and refs["values"]["persistence"] > 0:
-        summary["relative_to_persistence"] = {n: m / refs["values"]["persistence"] for n, m in means.items()}
-    return summary
+MIN_EDGE_RATES = 3  # with two rates every choice is an edge: the check needs three
+MIN_OVERFIT_EPOCHS = 3  # "best early, then worse" needs an epoch after the first half: not checked on shorter runs
+CHOSEN = {  # how each kind of reference chose its knob
+    "forecasting": "Chosen by the track's metric: the season on the training and validation windows, the ridge "
+                   "penalty on validation",
+    "classification": "Chosen by the track's metric: the logistic probe's L2 penalty on validation; 1-NN gives its "
+                      "neighbour's label its validation accuracy as probability",
+}
 
 
 def edge_learning_rates(report: Report) -> dict[str, float]:
-    """Models whose chosen learning rate is the smallest or largest one swept (the optimum may lie beyond)."""
+    """Models whose chosen learning rate is the smallest or largest of a sweep of at least three rates."""
     lrs = sorted(report.budget["lrs"])
-    if len(lrs) < 2:
+    if len(lrs) < MIN_EDGE_RATES:
         return {}
     return {name: arm.lr for name, arm in report.arms.items() if arm.lr in (lrs[0], lrs[-1])}
 
@@ -36,71 +36,201 @@ def edge_learning_rates(report: Report) -> dict[str, float]:
 def improving_at_cap(report: Report) -> dict[str, int]:
     """Per model, how many final runs were still improving at the epoch cap (best validation epoch the last)."""
     cap = report.budget["epochs"]
-    lower = report.lower_is_better
     counts = {}
     for name, arm in report.arms.items():
         curves = [c for c in arm.val if len(c) == cap and cap > 1]
-        n = sum(1 for c in curves if c.index(min(c) if lower else max(c)) == cap - 1)
+        n = sum(1 for c in curves if c.index(_best(report, c)) == cap - 1)
         if n:
             counts[name] = n
     return counts
 
 
-def reference_lines(report: Report) -> list[str]:
-    """The report's Markdown on the naive references and learning rates at the edge of the sweep."""
+def overfitting(report: Report) -> dict[str, int]:
+    """Per model, how many final runs overfit: best validation in the first half of the epochs run, then the last
+    epoch worse than that best by more than the arm's seed spread (the standard deviation, ddof=1, of its seeds'
+    best validation values), in runs of at least MIN_OVERFIT_EPOCHS epochs. Only where the last epoch's model was
+    tested: with ``patience`` the best is restored."""
+    if report.budget.get("patience"):
+        return {}
+    counts = {}
+    for name, arm in report.arms.items():
+        curves = [c for c in arm.val if len(c) >= MIN_OVERFIT_EPOCHS]
+        bests = [_best(report, c) for c in curves]
+        spread = float(np.std(bests, ddof=1)) if len(bests) > 1 else 0.0
+        n = sum(1 for c, best in zip(curves, bests)
+                if c.index(best) < len(c) / 2 and abs(c[-1] - best) > spread and c[-1] != best)
+        if n:
+            counts[name] = n
+    return counts
+
+
+def _best(report: Report, curve) -> float:
+    return min(curve) if report.lower_is_better else max(curve)
+
+
+def training_flags(report: Report, names) -> list[str]:
+    """The training checks that fire for the arms ``names``, one short phrase each (for the headline)."""
+    edges, improving, overfit = edge_learning_rates(report), improving_at_cap(report), overfitting(report)
+    phrases = []
+    for name in names:
+        arm = report.arms[name]
+        if name in edges:
+            phrases.append(f"{name} chose the edge rate {edges[name]:g} of the sweep")
+        if name in improving:
+            phrases.append(f"{name} was still improving at the epoch cap on {improving[name]}/{arm.n} seeds")
+        if name in overfit:
+            phrases.append(f"{name} overfit on {overfit[name]}/{arm.n} seeds")
+        if arm.constant_seeds:
+            phrases.append(f"{name} predicted one constant on {len(arm.constant_seeds)}/{arm.n} seeds")
+    return phrases
+
+
+def training_lines(report: Report) -> list[str]:
+    """The report's Markdown on the training checks."""
     lines = []
-    summary = reference_summary(report)
-    if summary is not None:
-        lines += _reference_tables(report, summary)
+    lrs = sorted(report.budget["lrs"])
     edges = edge_learning_rates(report)
     if edges:
         lines += ["**Learning rate at the edge of the sweep** (the best may lie beyond it; widen `--lrs`): "
-                  + ", ".join(f"{name} chose {lr:g}" for name, lr in edges.items())
-                  + f" of {sorted(report.budget['lrs'])}.", ""]
+                  + ", ".join(f"{name} chose {lr:g}" for name, lr in edges.items()) + f" of {lrs}.", ""]
+    elif 1 < len(lrs) < MIN_EDGE_RATES:
+        lines += [f"With {len(lrs)} learning rates {lrs} every choice is at an edge of the sweep, so whether the best "
+                  f"lies beyond it is not checked (sweep at least {MIN_EDGE_RATES} with `--lrs`).", ""]
     improving = improving_at_cap(report)
     if improving:
         lines += [f"**Still improving at the cap of {report.budget['epochs']} epochs** (best validation in the "
                   "last epoch; more epochs or `patience` in the budget may change the result): "
                   + ", ".join(f"{name} in {n} of {report.n_seeds} seeds" for name, n in improving.items()) + ".",
                   ""]
+    overfit = overfitting(report)
+    if overfit:
+        lines += ["**Overfitting** (validation best in the first half of the epochs, then worse by more than the "
+                  "arm's seed spread by the last epoch, whose model was tested; `patience` in the budget keeps the "
+                  "best epoch): " + ", ".join(f"{name} in {n} of {report.n_seeds} seeds" for name, n in overfit.items())
+                  + ".", ""]
     return lines
 
 
-def _reference_tables(report: Report, summary: dict) -> list[str]:
-    """The references' values, then per model whether it beats them (and its extra metrics, e.g. MASE)."""
-    refs = report.references
+def reference_headline(report: Report) -> str | None:
+    """How the idea and the matched baseline fare against the best reference, in one sentence, bold unless both
+    beat it; None without references."""
+    comparisons = report.reference_comparisons
+    if not comparisons:
+        return None
+    best = next(iter(comparisons.values())).b
+    models = [("the idea", report.idea)] + ([(f"the matched baseline {report.primary_baseline}",
+                                              report.primary_baseline)] if report.primary_baseline else [])
+    fates = [(label, comparisons[name]) for label, name in models]
+    sentence = (f"Best reference: {best} ({report.metric} {fmt(report.references['values'][best])}, mean over "
+                f"seeds): " + " and ".join(f"{label} {_fate(c)}" for label, c in fates))
+    if all(c.a_better for _, c in fates):
+        return sentence + " (each a paired sign-flip test alone at α)."
+    return f"**{sentence}** (each a paired sign-flip test alone at α)."
+
+
+def _fate(comparison: Comparison) -> str:
+    """A model's comparison with the reference, as words about the model (with the mean difference)."""
+    if comparison.result is None:
+        return f"was not compared with it ({comparison.reason})"
+    delta = f" (Δ = {fmt(comparison.result.delta_mean)})"
+    if comparison.a_better is not None:
+        return ("beats it" if comparison.a_better else "loses to it") + delta
+    verdict = comparison.verdict
+    if verdict.startswith("identical"):
+        return "is identical to it on every seed"
+    if "negligible" in verdict:
+        return f"differs from it by a negligible amount{delta}"
+    if verdict.startswith("cannot reach"):
+        return f"cannot be told from it with these seeds{delta}"
+    return f"does not beat it{delta}, no significant difference"
+
+
+def reference_lines(report: Report) -> list[str]:
+    """The references section: their values and choices, then every model against the best of them."""
+    refs = report.references or {}
+    if not refs.get("values"):
+        return ["## References", "", f"– (failed: {refs['error']})", ""] if refs.get("error") else []
     ref_extras, model_extras = refs.get("extra_metrics") or {}, refs.get("models") or {}
     extra_names = sorted({name for table in (ref_extras, model_extras) for metrics in table.values()
                           for name in metrics})
-    lines = []
-    if summary["all_worse"]:
-        lines += [f"**Every model is worse than the naive reference** {summary['best']} "
-                  f"({fmt(summary['best_value'])} {report.metric}).", ""]
-    lines += ["## Naive references (same test split, seed 0's data)", "",
-              "| reference | " + " | ".join([report.metric, *extra_names]) + " |",
-              "|---|---|" + "---|" * len(extra_names)]
+    if not refs.get("per_seed"):
+        where = "seed 0's data standing for every seed: stored before references were computed per seed"
+    elif refs.get("fixed_split"):
+        where = "the fixed split: the same on every seed"
+    else:
+        where = "every comparison seed's own split"
+    lines = [f"## References ({where})", "",
+             "| reference | " + " | ".join([f"{report.metric} (mean over seeds)", "per seed", "chosen",
+                                             *extra_names]) + " |",
+             "|---|---|---|---|" + "---|" * len(extra_names)]
     for name, value in refs["values"].items():
+        per_seed = (refs.get("per_seed") or {}).get(name) or []
+        shown = "same on every seed" if refs.get("fixed_split") else ", ".join(fmt(v) for v in per_seed) or "–"
         extras = "".join(f" {fmt(ref_extras.get(name, {}).get(e))} |" for e in extra_names)
-        lines.append(f"| {name} | {fmt(value)} |" + extras)
-    relative = summary.get("relative_to_persistence")
-    persistence_column = relative is not None and summary["best"] != "persistence"
-    columns = ["model", f"beats {summary['best']}"] + (["beats persistence"] if persistence_column else [])
-    columns += [f"{report.metric} / persistence"] if relative is not None else []
-    columns += [f"{name} (mean over seeds)" for name in extra_names]
-    lines += ["", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    for name, beats in summary["beats_best"].items():
-        cells = [name, "yes" if beats else "no"]
-        if persistence_column:
-            cells.append("yes" if relative[name] < 1 else "no")
-        if relative is not None:
-            cells.append(fmt(relative[name]))
-        cells += [fmt(model_extras.get(name, {}).get(e)) for e in extra_names]
-        lines.append("| " + " | ".join(cells) + " |")
+        lines.append(f"| {name} | {fmt(value)} | {shown} | {_chosen((refs.get('details') or {}).get(name))} |"
+                     + extras)
+    lines += ["", CHOSEN.get(refs.get("kind"), "") + " (the Method paragraph says how each reference is fitted)."]
+    lines += _model_table(report, extra_names, model_extras)
     if any(name.startswith("MASE") for name in extra_names):
-        lines.append("")
-        lines.append("MASE: the forecasts' mean absolute error over the test windows divided by the in-sample mean "
-                     "absolute error of the naive forecast m steps back on the training series (as in the M4 "
-                     "competition); below 1 beats that in-sample naive error.")
+        lines += ["", "MASE: the forecasts' mean absolute error over the test windows divided by the in-sample mean "
+                  "absolute error of the naive forecast m steps back on the training series (as in the M4 "
+                  "competition); below 1 beats that in-sample naive error."]
     return lines + [""]
 
 
+def _model_table(report: Report, extra_names: list[str], model_extras: dict) -> list[str]:
+    comparisons = report.reference_comparisons
+    if not comparisons:
+        return []
+    best = next(iter(comparisons.values())).b
+    values = report.references["values"]
+    persistence = values.get("persistence")
+    relative = persistence is not None and persistence > 0
+    columns = ["model", "n", "Δ mean", "95% CI (sign-flip)", "wins", "p (sign-flip)", "verdict"]
+    columns += [f"{report.metric} / persistence"] if relative else []
+    columns += [f"{name} (mean over seeds)" for name in extra_names]
+    lines = ["", f"Each model against the best reference, {best}: model − reference per seed, a paired sign-flip test "
+             "alone at α (the best reference is the one with the best mean test metric, a choice that favours it).",
+             "", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    for name, comp in comparisons.items():
+        r, arm = comp.result, report.arms[name]
+        if r is None:
+            cells = [name, "–", "–", "–", "–", "–", f"{comp.verdict}: {comp.reason}"]
+        else:
+            cells = [name, str(r.n_pairs), fmt(r.delta_mean), interval(r), str(r.idea_wins),
+                     f"{fmt(r.p_value)} ({r.p_method})", comp.verdict]
+        if relative:
+            cells.append(fmt(None if arm.mean is None else arm.mean / persistence, 3))
+        cells += [fmt(model_extras.get(name, {}).get(e), 3) for e in extra_names]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def interval(result) -> str:
+    """The interval from inverting the sign-flip test, "unbounded" where too few pairs bound it."""
+    if result.signflip_ci_low is None or result.signflip_ci_high is None:
+        return "unbounded"
+    return f"{fmt(result.signflip_ci_low)} … {fmt(result.signflip_ci_high)}"
+
+
+def _chosen(details: list[dict] | None) -> str:
+    """What a reference chose per seed (a season, a penalty), in a few words; "–" for nothing chosen."""
+    if not details:
+        return "–"
+    words = []
+    for key, label in (("season", "season"), ("alpha", "ridge α × mean eigenvalue"), ("l2", "L2"),
+                       ("validation_accuracy", "neighbour's probability"), ("class", "class"), ("mean", "mean")):
+        values = sorted({d[key] for d in details if d.get(key) is not None})
+        if values:
+            words.append(f"{label} {fmt(values[0], 3)}" if len(values) == 1 else
+                         f"{label} {fmt(values[0], 3)} … {fmt(values[-1], 3)} by seed")
+    candidates = sorted({m for d in details for m in d.get("candidates", ())})
+    if candidates:
+        sources = []
+        periods = sorted({d["dominant_period"] for d in details if d.get("dominant_period")})
+        if periods:
+            sources.append(f"dominant period {', '.join(map(str, periods))}")
+        if details[0].get("track_seasons"):
+            sources.append(f"the track's {details[0]['track_seasons']}")
+        words.append(f"among {candidates}" + (f" ({'; '.join(sources)})" if sources else ""))
+    return "; ".join(words) or "–"

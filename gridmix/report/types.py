@@ -13,26 +13,31 @@ timings, the budget, the data fingerprint) stay the JSON-ready dicts those modul
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import MISSING, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from gridmix.defaults import DEFAULT_MIN_EFFECT
 from gridmix.tracks import ROLES
 
 if TYPE_CHECKING:
     from gridmix.analysis.stats import PairedComparison
 
-# the primary alone at α; secondary Holm; each mechanism question alone; each transfer grid's alone (below the headline)
-FAMILIES = ("primary", "secondary", "mechanism", "transfer")
+# the primary alone at α; secondary Holm; each mechanism question, each transfer grid and each reference test alone
+FAMILIES = ("primary", "secondary", "mechanism", "transfer", "reference")
 TRANSFER_STATUSES = ("ok", "cannot", "failed", "missing")  # a seed's evaluation at a grid; missing: the run did not
 FLAGS = ("at chance", "at ceiling")
 MECHANISM_NAMES = ("ablation", "idea_vs_control", "baseline_vs_control")
 BETTER_SUFFIX, WORSE_SUFFIX = " better (significant)", " worse (significant)"
+VERDICT_IDENTICAL = "identical: the comparison says nothing"  # both arms gave the same value on every seed
+VERDICT_CAP_INACTIVE = "untestable: the cap was inactive"  # the idea's eigenvalues never came near the cap
+CAP_REACHED = 0.98  # the cap counts as reached when the largest factor singular value is within 2 % of its bound
+NEGLIGIBLE_SUFFIXES = (" better (significant but negligible)", " worse (significant but negligible)")
 
 
 def naming_arm(verdict: str, label: str) -> str:
     """``verdict`` of a comparison ``a − b`` said of ``a`` as ``label`` ("idea better (significant)" is the
     statistics' wording, made for the idea; a mechanism question may ask it of the baseline)."""
-    for suffix in (BETTER_SUFFIX, WORSE_SUFFIX):
+    for suffix in (BETTER_SUFFIX, WORSE_SUFFIX, *NEGLIGIBLE_SUFFIXES):
         if verdict == "idea" + suffix:
             return label + suffix
     return verdict
@@ -96,7 +101,8 @@ class Comparison:
 
     @property
     def a_better(self) -> bool | None:
-        """True when ``a`` is significantly better, False when significantly worse, None without a verdict."""
+        """True when ``a`` is significantly better, False when significantly worse, None without a verdict (or
+        with a significant but negligible one)."""
         if self.verdict.endswith(BETTER_SUFFIX):
             return True
         return False if self.verdict.endswith(WORSE_SUFFIX) else None
@@ -113,9 +119,10 @@ class Comparison:
         common = dict(a=data["a"], b=data["b"], family=data["family"], verdict=data["verdict"])
         if "reason" in data:
             return cls(**common, reason=data["reason"])
-        names = PairedComparison.__dataclass_fields__
+        fields = PairedComparison.__dataclass_fields__  # those with a default came later: absent from older reports
         return cls(**common, holm_over=data["holm_over"],
-                   result=PairedComparison(**{name: data[name] for name in names}))
+                   result=PairedComparison(**{name: data[name] for name, f in fields.items()
+                                              if name in data or f.default is MISSING}))
 
 
 @dataclass(frozen=True)
@@ -124,7 +131,8 @@ class Arm:
 
     ``per_seed_status``, ``train_loss`` and ``val`` have one entry per comparison seed ("missing" and empty
     curves where no run finished); ``per_seed`` holds the test metric of the seeds that finished "ok", in
-    order; ``comparison`` is the idea's comparison with this arm when the arm is a baseline.
+    order; ``comparison`` is the idea's comparison with this arm when the arm is a baseline; ``constant_seeds``
+    the comparison seeds on which its test predictions were one constant (one class for every sample).
     """
 
     name: str
@@ -139,6 +147,7 @@ class Arm:
     std: float | None
     flag: str | None = None
     comparison: Comparison | None = None
+    constant_seeds: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         if self.role not in ROLES:
@@ -175,7 +184,7 @@ class Arm:
         arm = dict(name=self.name, role=self.role, best_cfg={"lr": self.lr}, sweep=[p.to_dict() for p in self.sweep],
                    per_seed_status=list(self.per_seed_status),
                    curves=dict(train_loss=[list(c) for c in self.train_loss], val=[list(c) for c in self.val]),
-                   full=self.summary(), flag=self.flag)
+                   full=self.summary(), flag=self.flag, constant_prediction_seeds=list(self.constant_seeds))
         if self.comparison is not None:
             arm["comparison"] = self.comparison.to_dict()
         return arm
@@ -193,7 +202,8 @@ class Arm:
                    train_loss=tuple(tuple(c) for c in data["curves"]["train_loss"]),
                    val=tuple(tuple(c) for c in data["curves"]["val"]), per_seed=tuple(full["per_seed"]),
                    mean=full["mean"], std=full["std"], flag=data["flag"],
-                   comparison=None if comparison is None else Comparison.from_dict(comparison))
+                   comparison=None if comparison is None else Comparison.from_dict(comparison),
+                   constant_seeds=tuple(data.get("constant_prediction_seeds", ())))
 
 
 @dataclass(frozen=True)
@@ -370,8 +380,8 @@ NOT_COMPARED = dict(verdict="not compared", reason="no baseline")  # the JSON's 
 _KEYS = ("bench_version", "track", "grid", "model", "metric", "metric_direction", "n_seeds", "seeds", "fixed_split",
          "chance", "ceiling", "baseline", "idea", "baselines", "primary_baseline", "comparison", "comparisons",
          "holm_adjusted_over", "power", "mechanism", "mechanism_signature", "budget", "failures", "timings",
-         "versions", "device", "precision", "threads", "data", "code", "references", "plot_errors", "notes",
-         "transfer")
+         "versions", "device", "precision", "threads", "data", "code", "references", "reference_comparisons",
+         "min_effect", "plot_errors", "notes", "transfer")
 
 
 @dataclass(frozen=True)
@@ -380,7 +390,9 @@ class Report:
     secondary comparisons, the mechanism questions, the power check, and what the run measured beside them.
 
     ``analyses`` holds the analyses the run stored (``parity``, ``scaling``), each as its module's dict or
-    ``{"error": ...}``; ``plot_errors`` the plots that could not be drawn.
+    ``{"error": ...}``; ``plot_errors`` the plots that could not be drawn. ``reference_comparisons`` holds, per arm,
+    its comparison (arm − reference, family ``"reference"``) with the best reference; ``min_effect`` the practical
+    threshold the verdicts used (:class:`gridmix.analysis.stats.MinEffect`'s spelling).
     """
 
     bench_version: int
@@ -412,6 +424,8 @@ class Report:
     code: dict
     analyses: dict = field(default_factory=dict)
     references: dict | None = None
+    reference_comparisons: Mapping[str, Comparison] = field(default_factory=dict)
+    min_effect: str = DEFAULT_MIN_EFFECT
     plot_errors: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()  # what the study left out and why (an idea mixer without an ablation, say)
     transfer: Transfer | None = None  # the models tested on other grids (--eval-grids), secondary to the headline
@@ -436,6 +450,11 @@ class Report:
         if unknown:
             raise ValueError(f"report names {sorted(unknown)} among its mechanism questions or its Holm family; "
                              f"expected some of {list(MECHANISM_NAMES)} and of {list(self.comparisons)}")
+        for name, comparison in self.reference_comparisons.items():
+            reference_names = set((self.references or {}).get("values") or {})
+            if comparison.a != name or name not in self.arms or comparison.b not in reference_names:
+                raise ValueError(f"reference comparison {name!r} is {comparison.a} − {comparison.b}; expected an arm "
+                                 f"of {list(self.arms)} against one of the references {sorted(reference_names)}")
         if self.power.n_seeds != len(self.comparison_seeds):
             raise ValueError(f"power is for {self.power.n_seeds} seeds but the report compares "
                              f"{len(self.comparison_seeds)}; expected the same")
@@ -508,7 +527,9 @@ class Report:
             mechanism_signature=self.mechanism_signature, budget=self.budget,
             failures=[f.to_dict() for f in self.failures], timings=self.timings, versions=self.versions,
             device=self.device, precision=self.precision, threads=self.threads, data=self.data, code=self.code,
-            **self.analyses, references=self.references)
+            **self.analyses, references=self.references,
+            reference_comparisons={name: c.to_dict() for name, c in self.reference_comparisons.items()},
+            min_effect=self.min_effect)
         if self.plot_errors:
             report["plot_errors"] = list(self.plot_errors)
         if self.notes:
@@ -521,8 +542,9 @@ class Report:
     def from_dict(cls, data: Mapping[str, Any]) -> Report:
         """A report read back from ``bench_report.json``; ``ValueError`` when a key is missing or malformed.
 
-        ``fixed_split``, the one key added after the report took its present shape (power, mechanism, the
-        floor/ceiling flags), may be missing: a report written before it reads as ``fixed_split=False``.
+        Keys added after the report took its present shape (power, mechanism, the floor/ceiling flags) may be missing
+        and read as their defaults: ``fixed_split`` (False), ``reference_comparisons`` (none), ``min_effect`` (the
+        default), an arm's ``constant_prediction_seeds`` (none) and a comparison's sign-flip interval (None).
         """
         try:
             return cls._from_dict(data)
@@ -552,5 +574,8 @@ class Report:
             versions=data["versions"], device=data["device"], precision=data["precision"],
             threads=data["threads"], data=data["data"], code=data["code"],
             analyses={k: v for k, v in data.items() if k not in _KEYS}, references=data["references"],
+            reference_comparisons={name: Comparison.from_dict(c)
+                                   for name, c in data.get("reference_comparisons", {}).items()},
+            min_effect=data.get("min_effect", DEFAULT_MIN_EFFECT),
             plot_errors=tuple(data.get("plot_errors", ())), notes=tuple(data.get("notes", ())),
             transfer=None if data.get("transfer") is None else Transfer.from_dict(data["transfer"]))

@@ -16,7 +16,13 @@ from pathlib import Path
 
 from scipy import stats as scipy_stats
 
-from gridmix.analysis.stats import VERDICT_BETTER, VERDICT_WORSE, exact_level
+from gridmix.analysis.stats import (
+    VERDICT_BETTER,
+    VERDICT_BETTER_NEGLIGIBLE,
+    VERDICT_WORSE,
+    VERDICT_WORSE_NEGLIGIBLE,
+    exact_level,
+)
 from gridmix.report.build import ALPHA, build_report
 from gridmix.report.types import Comparison
 from gridmix.study.executors import InProcessExecutor
@@ -45,7 +51,9 @@ def aa_false_positive_rate(study: Study, root: str | Path, *, replicates: int,
             why = comparison.reason if comparison else "no baseline"
             raise RuntimeError(f"A/A replicate {k} was not compared: {why}")
         p_values.append(comparison.result.p_value)
-        significant += comparison.verdict in (VERDICT_BETTER, VERDICT_WORSE)
+        # the test's false-positive rate: a significant verdict counts whether or not the effect is negligible
+        significant += comparison.verdict in (VERDICT_BETTER, VERDICT_WORSE, VERDICT_BETTER_NEGLIGIBLE,
+                                              VERDICT_WORSE_NEGLIGIBLE)
         if on_replicate:
             on_replicate(k, comparison)
     level = exact_level(study.budget.seeds, ALPHA)

@@ -37,7 +37,9 @@ class RunClock:
 
 
 def format_duration(seconds: float) -> str:
-    """``"4 min 10 s"``, ``"35 s"``: the estimate as the log prints it (whole seconds)."""
+    """``"4 min 10 s"``, ``"35 s"``, ``"under 1 s"``: the estimate as the log prints it (whole seconds)."""
+    if seconds < 0.5:
+        return "under 1 s"
     whole = round(seconds)
     minutes, rest = divmod(whole, 60)
     return f"{minutes} min {rest} s" if minutes else f"{rest} s"

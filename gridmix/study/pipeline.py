@@ -224,7 +224,7 @@ def plan_study(track: str = "image", grid: str | None = None, *, models: str | t
                precision: str = "auto", jobs: int | str = "auto", threads: int | None = None, scaling: bool = True,
                match_params: str | None = None, underpowered: bool = False, aa: bool = False,
                settings: Mapping[str, object] | None = None, eval_grids: str | Sequence[str] = (),
-               note: Callable[[str], None] = _ignore) -> PlannedStudy:
+               min_effect: str | None = None, note: Callable[[str], None] = _ignore) -> PlannedStudy:
     """The study ``gridmix run`` would run with these options (the same names and defaults as its own).
 
     ``idea`` (a registered mixer's name) makes that mixer's model the idea, against the track's matched baseline,
@@ -234,7 +234,14 @@ def plan_study(track: str = "image", grid: str | None = None, *, models: str | t
     grids every final run's trained model is tested on (``--eval-grids``; :mod:`gridmix.study.transfer`).
     ``seeds``, ``lrs``, ``epochs`` and ``n_train`` change the track's budget; the study records them (the report
     says so) and ``epochs`` and ``n_train`` enter every run's key.
+    ``min_effect`` is the practical threshold below which a significant effect is reported as negligible (``"1%"``
+    of the compared arm's mean, or a number in the metric's units; default
+    :data:`gridmix.defaults.DEFAULT_MIN_EFFECT`).
     """
+    from gridmix.analysis.stats import MinEffect
+    from gridmix.defaults import DEFAULT_MIN_EFFECT
+
+    threshold = MinEffect.parse(DEFAULT_MIN_EFFECT if min_effect is None else min_effect)  # ValueError in one line
     registry = load_registry()
     chosen_settings = choose_settings(registry.track(track), settings)
     chosen_track = registry.track(track, chosen_settings)
@@ -271,7 +278,8 @@ def plan_study(track: str = "image", grid: str | None = None, *, models: str | t
                   roles={name: chosen_track.model(name).role for name in names}, chance=chosen_track.chance,
                   ceiling=chosen_track.ceiling, fixed_split=chosen_track.fixed_split,
                   underpowered=underpowered and not chosen_budget.exploratory, notes=notes,
-                  settings=chosen_settings, eval_grids=chosen_eval_grids, overrides=overrides)
+                  settings=chosen_settings, eval_grids=chosen_eval_grids, overrides=overrides,
+                  min_effect=threshold.spelled)
     if aa:
         study = aa_study(study)
         scaling = False  # the copy costs what its original does: nothing to measure
@@ -326,7 +334,7 @@ def run_study(planned: PlannedStudy, ledger: Ledger, executor, out: str | Path, 
                on_epoch=callbacks.epoch, on_done=callbacks.done, on_phase=callbacks.phase,
                on_resume=callbacks.resume).run()
         callbacks.analysis("references")
-        store_references(ledger, planned.track, planned.grid, planned.study.budget)
+        store_references(ledger, planned.track, planned.grid, planned.study)
         if planned.scaling:
             callbacks.analysis("parity and scaling")
             store_analyses(ledger, planned.track, planned.grid, planned.study.models, planned.study.budget,
@@ -360,12 +368,19 @@ def store_analyses(ledger: Ledger, track: Track, grid: Grid, names, budget, knob
     ledger.put("analyses", analyses)
 
 
-def store_references(ledger: Ledger, track: Track, grid: Grid, budget) -> None:
-    """The naive references (majority class, persistence, seasonal naive) on the test split, kept in the ledger."""
-    from gridmix.analysis.references import naive_references
+def store_references(ledger: Ledger, track: Track, grid: Grid, study: Study) -> None:
+    """The references (:mod:`gridmix.analysis.references`) on every comparison seed's own test split, kept in the
+    ledger; references stored for the same seeds and data are kept (a resumed study computes them once)."""
+    from gridmix.analysis.references import VERSION, study_references
 
+    stored = ledger.fetch("references") or {}
+    data = study.data.get("hash", "")
+    if (stored.get("version"), stored.get("seeds"), stored.get("data")) == (VERSION, study.comparison_seeds, data):
+        return
     try:
-        ledger.put("references", naive_references(track, grid, budget.sizes))
+        references = study_references(track, grid, study.budget.sizes, study.comparison_seeds,
+                                      fixed_split=study.fixed_split)
+        ledger.put("references", dict(references, data=data))
     except Exception as error:  # recorded; the finished runs stay valid
         ledger.put("references", {"kind": "none", "values": {}, "error": f"{type(error).__name__}: {error}"})
 

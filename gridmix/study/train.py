@@ -5,7 +5,8 @@ with ``s``) and the initialisation (``torch.manual_seed(s)`` right before the mo
 every model alike. Optimiser: AdamW with linear warm-up then cosine decay over all steps, gradients
 clipped at norm 1. Validation every epoch; the test metric (and the track's ``extra_metrics``, kept in the
 run's extras) is taken once, from the final model, or with ``Budget.patience`` from the best validation
-epoch's (:mod:`gridmix.study.early_stopping`; epochs are the cap).
+epoch's (:mod:`gridmix.study.early_stopping`; epochs are the cap). The extras also say whether the test
+predictions were one constant (:func:`prediction_summary`), which the report flags on that seed.
 A non-finite loss stops the run, which is then recorded as diverged: it never raises.
 On the CPU, the same arguments and thread count give the same numbers.
 """
@@ -68,6 +69,18 @@ def evaluate(model: torch.nn.Module, split: Split, metric: Callable, *, batch_si
     """The track's metric over a whole split (metric in float32)."""
     return float(metric(predict(model, split, batch_size=batch_size, device=device, precision=precision),
                         split.targets))
+
+
+def prediction_summary(predictions: torch.Tensor, targets: torch.Tensor) -> dict:
+    """Whether a split's predictions are one constant, which means the model ignores its inputs: for class labels
+    (S,) the arg-max class of every sample (``classes_predicted``: how many classes occur), otherwise every sample's
+    prediction equal to the first's within float32 round-off (1e-6 of its largest magnitude)."""
+    if targets.dtype == torch.int64 and targets.ndim == 1 and predictions.ndim == 2:
+        classes = int(predictions.argmax(-1).unique().numel())  # predictions (S, K) logits
+        return {"constant": classes == 1, "classes_predicted": classes}
+    flat = predictions.reshape(len(predictions), -1)  # (S, everything a sample predicts)
+    spread = float((flat - flat[:1]).abs().max())
+    return {"constant": spread <= 1e-6 * (1.0 + float(flat[0].abs().max()))}
 
 
 def warmup_cosine(total_steps: int, warmup_frac: float) -> Callable[[int], float]:
@@ -147,6 +160,7 @@ def train_run(track: Track, spec: ModelSpec, grid: Grid, *, lr: float, seed: int
         predictions = predict(model, data.test, batch_size=budget.batch_size * 2, device=device,
                               precision=precision)
         result.test_metric = float(track.metric(predictions, data.test.targets))
+        result.extras["test_predictions"] = prediction_summary(predictions, data.test.targets)
         if not math.isfinite(result.test_metric):
             result.status, result.error = "diverged", "non-finite test metric"
             return result

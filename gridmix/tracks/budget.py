@@ -15,6 +15,9 @@ refuses, before any training, seeds that cannot reach it (:func:`gridmix.analysi
 ``smoke`` is the one exception, marked ``exploratory``: it checks that a track runs end to end, its
 2 seeds can never reach α, and its report says so instead of giving a verdict.
 
+The ``default`` budget sweeps three learning rates, and so does every built-in track's: with two, every choice is
+at an edge of the sweep and the report's "learning rate at the edge" check could say nothing.
+
 Sweep seeds are separate: the learning-rate sweep runs on ``sweep_seeds`` seeds of its own (1000, 1001,
 …; :mod:`gridmix.study.harness`), never on the seeds the paired test compares.
 """
@@ -69,7 +72,7 @@ class Budget:
 BUDGETS: dict[str, Budget] = {
     "smoke": Budget("smoke", seeds=2, sweep_seeds=1, lrs=(1e-3, 3e-3), epochs=2, batch_size=32,
                     n_train=128, n_val=64, n_test=64, exploratory=True),
-    "default": Budget("default", seeds=6, sweep_seeds=2, lrs=(1e-3, 3e-3), epochs=8, batch_size=32,
+    "default": Budget("default", seeds=6, sweep_seeds=2, lrs=(1e-3, 3e-3, 1e-2), epochs=8, batch_size=32,
                       n_train=1024, n_val=256, n_test=512),
     "full": Budget("full", seeds=8, sweep_seeds=4, lrs=(1e-3, 3e-3, 9e-3), epochs=30, batch_size=64,
                    n_train=4096, n_val=1024, n_test=2048),

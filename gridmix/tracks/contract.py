@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from gridmix.defaults import DIRECTIONS
 from gridmix.grid import Grid
 from gridmix.tracks.budget import Budget, DataSizes, resolve_budget
 
-DIRECTIONS = ("lower", "higher")
 ROLES = ("idea", "baseline", "ablation", "control")
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 SPLIT_NAMES = ("train", "val", "test")
@@ -255,6 +255,9 @@ class Track:
         data_missing: ``() → None`` when the track's data is at hand, else a one-line reason (e.g. "needs
             --data-root DIR"); a cheap look, nothing is read. ``gridmix tracks`` shows it, and the CI benchmark
             skips such tracks.
+        seasons: seasonal periods the data is known to have, in steps of the grid's first axis (e.g. the user's
+            ``GRIDMIX_SEQUENCE_CSV_SEASON``); the seasonal-naive reference tries them beside its fixed list and the
+            training windows' dominant period (:mod:`gridmix.analysis.references`). Empty: none known.
         extra_metrics: further test metrics by name, each ``(predictions, targets) → float`` on the test split
             (e.g. ``{"MASE": …}`` on a forecasting track). Every finished run stores them in its
             ``extras["test_metrics"]``; the report's naive-references section averages them per model over
@@ -298,6 +301,7 @@ class Track:
     source: str = ""
     data_missing: Callable[[], str | None] = _always_at_hand
     extra_metrics: dict[str, Callable[[torch.Tensor, torch.Tensor], float]] = field(default_factory=dict)
+    seasons: tuple[int, ...] = ()
     backbone: Backbone | None = None
     mixer_models: tuple[ModelSpec, ...] = ()
     fixed_grid: str | None = UNDECLARED_GRIDS
@@ -363,6 +367,9 @@ class Track:
                 isinstance(name, str) and name and callable(measure) for name, measure in self.extra_metrics.items()):
             raise self._fail(f"extra_metrics {short(self.extra_metrics)}; expected a dict of name → "
                              "callable(predictions, targets) → float")
+        if not isinstance(self.seasons, tuple) or any(isinstance(m, bool) or not isinstance(m, int) or m < 1
+                                                      for m in self.seasons):
+            raise self._fail(f"seasons {short(self.seasons)}; expected a tuple of whole numbers of steps >= 1")
 
     def _check_models(self) -> None:
         if not self.models:

@@ -8,7 +8,8 @@ with an error naming its file. A fixed seed (not the run's) shuffles the images 
 test (60 / 20 / 20 %, each capped at the budget's sizes): every seed tests on the same images (seeds vary
 initialisation and batch order), so the inference is conditional on this dataset.
 Models: the ``image`` track's (ViT, the same ViT with the concentration mixer, MLP-Mixer); the default budget
-trains up to 60 epochs with early stopping (patience 8) and sweeps 1e-3, 3e-3 and 1e-2.
+trains up to 60 epochs with early stopping (patience 8) and sweeps 1e-3, 3e-3 and 1e-2. Chance is 1/K for K class
+folders (the report's majority-class reference covers unbalanced folders), the ceiling 1.
 
 Shape legend:
     S: samples, H, W: the grid; inputs (S, 3, H, W) float32, targets (S,) int64 class indices
@@ -137,6 +138,8 @@ def _track(description: str, make_data, *, num_classes: int, source: str = "", d
         metric=accuracy,
         fixed_split=True,  # one dataset, one split: seeds vary initialisation and batch order
         metric_name="accuracy",
+        chance=1 / num_classes,  # a guess among the class folders
+        ceiling=1.0,
         direction="higher",
         models=ImageModels(in_chans=3, num_classes=num_classes).specs(),
         backbone=ImageModels(in_chans=3, num_classes=num_classes).backbone_spec(),

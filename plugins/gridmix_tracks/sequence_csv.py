@@ -9,24 +9,29 @@ the track as needing data)::
     GRIDMIX_SEQUENCE_CSV_SEASON=1             # optional: MASE's naive season m (default 1, the previous value)
 
 Univariate (the default, ``INPUTS=target``): the models read the target column's past only. Multivariate
-(``INPUTS=all``, the ETT / Weather / Electricity layout ``date,channel,…,target``): the first column must hold
-ISO 8601 dates in increasing order, and the models read every other column over the window, the target's
-channel first. The file is read when the registry loads, so a bad file shows up in ``gridmix tracks`` as a broken
-``sequence-csv`` plugin with a one-line error naming the row and column (missing values, non-numeric cells, no
-date column, dates out of order, a constant target). Chronological split without leakage: with ``n`` rows,
-training windows lie wholly inside the first 70 % of rows, validation targets inside the next 15 %, test targets
-inside the last 15 %; a window's input is the ``L`` rows right before its ``H`` target rows (a validation or
-test window may read earlier rows as its past, never a later split's rows). Each channel is standardised with
-the mean and standard deviation of the training part (a constant covariate is only centred). When there are
-more windows than the budget asks for, a fixed seed (not the run's) picks which each split keeps: every seed
-sees the same splits, and the report's inference is conditional on this file. Models: the ``sequence``
-track's, each inside per-window instance normalisation (:mod:`gridmix_tracks.instance_norm`), since real
-series trend and shift level.
+(``INPUTS=all``, the ETT / Weather / Electricity layout ``date,channel,…,target``): the first column must hold dates
+(:data:`DATE_FORMS`: ISO 8601, or a month, quarter or year) in increasing order, and the models read every other
+column over the window, the target's channel first. The file is read when the registry loads, so a bad file shows up
+in ``gridmix tracks`` as a broken ``sequence-csv`` plugin with a one-line error naming the row and column (missing
+values, non-numeric cells, no date column, dates out of order, a constant target). Chronological split without
+leakage: with ``n`` rows, training windows lie wholly inside the first 70 % of rows, validation targets inside the
+next 15 %, test targets inside the last 15 %; a window's input is the ``L`` rows right before its ``H`` target rows
+(a validation or test window may read earlier rows as its past, never a later split's rows). Each channel is
+standardised with the mean and standard deviation of the training part (a constant covariate is only centred). When
+there are more windows than the budget asks for, a fixed seed (not the run's) picks which each split keeps: every
+seed sees the same splits, and the report's inference is conditional on this file. Models: the ``sequence`` track's,
+each inside per-window instance normalisation (:mod:`gridmix_tracks.instance_norm`), since real series trend and
+shift level.
 
 Besides test MSE, every run reports MASE (:func:`mase_scale`): the mean absolute error of its forecasts over
 all test windows and steps ahead, divided by the in-sample mean absolute error of the naive forecast one season
 (``m`` steps) back on the training part of the target, as the M4 competition scales its errors. MASE is
-free of the series' units; below 1, the forecasts beat the naive forecast's in-sample error.
+free of the series' units; below 1, the forecasts beat the naive forecast's in-sample error. A season above 1 is
+also offered to the seasonal-naive reference (``Track.seasons``). The track's chance level is the MSE of forecasting
+the training part's mean for every row of the test part (the level a model reaches without learning); its ceiling
+is 0. The default budget trains up to 20 epochs, stopped after 4 without a better validation MSE (the best epoch
+restored; :data:`BUDGET_OVERRIDES`), since a short real series can overfit within a few epochs or still improve
+after eight.
 
 Shape legend:
     S: windows, L: context (the grid), H: horizon, C: channels (1 univariate); inputs (S, C, L) float32 with
@@ -38,6 +43,7 @@ from __future__ import annotations
 import csv
 import math
 import os
+import re
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -60,6 +66,13 @@ INPUTS_ENV, SEASON_ENV = "GRIDMIX_SEQUENCE_CSV_INPUTS", "GRIDMIX_SEQUENCE_CSV_SE
 INPUTS = ("target", "all")  # the models read the target's past only, or every channel but the date
 BOUNDARIES = (0.70, 0.85)  # fractions of rows where validation, then test targets begin
 MISSING = {"", "nan", "na", "n/a", "null", "none"}
+DATE_FORMS = ("ISO 8601 (1959-01-31, 1959-01-31T06:00), a month (1959-01), a quarter (1959-Q1, 1959Q1, 1959 Q1) "
+              "or a year (1959)")
+_MONTH, _QUARTER, _YEAR = (re.compile(r"^(\d{4})-(\d{2})$"), re.compile(r"^(\d{4})[- ]?[Qq]([1-4])$"),
+                           re.compile(r"^(\d{4})$"))
+# Up to 20 epochs, stopped after 4 without a better validation MSE (the best epoch's weights restored): a real
+# series may be best after 1-2 epochs and then overfit, or still improve after the global default's 8.
+BUDGET_OVERRIDES = {"default": {"epochs": 20, "patience": 4}}
 NEEDS_DATA = f"needs --data FILE (or {ENV}): a CSV time series, rows in time order"
 
 
@@ -137,7 +150,8 @@ def _check_dates(body: list[tuple[int, list[str]]], name: str, path: Path) -> No
         when = _date(cell)
         if when is None:
             raise ValueError(f"{path}: {INPUTS_ENV}=all needs a date column first (date,channel,…,target as ETT "
-                             f"keeps it); row {number}, column {name!r}: {cell!r} is not an ISO 8601 date")
+                             f"keeps it); row {number}, column {name!r}: {cell!r} is not a date; accepted: "
+                             f"{DATE_FORMS}")
         try:
             in_order = previous is None or when > previous[1]
         except TypeError:  # one date with a time zone, one without
@@ -149,10 +163,18 @@ def _check_dates(body: list[tuple[int, list[str]]], name: str, path: Path) -> No
 
 
 def _date(cell: str) -> datetime | None:
+    """The cell as a date in one of :data:`DATE_FORMS` (a month, quarter or year as its first day), else None."""
+    text = cell.strip()
     try:
-        return datetime.fromisoformat(cell.strip())
+        return datetime.fromisoformat(text)
     except ValueError:
-        return None
+        pass
+    month, quarter, year = _MONTH.match(text), _QUARTER.match(text), _YEAR.match(text)
+    if month and 1 <= int(month[2]) <= 12:
+        return datetime(int(month[1]), int(month[2]), 1)
+    if quarter:
+        return datetime(int(quarter[1]), 3 * int(quarter[2]) - 2, 1)
+    return datetime(int(year[1]), 1, 1) if year else None
 
 
 def _is_number(cell: str) -> bool:
@@ -235,6 +257,8 @@ def csv_sequence_track(path: str | os.PathLike, target: str | None = None, *, in
     std[std == 0] = 1.0  # a covariate constant in training carries no information; centring it is enough
     standard = torch.from_numpy(((values - mean) / std).astype(np.float32))  # (T, C)
     scale = mase_scale((train_part[:, 0] - mean[0]) / std[0], season)  # in the targets' standardised units
+    start_test = int(len(values) * BOUNDARIES[1])
+    chance = float((standard[start_test:, 0].double() ** 2).mean())  # the training part's mean (0) on every test row
     if scale == 0:
         raise ValueError(f"{path}: column {name!r} repeats itself every {season} step(s) over the training part, "
                          f"so MASE's naive forecast is exact there; set {SEASON_ENV} to another season")
@@ -259,7 +283,8 @@ def csv_sequence_track(path: str | os.PathLike, target: str | None = None, *, in
     channels = f", reading all {len(series.names)} channels" if inputs == "all" else ""
     return _track(f"forecast the next {horizon} values of column {name!r} of {path} ({len(values)} rows{channels})",
                   make_data, horizon=horizon, in_chans=len(series.names), source=str(path),
-                  extra_metrics={f"MASE (m={season})": mase(scale)})
+                  extra_metrics={f"MASE (m={season})": mase(scale)}, chance=chance,
+                  seasons=(season,) if season > 1 else ())
 
 
 def awaiting_data_track(horizon: int = HORIZON) -> Track:
@@ -273,7 +298,8 @@ def awaiting_data_track(horizon: int = HORIZON) -> Track:
 
 
 def _track(description: str, make_data, *, horizon: int, in_chans: int, source: str = "",
-           extra_metrics: dict | None = None, data_missing=lambda: None) -> Track:
+           extra_metrics: dict | None = None, data_missing=lambda: None, chance: float | None = None,
+           seasons: tuple[int, ...] = ()) -> Track:
     return Track(
         name="sequence-csv",
         description=description,
@@ -288,6 +314,10 @@ def _track(description: str, make_data, *, horizon: int, in_chans: int, source: 
         models=with_instance_norm(SequenceModels(horizon=horizon, in_chans=in_chans).specs()),
         backbone=backbone_with_instance_norm(SequenceModels(horizon=horizon, in_chans=in_chans).backbone_spec()),
         matched_baseline="transformer",
+        budget_overrides=BUDGET_OVERRIDES,
+        chance=chance,
+        ceiling=0.0,
+        seasons=seasons,
         supports=context_supported,
         source=source,
         data_missing=data_missing,
