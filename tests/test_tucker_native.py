@@ -16,7 +16,12 @@ import torch
 
 from gridmix import ConcentrationMixer
 from gridmix.analysis.measure import _OpLog, count_flops, dry_run
-from gridmix.mixers.concentration.ops.native_build import forget_library, native_available, native_library
+from gridmix.mixers.concentration.ops.native_build import (
+    assume_constant_result,
+    forget_library,
+    native_available,
+    native_library,
+)
 from gridmix.mixers.concentration.ops.tucker import _Tucker, tucker
 from gridmix.mixers.concentration.ops.tucker_native import (
     chain_flops,
@@ -153,6 +158,21 @@ def test_torch_compile_runs_the_kernel_and_matches_eager():
     torch.testing.assert_close(out, mixer.mix(v), **F32)
     (grad,) = torch.autograd.grad(out.sum(), v)
     torch.testing.assert_close(grad, torch.autograd.grad(mixer.mix(v).sum(), v)[0], **F32)
+
+
+def test_the_constant_marker_is_torchs_own_and_costs_no_dynamo_import():
+    import subprocess
+    import sys
+
+    def probe() -> bool:
+        return True
+
+    marked = assume_constant_result(lambda: True)
+    assert vars(torch.compiler.assume_constant_result(probe)) == vars(marked)  # the same mark torch.compile reads
+    code = ("import sys, gridmix.mixers.concentration.ops.native_build as b; "
+            "print('torch._dynamo' in sys.modules, b.native_available._dynamo_marked_constant)")
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True).stdout.split() == ["False", "True"]
 
 
 def test_flops_are_counted_on_real_and_fake_tensors():
