@@ -28,7 +28,7 @@ respect to the input, as inside a network. Per point: FLOPs (``FlopCounterMode``
 ``gridmix.analysis.measure``, on fake tensors) and a memory estimate come first; a case that would not
 fit, or would run past the time cap, is skipped with its reason. Then all cases of a grid are timed
 interleaved (``bench_common.interleaved``), and each one's peak memory is measured in a fresh subprocess
-(``gridmix.analysis.measure.peak_memory``). Writes ``DIR/bench_mixer.json`` and ``DIR/bench_mixer.md``.
+(``gridmix.analysis.memory.peak_memory``). Writes ``DIR/bench_mixer.json`` and ``DIR/bench_mixer.md``.
 ``--device cuda`` runs every case on the GPU (each step ends with a synchronisation; peak memory is
 ``torch.cuda.max_memory_allocated``), ``--precision bf16`` under bf16 autocast; FLOPs stay those of fp32.
 
@@ -60,7 +60,8 @@ from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from gridmix import ConcentrationMixer, Grid, set_native, tucker_flops
-from gridmix.analysis.measure import MemoryMeasurementError, available_memory, dry_run, peak_memory
+from gridmix.analysis.measure import available_memory, dry_run
+from gridmix.analysis.memory import MemoryMeasurementError, peak_memory
 from gridmix.analysis.scaling import load_averages
 from gridmix.study.precision import autocast
 

@@ -10,7 +10,7 @@ take, a token limit, no causal form) is skipped with its own reason; one whose e
 than the cap is skipped too. The mixers of a point are timed interleaved (``bench_common.interleaved``), and the
 ratio to attention is the median of per-round ratios. FLOPs of forward+backward come from ``FlopCounterMode`` on
 fake tensors (``gridmix.analysis.measure.dry_run``); peak memory from a fresh subprocess per point
-(``gridmix.analysis.measure.peak_memory``). Writes ``DIR/bench_mixers.json`` and ``DIR/bench_mixers.md``.
+(``gridmix.analysis.memory.peak_memory``). Writes ``DIR/bench_mixers.json`` and ``DIR/bench_mixers.md``.
 ``--quick`` (``nox -s bench``): 16x16 and 1,024 causal tokens, few repeats, no memory subprocesses.
 """
 
@@ -32,7 +32,8 @@ from bench_common import (
 from torch import nn
 
 from gridmix import Grid
-from gridmix.analysis.measure import MemoryMeasurementError, available_memory, dry_run, peak_memory
+from gridmix.analysis.measure import available_memory, dry_run
+from gridmix.analysis.memory import MemoryMeasurementError, peak_memory
 from gridmix.tracks.registry import load_registry
 
 BATCH, DIM, HEADS = 8, 64, 4

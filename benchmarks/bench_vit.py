@@ -37,7 +37,8 @@ from bench_common import (
 from timm.models.vision_transformer import VisionTransformer
 
 from gridmix import ConcentrationMixer
-from gridmix.analysis.measure import MemoryMeasurementError, dry_run, peak_memory
+from gridmix.analysis.measure import dry_run
+from gridmix.analysis.memory import MemoryMeasurementError, peak_memory
 from gridmix.study.precision import autocast
 
 BATCH, DIM, DEPTH, HEADS, CLASSES = 8, 64, 4, 4, 10

@@ -1,6 +1,9 @@
-"""Timing, FLOP counting (nothing gridmix runs is under-counted) and subprocess peak memory."""
+"""Timing, FLOP counting (nothing gridmix runs is under-counted) and peak memory in a fresh process."""
 
 import math
+import os
+import signal
+import time
 
 import pytest
 import torch
@@ -9,12 +12,11 @@ import torch.nn.functional as F
 from gridmix import ConcentrationMixer, tucker_flops
 from gridmix.analysis.measure import (
     FLOP_FORMULAS,
-    MemoryMeasurementError,
     count_flops,
     estimate_peak_memory,
-    peak_memory,
     time_fn,
 )
+from gridmix.analysis.memory import MemoryMeasurementError, MemoryProbe, peak_memory
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # see conftest.py
 
@@ -37,6 +39,24 @@ def mixer_step(side: int, batch: int = 8, dim: int = 32):
 
 def failing_step():
     raise RuntimeError("broken target")
+
+
+def killed_step():
+    os.kill(os.getpid(), signal.SIGKILL)  # as the out-of-memory killer would
+
+
+def hanging_step():
+    time.sleep(60)
+
+
+def ballast_step(mb: int):
+    """Keeps ``mb`` MB alive in the measuring process after the step: the next measurement must not see it."""
+    ballast = torch.ones(mb * 2**18)  # float32
+    _KEPT.append(ballast)
+    return lambda: None
+
+
+_KEPT: list = []
 
 
 def test_time_fn_sets_and_records_threads_and_orders_quantiles():
@@ -144,3 +164,24 @@ def test_peak_memory_reports_a_failing_target_and_a_malformed_one():
         peak_memory("tests.test_measure:failing_step", {}, threads=1, timeout_s=120)
     with pytest.raises(ValueError, match="module:function"):
         peak_memory("no_colon_here", {}, threads=1)
+
+
+def test_a_probe_measures_each_step_in_a_fresh_child_of_one_server():
+    with MemoryProbe() as probe:
+        first = probe.measure("tests.test_measure:ballast_step", dict(mb=200), threads=1, timeout_s=120)
+        server = probe._server.pid
+        second = probe.measure("tests.test_measure:ballast_step", dict(mb=8), threads=1, timeout_s=120)
+        assert probe._server.pid == server  # one server, no new interpreter per measurement
+    assert 195 * 2**20 < first.setup_bytes < 260 * 2**20
+    assert 7 * 2**20 < second.setup_bytes < 60 * 2**20  # the first child's 200 MB died with it
+    assert abs(second.baseline_bytes - first.baseline_bytes) < 50 * 2**20
+
+
+def test_a_probe_reports_a_killed_or_hanging_step_and_goes_on():
+    with MemoryProbe() as probe:
+        with pytest.raises(MemoryMeasurementError, match="killed by signal 9 \\(out of memory\\?\\)"):
+            probe.measure("tests.test_measure:killed_step", {}, threads=1, timeout_s=120)
+        with pytest.raises(MemoryMeasurementError, match="ran past 3 s"):
+            probe.measure("tests.test_measure:hanging_step", {}, threads=1, timeout_s=3)
+        memory = probe.measure("tests.test_measure:mixer_step", dict(side=16), threads=1, timeout_s=120)
+    assert memory.step_bytes > 0 and memory.peak_bytes == memory.setup_bytes + memory.step_bytes

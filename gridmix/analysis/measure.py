@@ -10,11 +10,9 @@ Three measurements, each usable on its own (the scaling study and the benchmarks
   formula in :mod:`gridmix.mixers.concentration.ops.tucker_native`), and a list
   of any heavy op that still went uncounted, so an under-count is visible instead of silent. Optionally
   on fake tensors (shapes only).
-* :func:`peak_memory`: a fresh Python subprocess per measurement builds the step from an importable
-  ``"module:function"`` target and runs it once. On CPU the peak is Linux's ``VmHWM`` (the process's
-  resident-set high-water mark), reset through ``/proc/self/clear_refs`` right before the step; on CUDA
-  it is ``torch.cuda.max_memory_allocated``. :func:`estimate_peak_memory` predicts it beforehand from a
-  fake-tensor dry run. docs/analysis.md states exactly what each figure includes and its caveats.
+* peak memory, in a fresh process per measurement: :mod:`gridmix.analysis.memory`.
+  :func:`estimate_peak_memory` predicts it beforehand from a fake-tensor dry run. docs/analysis.md states
+  exactly what each figure includes and its caveats.
 
 FLOP convention: FlopCounterMode counts matrix products and convolutions (2 FLOPs per multiply-add) and
 nothing element-wise (norms, activations, softmax), so figures compare token mixers' GEMM work.
@@ -22,16 +20,9 @@ nothing element-wise (norms, activations, softmax), so figures compare token mix
 
 from __future__ import annotations
 
-import argparse
-import gc
-import importlib
-import json
 import math
 import os
 import re
-import resource
-import subprocess
-import sys
 import time
 import weakref
 from collections import Counter
@@ -48,7 +39,6 @@ from torch.utils.flop_counter import FlopCounterMode
 
 aten = torch.ops.aten
 MB = 2**20
-_RESULT_MARK = "GRIDMIX_MEMORY "
 
 # ---------------------------------------------------------------- wall-clock
 
@@ -308,165 +298,3 @@ def available_memory(device: str = "cpu") -> int:
     except OSError:
         pass
     return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-
-
-# ---------------------------------------------------------------- peak memory in a subprocess
-
-
-@dataclass(frozen=True)
-class Memory:
-    """Peak memory of one step measured in a fresh process (see :func:`peak_memory`), in bytes.
-
-    ``peak_bytes = setup_bytes + step_bytes``: everything the target allocated (model, data, its own
-    warm-up) plus the step's growth above that. ``baseline_bytes`` (interpreter and imports) is not in it.
-    """
-
-    peak_bytes: int
-    setup_bytes: int
-    step_bytes: int
-    baseline_bytes: int
-    device: str
-    method: str
-
-    @property
-    def peak_mb(self) -> float:
-        return self.peak_bytes / MB
-
-    def to_dict(self) -> dict:
-        return dict(asdict(self), peak_mb=self.peak_mb)
-
-
-class MemoryMeasurementError(RuntimeError):
-    """The measuring subprocess failed, timed out or was killed (for instance by the out-of-memory killer)."""
-
-
-def peak_memory(target: str, kwargs: dict, *, threads: int, device: str = "cpu", timeout_s: float = 600.0,
-                preload: str | None = None) -> Memory:
-    """Peak memory of ``step()`` where ``step = module.function(**kwargs)`` for ``target="module:function"``.
-
-    The target runs in a fresh interpreter (``python -m gridmix.analysis.measure``) that sees this
-    process's ``sys.path``; it must build everything on ``device`` and return a zero-argument callable
-    that runs one step (a forward and backward pass). ``kwargs`` must be JSON-serialisable.
-    ``preload``, another ``"module:function"``, is called with the same ``kwargs`` before the baseline is
-    read: what it loads (plugin modules, a registry) counts as interpreter, not as the target's setup.
-    Raises :class:`MemoryMeasurementError` when the subprocess fails, times out or is killed.
-    """
-    _parse_target(target)
-    if preload:
-        _parse_target(preload)
-    if threads < 1:
-        raise ValueError(f"threads={threads}; expected >= 1")
-    command = [sys.executable, "-m", "gridmix.analysis.measure", "--target", target, "--kwargs", json.dumps(kwargs),
-               "--threads", str(threads), "--device", device] + (["--preload", preload] if preload else [])
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p),
-               OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, env=env)
-    except subprocess.TimeoutExpired as error:
-        raise MemoryMeasurementError(f"{target}({kwargs}) ran past {timeout_s:g} s") from error
-    if done.returncode != 0:
-        killed = " (killed: out of memory?)" if done.returncode in (-9, 137) else ""
-        tail = done.stderr.strip().splitlines()[-1:] or ["no error output"]
-        raise MemoryMeasurementError(f"{target}({kwargs}) exited with {done.returncode}{killed}: {tail[0]}")
-    lines = [line for line in done.stdout.splitlines() if line.startswith(_RESULT_MARK)]
-    if not lines:
-        raise MemoryMeasurementError(f"{target}({kwargs}) printed no measurement; stdout: {done.stdout[-300:]!r}")
-    return Memory(**json.loads(lines[-1][len(_RESULT_MARK):]))
-
-
-def _parse_target(target: str) -> tuple[str, str]:
-    module, sep, name = target.partition(":")
-    if not sep or not module or not name.isidentifier():
-        raise ValueError(f"target {target!r}; expected an importable 'module:function', e.g. "
-                         "'gridmix.analysis.scaling:memory_step'")
-    return module, name
-
-
-def _load_target(target: str) -> Callable:
-    module, name = _parse_target(target)
-    return getattr(importlib.import_module(module), name)
-
-
-def _proc_status_bytes(key: str) -> int | None:
-    try:
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith(key + ":"):
-                    return int(line.split()[1]) * 1024  # kB
-    except OSError:
-        return None
-    return None
-
-
-def _ru_maxrss_bytes() -> int:
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return peak if sys.platform == "darwin" else peak * 1024  # bytes on macOS, kB on Linux
-
-
-def _reset_rss_peak() -> bool:
-    try:
-        with open("/proc/self/clear_refs", "w") as clear:
-            clear.write("5")  # Linux >= 4.0: reset VmHWM to the current RSS
-        return True
-    except OSError:
-        return False
-
-
-def _measure_in_this_process(target: str, kwargs: dict, *, threads: int, device: str, preload: str | None) -> Memory:
-    """The subprocess side of :func:`peak_memory`."""
-    torch.set_num_threads(threads)
-    make_step = _load_target(target)  # imports the target's module: part of the baseline
-    if preload:
-        _load_target(preload)(**kwargs)
-    cuda = device.startswith("cuda")
-    gc.collect()
-    if cuda:
-        torch.cuda.synchronize()
-        baseline = torch.cuda.memory_allocated()
-        step = make_step(**kwargs)
-        torch.cuda.synchronize()
-        gc.collect()
-        before = torch.cuda.memory_allocated()
-        torch.cuda.reset_peak_memory_stats()
-        step()
-        torch.cuda.synchronize()
-        peak = torch.cuda.max_memory_allocated()
-        method = "torch.cuda.max_memory_allocated (tensors only, not the CUDA context or allocator cache)"
-    elif _proc_status_bytes("VmRSS") is not None:
-        baseline = _proc_status_bytes("VmRSS")
-        step = make_step(**kwargs)
-        gc.collect()
-        before = _proc_status_bytes("VmRSS")
-        reset = _reset_rss_peak()
-        step()
-        peak = _proc_status_bytes("VmHWM")
-        method = ("VmHWM reset via /proc/self/clear_refs before the step" if reset else
-                  "VmHWM over setup and step (clear_refs unavailable: step_bytes may include setup transients)")
-    else:
-        baseline = _ru_maxrss_bytes()
-        step = make_step(**kwargs)
-        gc.collect()
-        before = _ru_maxrss_bytes()
-        step()
-        peak = _ru_maxrss_bytes()
-        method = "ru_maxrss lifetime peak (no /proc: baseline and setup are peaks, not current sizes)"
-    peak = max(peak, before)
-    return Memory(peak_bytes=peak - baseline, setup_bytes=before - baseline, step_bytes=peak - before,
-                  baseline_bytes=baseline, device=device, method=method)
-
-
-def _main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Measure the peak memory of one step (used by peak_memory).")
-    parser.add_argument("--target", required=True)
-    parser.add_argument("--kwargs", default="{}")
-    parser.add_argument("--threads", type=int, required=True)
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--preload", default=None)
-    args = parser.parse_args(argv)
-    memory = _measure_in_this_process(args.target, json.loads(args.kwargs), threads=args.threads, device=args.device,
-                                      preload=args.preload)
-    print(_RESULT_MARK + json.dumps(asdict(memory)), flush=True)
-
-
-if __name__ == "__main__":
-    _main()

@@ -5,8 +5,8 @@ gets: parameters; forward+backward FLOPs of one batch (:func:`gridmix.analysis.m
 on fake tensors, so even a point too large to run has them); a memory estimate from a fake-tensor dry
 run, made *before* anything large is allocated; then, if the estimate fits (and the time extrapolated
 from the model's previous grid is under a cap), the wall-clock of a step in this process
-(:func:`~gridmix.analysis.measure.time_fn`) and its peak memory in a fresh subprocess
-(:func:`~gridmix.analysis.measure.peak_memory` running :func:`memory_step`, which rebuilds the point
+(:func:`~gridmix.analysis.measure.time_fn`) and its peak memory in a fresh process
+(:class:`~gridmix.analysis.memory.MemoryProbe` running :func:`memory_step`, which rebuilds the point
 from ``(track, model, grid)``). A point that is unsupported, would not fit or fails is kept with the
 reason, never a crash.
 
@@ -35,15 +35,13 @@ from torch import nn
 from gridmix.analysis.measure import (
     MB,
     Flops,
-    Memory,
-    MemoryMeasurementError,
     Timing,
     available_memory,
     count_flops,
     dry_run,
-    peak_memory,
     time_fn,
 )
+from gridmix.analysis.memory import Memory, MemoryMeasurementError, MemoryProbe
 from gridmix.grid import Grid, GridLike
 from gridmix.tracks import DataSizes, ModelSpec, Track
 
@@ -187,7 +185,7 @@ def scaling_grids(grid: GridLike, *, count: int = 3) -> list[Grid]:
 def resolve_track(ref: str) -> Track:
     """A track from a registered name (through the plugin registry) or an importable ``"module:attribute"``.
 
-    The attribute is a :class:`Track` or a function returning one; that is how a subprocess rebuilds a
+    The attribute is a :class:`Track` or a function returning one; that is how the measuring process rebuilds a
     track that is not installed as a plugin (e.g. one defined in a test).
     """
     module, sep, name = ref.partition(":")
@@ -226,13 +224,14 @@ def train_step(model: nn.Module, loss: Callable, inputs: torch.Tensor, targets: 
 
 
 def load_track(*, track: str, **point) -> Track:
-    """:func:`~gridmix.analysis.measure.peak_memory` preload: the track's plugin imports are not the step's memory."""
+    """:meth:`~gridmix.analysis.memory.MemoryProbe.measure` preload: the track's plugin imports are not the step's
+    memory."""
     return resolve_track(track)
 
 
 def memory_step(*, track: str, model: str, grid: str, batch: int, seed: int = 0,
                 device: str = "cpu") -> Callable[[], None]:
-    """:func:`~gridmix.analysis.measure.peak_memory` target: builds the point and returns its step.
+    """:meth:`~gridmix.analysis.memory.MemoryProbe.measure` target: builds the point and returns its step.
 
     A one-sample step runs here, during setup, so that kernels, thread pools and lazily initialised
     libraries are part of the setup figure and the measured step is the batch's own memory.
@@ -253,12 +252,12 @@ class ScalingConfig:
         batch: samples per timed step. threads: torch threads for timing and memory (``None``: the current
             ``torch.get_num_threads()``). repeats, warmup: timed and untimed steps per point. seed: the
             point's data and initialisation. device: ``"cpu"`` or ``"cuda"``.
-        memory: measure peak memory (one subprocess per point, a few seconds each).
-        track_ref: how the memory subprocess finds the track (``None``: its registered name), see
+        memory: measure peak memory (a fresh process per point, forked from one warm server).
+        track_ref: how the measuring process finds the track (``None``: its registered name), see
             :func:`resolve_track`.
         memory_fraction: skip a point whose estimated peak exceeds this fraction of the available memory.
         time_cap_s: skip a point whose warm-up and repeats, extrapolated from the model's previous grid at
-            that grid's FLOP throughput, would take longer. timeout_s: the memory subprocess's limit.
+            that grid's FLOP throughput, would take longer. timeout_s: the limit of one point's memory measurement.
         tail: the tail exponent fits the largest ``tail`` grids.
     """
 
@@ -303,17 +302,18 @@ def scale_track(track: Track, grids: Sequence[GridLike], *, models: Sequence[str
     config = dataclasses.replace(config, threads=config.threads or torch.get_num_threads(),
                                  track_ref=config.track_ref or track.name)
     load_before, points = _load_average(), []
-    for spec in specs:
-        throughput = None  # FLOP/s of this model's largest measured grid so far
-        for grid in parsed:
-            if on_start:
-                on_start(spec.name, grid)
-            point = _measure_point(track, spec, grid, config, throughput=throughput)
-            if point.timing and point.flops:
-                throughput = point.flops.total / point.timing.median_s
-            points.append(point)
-            if on_point:
-                on_point(point)
+    with MemoryProbe(modules=[MEMORY_TARGET.partition(":")[0]]) as probe:
+        for spec in specs:
+            throughput = None  # FLOP/s of this model's largest measured grid so far
+            for grid in parsed:
+                if on_start:
+                    on_start(spec.name, grid)
+                point = _measure_point(track, spec, grid, config, throughput=throughput, probe=probe)
+                if point.timing and point.flops:
+                    throughput = point.flops.total / point.timing.median_s
+                points.append(point)
+                if on_point:
+                    on_point(point)
     return ScalingResult(track=track.name, device=config.device, threads=config.threads, batch=config.batch,
                          repeats=config.repeats, warmup=config.warmup, grids=[str(g) for g in parsed],
                          models=[s.name for s in specs], points=points, fits=fit_exponents(points, tail=config.tail),
@@ -334,7 +334,7 @@ def _load_average() -> float | None:
 
 
 def _measure_point(track: Track, spec: ModelSpec, grid: Grid, config: ScalingConfig, *,
-                   throughput: float | None) -> ScalingPoint:
+                   throughput: float | None, probe: MemoryProbe) -> ScalingPoint:
     point = ScalingPoint(model=spec.name, grid=str(grid), tokens=grid.numel)
     reason = spec.supports(grid)
     if reason:
@@ -342,13 +342,13 @@ def _measure_point(track: Track, spec: ModelSpec, grid: Grid, config: ScalingCon
         return point
     try:
         _count_and_time(point, track, spec, grid, config, throughput=throughput)
-        gc.collect()  # the timed model is gone before the memory subprocess starts
+        gc.collect()  # the timed model is gone before the memory is measured
         if config.memory and not point.skipped:
             kwargs = dict(track=config.track_ref, model=spec.name, grid=str(grid), batch=config.batch,
                           seed=config.seed, device=config.device)
             try:
-                point.memory = peak_memory(MEMORY_TARGET, kwargs, threads=config.threads, device=config.device,
-                                           timeout_s=config.timeout_s, preload=MEMORY_PRELOAD)
+                point.memory = probe.measure(MEMORY_TARGET, kwargs, threads=config.threads, device=config.device,
+                                             timeout_s=config.timeout_s, preload=MEMORY_PRELOAD)
             except MemoryMeasurementError as error:
                 point.notes.append(f"memory not measured: {error}")
     except Exception as error:  # a broken model is this point's recorded failure, not a crashed study

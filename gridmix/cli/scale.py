@@ -68,7 +68,7 @@ def scale(
     warmup: int = typer.Option(2, min=0, help="Untimed steps before timing."),
     batch: int = typer.Option(8, min=1, help="Samples per step."),
     device: DeviceName = typer.Option("auto", help=DEVICE_HELP),
-    memory: bool = typer.Option(True, "--memory/--no-memory", help="Measure peak memory (a subprocess per point)."),
+    memory: bool = typer.Option(True, "--memory/--no-memory", help="Measure peak memory (a fresh process per point)."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout instead of tables."),
 ) -> None:
     """Measure time, FLOPs and peak memory of a track's models over grid sizes; fit exponents against N."""

@@ -393,7 +393,7 @@ def _scaling_lines(scaling: dict | None) -> list[str]:
     if "error" in scaling:
         return ["", "## Scaling", "", f"Scaling analysis failed: {scaling['error']}"]
     lines = ["", f"## Scaling (forward+backward at batch {scaling['batch']}, {scaling['threads']} thread(s), median "
-             f"of {scaling['repeats']}; peak memory of a fresh subprocess per point, see docs/analysis.md)", "",
+             f"of {scaling['repeats']}; peak memory of a fresh process per point, see docs/analysis.md)", "",
              "| model | grid | parameters | GFLOPs | time ms | peak MB | note |", "|---|---|---|---|---|---|---|"]
     for point in scaling["points"]:
         params = "–" if point["params"] is None else f"{point['params']:,}"  # None: the point failed

@@ -336,7 +336,7 @@ def _why_unmeasured(data: dict, quantity: str) -> str:
     """Why no point has the panel's quantity: the points' own reasons when they give one."""
     reasons = sorted({p["skipped"] for p in data["points"] if p.get("skipped")})
     if quantity == "memory" and not reasons:
-        return "(peak memory is measured in a subprocess per point;\n`gridmix scale --no-memory` skips it)"
+        return "(peak memory is measured in a fresh process per point;\n`gridmix scale --no-memory` skips it)"
     return "(" + "; ".join(reasons[:3]) + ")" if reasons else "(every point failed)"
 
 
