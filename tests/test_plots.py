@@ -113,13 +113,41 @@ def test_chance_and_ceiling_where_declared_and_test_references_only_on_test_pane
     assert not any(label.startswith(("chance", "ceiling")) for label in labels)
 
 
-def test_each_paired_panel_states_the_difference_with_its_interval(report):
+def test_a_long_off_axis_note_stays_under_its_own_panel(report):
+    many = {f"reference number {i}": 100.0 + i for i in range(6)}  # all far above the data
+    values = dict((report.references or {}).get("values") or {}, **many)
+    crowded = dataclasses.replace(report, references=dict(report.references or {}, values=values))
+    fig = plots.figure_paired(crowded)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    axes = sorted((ax for ax in fig.axes if ax.get_title()), key=lambda ax: ax.get_position().x0)
+    for left, right in zip(axes, axes[1:]):  # a label may spread past its axes, but not into the next panel's
+        label = left.xaxis.label.get_window_extent(renderer)
+        assert label.x1 <= right.get_window_extent(renderer).x0, left.get_xlabel()
+    assert axes[0].xaxis.label.get_window_extent(renderer).x0 >= 0  # nor off the figure's left edge
+    assert "reference number 5" in axes[0].get_xlabel()
+
+
+@pytest.mark.parametrize("inverted", [False, True])
+def test_each_paired_panel_states_the_difference_with_its_interval(report, inverted):
+    if inverted:  # the interval that agrees with the sign-flip p, where the comparison has it
+        def widened(comparison):
+            result = dataclasses.replace(comparison.result, signflip_ci_low=-1.0, signflip_ci_high=2.0)
+            return dataclasses.replace(comparison, result=result)
+
+        comparisons = {name: widened(comparison) for name, comparison in report.comparisons.items()}
+        report = dataclasses.replace(report, comparisons=comparisons, arms={
+            name: dataclasses.replace(arm, comparison=comparisons.get(name)) for name, arm in report.arms.items()})
     fig = plots.figure_paired(report)
     for name in report.others:
         result = report.comparison_with(name).result
         label = panel(fig, name).get_xlabel()
         assert f"Δ = idea − {name} = {fmt(result.delta_mean)}" in label
-        assert f"95% t-interval {fmt(result.ci_low)} … {fmt(result.ci_high)}" in label
+        if result.signflip_ci_low is None:  # a comparison stored before the inverted interval existed
+            assert f"95% t-interval {fmt(result.ci_low)} … {fmt(result.ci_high)}" in label
+        else:
+            assert f"95% sign-flip interval {fmt(result.signflip_ci_low)} … {fmt(result.signflip_ci_high)}" in label
+        assert f"sign-flip p = {fmt(result.p_value)}" in label  # the interval and the p come from the same test
 
 
 @pytest.mark.parametrize("draw", [plots.figure_paired, plots.figure_curves, plots.figure_sweep])

@@ -21,7 +21,8 @@ What every figure keeps to, so that none misleads at a glance:
   linear, with plain tick labels (no offset, no ``×10⁻¹``);
 * a track's declared chance level and ceiling are drawn where a panel shows the metric (or named at its edge when
   they lie far outside the data); the naive references, measured on the test split, only on test panels;
-* a paired panel states the mean difference with its 95% t-interval; a seed whose difference is within
+* a paired panel states the mean difference with the 95% interval that inverts the sign-flip test (so it
+  excludes 0 exactly when p < 0.05; the t-interval where there is none) and the p; a seed whose difference is within
   :data:`TIE_FRACTION` of the seed spread is a tie (grey), neither better nor worse;
 * legends sit outside the data; a panel without data says why in its place (:func:`note`).
 
@@ -131,7 +132,28 @@ def _bounds(ax, report: Report, *, references: bool) -> str:
             ax.axhline(value, color=colour, ls=style, lw=1, label=f"{label} {fmt(value)}", zorder=1, gid="bound")
         else:
             outside.append(f"{label} {fmt(value)} {'↑' if value > high else '↓'}")
-    return f"off the axis: {', '.join(outside)}" if outside else ""
+    return _wrapped(["off the axis:", *outside]) if outside else ""
+
+
+def _interval(result) -> str:
+    """The 95% interval that agrees with the sign-flip p (its inversion), or the t-interval where there is none."""
+    if result.signflip_ci_low is not None and result.signflip_ci_high is not None:
+        return f"95% sign-flip interval {fmt(result.signflip_ci_low)} … {fmt(result.signflip_ci_high)}"
+    return f"95% t-interval {fmt(result.ci_low)} … {fmt(result.ci_high)}"
+
+
+def _wrapped(items: list[str], width: int = 56) -> str:
+    """``items`` joined by commas in lines of at most ``width`` characters (an item is never split), so that a
+    panel's label stays under its own panel."""
+    lines, line = [], ""
+    for i, item in enumerate(items):
+        piece = item + ("," if 0 < i < len(items) - 1 else "")
+        if line and len(line) + 1 + len(piece) > width:
+            lines.append(line)
+            line = piece
+        else:
+            line = f"{line} {piece}" if line else piece
+    return "\n".join([*lines, line])
 
 
 def _with_bounds(xlabel: str, beyond: str) -> str:
@@ -148,7 +170,7 @@ def _save(fig: Figure, path: str | Path) -> Path:
 
 def figure_paired(report: Report) -> Figure:
     """Per seed, the idea's test metric against each other arm's: one line per seed (its marker), green where the
-    idea is better, red where worse, grey within the tie tolerance; Δ with its 95% t-interval in each title."""
+    idea is better, red where worse, grey within the tie tolerance; Δ with its 95% interval under each panel."""
     others = report.others
     fig, axes = plt.subplots(1, max(1, len(others)), figsize=(3.6 * max(1, len(others)) + 2.6, 4.2), squeeze=False,
                              layout="constrained")
@@ -176,8 +198,8 @@ def figure_paired(report: Report) -> Figure:
         _plain_ticks(ax)
         beyond = _bounds(ax, report, references=True)
         r = comp.result if comp else None
-        delta = (f"Δ = idea − {name} = {fmt(r.delta_mean)}\n95% t-interval {fmt(r.ci_low)} … {fmt(r.ci_high)}, "
-                 f"p = {fmt(r.p_value)}" if r is not None else f"not compared: {comp.reason if comp else 'no pair'}")
+        delta = (f"Δ = idea − {name} = {fmt(r.delta_mean)}\n{_interval(r)}, sign-flip p = {fmt(r.p_value)}"
+                 if r is not None else f"not compared: {comp.reason if comp else 'no pair'}")
         ax.set_xlabel(_with_bounds(delta, beyond), fontsize=7)
     legend = [Line2D([], [], color="0.2", marker=seed_marker(i), ls="-", label=f"seed {seed}")
               for i, seed in enumerate(report.comparison_seeds)]
