@@ -77,7 +77,7 @@ def test_the_metric_is_answer_accuracy_by_default_and_chance_is_a_uniform_guess_
 def test_the_default_budget_decays_weights_strongly_on_32_tokens():
     track = make_track()
     budget = track.budget("default")
-    assert (budget.weight_decay, budget.epochs, budget.lrs) == (0.5, 20, (1.5e-3, 3e-3, 6e-3))
+    assert (budget.weight_decay, budget.epochs, budget.lrs) == (0.5, 14, (1.5e-3, 3e-3, 6e-3))
     assert track.budget("smoke").weight_decay == BUDGETS["smoke"].weight_decay  # only the default changes
     assert track.default_grid == Grid((32,))
 
