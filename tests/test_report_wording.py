@@ -104,6 +104,18 @@ def test_the_method_line_says_what_the_budget_was(report):
     assert "up to 60 epochs, stopping after 5 without a better validation metric" in method
 
 
+def test_a_control_at_chance_is_no_warning_but_another_arm_at_chance_is(report):
+    """A model without token mixing at chance is what a task that needs mixing should show (the fixture's nomix)."""
+    assert report.arms["nomix"].role == "control" and report.arms["nomix"].flag == "at chance"
+    lines = render_markdown(report).splitlines()
+    control = [line for line in lines if line.startswith(("- nomix", "- ⚠ nomix"))]
+    assert control == ["- nomix (control) is at chance on every seed (2.5), as a model without token mixing is "
+                       "expected to be on a task that needs mixing."]
+    base = dataclasses.replace(report.arms["base"], flag="at chance")
+    flagged = render_markdown(dataclasses.replace(report, arms=dict(report.arms, base=base)))
+    assert "- ⚠ base (baseline): every seed at chance (2.5): its comparisons say little about mixing." in flagged
+
+
 @pytest.fixture
 def at_chance_registry():
     """The fake track, and a copy whose chance level every MSE is worse than (every arm sits "at chance")."""

@@ -129,6 +129,11 @@ def _caveat_lines(report: Report) -> list[str]:
         lines.append(f"- ⚠ The {secondary.comparisons} secondary comparisons (Holm) cannot reach α: their smallest "
                      f"adjusted p is {fmt(secondary.min_p_holm)}; they need {secondary.seeds_needed} seeds.")
     for name, arm in report.arms.items():
+        if arm.role == "control" and arm.flag == "at chance":  # what a model without token mixing should do here
+            constant = (f"; on {_seeds(arm.constant_seeds)} it predicted one constant" if arm.constant_seeds else "")
+            lines.append(f"- {name} (control) is at chance on every seed ({fmt(report.chance)}), as a model without "
+                         f"token mixing is expected to be on a task that needs mixing{constant}.")
+            continue
         if arm.flag:
             bound = report.chance if arm.flag == "at chance" else report.ceiling
             lines.append(f"- ⚠ {name} ({arm.role}): every seed {arm.flag} ({fmt(bound)}): "
