@@ -103,6 +103,15 @@ def plain_verdict(root) -> str:
     return json.loads((root / "plain" / "bench_report.json").read_text())["comparison"]["verdict"]
 
 
+def test_the_transfer_legend_sits_outside_the_data(studies):
+    from gridmix.report.plots import figure_transfer
+
+    fig = figure_transfer(studies[2])
+    fig.canvas.draw()
+    (ax,) = fig.axes
+    assert ax.get_legend() and not ax.get_legend().get_window_extent().overlaps(ax.get_window_extent())
+
+
 def test_the_transfer_section_survives_the_json_and_gridmix_report(studies):
     root, _, moved = studies
     assert Report.from_dict(moved.to_dict()) == moved

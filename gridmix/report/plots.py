@@ -426,12 +426,17 @@ def plot_spectra(mechanism: dict, path: str | Path) -> Path:
 
 
 def plot_transfer(report: Report, path: Path) -> Path:
+    """:func:`figure_transfer`, saved."""
+    return _save(figure_transfer(report), path)
+
+
+def figure_transfer(report: Report) -> Figure:
     """Test metric against the grid's token count, one line per model (mean ± std, every seed a dot), the training
     grid marked; a model that could not run at a grid has no point there (its legend entry says where)."""
     transfer = report.transfer
     points = {point.grid: point for point in transfer.grids}
     grids = sorted([transfer.trained_grid, *points], key=lambda grid: Grid.parse(grid).numel)
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    fig, ax = plt.subplots(figsize=(8.4, 4.2))
     for index, (name, arm) in enumerate(report.arms.items()):
         shown, absent = [], []
         for grid in grids:
@@ -459,14 +464,12 @@ def plot_transfer(report: Report, path: Path) -> Path:
     ax.minorticks_off()
     ax.set(xlabel="evaluation grid (log scale in tokens)", ylabel=report.metric)
     if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)  # outside the data
     ax.set_title(f"{report.track}: trained on {transfer.trained_grid}, tested on other grids "
                  f"({report.metric_direction})\nmean ± std over the comparison seeds; dots: single seeds", fontsize=9)
     ax.grid(True, alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return fig
 
 
 _OUTCOME_WORDS = dict(better="idea better", tie="n.s.", worse="idea worse", none="no verdict")
