@@ -25,6 +25,27 @@ def finished_rows(ledger) -> int:
         return 0
 
 
+def children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (Linux's /proc)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                if entry.isdigit() and int(stat.read().rsplit(")", 1)[1].split()[1]) == pid:
+                    found.append(int(entry))
+        except (OSError, ValueError, IndexError):
+            continue
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def comparable(out) -> dict:
     report = json.loads((out / "bench_report.json").read_text())
     return {key: value for key, value in report.items() if key not in TIMING_KEYS}
@@ -38,8 +59,14 @@ def test_sigkill_then_resume_equals_uninterrupted(tmp_path):
         assert proc.poll() is None, "the run ended before it could be killed"
         assert time.monotonic() < deadline
         time.sleep(0.05)
+    workers = children(proc.pid)
+    assert workers  # two spawned workers (and multiprocessing's resource tracker)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
+    deadline = time.monotonic() + 30
+    while any(alive(pid) for pid in workers):  # the orphaned workers end themselves, memory and all
+        assert time.monotonic() < deadline, [pid for pid in workers if alive(pid)]
+        time.sleep(0.2)
     before = finished_rows(killed / "ledger.sqlite")
     assert not (killed / "bench_report.json").exists()  # it really died mid-sweep
 

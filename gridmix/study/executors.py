@@ -11,6 +11,9 @@ hands tasks to an executor is :class:`gridmix.study.harness.Runner`. docs/design
 from __future__ import annotations
 
 import multiprocessing
+import os
+import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -53,6 +56,18 @@ class InProcessExecutor:
             on_done(task, execute(task, on_epoch=epoch_hook, after_training=self.after_training))
 
 
+def _exit_with_driver(driver: int, poll_s: float = 1.0) -> None:
+    """Worker initialiser: end this worker once the driver that started it is gone (killed with SIGKILL, say), which
+    a pool's worker does not notice on its own; it would stay, holding its memory, for good."""
+
+    def watch() -> None:
+        while os.getppid() == driver:
+            time.sleep(poll_s)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="gridmix-driver-watch", daemon=True).start()
+
+
 class WorkerPoolExecutor:
     """Runs tasks in ``jobs`` spawned worker processes; each task carries its own thread count."""
 
@@ -69,7 +84,8 @@ class WorkerPoolExecutor:
 
     def _run_pool(self, tasks: list[RunTask], *, on_done: OnDone, on_start: OnStart | None) -> list[RunTask]:
         context = multiprocessing.get_context("spawn")  # fork after torch threads start is unsafe
-        with ProcessPoolExecutor(max_workers=self.jobs, mp_context=context) as pool:
+        with ProcessPoolExecutor(max_workers=self.jobs, mp_context=context, initializer=_exit_with_driver,
+                                 initargs=(os.getpid(),)) as pool:
             futures = {}
             for task in tasks:
                 futures[pool.submit(execute, task, after_training=self.after_training)] = task
