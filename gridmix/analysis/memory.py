@@ -28,7 +28,9 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
-MB = 2**20
+from gridmix.analysis.measure import MB
+
+_CAN_FORK = hasattr(os, "fork")  # else one request per server (module docstring)
 _REPLY_MARK = "GRIDMIX_MEMORY "
 # Imported by the server before its first fork: what every child would otherwise import again.
 SERVER_MODULES = ("torch", "timm", "gridmix.tracks.registry")
@@ -118,7 +120,7 @@ class MemoryProbe:
                 raise MemoryMeasurementError(f"{target}({kwargs}) ran past {timeout_s:g} s")
             raise MemoryMeasurementError(f"{target}({kwargs}): the measuring server exited with {stopped}: "
                                          f"{self._last_error_line}")
-        if not hasattr(os, "fork"):
+        if not _CAN_FORK:
             self.close()  # a one-shot server (module docstring)
         if "error" in reply:
             raise MemoryMeasurementError(f"{target}({kwargs}) {reply['error']}")
@@ -250,11 +252,10 @@ def _measure_in_this_process(target: str, kwargs: dict, *, threads: int, device:
         baseline = _proc_status_bytes("RssAnon")
         step = make_step(**kwargs)
         gc.collect()
-        setup = _proc_status_bytes("RssAnon") - baseline
-        resident = _proc_status_bytes("VmRSS")
+        before, resident = _proc_status_bytes("RssAnon"), _proc_status_bytes("VmRSS")
         reset = _reset_rss_peak()
         step()
-        before, peak = baseline + setup, baseline + setup + _proc_status_bytes("VmHWM") - resident
+        peak = before + _proc_status_bytes("VmHWM") - resident  # the step's growth, on top of the anonymous setup
         method = ("anonymous memory (RssAnon) for the setup, then VmHWM reset via /proc/self/clear_refs before the "
                   "step" if reset else "anonymous memory (RssAnon) for the setup, then VmHWM over setup and step "
                   "(clear_refs unavailable: step_bytes may include setup transients)")
@@ -309,9 +310,9 @@ def _serve(modules: Sequence[str]) -> None:
             pass  # a module that is not installed (timm without the image tracks) is simply not preloaded
     for line in sys.stdin:
         request = json.loads(line)
-        reply = _answer_in_a_child(request) if hasattr(os, "fork") else _answer(request)
+        reply = _answer_in_a_child(request) if _CAN_FORK else _answer(request)
         print(_REPLY_MARK + json.dumps(reply), flush=True)
-        if not hasattr(os, "fork"):
+        if not _CAN_FORK:
             return
 
 

@@ -53,6 +53,7 @@ from matplotlib.ticker import (  # noqa: E402
 
 from gridmix.grid import Grid  # noqa: E402
 from gridmix.report.format import fmt  # noqa: E402
+from gridmix.report.references import interval  # noqa: E402
 from gridmix.report.types import Report  # noqa: E402
 
 TIE_FRACTION = 0.1  # a seed's |Δ| up to this fraction of the seed spread is a tie (grey), neither better nor worse
@@ -138,7 +139,7 @@ def _bounds(ax, report: Report, *, references: bool) -> str:
 def _interval(result) -> str:
     """The 95% interval that agrees with the sign-flip p (its inversion), or the t-interval where there is none."""
     if result.signflip_ci_low is not None and result.signflip_ci_high is not None:
-        return f"95% sign-flip interval {fmt(result.signflip_ci_low)} … {fmt(result.signflip_ci_high)}"
+        return f"95% sign-flip interval {interval(result)}"
     return f"95% t-interval {fmt(result.ci_low)} … {fmt(result.ci_high)}"
 
 
