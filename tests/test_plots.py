@@ -13,6 +13,7 @@ from matplotlib.colors import to_rgba
 from gridmix.report import plots
 from gridmix.report.build import build_report
 from gridmix.report.format import fmt
+from gridmix.report.references import interval
 from gridmix.study.ledger import Ledger
 from tests import report_example
 
@@ -128,11 +129,11 @@ def test_a_long_off_axis_note_stays_under_its_own_panel(report):
     assert "reference number 5" in axes[0].get_xlabel()
 
 
-@pytest.mark.parametrize("inverted", [False, True])
-def test_each_paired_panel_states_the_difference_with_its_interval(report, inverted):
-    if inverted:  # the interval that agrees with the sign-flip p, where the comparison has it
+@pytest.mark.parametrize("bounds", [None, (-1.0, 2.0), (None, None)])
+def test_each_paired_panel_states_the_difference_with_its_interval(report, bounds):
+    if bounds is not None:  # another sign-flip interval, or none: too few pairs bound it
         def widened(comparison):
-            result = dataclasses.replace(comparison.result, signflip_ci_low=-1.0, signflip_ci_high=2.0)
+            result = dataclasses.replace(comparison.result, signflip_ci_low=bounds[0], signflip_ci_high=bounds[1])
             return dataclasses.replace(comparison, result=result)
 
         comparisons = {name: widened(comparison) for name, comparison in report.comparisons.items()}
@@ -143,10 +144,8 @@ def test_each_paired_panel_states_the_difference_with_its_interval(report, inver
         result = report.comparison_with(name).result
         label = panel(fig, name).get_xlabel()
         assert f"Δ = idea − {name} = {fmt(result.delta_mean)}" in label
-        if result.signflip_ci_low is None:  # a comparison stored before the inverted interval existed
-            assert f"95% t-interval {fmt(result.ci_low)} … {fmt(result.ci_high)}" in label
-        else:
-            assert f"95% sign-flip interval {fmt(result.signflip_ci_low)} … {fmt(result.signflip_ci_high)}" in label
+        assert f"95% sign-flip interval {interval(result)}," in label  # the report's words, "unbounded" included
+        assert "t-interval" not in label
         assert f"sign-flip p = {fmt(result.p_value)}" in label  # the interval and the p come from the same test
 
 
@@ -160,6 +159,40 @@ def test_legends_sit_outside_every_panel(report, draw):
         box = legend.get_window_extent()
         for ax in fig.axes:
             assert not box.overlaps(ax.get_window_extent()), (draw.__name__, ax.get_title())
+
+
+def sweep_document(chances: list[float]) -> dict:
+    """A two-panel sweep (grid × vocab) of two models, its chance level per point as given."""
+    points = []
+    for (grid, vocab), chance in zip([(g, v) for v in (16, 32) for g in ("32", "64")], chances):
+        arms = {name: dict(mean=base + 0.01 * len(grid), std=0.01, n=2, per_seed=[base, base + 0.02])
+                for name, base in (("idea", 0.3), ("attention", 0.9))}
+        points.append(dict(values={"grid": grid, "vocab": vocab}, arms=arms, outcome="worse", chance=chance,
+                           ceiling=1.0))
+    return dict(track="mqar", metric="answer accuracy", metric_direction="higher is better", baseline="attention",
+                over=[["grid", ["32", "64"]], ["vocab", [16, 32]]], points=points)
+
+
+def test_a_sweep_plot_keeps_its_legend_outside_and_draws_chance_through_the_points():
+    fig = plots.figure_sweep_points(sweep_document([1 / 16, 1 / 16, 1 / 32, 1 / 32]))
+    fig.canvas.draw()
+    panels = [ax for ax in fig.axes if ax.get_xlabel()]
+    assert len(panels) == 2
+    legends = fig.legends + [ax.get_legend() for ax in fig.axes if ax.get_legend()]
+    assert len(legends) == 1
+    for ax in panels:
+        assert not legends[0].get_window_extent().overlaps(ax.get_window_extent()), ax.get_title()
+    styles = plots.model_styles(["idea", "attention"])
+    for ax, chance in zip(panels, (1 / 16, 1 / 32)):
+        lines = {container.get_label(): container.lines[0] for container in ax.containers}  # errorbars
+        assert to_rgba(lines["idea"].get_color()) == to_rgba(styles["idea"]["color"])  # as in every other figure
+        assert to_rgba(lines["attention"].get_color()) == to_rgba(styles["attention"]["color"])
+        chance_line = next(line for line in ax.get_lines() if line.get_gid() == "chance")
+        assert list(chance_line.get_ydata()) == [chance, chance]
+        assert chance_line.get_label() == f"chance {fmt(chance)}"
+    varying = plots.figure_sweep_points(sweep_document([1 / 16, 1 / 32, 1 / 16, 1 / 32]))
+    chance_line = next(line for line in varying.axes[0].get_lines() if line.get_gid() == "chance")
+    assert chance_line.get_label() == "chance (per point)"
 
 
 def test_a_failed_arm_gets_a_note_in_place_of_an_empty_panel(report):

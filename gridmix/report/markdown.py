@@ -15,7 +15,14 @@ from __future__ import annotations
 from gridmix.analysis.parity import parameter_warning
 from gridmix.grid import Grid
 from gridmix.report.format import fmt, fmt_column
-from gridmix.report.references import interval, reference_headline, reference_lines, training_flags, training_lines
+from gridmix.report.references import (
+    interval,
+    intervals,
+    reference_headline,
+    reference_lines,
+    training_flags,
+    training_lines,
+)
 from gridmix.report.types import CAP_REACHED, VERDICT_CAP_INACTIVE, VERDICT_IDENTICAL, Comparison, Report, TransferArm
 
 
@@ -28,8 +35,7 @@ def render_markdown(report: Report, *, figures: list[str] = ()) -> str:
         lines += [f"**Verdict: {c.verdict}** — primary comparison, idea vs the matched baseline {c.b}, "
                   f"α = {r.alpha:g} unadjusted. {report.metric} ({report.metric_direction}): idea "
                   f"{fmt(r.idea_mean)} vs baseline {fmt(r.baseline_mean)}, Δ = {fmt(r.delta_mean)} "
-                  f"(95% interval by inverting the sign-flip test {interval(r)}; t-interval {fmt(r.ci_low)} … "
-                  f"{fmt(r.ci_high)}), idea wins {r.idea_wins}/{r.n_pairs} seeds, sign-flip p = {fmt(r.p_value)} "
+                  f"({intervals(r)}), idea wins {r.idea_wins}/{r.n_pairs} seeds, sign-flip p = {fmt(r.p_value)} "
                   f"({r.p_method}); {_mde_words(c)}.{_negligible_words(c)}{_training_words(report, c)}"]
     else:
         lines += [f"**Verdict: {report.verdict}** — {c.reason if c else 'no baseline'}"]
@@ -270,7 +276,7 @@ def _transfer_verdict(comparison: Comparison | None, grid: str) -> str:
     r = comparison.result
     mde = "unreachable" if r.mde is None else fmt(r.mde)
     return (f"At {grid}, {comparison.a} − {comparison.b} (secondary, alone at α = {r.alpha:g}): Δ = "
-            f"{fmt(r.delta_mean)} (95% t-interval {fmt(r.ci_low)} … {fmt(r.ci_high)}), idea better on "
+            f"{fmt(r.delta_mean)} ({intervals(r)}), idea better on "
             f"{r.idea_wins}/{r.n_pairs} seeds, sign-flip p = {fmt(r.p_value)} ({r.p_method}), MDE (80%) {mde} → "
             f"**{comparison.verdict}**.")
 
@@ -323,8 +329,7 @@ def _mechanism_lines(report: Report) -> list[str]:
             continue
         answer = {True: f"yes, {effect} (significant)", False: f"no, the opposite (significant: {comp.b} is better)",
                   None: comp.verdict}[comp.a_better]
-        lines.append(f"- {question} {comp.a} − {comp.b}: Δ = {fmt(r.delta_mean)} (95% sign-flip interval "
-                     f"{interval(r)}; t-interval {fmt(r.ci_low)} … {fmt(r.ci_high)}), {comp.a} better on "
+        lines.append(f"- {question} {comp.a} − {comp.b}: Δ = {fmt(r.delta_mean)} ({intervals(r)}), {comp.a} better on "
                      f"{r.idea_wins}/{r.n_pairs} seeds, p = {fmt(r.p_value)} ({r.p_method}, alone at α) → "
                      f"**{answer}**.")
     mech = report.mechanism_signature

@@ -4,8 +4,8 @@ training curves and transfer to other grids; a sweep over sizes; the scaling stu
 * :func:`plot_paired`, :func:`plot_sweep`, :func:`plot_curves` and :func:`plot_transfer` (metric against the
   evaluation grid) read the :class:`~gridmix.report.types.Report` only, so ``gridmix report DIR`` redraws them;
   :func:`plot_report` draws every one the report has data for.
-* :func:`plot_sweep_points`: a sweep's (``gridmix sweep``) metric against the swept values, per model, with each
-  point's verdict.
+* :func:`plot_sweep_points` (:func:`figure_sweep_points`): a sweep's (``gridmix sweep``) metric against the swept
+  values, per model, with each point's verdict.
 * :func:`plot_scaling`: three log-log panels (wall-clock, FLOPs, peak memory of a forward+backward step
   against the token count N), one line per model, the tail exponent in the legend (fits of three grids or more)
   and N¹ / N² guides.
@@ -22,8 +22,8 @@ What every figure keeps to, so that none misleads at a glance:
 * a track's declared chance level and ceiling are drawn where a panel shows the metric (or named at its edge when
   they lie far outside the data); the naive references, measured on the test split, only on test panels;
 * a paired panel states the mean difference with the 95% interval that inverts the sign-flip test (so it
-  excludes 0 exactly when p < 0.05; the t-interval where there is none) and the p; a seed whose difference is within
-  :data:`TIE_FRACTION` of the seed spread is a tie (grey), neither better nor worse;
+  excludes 0 exactly when p < 0.05; "unbounded", as in the report, where too few seeds bound it) and the p;
+  a seed whose difference is within :data:`TIE_FRACTION` of the seed spread is a tie (grey), neither better nor worse;
 * legends sit outside the data; a panel without data says why in its place (:func:`note`).
 
 Every ``figure_*`` function returns the figure unsaved (tests read its artists); the ``plot_*`` functions save and
@@ -136,13 +136,6 @@ def _bounds(ax, report: Report, *, references: bool) -> str:
     return _wrapped(["off the axis:", *outside]) if outside else ""
 
 
-def _interval(result) -> str:
-    """The 95% interval that agrees with the sign-flip p (its inversion), or the t-interval where there is none."""
-    if result.signflip_ci_low is not None and result.signflip_ci_high is not None:
-        return f"95% sign-flip interval {interval(result)}"
-    return f"95% t-interval {fmt(result.ci_low)} … {fmt(result.ci_high)}"
-
-
 def _wrapped(items: list[str], width: int = 56) -> str:
     """``items`` joined by commas in lines of at most ``width`` characters (an item is never split), so that a
     panel's label stays under its own panel."""
@@ -199,8 +192,9 @@ def figure_paired(report: Report) -> Figure:
         _plain_ticks(ax)
         beyond = _bounds(ax, report, references=True)
         r = comp.result if comp else None
-        delta = (f"Δ = idea − {name} = {fmt(r.delta_mean)}\n{_interval(r)}, sign-flip p = {fmt(r.p_value)}"
-                 if r is not None else f"not compared: {comp.reason if comp else 'no pair'}")
+        delta = (f"Δ = idea − {name} = {fmt(r.delta_mean)}\n95% sign-flip interval {interval(r)}, "
+                 f"sign-flip p = {fmt(r.p_value)}" if r is not None
+                 else f"not compared: {comp.reason if comp else 'no pair'}")
         ax.set_xlabel(_with_bounds(delta, beyond), fontsize=7)
     legend = [Line2D([], [], color="0.2", marker=seed_marker(i), ls="-", label=f"seed {seed}")
               for i, seed in enumerate(report.comparison_seeds)]
@@ -438,6 +432,7 @@ def figure_transfer(report: Report) -> Figure:
     points = {point.grid: point for point in transfer.grids}
     grids = sorted([transfer.trained_grid, *points], key=lambda grid: Grid.parse(grid).numel)
     fig, ax = plt.subplots(figsize=(8.4, 4.2))
+    styles = model_styles(report.arms)
     for index, (name, arm) in enumerate(report.arms.items()):
         shown, absent = [], []
         for grid in grids:
@@ -448,14 +443,14 @@ def figure_transfer(report: Report) -> Figure:
                 absent.append(grid)
         if not shown:
             continue
-        color = f"C{index % 10}"
+        style = styles[name]
         xs = [x * 2 ** (0.04 * (index - (len(report.arms) - 1) / 2)) for x, _ in shown]  # side by side per grid
         means = [sum(v) / len(v) for _, v in shown]
         spread = [(sum((y - m) ** 2 for y in v) / len(v)) ** 0.5 for (_, v), m in zip(shown, means)]
         label = name + (f" (cannot run at {', '.join(absent)})" if absent else "")
-        ax.errorbar(xs, means, yerr=spread, color=color, marker="o", capsize=3, label=label)
+        ax.errorbar(xs, means, yerr=spread, marker="o", capsize=3, label=label, **style)
         for x, (_, values) in zip(xs, shown):
-            ax.plot([x] * len(values), values, ".", color=color, alpha=0.4)
+            ax.plot([x] * len(values), values, ".", color=style["color"], alpha=0.4, zorder=style["zorder"])
     trained = Grid.parse(transfer.trained_grid).numel
     ax.axvline(trained, color="grey", ls="--", lw=1)
     ax.annotate(f"trained on {transfer.trained_grid}", (trained, 0), xycoords=("data", "axes fraction"),
@@ -482,10 +477,14 @@ def _position(name: str, value) -> float:
 
 
 def plot_sweep_points(sweep: dict, path: str | Path) -> Path:
+    """:func:`figure_sweep_points`, saved."""
+    return _save(figure_sweep_points(sweep), path)
+
+
+def figure_sweep_points(sweep: dict) -> Figure:
     """Each model's test metric (mean ± std over seeds, every seed a dot) against the first swept name, one panel per
-    combination of the others, each point's primary verdict written above it; ``sweep``: the sweep report's
-    ``to_dict()`` (``sweep_report.json``)."""
-    path = Path(path)
+    combination of the others, each point's primary verdict written above it and the track's chance level (and
+    ceiling) drawn through the points; ``sweep``: the sweep report's ``to_dict()`` (``sweep_report.json``)."""
     (along, values), *_ = sweep["over"]
     numeric = along == "grid" or all(isinstance(v, (int, float)) for v in values)
     panels: dict[tuple, list[dict]] = {}
@@ -493,7 +492,8 @@ def plot_sweep_points(sweep: dict, path: str | Path) -> Path:
         fixed = tuple((k, v) for k, v in point["values"].items() if k != along)
         panels.setdefault(fixed, []).append(point)
     models = list(dict.fromkeys(name for point in sweep["points"] for name in point["arms"]))
-    fig, axes = plt.subplots(1, len(panels), figsize=(max(6.4, 5.6 * len(panels)), 4.6), squeeze=False)
+    styles = model_styles(models)
+    fig, axes = plt.subplots(1, len(panels), figsize=(max(6.4, 5.6 * len(panels)) + 2.4, 4.6), squeeze=False)
     for ax, (fixed, points) in zip(axes[0], panels.items()):
         order = [values.index(point["values"][along]) for point in points]
         points = [point for _, point in sorted(zip(order, points), key=lambda pair: pair[0])]
@@ -505,10 +505,17 @@ def plot_sweep_points(sweep: dict, path: str | Path) -> Path:
             shown = [(x, p["arms"][model]) for x, p in zip(moved, points) if p["arms"].get(model, {}).get("n")]
             if not shown:
                 continue
+            style = styles[model]
             ax.errorbar([x for x, _ in shown], [arm["mean"] for _, arm in shown], yerr=[arm["std"] for _, arm in shown],
-                        color=f"C{index % 10}", marker="o", capsize=3, label=model)
+                        marker="o", capsize=3, label=model, **style)
             for x, arm in shown:
-                ax.plot([x] * arm["n"], arm["per_seed"], ".", color=f"C{index % 10}", alpha=0.4)
+                ax.plot([x] * arm["n"], arm["per_seed"], ".", color=style["color"], alpha=0.4, zorder=style["zorder"])
+        for key, dashes in (("chance", (0, (1, 2))), ("ceiling", (0, (4, 2)))):
+            levels = [point.get(key) for point in points]
+            if all(level is not None for level in levels):
+                shown = sorted(set(levels))
+                ax.plot(xs, levels, color="black", ls=dashes, lw=1, zorder=1, gid=key,
+                        label=f"{key} {fmt(shown[0])}" if len(shown) == 1 else f"{key} (per point)")
         for x, point in zip(xs, points):
             ax.annotate(_OUTCOME_WORDS[point["outcome"]], (x, 1), xycoords=("data", "axes fraction"), xytext=(0, 4),
                         textcoords="offset points", ha="center", fontsize=7, color="0.3")
@@ -518,19 +525,18 @@ def plot_sweep_points(sweep: dict, path: str | Path) -> Path:
         ax.set_xticks(xs, [str(p["values"][along]) for p in points])
         unit = " (tokens" + (", log scale)" if logarithmic else ")") if along == "grid" else (
             " (log scale)" if logarithmic else "")
-        ax.set(xlabel=along + unit, ylabel=sweep["metric"])
+        ax.set(xlabel=along + unit, ylabel=f"{sweep['metric']} (test split)")
         ax.set_title(", ".join(f"{k}={v}" for k, v in fixed), fontsize=9, loc="left", pad=16)
         ax.grid(True, alpha=0.3)
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7)
+        _plain_ticks(ax)
+    last = axes[0][-1]
+    if last.get_legend_handles_labels()[0]:
+        last.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)  # outside the data
     fig.suptitle(f"{sweep['track']}: {sweep['metric']} against {along} ({sweep['metric_direction']})\nmean ± std over "
                  f"seeds (dots: single seeds); above each point: idea vs {sweep['baseline']}, alone at α",
                  fontsize=9)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return fig
 
 
 def plot_report(report: Report, out: Path, *, errors: list[str] | None = None) -> list[Path]:

@@ -213,6 +213,11 @@ def interval(result) -> str:
     return f"{fmt(result.signflip_ci_low)} … {fmt(result.signflip_ci_high)}"
 
 
+def intervals(result) -> str:
+    """Both 95% intervals of a paired result, the one that agrees with the sign-flip p first."""
+    return f"95% sign-flip interval {interval(result)}; t-interval {fmt(result.ci_low)} … {fmt(result.ci_high)}"
+
+
 def _chosen(details: list[dict] | None) -> str:
     """What a reference chose per seed (a season, a penalty), in a few words; "–" for nothing chosen."""
     if not details:

@@ -25,6 +25,7 @@ from gridmix.analysis.stats import VERDICT_NONE
 from gridmix.grid import Grid
 from gridmix.report.build import study_report
 from gridmix.report.format import fmt
+from gridmix.report.references import interval
 from gridmix.report.types import Comparison, Report
 from gridmix.study.ledger import Ledger
 
@@ -72,6 +73,7 @@ class PointReport:
                            flag=arm.flag) for name, arm in report.arms.items()}
         comparison = report.comparison
         return dict(values=dict(self.values), grid=report.grid, arms=arms, outcome=self.outcome,
+                    chance=report.chance, ceiling=report.ceiling,
                     comparison=None if comparison is None else comparison.to_dict(),
                     primary_reachable=report.power.primary.reachable,
                     failures=[failure.to_dict() for failure in report.failures], data=report.data)
@@ -177,7 +179,8 @@ def render_sweep_markdown(report: SweepReport, *, figures: list[str] = ()) -> st
     lines += _verdict_lines(report)
     models = list(dict.fromkeys(name for point in report.points for name in point.report.arms))
     lines += ["", "## Every point (test metric, mean ± std (ddof=0) over the comparison seeds, n)", "",
-              "| " + " | ".join(names + models) + " | Δ idea − baseline | 95% CI | p (sign-flip) | MDE 80% | verdict |",
+              "| " + " | ".join(names + models)
+              + " | Δ idea − baseline | 95% sign-flip interval | p (sign-flip) | MDE 80% | verdict |",
               "|" + "---|" * (len(names) + len(models) + 5)]
     for point in report.points:
         cells = [str(point.values[name]) for name in names]
@@ -221,7 +224,7 @@ def _comparison_cells(comparison: Comparison | None) -> list[str]:
     if r is None:
         return ["–", "–", "–", "–", f"{comparison.verdict} ({comparison.reason})"]
     mde = "unreachable" if r.mde is None else fmt(r.mde)
-    return [fmt(r.delta_mean), f"{fmt(r.ci_low)} … {fmt(r.ci_high)}", f"{fmt(r.p_value)} ({r.p_method})", mde,
+    return [fmt(r.delta_mean), interval(r), f"{fmt(r.p_value)} ({r.p_method})", mde,
             comparison.verdict]
 
 
@@ -245,7 +248,7 @@ def _verdict_lines(report: SweepReport) -> list[str]:
 
 def write_sweep_report(report: SweepReport, out: str | Path) -> list[Path]:
     """Write ``sweep_report.json``, ``sweep.md`` and the plot into ``out``; return the paths."""
-    from gridmix.report.plots import plot_sweep_points
+    from gridmix.report.plots import plot_sweep_points  # matplotlib only where a plot is drawn
 
     out = Path(out)
     paths = [out / "sweep_report.json", out / "sweep.md"]
