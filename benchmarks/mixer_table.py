@@ -7,7 +7,8 @@ studies share the track, grid and data, so the matched baseline's and the contro
 every study) train once and are reused from the ledger, and each mixer adds only its own runs. For every mixer the
 table gives the test metric's mean and standard deviation over the comparison seeds, the paired verdict against the
 matched baseline (attention) with its exact sign-flip p and MDE (the report's primary comparison), the parameters of
-the whole model, and the FLOPs of one forward+backward on one training batch (``FlopCounterMode`` on fake tensors).
+the whole model, and the FLOPs of one forward+backward on one training batch (``FlopCounterMode`` on fake tensors);
+an idea arm at chance (or ceiling) says so beside its verdict, as the report does.
 A mixer that cannot serve the track is listed with its reason. Writes ``DIR/mixer_table.json`` and
 ``DIR/mixer_table.md``; each study's own report stays in ``DIR/<mixer>/`` (its ``bench_report.json``).
 """
@@ -37,6 +38,12 @@ def model_cost(track, spec, grid: Grid, budget) -> tuple[int, float]:
     inputs = track.make_data(grid, 0, budget.sizes).train.inputs[: budget.batch_size]
     flops, _ = dry_run(model, (inputs,), loss=lambda out: out.float().sum())
     return sum(p.numel() for p in model.parameters()), flops.total / 1e9
+
+
+def _verdict(row: dict) -> str:
+    """The table's verdict cell: why a mixer was skipped, its role, or its verdict with the idea arm's flag."""
+    said = row.get("skipped") or row.get("role") or row.get("verdict") or "–"
+    return f"{said} [idea {row['flag']}]" if row.get("flag") else said
 
 
 def main() -> None:
@@ -72,7 +79,7 @@ def main() -> None:
         report = outcome.report
         arm, comparison = report.idea_arm, report.comparison
         result = comparison.result if comparison else None
-        row.update(mean=arm.mean, std=arm.std, n=arm.n, seconds=time.perf_counter() - began,
+        row.update(mean=arm.mean, std=arm.std, n=arm.n, flag=arm.flag, seconds=time.perf_counter() - began,
                    verdict=comparison.verdict if comparison else None,
                    p=result.p_value if result else None, mde=result.mde if result else None,
                    baseline_mean=report.baseline.mean if report.baseline else None)
@@ -90,7 +97,7 @@ def main() -> None:
     table = markdown_table(
         ["mixer", "model", f"{track.metric_name} mean", "sd", "vs attention", "p", "MDE", "parameters", "GFLOP"],
         [[r["mixer"], r.get("model") or "–", fmt(r.get("mean")), fmt(r.get("std")),
-          r.get("skipped") or r.get("role") or r.get("verdict") or "–", fmt(r.get("p")), fmt(r.get("mde")),
+          _verdict(r), fmt(r.get("p")), fmt(r.get("mde")),
           f"{r['params']:,}" if "params" in r else "–", fmt(r.get("gflops_fwdbwd"))] for r in rows])
     (args.out / "mixer_table.md").write_text(f"{args.track} {grid}, budget {args.budget}\n\n{table}\n")
     print(table)
