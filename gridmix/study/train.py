@@ -138,9 +138,11 @@ def train_run(track: Track, spec: ModelSpec, grid: Grid, *, lr: float, seed: int
                 scaler.scale(loss).backward()
                 scaler.unscale_(optimizer)
                 torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                scale = scaler.get_scale()
                 scaler.step(optimizer)
                 scaler.update()
-                schedule.step()
+                if scaler.get_scale() >= scale:  # the fp16 scaler skipped no step (it backs off when it skips one)
+                    schedule.step()
                 losses.append(loss.item())
             val = evaluate(model, data.val, track.metric, batch_size=budget.batch_size * 2, device=device,
                            precision=precision)
