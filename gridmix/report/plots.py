@@ -61,6 +61,7 @@ SEED_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "h", "p")
 LINE_STYLES = ("-", "--", "-.", ":", (0, (5, 1, 1, 1)), (0, (1, 1)), (0, (8, 2)), (0, (3, 1, 1, 1, 1, 1)))
 COLOURS = ("tab:blue", "tab:orange", "tab:purple", "tab:brown", "tab:pink", "tab:olive", "tab:cyan", "tab:gray")
 BETTER, WORSE, TIE = "tab:green", "tab:red", "0.55"
+BOUND_DASHES = {"chance": (0, (1, 2)), "ceiling": (0, (4, 2))}  # the track's chance level and ceiling, every figure
 DPI = 110
 
 
@@ -119,7 +120,7 @@ def _bounds(ax, report: Report, *, references: bool) -> str:
     """The track's chance level and ceiling (and, on a test panel, the naive references) as horizontal lines where
     they lie within the data's range (stretched by half its span); the words naming those beyond it, for the
     panel's x-label (outside the data), empty when none is."""
-    lines = [("chance", report.chance, "black", (0, (1, 2))), ("ceiling", report.ceiling, "black", (0, (4, 2)))]
+    lines = [(key, getattr(report, key), "black", dashes) for key, dashes in BOUND_DASHES.items()]
     if references:
         for i, (name, value) in enumerate(((report.references or {}).get("values") or {}).items()):
             lines.append((f"naive {name} (test split)", value, "0.45", ("--", "-.", ":")[i % 3]))
@@ -510,7 +511,7 @@ def figure_sweep_points(sweep: dict) -> Figure:
                         marker="o", capsize=3, label=model, **style)
             for x, arm in shown:
                 ax.plot([x] * arm["n"], arm["per_seed"], ".", color=style["color"], alpha=0.4, zorder=style["zorder"])
-        for key, dashes in (("chance", (0, (1, 2))), ("ceiling", (0, (4, 2)))):
+        for key, dashes in BOUND_DASHES.items():
             levels = [point.get(key) for point in points]
             if all(level is not None for level in levels):
                 shown = sorted(set(levels))
