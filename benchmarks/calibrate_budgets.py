@@ -38,13 +38,13 @@ MAX_MDE_PCT = 2.0
 MAX_WALL_S = 300.0
 
 
-def at_chance(report: Report, value: float) -> bool:
-    """Whether one seed's metric sits at chance, by the report's own band (a value past chance counts too)."""
-    if report.chance is None:
+def at_chance(value: float, *, chance: float | None, ceiling: float | None, direction: str) -> bool:
+    """Whether one seed's metric sits at a track's chance, by the report's band (a value past chance counts too)."""
+    if chance is None:
         return False
-    span = abs(report.ceiling - report.chance) if report.ceiling is not None else abs(report.chance)
-    past = value < report.chance if report.direction == "higher" else value > report.chance
-    return past or abs(value - report.chance) <= FLOOR_BAND * span
+    span = abs(ceiling - chance) if ceiling is not None else abs(chance)
+    past = value < chance if direction == "higher" else value > chance
+    return past or abs(value - chance) <= FLOOR_BAND * span
 
 
 def criteria(report: Report, wall_s: float) -> dict:
@@ -55,7 +55,8 @@ def criteria(report: Report, wall_s: float) -> dict:
     sign = 1.0 if report.direction == "lower" else -1.0  # positive gap: the control is worse
     gap = sign * (control.mean - baseline.mean) if control and control.mean is not None else None
     mde_pct = 100 * primary.mde / abs(baseline.mean) if primary and primary.mde is not None else None
-    chance_seeds = {arm.name: [s for s, v in zip(report.comparison_seeds, arm.per_seed) if at_chance(report, v)]
+    chance_seeds = {arm.name: [s for s, v in zip(report.comparison_seeds, arm.per_seed)
+                         if at_chance(v, chance=report.chance, ceiling=report.ceiling, direction=report.direction)]
                     for arm in (idea, baseline)}
     return dict(
         wall_s=round(wall_s, 1), threads=report.threads, run_seconds=round(report.timings["total_s"], 1),
