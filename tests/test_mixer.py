@@ -253,6 +253,20 @@ def test_global_start_sees_the_whole_grid_and_lowpass_stays_local():
     assert torch.equal(lowpass.axis_factors[0].theta[0], torch.linspace(2.0, 0.0, 16))
 
 
+def test_mean_start_is_nearer_the_averaging_operator_than_global_and_still_a_contraction():
+    uniform = 1 / 1024
+    global_ = ConcentrationMixer(8, "32x32", num_heads=2, rank=16, start="global")
+    mean = ConcentrationMixer(8, "32x32", num_heads=2, rank=16, start="mean")
+    assert _far_square_weight(global_) < _far_square_weight(mean) < uniform
+    eigenvalues = mean.axis_factors[0].eigenvalues()  # (h, r): the DC mode at sigmoid(4), the others at sigmoid(-4)
+    torch.testing.assert_close(eigenvalues[:, 0], torch.sigmoid(torch.tensor([4.0, 4.0])))
+    torch.testing.assert_close(eigenvalues[:, 1:], torch.sigmoid(torch.full((2, 15), -4.0)))
+    assert (mean.spectral_bound() < 1).all()
+    causal = ConcentrationMixer(8, "6x10", num_heads=2, rank=4, causal_axes=(0,), start="mean").axis_factors[0]
+    kernel = causal.kernel()  # (h, 6): flat, with the gain sigmoid(4)
+    torch.testing.assert_close(kernel, torch.full((2, 6), torch.sigmoid(torch.tensor(4.0)).item() / 6))
+
+
 def test_start_per_axis_and_on_causal_axes():
     mixer = ConcentrationMixer(8, "6x10", num_heads=2, rank=4, causal_axes=(0,), start=("global", "lowpass"))
     kernel = mixer.axis_factors[0].kernel()  # (h, 6): flat, a running mean

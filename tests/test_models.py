@@ -118,7 +118,7 @@ def test_divided_attention_mixes_time_per_location_then_space_per_frame():
     assert touched[:, 0].all() and not touched[:, 1:].any()
 
 
-def test_image_vits_normalise_tokens_before_pooling_and_mixers_start_global():
+def test_image_vits_normalise_tokens_before_pooling_and_mixers_start_at_the_mean():
     # A LayerNorm after the pooling is a nonlinearity across tokens: with it a model without token mixing
     # could solve the image task. Every ViT of the track normalises each token before pooling instead.
     for spec in image_track().models:
@@ -127,7 +127,9 @@ def test_image_vits_normalise_tokens_before_pooling_and_mixers_start_global():
         model = spec.build(Grid((8, 8)))
         assert isinstance(model.fc_norm, torch.nn.Identity) and isinstance(model.norm, torch.nn.LayerNorm), spec.name
     mixer = image_track().idea.build(Grid((8, 8))).blocks[0].attn
-    assert all(torch.equal(f.theta[:, 1:], torch.full_like(f.theta[:, 1:], -2.0)) for f in mixer.axis_factors)
+    assert mixer.config["start"] == ("mean", "mean")  # the DC mode at sigmoid(4), the others at sigmoid(-4)
+    assert all(torch.equal(f.theta[:, 0], torch.full_like(f.theta[:, 0], 4.0)) for f in mixer.axis_factors)
+    assert all(torch.equal(f.theta[:, 1:], torch.full_like(f.theta[:, 1:], -4.0)) for f in mixer.axis_factors)
 
 
 def test_video_mixer_starts_near_the_average_over_the_whole_clip():

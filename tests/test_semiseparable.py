@@ -85,7 +85,7 @@ def test_future_inputs_get_exactly_zero_gradient_and_do_not_move_the_past(dtype,
     assert torch.equal(moved[:, : t + 1], out[:, : t + 1])
 
 
-@pytest.mark.parametrize("start", ["lowpass", "global"])
+@pytest.mark.parametrize("start", ["lowpass", "global", "mean"])
 def test_the_capped_factor_is_certified_and_the_uncapped_one_is_not(start):
     torch.manual_seed(2)
     capped = SemiseparableFactor(length=60, terms=5, num_heads=3, start=start).double()
@@ -119,6 +119,9 @@ def test_starts_lowpass_decays_and_global_is_near_flat():
     flat = SemiseparableFactor(length=64, terms=16, num_heads=1, start="global").double().kernel()[0]
     assert lowpass[40] / lowpass[0] < 1e-3 and (lowpass[1:] < lowpass[:-1]).all()
     assert flat[-1] / flat[0] > 0.8 and (flat[1:] < flat[:-1]).all()
+    mean = SemiseparableFactor(length=64, terms=16, num_heads=1, start="mean").double().kernel()[0]
+    torch.testing.assert_close(mean / mean.sum(), flat / flat.sum())  # the global shape, with the gain sigmoid(4)
+    assert mean.sum().item() == pytest.approx(torch.sigmoid(torch.tensor(4.0, dtype=torch.float64)).item(), rel=1e-12)
 
 
 def test_autocast_computes_in_float32_and_returns_the_input_dtype():

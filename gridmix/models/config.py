@@ -36,7 +36,7 @@ class MixerConfig:
 
     ``kind``: ``"concentration"`` (the idea), ``"uncapped"`` (its ablation, ``spectrum="uncapped"``) or
     ``"tokenwise"`` (the no-mixing control, :class:`TokenwiseMixer`); the other fields are the same for all.
-    ``start``: where the factors start, ``"lowpass"`` or ``"global"``, one for all axes or one per axis
+    ``start``: where the factors start, ``"lowpass"``, ``"global"`` or ``"mean"``, one for all axes or one per axis
     (docs/mixer.md, "Where the mixer starts"). ``causal_form``: ``"toeplitz"`` (the default) or
     ``"semiseparable"`` (a sum of ``terms`` decaying exponentials per head; docs/mixer.md, "Causal axes").
     """

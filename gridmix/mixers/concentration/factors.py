@@ -16,9 +16,11 @@ Each grid axis ``k`` of size ``n`` carries one factor, with learned parameters p
 ``start`` sets the factor at step 0: ``"lowpass"`` (a local blur: ``U`` on the lowest ``r`` modes with
 ``λ = sigmoid(2 … 0)``; causal kernels ``softmax(−0.5·lag)``, most weight on the present step) or
 ``"global"`` (near the averaging operator, as attention's uniform start: ``λ = sigmoid(2)`` on the DC
-mode and ``sigmoid(−2)`` on the others; causal kernels flat, a running mean over the whole kernel). On
-a 32-long axis the lowpass factor carries about 1e-3 of a token's value 16 steps away, the global one
-``0.76 / 32 ≈ 0.024`` (docs/mixer.md, "Where the mixer starts").
+mode and ``sigmoid(−2)`` on the others; causal kernels flat, a running mean over the whole kernel) or
+``"mean"`` (nearer still: ``sigmoid(4)`` and ``sigmoid(−4)``; causal kernels flat with the gain ``sigmoid(4)``
+instead of ``sigmoid(2)``). On a 32-long axis the lowpass factor carries about 1e-3 of a token's value 16
+steps away, the global one ``0.76 / 32 ≈ 0.024``, the mean one ``0.96 / 32 ≈ 0.030`` (docs/mixer.md, "Where the
+mixer starts").
 
 ``capped=False`` builds the ablation of the mechanism (docs/design.md section 2): the cap map
 ``sigmoid`` becomes ``softplus`` (eigenvalues, resp. the kernel's ℓ1 norm, in ``(0, ∞)``), started at the
@@ -186,7 +188,10 @@ def symmetric_bases(factors: Sequence[SymmetricFactor]) -> list[torch.Tensor]:
     return bases
 
 
-STARTS = ("lowpass", "global")
+STARTS = ("lowpass", "global", "mean")
+# Each start's leading logit: the DC eigenvalue (lowpass ramps from it down to 0, the averaging starts put every
+# other mode at its negative) and the causal gain.
+START_LOGIT = {"lowpass": 2.0, "global": 2.0, "mean": 4.0}
 
 
 def _cap(logits: torch.Tensor, capped: bool) -> torch.Tensor:
@@ -223,10 +228,11 @@ class SymmetricFactor(nn.Module):
         # form): a constant, so it is not saved; _apply rebuilds it so it stays orthonormal in each dtype.
         dense = length * modes <= _DENSE_DCT_MAX
         self.register_buffer("dct", self._build_dct(torch.float32, None) if dense else None, persistent=False)
+        logit = START_LOGIT[start]
         if start == "lowpass":  # λ from sigmoid(2) ≈ 0.88 at the DC mode down to 0.5 at the highest kept mode
-            ramp = torch.linspace(2.0, 0.0, rank) if rank > 1 else torch.full((1,), 2.0)
-        else:  # the DC mode (the grid mean) at sigmoid(2) ≈ 0.88, every other mode at sigmoid(-2) ≈ 0.12
-            ramp = torch.cat([torch.full((1,), 2.0), torch.full((rank - 1,), -2.0)])
+            ramp = torch.linspace(logit, 0.0, rank) if rank > 1 else torch.full((1,), logit)
+        else:  # the DC mode (the grid mean) at sigmoid(L), every other mode at sigmoid(-L): L = 2 (global), 4 (mean)
+            ramp = torch.cat([torch.full((1,), logit), torch.full((rank - 1,), -logit)])
         self.theta = nn.Parameter((ramp if capped else _uncap_logits(ramp)).repeat(num_heads, 1))  # (h, r)
 
     def _build_dct(self, dtype: torch.dtype, device) -> torch.Tensor:
@@ -281,7 +287,7 @@ class CausalFactor(nn.Module):
         # lowpass: a decaying exponential moving average, most weight on the present step; global: a flat kernel.
         decay = 0.5 if start == "lowpass" else 0.0
         self.kernel_logits = nn.Parameter(-decay * torch.arange(modes, dtype=torch.float32).repeat(num_heads, 1))
-        gain = torch.full((num_heads,), 2.0)
+        gain = torch.full((num_heads,), START_LOGIT[start])  # sigmoid(2) ≈ 0.88; sigmoid(4) ≈ 0.98 for "mean"
         self.gain_logit = nn.Parameter(gain if capped else _uncap_logits(gain))  # (h,)
 
     def kernel(self) -> torch.Tensor:
@@ -335,7 +341,7 @@ class SemiseparableFactor(nn.Module):
         decay_logits = -torch.log(torch.expm1(1.0 / timescales))  # sigmoid(z) = e^(−1/τ)
         self.decay_logits = nn.Parameter(decay_logits.float().repeat(num_heads, 1))  # (h, r)
         self.weight_logits = nn.Parameter(torch.zeros(num_heads, terms))  # (h, r)
-        gain = torch.full((num_heads,), 2.0)
+        gain = torch.full((num_heads,), START_LOGIT[start])
         self.gain_logit = nn.Parameter(gain if capped else _uncap_logits(gain))  # (h,)
 
     def log_decays(self) -> torch.Tensor:

@@ -87,9 +87,9 @@ class ConcentrationMixer(nn.Module):
         num_prefix_tokens: tokens before the grid tokens (class / register tokens).
         prefix_mode: ``"mean"`` or ``"identity"``, see the module docstring.
         spectrum: ``"capped"`` (the idea: every factor's norm below 1) or ``"uncapped"`` (its ablation).
-        start: where the factors start, ``"lowpass"`` (a local blur) or ``"global"`` (near the grid mean, as
-            attention's uniform start); one for all axes or one per axis (:mod:`gridmix.mixers.concentration.factors`,
-            docs/mixer.md "Where the mixer starts").
+        start: where the factors start, ``"lowpass"`` (a local blur), ``"global"`` (near the grid mean, as
+            attention's uniform start) or ``"mean"`` (nearer still); one for all axes or one per axis
+            (:mod:`gridmix.mixers.concentration.factors`, docs/mixer.md "Where the mixer starts").
         qkv_bias, proj_bias, proj_drop: as timm's ``Attention`` (``qkv_bias`` is the bias of ``W_v``).
     """
 
