@@ -83,13 +83,10 @@ from gridmix_tracks.common import generated_data, mse, mse_loss
 
 HORIZON = 16
 MIN_CONTEXT = 8
-# 64 tokens train fast: four times the global default's training series for 8 epochs (6 left more of the spread
-# between seeds to training: s_d 0.0107 against 0.0059 at 10 seeds), one sweep seed, 8 paired seeds and 16,384 test
-# series. Each seed draws its own test set, and its sampling was most of the paired differences' spread at 2,048
-# (s_d 0.0108, 0.0074 and 0.0059 at 2,048, 8,192 and 16,384 over seeds 0-9). Evaluating the larger set did not move
-# the runs' median time beyond noise (17.3 and 17.8 s), where each seed more costs a run, and it brings the sign-flip
-# MDE (1.18 s_d at 8 seeds) under 2 % of attention (the pilot is in the module docstring, the run in docs/plugins.md,
-# "Budgets of the built-in tracks").
+# 64 tokens train fast: four times the global default's training series for 8 epochs, one sweep seed, 8 paired seeds
+# (the sign-flip MDE is 1.18 s_d) and 16,384 test series: each seed draws its own test set, whose sampling was most of
+# the paired spread at 2,048, and evaluating more series costs far less than a seed more (the pilot, "Test-set size",
+# is in the module docstring; the run in docs/plugins.md, "Budgets of the built-in tracks").
 BUDGET_OVERRIDES = {"default": {"seeds": 8, "sweep_seeds": 1, "n_train": 4096, "epochs": 8, "n_test": 16384}}
 # AR(2) is left out by default: 16 steps ahead it is mostly unforeseeable noise, the same for every model (test MSE
 # 1.09-1.13 for attention, the idea and the no-mixing control alike in the pilot), so it only dilutes the comparison.
