@@ -90,7 +90,11 @@ def main() -> None:
             out.write(json.dumps(rows[-1]) + "\n")
             out.flush()
 
-        WorkerPoolExecutor(args.jobs).run([task for task, _ in planned], on_done=record)
+        executor = WorkerPoolExecutor(args.jobs)
+        try:
+            executor.run([task for task, _ in planned], on_done=record)
+        finally:
+            executor.close()
     print("\n".join(table(rows, track)))
 
 

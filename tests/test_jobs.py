@@ -1,11 +1,14 @@
 """Worker processes change nothing but the wall time: at one thread per run, a study run by one worker (in the
-driver's process) and by two spawned workers gives the same per-seed numbers, bit for bit."""
+driver's process) and by two spawned workers gives the same per-seed numbers, bit for bit. The workers start once per
+study, not once per phase, and are gone when it ends."""
 
 import json
+import multiprocessing
 
 import pytest
 
 from gridmix.study import pipeline
+from gridmix.study.pipeline import Callbacks
 from gridmix.tracks.registry import load_registry
 from tests.installed import install
 
@@ -31,3 +34,17 @@ def test_one_worker_and_two_give_the_same_numbers_at_one_thread_per_run(fake_ins
     one, two = per_seed(tmp_path / "one"), per_seed(tmp_path / "two")
     assert one == two and len(one) == 3
     assert len(one["fake-mixer"][1]) == 3  # the idea finished every seed: there are numbers to compare
+
+
+def test_a_study_keeps_one_set_of_workers_from_its_sweep_to_its_comparison(fake_installed, tmp_path):
+    workers, phases = set(), []
+
+    def done(task, row):
+        workers.update(child.pid for child in multiprocessing.active_children())
+        phases.append(task.sweep)
+
+    pipeline.run("fake", out=tmp_path / "out", jobs=2, budget="smoke", seeds=3, threads=1, scaling=False,
+                 callbacks=Callbacks(done=done))
+    assert True in phases and False in phases  # both phases ran in workers
+    assert len(workers) == 2  # a pool per phase would have started four
+    assert multiprocessing.active_children() == []  # the study ended its workers

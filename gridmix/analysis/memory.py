@@ -98,6 +98,11 @@ class MemoryProbe:
     def __exit__(self, *exc) -> None:
         self.close()
 
+    def start(self) -> MemoryProbe:
+        """Start the server now, so that its imports overlap other work (else the first measurement starts it)."""
+        self._started()
+        return self
+
     def measure(self, target: str, kwargs: dict, *, threads: int, device: str = "cpu", timeout_s: float = 600.0,
                 preload: str | None = None) -> Memory:
         """Peak memory of ``target``'s step in a fresh child of the server (the arguments of :func:`peak_memory`)."""

@@ -21,6 +21,7 @@ Shape legend:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import gc
 import importlib
@@ -282,14 +283,21 @@ class ScalingConfig:
                              ">= 2")
 
 
+def memory_probe() -> MemoryProbe:
+    """The measuring server :func:`scale_track` measures peak memory with (not started yet)."""
+    return MemoryProbe(modules=[MEMORY_TARGET.partition(":")[0]])
+
+
 def scale_track(track: Track, grids: Sequence[GridLike], *, models: Sequence[str] | None = None,
                 config: ScalingConfig | None = None, on_start: Callable[[str, Grid], None] | None = None,
-                on_point: Callable[[ScalingPoint], None] | None = None, **options) -> ScalingResult:
+                on_point: Callable[[ScalingPoint], None] | None = None, probe: MemoryProbe | None = None,
+                **options) -> ScalingResult:
     """Measure every (model, grid) point of ``track``; see the module docstring.
 
     ``models``: model names (default: all the track offers); grids are measured smallest first. ``config`` (or
     its fields as keyword ``options``) says how; ``on_start(model name, grid)`` and ``on_point(point)`` are called
-    before and after each point (progress bars).
+    before and after each point (progress bars). ``probe``: a :func:`memory_probe` the caller started early and
+    closes itself (default: one started here, at the first memory measurement, and closed at the end).
     """
     if config is None:
         config = ScalingConfig(**options)
@@ -302,7 +310,7 @@ def scale_track(track: Track, grids: Sequence[GridLike], *, models: Sequence[str
     config = dataclasses.replace(config, threads=config.threads or torch.get_num_threads(),
                                  track_ref=config.track_ref or track.name)
     load_before, points = _load_average(), []
-    with MemoryProbe(modules=[MEMORY_TARGET.partition(":")[0]]) as probe:
+    with contextlib.nullcontext(probe) if probe is not None else memory_probe() as probe:
         for spec in specs:
             throughput = None  # FLOP/s of this model's largest measured grid so far
             for grid in parsed:

@@ -1,8 +1,10 @@
 """Where runs execute: in this process, or in a pool of worker processes (``--jobs N``).
 
-Every executor satisfies :class:`Executor`: one method, ``run(tasks, *, on_done, on_start=None,
-on_epoch=None)``, that executes each :class:`gridmix.study.harness.RunTask` with :func:`gridmix.study.harness.execute`
-and calls ``on_done(task, row)`` in the driver as each finishes, so the driver alone writes the ledger.
+Every executor satisfies :class:`Executor`: ``run(tasks, *, on_done, on_start=None, on_epoch=None)`` executes each
+:class:`gridmix.study.harness.RunTask` with :func:`gridmix.study.harness.execute` and calls ``on_done(task, row)`` in
+the driver as each finishes, so the driver alone writes the ledger; ``close()`` releases what the runs held. The worker
+pool keeps its workers from one ``run`` to the next (a study's sweep and comparison, a sweep's points), so their start
+(about 5 s for two workers on two cores) is paid once.
 A worker that dies mid-task loses only that task: it is recorded as failed (and retried by the next
 re-run). The Ray executor (:mod:`gridmix.study.executors_ray`) has the same interface. The study driver that
 hands tasks to an executor is :class:`gridmix.study.harness.Runner`. docs/design.md section 8.
@@ -37,6 +39,9 @@ class Executor(Protocol):
         ``on_start(task)`` when one is handed out, and ``on_epoch`` per epoch where the executor can observe it
         (in-process only). A task that cannot run is still reported, as a failed row."""
 
+    def close(self) -> None:
+        """Release the workers (a later ``run`` starts new ones)."""
+
 
 class InProcessExecutor:
     """Runs tasks one after another in this process (per-epoch progress is available).
@@ -55,6 +60,9 @@ class InProcessExecutor:
             epoch_hook = (lambda epoch, loss, val, task=task: on_epoch(task, epoch, loss, val)) if on_epoch else None
             on_done(task, execute(task, on_epoch=epoch_hook, after_training=self.after_training))
 
+    def close(self) -> None:
+        """Nothing to release: the runs executed in this process."""
+
 
 def _exit_with_driver(driver: int, poll_s: float = 1.0) -> None:
     """Worker initialiser: end this worker once the driver that started it is gone (killed with SIGKILL, say), which
@@ -69,41 +77,55 @@ def _exit_with_driver(driver: int, poll_s: float = 1.0) -> None:
 
 
 class WorkerPoolExecutor:
-    """Runs tasks in ``jobs`` spawned worker processes; each task carries its own thread count."""
+    """Runs tasks in ``jobs`` spawned worker processes, kept until :meth:`close`; each task carries its own thread
+    count."""
 
     def __init__(self, jobs: int, *, after_training: AfterTraining | None = None) -> None:
         if jobs < 1:
             raise ValueError(f"jobs={jobs}; expected >= 1")
         self.jobs, self.after_training = jobs, after_training  # a module-level function: it is pickled
+        self._pool: ProcessPoolExecutor | None = None
 
     def run(self, tasks: list[RunTask], *, on_done: OnDone, on_start: OnStart | None = None,
             on_epoch: OnEpoch | None = None) -> None:
         queue = list(tasks)
         while queue:  # a broken pool (a worker killed) is replaced; only the tasks in flight are lost
-            queue = self._run_pool(queue, on_done=on_done, on_start=on_start)
+            queue = self._run_in_pool(queue, on_done=on_done, on_start=on_start)
 
-    def _run_pool(self, tasks: list[RunTask], *, on_done: OnDone, on_start: OnStart | None) -> list[RunTask]:
-        context = multiprocessing.get_context("spawn")  # fork after torch threads start is unsafe
-        with ProcessPoolExecutor(max_workers=self.jobs, mp_context=context, initializer=_exit_with_driver,
-                                 initargs=(os.getpid(),)) as pool:
-            futures = {}
-            for task in tasks:
-                futures[pool.submit(execute, task, after_training=self.after_training)] = task
-                if on_start:
-                    on_start(task)
-            pending = set(futures)
-            while pending:
-                done, pending = wait(pending, return_when=FIRST_COMPLETED)
-                broken = []
-                for future in done:
-                    try:
-                        row = future.result()
-                    except BrokenProcessPool:
-                        broken.append(futures[future])
-                        continue
-                    on_done(futures[future], row)
-                if broken:  # the pool is gone: charge the death to one task, retry the rest in a new pool
-                    died = broken[0].failed_row("worker process died while running this task", versions=versions())
-                    on_done(broken[0], died)
-                    return broken[1:] + [futures[f] for f in pending]
+    def close(self) -> None:
+        """Stop the workers once their runs end; a later ``run`` starts new ones."""
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            pool.shutdown()
+
+    def _workers(self) -> ProcessPoolExecutor:
+        if self._pool is None:
+            context = multiprocessing.get_context("spawn")  # fork after torch threads start is unsafe
+            self._pool = ProcessPoolExecutor(max_workers=self.jobs, mp_context=context, initializer=_exit_with_driver,
+                                             initargs=(os.getpid(),))
+        return self._pool
+
+    def _run_in_pool(self, tasks: list[RunTask], *, on_done: OnDone, on_start: OnStart | None) -> list[RunTask]:
+        pool = self._workers()
+        futures = {}
+        for task in tasks:
+            futures[pool.submit(execute, task, after_training=self.after_training)] = task
+            if on_start:
+                on_start(task)
+        pending = set(futures)
+        while pending:
+            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            broken = []
+            for future in done:
+                try:
+                    row = future.result()
+                except BrokenProcessPool:
+                    broken.append(futures[future])
+                    continue
+                on_done(futures[future], row)
+            if broken:  # the pool is gone: charge the death to one task, retry the rest in a new pool
+                self.close()
+                died = broken[0].failed_row("worker process died while running this task", versions=versions())
+                on_done(broken[0], died)
+                return broken[1:] + [futures[f] for f in pending]
         return []

@@ -54,3 +54,6 @@ class RayExecutor:
                     why = f"ray task failed: {type(error).__name__}: {str(error).splitlines()[0]}"
                     row = task.failed_row(why, versions=versions())
                 on_done(task, row)
+
+    def close(self) -> None:
+        """Nothing to release: the cluster keeps its workers, and this process stays connected for the next run."""

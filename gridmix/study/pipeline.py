@@ -10,11 +10,13 @@ cannot reach α) is a ``ValueError`` whose message is one line; the command line
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gridmix.grid import Grid
 from gridmix.mixers.causality import check_grid, first_leak
@@ -30,6 +32,9 @@ from gridmix.tracks import Track
 from gridmix.tracks.budget import command_line_changes
 from gridmix.tracks.mixer_models import choose_mixers
 from gridmix.tracks.registry import load_registry
+
+if TYPE_CHECKING:
+    from gridmix.analysis.memory import MemoryProbe
 
 CHECK_DIM = 8  # channels of the leak check's mixer (two heads of four)
 
@@ -328,24 +333,33 @@ def run_study(planned: PlannedStudy, ledger: Ledger, executor, out: str | Path, 
               callbacks: Callbacks = Callbacks()) -> Outcome:
     """Train what the ledger lacks, store the references and (with ``planned.scaling``) parity and scaling, and
     write the report into ``out``."""
+    from gridmix.analysis.scaling import memory_probe
+
     started = time.perf_counter()
     with ledger:
-        Runner(planned.study, ledger, executor, on_plan=callbacks.plan, on_start=callbacks.start,
-               on_epoch=callbacks.epoch, on_done=callbacks.done, on_phase=callbacks.phase,
-               on_resume=callbacks.resume).run()
-        callbacks.analysis("references")
-        store_references(ledger, planned.track, planned.grid, planned.study)
-        if planned.scaling:
-            callbacks.analysis("parity and scaling")
-            store_analyses(ledger, planned.track, planned.grid, planned.study.models, planned.study.budget,
-                           planned.knobs)
+        try:
+            Runner(planned.study, ledger, executor, on_plan=callbacks.plan, on_start=callbacks.start,
+                   on_epoch=callbacks.epoch, on_done=callbacks.done, on_phase=callbacks.phase,
+                   on_resume=callbacks.resume).run()
+        finally:
+            executor.close()  # the workers are gone before the analyses time anything
+        with memory_probe().start() if planned.scaling else contextlib.nullcontext() as probe:
+            # the scaling's memory server imports torch on the core the references leave idle
+            callbacks.analysis("references")
+            store_references(ledger, planned.track, planned.grid, planned.study)
+            if planned.scaling:
+                callbacks.analysis("parity and scaling")
+                store_analyses(ledger, planned.track, planned.grid, planned.study.models, planned.study.budget,
+                               planned.knobs, probe=probe)
         report = build_report(ledger)
         paths = write_report(report, Path(out))
     return Outcome(report=report, paths=tuple(paths), seconds=time.perf_counter() - started)
 
 
-def store_analyses(ledger: Ledger, track: Track, grid: Grid, names, budget, knobs: dict) -> None:
-    """Parity and scaling, measured once per study and kept in the ledger for ``gridmix report``.
+def store_analyses(ledger: Ledger, track: Track, grid: Grid, names, budget, knobs: dict, *,
+                   probe: MemoryProbe | None = None) -> None:
+    """Parity and scaling, measured once per study and kept in the ledger for ``gridmix report``; ``probe``: the
+    scaling's memory server, if the caller started it (:func:`gridmix.analysis.scaling.scale_track`).
 
     A failing analysis is stored as ``{"error": …}`` and reported; the study's results are kept.
     """
@@ -359,8 +373,9 @@ def store_analyses(ledger: Ledger, track: Track, grid: Grid, names, budget, knob
     grids = [g for g in scaling_grids(grid, count=2 if smoke else 3) if track.supports(g) is None]
     config = ScalingConfig(repeats=2 if smoke else 3, warmup=1)
     analyses = {}
-    for name, measure in (("parity", lambda: parity_report(track, grid, models=names, knobs=knobs)),
-                          ("scaling", lambda: scale_track(track, grids, models=names, config=config).to_dict())):
+    measures = (("parity", lambda: parity_report(track, grid, models=names, knobs=knobs)),
+                ("scaling", lambda: scale_track(track, grids, models=names, config=config, probe=probe).to_dict()))
+    for name, measure in measures:
         try:
             analyses[name] = measure()
         except Exception as error:  # recorded and reported; the finished runs stay valid

@@ -144,10 +144,13 @@ def run_sweep(planned: PlannedSweep, ledger: Ledger, executor, out: str | Path, 
     sweep's report into ``out``."""
     started = time.perf_counter()
     with ledger:
-        for point in planned.points:
-            on_point(point)
-            Runner(point.planned.study, ledger, executor, on_plan=callbacks.plan, on_start=callbacks.start,
-                   on_epoch=callbacks.epoch, on_done=callbacks.done, record_study=False).run()
+        try:
+            for point in planned.points:
+                on_point(point)
+                Runner(point.planned.study, ledger, executor, on_plan=callbacks.plan, on_start=callbacks.start,
+                       on_epoch=callbacks.epoch, on_done=callbacks.done, record_study=False).run()
+        finally:
+            executor.close()  # one set of workers for every point
         report = build_sweep_report(ledger)
         paths = write_sweep_report(report, Path(out))
     return SweepOutcome(report=report, paths=tuple(paths), seconds=time.perf_counter() - started)
