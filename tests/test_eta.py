@@ -17,6 +17,7 @@ def test_pending_runs_take_their_models_median_time_or_the_overall_one():
     clock.record("vit-nomix", 0.0)  # a run that failed before training: no time to learn from
     # vit: median 54; the idea: 8; the control has none of its own: the median of all four, (8 + 50 + 54 + 56) -> 52
     assert clock.remaining_s(["vit", "vit-concentration", "vit-nomix"]) == pytest.approx((54 + 8 + 52) / 2)
+    assert clock.untimed(["vit-nomix", "vit", "mlp-mixer", "vit-nomix"]) == ["vit-nomix", "mlp-mixer"]
     with pytest.raises(ValueError, match="jobs=0; expected >= 1"):
         RunClock(jobs=0)
 
@@ -46,4 +47,7 @@ def test_a_piped_gridmix_run_prints_the_time_left_after_each_run(tmp_path):
     lines = [line for line in result.output.splitlines() if line.startswith("done ")]
     assert len(lines) == 3 * 2 + 3 * 2  # three models: a sweep of two rates on one seed, then two seeds
     assert all(" left" in line.rsplit("; ", 1)[-1] for line in lines[:-1]) and " left" not in lines[-1]
-    assert "about " in lines[0] and ("min" in lines[0] or lines[0].endswith(" s left"))
+    assert "about " in lines[0] and ("min" in lines[0] or " s left" in lines[0])
+    # the sweep's first run times one model: the others' runs are a guess, and the line says which
+    assert lines[0].endswith("fake-attention, fake-fragile not timed yet: counted at the median run so far)")
+    assert lines[-2].endswith(" s left")  # every model timed by then: a plain estimate

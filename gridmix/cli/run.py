@@ -312,8 +312,10 @@ def _callbacks(progress: Progress, study, ledger, *, jobs: int = 1, studies=None
         clock.record(task.model, row.wall_s)
         if task.model in pending:
             pending.remove(task.model)
-        left = clock.remaining_s(pending)
+        left, untimed = clock.remaining_s(pending), clock.untimed(pending)
         estimate = f"about {format_duration(left)} left" if left is not None and pending else ""
+        if estimate and untimed:
+            estimate += f" ({', '.join(untimed)} not timed yet: counted at the median run so far)"
         progress.update(overall, description=f"runs ({estimate})" if estimate else "runs")
         progress.advance(overall)
         if not console.is_terminal:  # a log file: one plain line per finished run

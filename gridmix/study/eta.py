@@ -1,6 +1,8 @@
 """How long a study has left, estimated from its own finished runs: each pending run is expected to take the median
 time of the finished runs of its model (of all finished runs while its model has none), and ``jobs`` workers share
-them. Runs resumed from the ledger count with their recorded times; nothing is estimated before a run finishes."""
+them. Runs resumed from the ledger count with their recorded times; nothing is estimated before a run finishes.
+:meth:`RunClock.untimed` names the pending models counted at the overall median, so the log can say the estimate is
+a guess for them (a dense baseline's first run can take five times the others')."""
 
 from __future__ import annotations
 
@@ -34,6 +36,10 @@ class RunClock:
         overall = statistics.median(every)
         per_model = {model: statistics.median(values) for model, values in self.seconds.items()}
         return sum(per_model.get(model, overall) for model in pending) / self.jobs
+
+    def untimed(self, pending: Iterable[str]) -> list[str]:
+        """The models in ``pending`` with no finished run yet, in order of first appearance."""
+        return [model for model in dict.fromkeys(pending) if model not in self.seconds]
 
 
 def format_duration(seconds: float) -> str:
