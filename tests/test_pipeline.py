@@ -57,3 +57,18 @@ def test_an_underpowered_run_is_noted_not_refused():
     notes = []
     planned = pipeline.plan_study("fake", budget="default", seeds=3, underpowered=True, note=notes.append)
     assert planned.study.underpowered and notes[0].startswith("--underpowered: 3 seeds cannot reach α")
+
+
+def test_a_resumed_study_with_its_analyses_stored_starts_no_memory_server(tmp_path, monkeypatch):
+    from gridmix.analysis import scaling
+
+    started = []
+    original = scaling.MemoryProbe.start
+    monkeypatch.setattr(scaling.MemoryProbe, "start", lambda probe: started.append(probe) or original(probe))
+    runs = []
+    for _ in range(2):
+        analyses = []
+        pipeline.run("fake", out=tmp_path, budget="smoke", seeds=3, threads=1,
+                     callbacks=pipeline.Callbacks(analysis=analyses.append))
+        runs.append((len(started), analyses))
+    assert runs == [(1, ["references", "parity and scaling"]), (1, ["references"])]

@@ -343,17 +343,24 @@ def run_study(planned: PlannedStudy, ledger: Ledger, executor, out: str | Path, 
                    on_resume=callbacks.resume).run()
         finally:
             executor.close()  # the workers are gone before the analyses time anything
-        with memory_probe().start() if planned.scaling else contextlib.nullcontext() as probe:
+        measure_analyses = planned.scaling and not analyses_stored(ledger, planned.knobs)
+        with memory_probe().start() if measure_analyses else contextlib.nullcontext() as probe:
             # the scaling's memory server imports torch on the core the references leave idle
             callbacks.analysis("references")
             store_references(ledger, planned.track, planned.grid, planned.study)
-            if planned.scaling:
+            if measure_analyses:
                 callbacks.analysis("parity and scaling")
                 store_analyses(ledger, planned.track, planned.grid, planned.study.models, planned.study.budget,
                                planned.knobs, probe=probe)
         report = build_report(ledger)
         paths = write_report(report, Path(out))
     return Outcome(report=report, paths=tuple(paths), seconds=time.perf_counter() - started)
+
+
+def analyses_stored(ledger: Ledger, knobs: dict) -> bool:
+    """Whether an earlier run of this study stored its parity and scaling for these ``knobs``."""
+    stored = ledger.fetch("analyses")
+    return stored is not None and stored.get("parity", {}).get("knobs") == knobs
 
 
 def store_analyses(ledger: Ledger, track: Track, grid: Grid, names, budget, knobs: dict, *,
@@ -366,8 +373,7 @@ def store_analyses(ledger: Ledger, track: Track, grid: Grid, names, budget, knob
     from gridmix.analysis.parity import parity_report
     from gridmix.analysis.scaling import ScalingConfig, scale_track, scaling_grids
 
-    stored = ledger.fetch("analyses")
-    if stored is not None and stored.get("parity", {}).get("knobs") == knobs:
+    if analyses_stored(ledger, knobs):
         return  # measured by an earlier run of this study (a resumed sweep measures nothing twice)
     smoke = budget.name == "smoke"
     grids = [g for g in scaling_grids(grid, count=2 if smoke else 3) if track.supports(g) is None]
