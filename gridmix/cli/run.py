@@ -312,9 +312,9 @@ def _callbacks(progress: Progress, study, ledger, *, jobs: int = 1, studies=None
         clock.record(task.model, row.wall_s)
         if task.model in pending:
             pending.remove(task.model)
-        left, untimed = clock.remaining_s(pending), clock.untimed(pending)
+        left = clock.remaining_s(pending)
         estimate = f"about {format_duration(left)} left" if left is not None and pending else ""
-        if estimate and untimed:
+        if estimate and (untimed := clock.untimed(pending)):
             estimate += f" ({', '.join(untimed)} not timed yet: counted at the median run so far)"
         progress.update(overall, description=f"runs ({estimate})" if estimate else "runs")
         progress.advance(overall)

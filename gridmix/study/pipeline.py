@@ -365,7 +365,8 @@ def analyses_stored(ledger: Ledger, knobs: dict) -> bool:
 
 def store_analyses(ledger: Ledger, track: Track, grid: Grid, names, budget, knobs: dict, *,
                    probe: MemoryProbe | None = None) -> None:
-    """Parity and scaling, measured once per study and kept in the ledger for ``gridmix report``; ``probe``: the
+    """Parity and scaling, measured and kept in the ledger for ``gridmix report`` (:func:`run_study` skips this when
+    :func:`analyses_stored`, so a resumed study measures them once); ``probe``: the
     scaling's memory server, if the caller started it (:func:`gridmix.analysis.scaling.scale_track`).
 
     A failing analysis is stored as ``{"error": …}`` and reported; the study's results are kept.
@@ -373,8 +374,6 @@ def store_analyses(ledger: Ledger, track: Track, grid: Grid, names, budget, knob
     from gridmix.analysis.parity import parity_report
     from gridmix.analysis.scaling import ScalingConfig, scale_track, scaling_grids
 
-    if analyses_stored(ledger, knobs):
-        return  # measured by an earlier run of this study (a resumed sweep measures nothing twice)
     smoke = budget.name == "smoke"
     grids = [g for g in scaling_grids(grid, count=2 if smoke else 3) if track.supports(g) is None]
     config = ScalingConfig(repeats=2 if smoke else 3, warmup=1)
