@@ -7,6 +7,7 @@ from collections.abc import Iterable
 
 
 def did_you_mean(name: str, known: Iterable[str]) -> str:
-    """``"; did you mean 'x'?"`` for the known name closest to ``name``, or ``""`` when none is close."""
+    """What goes between an unknown name and the list of known ones: ``"; did you mean 'x'?"`` for the known name
+    closest to ``name``, or ``";"`` when none is close (``f"unknown track {name!r}{hint} installed: …"``)."""
     close = difflib.get_close_matches(name, list(known), n=1)
-    return f"; did you mean {close[0]!r}?" if close else ""
+    return f"; did you mean {close[0]!r}?" if close else ";"

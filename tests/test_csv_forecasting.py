@@ -99,7 +99,7 @@ def test_multivariate_windows_read_every_channel_with_the_target_first(tmp_path)
 
 
 @pytest.mark.parametrize(("text", "target", "message"), [
-    ("date,a,b\n2020-01-01,1,2\n2020-01-02,2,3\n", "OT", "no column 'OT' columns: date, a, b"),
+    ("date,a,b\n2020-01-01,1,2\n2020-01-02,2,3\n", "OT", "no column 'OT'; columns: date, a, b"),
     ("date,a,b\n2020-01-01,1,2\n2020-01-02,x,3\n", "b", "row 3, column 'a': 'x' is not a number"),
     ("date,a,b\n2020-01-01,1,2\n2020-01-02,,3\n", "b", "row 3, column 'a': missing value ''"),
     ("t,a,b\n0,1,2\n1,2,3\n", "b", "needs a date column first (date,channel,…,target as ETT keeps it); row 2, "

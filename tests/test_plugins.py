@@ -98,6 +98,8 @@ def test_unknown_track_suggests_the_closest_name(clean_env):
     registry = load_registry(refresh=True)
     with pytest.raises(ValueError, match=r"unknown track 'imag'; did you mean 'image'\? installed: .*image, "):
         registry.track("imag")
+    with pytest.raises(ValueError, match=r"^unknown track 'nope'; installed: .*image, "):  # no close name
+        registry.track("nope")
 
 
 def test_disable_autoload_loads_no_entry_point_but_extra_plugins_register(clean_env):
@@ -311,9 +313,9 @@ def test_malformed_models_built_in_a_hook_name_the_plugin(clean_env):
     assert [m.name for m in registry.track("tiny").models] == ["base", "idea"]
 
 
-def test_did_you_mean_suggests_the_closest_known_name_or_nothing():
+def test_did_you_mean_suggests_the_closest_known_name_or_only_separates():
     assert did_you_mean("imag", ["image", "video"]) == "; did you mean 'image'?"
-    assert did_you_mean("xyz", ["image", "video"]) == ""
+    assert did_you_mean("xyz", ["image", "video"]) == ";"  # the list of known names follows it
     assert did_you_mean("imag", iter(["image"])) == "; did you mean 'image'?"
 
 
