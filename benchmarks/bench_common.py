@@ -27,23 +27,34 @@ import torch
 
 from gridmix.analysis.measure import Timing
 from gridmix.analysis.scaling import fit_power_law, load_averages
-from gridmix.mixers.concentration.ops.native_build import cpu_name, native_build_info
+from gridmix.mixers.concentration.ops.native_build import cpu_facts, native_build_info
 
 
 def environment(*, threads: int) -> dict:
     """The machine and software a run measured on; ``threads`` is ``torch.get_num_threads()`` after setting it.
 
     ``native`` is how the fused kernels were built (compiler, flags, vector ISA and lanes, OpenMP; ``None`` when
-    they could not be), so every figure says which ISA it ran.
+    they could not be), so every figure says which ISA it ran; the CPU's own facts (:func:`cpu_facts`: model,
+    family, its widest vector ISA, torch's kernels' ISA, the variables that narrow either) say on what.
     """
     build = native_build_info()
     return dict(
-        torch=torch.__version__, python=platform.python_version(), cpu=cpu_name(), cpu_count=os.cpu_count(),
+        torch=torch.__version__, python=platform.python_version(), **cpu_facts(), cpu_count=os.cpu_count(),
         native=build.as_dict() if build else None,
         torch_threads=threads, mkl=torch.backends.mkl.is_available(), platform=platform.platform(),
         started=time.strftime("%Y-%m-%d %H:%M:%S %z"), loadavg_at_start=load_averages(),
         allocator_env={k: v for k, v in os.environ.items() if k.startswith(("MALLOC_", "LD_PRELOAD", "THP_"))},
     )
+
+
+def machine_line(env: dict) -> str:
+    """Where an :func:`environment` was measured, in one line: the CPU, its family and model, its vector ISA, the
+    ISA of the native kernels and of torch's CPU kernels, and any variable that narrowed either."""
+    native = env.get("native") or {}
+    model = f" ({env['cpu_model']})" if env.get("cpu_model") else ""
+    held = "".join(f", {name}={value}" for name, value in env.get("isa_environment", {}).items())
+    return (f"{env['cpu']}{model}, CPU {env.get('cpu_isa')}; gridmix kernels {native.get('isa', 'not built')}, "
+            f"torch {env.get('torch_cpu_capability')}{held}")
 
 
 _M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4  # glibc's mallopt parameters (malloc.h)

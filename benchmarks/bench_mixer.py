@@ -49,6 +49,7 @@ from bench_common import (
     add_machine_arguments,
     fit_exponent,
     interleaved,
+    machine_line,
     markdown_table,
     paired_ratio,
     set_up_machine,
@@ -431,7 +432,7 @@ def render(result: dict) -> str:
     """The Markdown tables: milliseconds and speed-ups over SDPA, FLOP-rate fractions, peak memory, exponents."""
     env, summary = result["environment"], result["summary"]
     settings = result["settings"]
-    text = (f"torch {env['torch']}, {env['torch_threads']} threads, {env.get('gpu', env['cpu'])} "
+    text = (f"torch {env['torch']}, {env['torch_threads']} threads, {env.get('gpu') or machine_line(env)} "
             f"({settings.get('device', 'cpu')}, {settings.get('precision', 'fp32')}); batch {BATCH}, C={DIM}, "
             f"{HEADS} heads, rank {RANK} (mix_r4: 4). Median of interleaved repeats; ×: speed-up over SDPA "
             "(median of per-round ratios).\n\n")
@@ -526,8 +527,7 @@ def main() -> None:
     write_json(args.out / "bench_mixer.json", result)
     (args.out / "bench_mixer.md").write_text(render(result))
     print(render(result))
-    native = env.get("native") or {}
-    print(f"targets ({env['cpu']}, {native.get('isa', 'no native kernels')}, {env['torch_threads']} threads):")
+    print(f"targets ({machine_line(env)}; {env['torch_threads']} threads):")
     for name, (sense, goal, value) in goals(result["summary"]).items():
         if value is not None:
             verdict = "met" if result["summary"]["targets_met"][name] else "NOT met"

@@ -23,6 +23,7 @@ import torch
 from bench_common import (
     add_machine_arguments,
     interleaved,
+    machine_line,
     markdown_table,
     paired_ratio,
     set_up_machine,
@@ -130,8 +131,7 @@ def measure(points: list[dict], steps: dict, args) -> None:
 
 def render(result: dict) -> str:
     env = result["environment"]
-    native = (env.get("native") or {}).get("isa", "no native kernels")
-    text = (f"{env['cpu']} ({native}), torch {env['torch']}, {env['torch_threads']} threads; batch {BATCH}, C = {DIM}, "
+    text = (f"{machine_line(env)}, torch {env['torch']}, {env['torch_threads']} threads; batch {BATCH}, C = {DIM}, "
             f"{HEADS} heads; forward+backward of the mixer alone. ms: median of interleaved repeats; × attention: "
             "attention's time over the mixer's (median of per-round ratios); GFLOP: FlopCounterMode, forward+backward; "
             "MiB: peak above a fresh process.\n\n")

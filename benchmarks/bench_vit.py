@@ -28,6 +28,7 @@ from bench_common import (
     add_machine_arguments,
     fit_exponent,
     interleaved,
+    machine_line,
     markdown_table,
     paired_ratio,
     set_up_machine,
@@ -164,7 +165,7 @@ def main() -> None:
 
 def render(result: dict) -> str:
     env, settings = result["environment"], result["settings"]
-    where = env.get("gpu", env["cpu"])
+    where = env.get("gpu") or machine_line(env)
     text = (f"torch {env['torch']}, {env['torch_threads']} threads, {where} ({settings.get('device', 'cpu')}, "
             f"{settings.get('precision', 'fp32')}); timm ViT, patch 1, embed_dim {DIM}, "
             f"depth {DEPTH}, {HEADS} heads, batch {BATCH}, AdamW. Training step, median of interleaved repeats.\n\n")

@@ -5,13 +5,16 @@ cross compiler is installed (``apt-get install gcc-aarch64-linux-gnu``)."""
 
 from __future__ import annotations
 
+import json
 import os
+import platform
 import shutil
 import subprocess
 import warnings
 from pathlib import Path
 
 import pytest
+import torch
 from typer.testing import CliRunner
 
 import gridmix.mixers.concentration.ops.native_build as native_build
@@ -22,6 +25,7 @@ from gridmix.mixers.concentration.ops.native_build import (
     error_line,
     forget_library,
     native_build_info,
+    vector_isa,
 )
 
 CROSS = "aarch64-linux-gnu-gcc"
@@ -94,6 +98,30 @@ def test_gridmix_info_shows_the_vector_isa_lanes_and_openmp():
     assert "compiler:" in result.output and "flags:" in result.output and info.path in result.output
     as_json = CliRunner().invoke(app, ["info", "--json"])
     assert '"isa"' in as_json.output and '"openmp"' in as_json.output and '"cpu"' in as_json.output
+
+
+@pytest.mark.parametrize(("flags", "machine", "expected"), [
+    ("fpu sse sse2 ssse3 sse4_1 sse4_2 avx f16c avx2 fma", "x86_64", "avx2"),  # an AMD Zen 3: no AVX-512
+    ("sse2 avx avx2 avx512f avx512bw avx512vl", "x86_64", "avx512f"),
+    ("fpu sse sse2 sse4_1 sse4_2", "x86_64", "sse4.2"),
+    ("fp asimd evtstrm aes crc32", "aarch64", "neon"),
+    ("", "arm64", "neon"),  # macOS has no /proc/cpuinfo; every 64-bit Arm has NEON
+    ("", "x86_64", "unknown"),
+])
+def test_the_cpus_widest_vector_isa_is_read_from_its_feature_flags(flags, machine, expected):
+    assert vector_isa(flags, machine) == expected
+
+
+def test_gridmix_info_shows_the_cpus_own_isa_and_what_narrowed_torchs(monkeypatch):
+    """The CPU's ISA comes from its flags, not from the build (an emulated AVX2 build on an AVX-512 CPU shows both),
+    and the variables that hold torch or the kernels to a narrower ISA are named."""
+    monkeypatch.setenv("MKL_ENABLE_INSTRUCTIONS", "AVX2")
+    summary = json.loads(CliRunner().invoke(app, ["info", "--json"]).output)
+    assert summary["cpu_isa"] == vector_isa(native_build._cpu_flags(), platform.machine())
+    assert summary["isa_environment"]["MKL_ENABLE_INSTRUCTIONS"] == "AVX2"
+    assert summary["torch_cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    text = CliRunner().invoke(app, ["info"]).output
+    assert f"vector ISA {summary['cpu_isa']}" in text and "MKL_ENABLE_INSTRUCTIONS=AVX2" in text
 
 
 @pytest.mark.skipif(shutil.which(CROSS) is None, reason=f"no cross compiler {CROSS} (gcc-aarch64-linux-gnu)")

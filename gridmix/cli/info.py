@@ -15,13 +15,13 @@ def machine_summary() -> dict:
     """The facts ``gridmix info`` prints, as JSON-ready data (benchmarks record the same)."""
     import torch
 
-    from gridmix.mixers.concentration.ops.native_build import cpu_name, native_build_info
+    from gridmix.mixers.concentration.ops.native_build import cpu_facts, native_build_info
     from gridmix.mixers.config import native_enabled
     from gridmix.version import __version__
 
     build = native_build_info()
     return dict(gridmix=__version__, python=platform.python_version(), torch=torch.__version__,
-                machine=platform.machine(), cpu=cpu_name(), torch_threads=torch.get_num_threads(),
+                machine=platform.machine(), **cpu_facts(), torch_threads=torch.get_num_threads(),
                 native=build.as_dict() if build else None, native_enabled=native_enabled())
 
 
@@ -35,5 +35,9 @@ def info(as_json: bool = typer.Option(False, "--json", help="Print machine-reada
         typer.echo(json.dumps(summary, indent=2))
         return
     typer.echo(f"gridmix {summary['gridmix']}, torch {summary['torch']}, Python {summary['python']}")
-    typer.echo(f"CPU: {summary['cpu']} ({summary['machine']}), {summary['torch_threads']} torch threads")
+    model = f", {summary['cpu_model']}" if summary["cpu_model"] else ""
+    typer.echo(f"CPU: {summary['cpu']} ({summary['machine']}{model}), vector ISA {summary['cpu_isa']}; "
+               f"torch's CPU kernels {summary['torch_cpu_capability']}, {summary['torch_threads']} torch threads")
+    if summary["isa_environment"]:
+        typer.echo("  set: " + " ".join(f"{name}={value}" for name, value in summary["isa_environment"].items()))
     typer.echo(describe())

@@ -72,11 +72,12 @@ class NativeBuildError(RuntimeError):
 
 
 def _cpuinfo(*keys: str) -> str | None:
-    """The first ``/proc/cpuinfo`` line starting with one of ``keys`` (its value), or ``None`` (not Linux)."""
+    """The value of the first ``/proc/cpuinfo`` line whose key is one of ``keys``, or ``None`` (not Linux)."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith(keys):
-                return line.split(":", 1)[-1].strip()
+            key, _, value = line.partition(":")
+            if key.strip() in keys:
+                return value.strip()
     except OSError:
         pass
     return None
@@ -90,6 +91,36 @@ def _cpu_flags() -> str:
 def cpu_name() -> str:
     """The CPU's model name (``/proc/cpuinfo``; ``platform.processor()`` elsewhere), as figures record it."""
     return _cpuinfo("model name") or platform.processor() or platform.machine()
+
+
+# (CPU feature flag, ISA name), widest first: x86's /proc/cpuinfo flags, then AArch64's "Features" (asimd is NEON)
+VECTOR_ISAS = (("avx512f", "avx512f"), ("avx2", "avx2"), ("avx", "avx"), ("sse4_2", "sse4.2"), ("sse2", "sse2"),
+               ("asimd", "neon"), ("neon", "neon"))
+# the environment variables that change which vector ISA gridmix's kernels or torch's run (an emulated narrower ISA)
+ISA_ENVIRONMENT = ("GRIDMIX_NATIVE", "GRIDMIX_NATIVE_FLAGS", "MKL_ENABLE_INSTRUCTIONS", "ATEN_CPU_CAPABILITY",
+                   "OMP_NUM_THREADS", "OMP_WAIT_POLICY")
+
+
+def vector_isa(flags: str, machine: str = "") -> str:
+    """The widest vector ISA among CPU feature ``flags`` (:data:`VECTOR_ISAS`); on a 64-bit Arm ``machine``, whose
+    every CPU has NEON, ``"neon"`` where the flags do not say; ``"unknown"`` otherwise."""
+    present = set(flags.split())
+    found = next((name for flag, name in VECTOR_ISAS if flag in present), None)
+    if found is None and machine.lower() in ("arm64", "aarch64"):
+        return "neon"
+    return found or "unknown"
+
+
+def cpu_facts() -> dict:
+    """What a figure measured on this CPU records: its model name, x86 family and model (which tell, for example, an
+    AMD Zen 3 from a Zen 4 of the same name), the widest vector ISA the CPU has (``cpu_isa``, which may be wider than
+    the kernels' build), the ISA torch's own CPU kernels run (``torch_cpu_capability``) and the environment
+    variables that hold either to a narrower one (``isa_environment``)."""
+    family, model = _cpuinfo("cpu family"), _cpuinfo("model")
+    return dict(cpu=cpu_name(), cpu_model=f"family {family}, model {model}" if family and model else None,
+                cpu_isa=vector_isa(_cpu_flags(), platform.machine()),
+                torch_cpu_capability=torch.backends.cpu.get_cpu_capability(),
+                isa_environment={name: os.environ[name] for name in ISA_ENVIRONMENT if name in os.environ})
 
 
 def _attempts() -> tuple[tuple[str, ...], ...]:
