@@ -235,6 +235,34 @@ def interleaved(steps: Mapping[str, Callable[[], object]], *, repeats: Mapping[s
     return result
 
 
+GEMM_SIZE = 2048  # the reference product: GEMM_SIZE³ float32, the machine's achievable FLOP rate
+
+
+def gemm_steps(device: str = "cpu") -> tuple:
+    """The reference GEMM (float32) as (step, step): it has no backward, so both timings run the same product."""
+    a, b = torch.randn(GEMM_SIZE, GEMM_SIZE, device=device), torch.randn(GEMM_SIZE, GEMM_SIZE, device=device)
+    sync = torch.cuda.synchronize if torch.device(device).type == "cuda" else (lambda: None)
+
+    def step() -> None:
+        torch.matmul(a, b)
+        sync()
+
+    return step, step
+
+
+def gemm_gflops(threads: int, *, device: str = "cpu", repeats: int = 3) -> float:
+    """The reference GEMM's rate now at ``threads`` torch threads, GFLOP/s (median of ``repeats`` after one warm-up):
+    the same VM type runs it 94-130 ms apart from day to day, so a wall time says little without it. Leaves the
+    thread count as it found it."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        timed = interleaved({"gemm": gemm_steps(device)[0]}, repeats={"gemm": repeats}, warmup=1, threads=threads)
+    finally:
+        torch.set_num_threads(before)
+    return 2 * GEMM_SIZE**3 / timed["gemm"]["timing"].median_s / 1e9
+
+
 def paired_ratio(slow: dict, fast: dict) -> float:
     """Median over the rounds both were timed in of ``slow / fast`` per-call time (two :func:`interleaved` entries).
 

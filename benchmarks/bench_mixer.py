@@ -46,8 +46,11 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from bench_common import (
+    GEMM_SIZE,
     add_machine_arguments,
     fit_exponent,
+    gemm_gflops,
+    gemm_steps,
     interleaved,
     machine_line,
     markdown_table,
@@ -67,7 +70,6 @@ from gridmix.analysis.scaling import load_averages
 from gridmix.study.precision import autocast
 
 BATCH, DIM, HEADS, RANK = 8, 64, 4, 16
-GEMM_SIZE = 2048
 MLP_MAX_TOKENS = 4096  # beyond, the token MLP has > 2^25 weights per layer: no usable model, so not run
 GRIDS = ["256", "512", "1024", "2048", "4096", "8192", "16384",
          "8x8", "16x16", "32x32", "48x48", "64x64", "96x96", "128x128",
@@ -230,18 +232,6 @@ def memory_step(case: str, grid: str, threads: int, device: str = "cpu", precisi
     torch.manual_seed(0)
     torch.set_num_threads(threads)
     return steps(build(case, Grid.parse(grid)), device, precision)[0]
-
-
-def gemm_steps(device: str = "cpu") -> tuple:
-    """The reference GEMM (float32) as (step, step): it has no backward, so both timings run the same product."""
-    a, b = torch.randn(GEMM_SIZE, GEMM_SIZE, device=device), torch.randn(GEMM_SIZE, GEMM_SIZE, device=device)
-    sync = torch.cuda.synchronize if torch.device(device).type == "cuda" else (lambda: None)
-
-    def step() -> None:
-        torch.matmul(a, b)
-        sync()
-
-    return step, step
 
 
 def _free_memory(device: str) -> int:
@@ -514,9 +504,7 @@ def main() -> None:
                                 wait_quiet_s=args.wait_quiet_s, max_other_share=args.max_other_share))
     if args.wait_quiet_s:
         wait_for_quiet(max_wait_s=args.wait_quiet_s)
-    gemm = gemm_steps(args.device)[0]
-    calibration = interleaved({"gemm": gemm}, repeats={"gemm": 3}, warmup=1, threads=args.threads)["gemm"]
-    gemm_rate = 2 * GEMM_SIZE**3 / calibration["timing"].median_s
+    gemm_rate = 1e9 * gemm_gflops(args.threads, device=args.device)
     for grid in grids:
         points = measure_grid(grid, args, gemm_rate)
         result["points"] += points

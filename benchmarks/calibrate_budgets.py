@@ -12,9 +12,10 @@ The criteria (docs/plugins.md, "Budgets of the built-in tracks"):
 - the primary MDE at most 2 % of the matched baseline's mean;
 - the whole command in at most 300 s.
 
-Writes ``calibration.json`` into ``--out`` (the environment, with the CPU and the native kernels' ISA, and one
-record per study) and prints one line per study. Run it on an idle machine: other processes slow small-kernel
-work many times over (docs/benchmarks.md, "Method").
+Writes ``calibration.json`` into ``--out`` (the environment, with the CPU and the native kernels' ISA, the reference
+GEMM's rate at one thread and at every core before the first study and after the last, which says how fast the machine
+was that day, and one record per study) and prints one line per study. Run it on an idle machine: other processes
+slow small-kernel work many times over (docs/benchmarks.md, "Method").
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench_common import environment
+from bench_common import environment, gemm_gflops
 
 from gridmix.report.build import FLOOR_BAND
 from gridmix.report.types import Report
@@ -68,7 +69,8 @@ def criteria(report: Report, wall_s: float) -> dict:
         verdict=report.comparisons[report.primary_baseline].verdict, mde=primary.mde if primary else None,
         mde_pct_of_baseline=mde_pct, control_gap=gap, seeds_at_chance=chance_seeds,
         met=dict(none_at_chance=not any(chance_seeds.values()),
-                 control_beyond_mde=gap is not None and primary is not None and gap > primary.mde,
+                 control_beyond_mde=gap is not None and primary is not None and primary.mde is not None
+                 and gap > primary.mde,
                  mde_within_2pct=mde_pct is not None and mde_pct <= MAX_MDE_PCT,
                  wall_within_5min=wall_s <= MAX_WALL_S))
 
@@ -94,6 +96,16 @@ def run_study(track: str, jobs: int, threads: int, out: Path, extra: list[str]) 
     return dict(record, **criteria(Report.from_dict(json.loads(report_path.read_text())), wall_s))
 
 
+def number(value: float | None, spec: str) -> str:
+    """``value`` formatted, or "(none)" where the study gave none (an exploratory budget has no MDE)."""
+    return "(none)" if value is None else format(value, spec)
+
+
+def machine_speed() -> dict[int, float]:
+    """The reference GEMM's rate now, GFLOP/s, at one thread (a worker of ``--jobs auto``) and at every core."""
+    return {threads: round(gemm_gflops(threads), 1) for threads in sorted({1, os.cpu_count() or 1})}
+
+
 def layout(text: str) -> tuple[int, int]:
     try:
         jobs, threads = (int(part) for part in text.lower().split("x"))
@@ -111,8 +123,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("runs/calibrate"))
     args = parser.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
     layouts = [layout(text) for text in args.layouts.split(",")]
-    result = dict(environment=environment(threads=max(t for _, t in layouts)), extra_arguments=extra, studies=[])
+    result = dict(environment=environment(threads=max(t for _, t in layouts)), extra_arguments=extra,
+                  gemm_gflops=dict(before=machine_speed()), studies=[])
     args.out.mkdir(parents=True, exist_ok=True)
+    print(f"2048³ float32 GEMM before: {result['gemm_gflops']['before']} GFLOP/s by threads", flush=True)
     for track in args.tracks.split(","):
         for jobs, threads in layouts:
             record = run_study(track, jobs, threads, args.out / f"{track}-{jobs}x{threads}", extra)
@@ -120,10 +134,13 @@ def main(argv: list[str] | None = None) -> int:
             (args.out / "calibration.json").write_text(json.dumps(result, indent=2) + "\n")
             met = record.get("met") or {}
             print(f"{track} {jobs}x{threads}: wall {record['wall_s']} s"
-                  + (f", MDE {record['mde_pct_of_baseline']:.2f}% of baseline, control gap {record['control_gap']:.4g}"
-                     f" vs MDE {record['mde']:.4g}, verdict {record['verdict']!r}, "
-                     f"unmet {[k for k, v in met.items() if not v]}" if met else f", {record['error']}"), flush=True)
+                  + (f", MDE {number(record['mde_pct_of_baseline'], '.2f')} % of baseline, control gap "
+                     f"{number(record['control_gap'], '.4g')} vs MDE {number(record['mde'], '.4g')}, verdict "
+                     f"{record['verdict']!r}, unmet {[k for k, v in met.items() if not v]}" if met
+                     else f", {record['error']}"), flush=True)
     result["peak_rss_children_mib"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    result["gemm_gflops"]["after"] = machine_speed()
+    print(f"2048³ float32 GEMM after: {result['gemm_gflops']['after']} GFLOP/s by threads")
     (args.out / "calibration.json").write_text(json.dumps(result, indent=2) + "\n")
     return 0 if all(all((s.get("met") or {"error": False}).values()) for s in result["studies"]) else 1
 
