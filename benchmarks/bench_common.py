@@ -27,7 +27,7 @@ import torch
 
 from gridmix.analysis.measure import Timing
 from gridmix.analysis.scaling import fit_power_law, load_averages
-from gridmix.mixers.concentration.ops.native_build import cpu_facts, native_build_info
+from gridmix.mixers.concentration.ops.native_build import cpu_facts, cpu_line, native_build_info
 
 
 def environment(*, threads: int) -> dict:
@@ -48,13 +48,10 @@ def environment(*, threads: int) -> dict:
 
 
 def machine_line(env: dict) -> str:
-    """Where an :func:`environment` was measured, in one line: the CPU, its family and model, its vector ISA, the
-    ISA of the native kernels and of torch's CPU kernels, and any variable that narrowed either."""
+    """Where an :func:`environment` was measured, in one line: the CPU (:func:`cpu_line`: its family and model, its
+    vector ISA, torch's kernels' ISA, any variable that narrowed either) and the ISA of gridmix's native kernels."""
     native = env.get("native") or {}
-    model = f" ({env['cpu_model']})" if env.get("cpu_model") else ""
-    held = "".join(f", {name}={value}" for name, value in env.get("isa_environment", {}).items())
-    return (f"{env['cpu']}{model}, CPU {env.get('cpu_isa')}; gridmix kernels {native.get('isa', 'not built')}, "
-            f"torch {env.get('torch_cpu_capability')}{held}")
+    return f"{cpu_line(env)}; gridmix kernels {native.get('isa', 'not built')}"
 
 
 _M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4  # glibc's mallopt parameters (malloc.h)

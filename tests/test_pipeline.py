@@ -72,3 +72,12 @@ def test_a_resumed_study_with_its_analyses_stored_starts_no_memory_server(tmp_pa
                      callbacks=pipeline.Callbacks(analysis=analyses.append))
         runs.append((len(started), analyses))
     assert runs == [(1, ["references", "parity and scaling"]), (1, ["references"])]
+
+
+def test_the_report_says_which_cpu_its_run_times_were_measured_on(tmp_path):
+    from gridmix.mixers.concentration.ops.native_build import cpu_facts, cpu_line
+
+    outcome = pipeline.run("fake", out=tmp_path, budget="smoke", seeds=3, threads=1, scaling=False)
+    machine = cpu_line(cpu_facts())  # e.g. "AMD EPYC … (family 25, model 1), CPU avx2, torch kernels AVX2"
+    assert outcome.report.timings["machines"] == [machine]
+    assert f"measured on {machine}." in (tmp_path / "report.md").read_text()

@@ -389,6 +389,9 @@ def _timings(rows: list[RunRow], reference_seconds: float | None = None) -> dict
                    per_model={m: dict(runs=len(t), total_s=float(np.sum(t)), median_run_s=float(np.median(t)))
                               for m, t in per_model.items()},
                    total_s=float(sum(row.wall_s for row in rows)))
+    machines = sorted({row.extras["machine"] for row in rows if "machine" in row.extras})
+    if machines:  # the CPUs the runs' wall_s were measured on (rows from before gridmix recorded it have none)
+        timings["machines"] = machines
     if reference_seconds is not None:  # every seed's references, from data to scores, in the driver
         timings["references_s"] = float(reference_seconds)
     return timings

@@ -355,8 +355,10 @@ def _failure_lines(report: Report) -> list[str]:
 
 
 def _timing_lines(timings: dict) -> list[str]:
-    lines = ["", "## Timings", "", f"{timings['method']}; threads {timings['threads']}.", "",
-              "| model | runs | total s | median run s |", "|---|---|---|---|"]
+    machines = timings.get("machines") or []
+    lines = ["", "## Timings", "", f"{timings['method']}; threads {timings['threads']}"
+             + (f"; measured on {'; and on '.join(machines)}" if machines else "") + ".", "",
+             "| model | runs | total s | median run s |", "|---|---|---|---|"]
     lines += [f"| {m} | {t['runs']} | {fmt(t['total_s'])} | {fmt(t['median_run_s'])} |"
               for m, t in timings["per_model"].items()]
     if "references_s" in timings:

@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 from gridmix.grid import Grid
+from gridmix.mixers.concentration.ops.native_build import cpu_facts, cpu_line
 from gridmix.study.ledger import Ledger, RunRow, run_key
 from gridmix.study.train import RunResult, resolve_device, train_run
 from gridmix.tracks import ROLES, DataSizes, ModelSpec, TrackData
@@ -274,6 +275,7 @@ def execute(task: RunTask, *, on_epoch: Callable[[int, float, float], None] | No
                            precision=task.precision, on_epoch=on_epoch, after_training=analyse)
     if result is None:
         return task.failed_row(error, threads=torch.get_num_threads(), versions=versions())
+    result.extras["machine"] = cpu_line(cpu_facts())  # the CPU its wall_s was measured on (the report's timings)
     return task.row(result, threads=torch.get_num_threads(), versions=versions())
 
 

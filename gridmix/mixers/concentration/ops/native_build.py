@@ -29,7 +29,7 @@ import shutil
 import subprocess
 import tempfile
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -121,6 +121,13 @@ def cpu_facts() -> dict:
                 cpu_isa=vector_isa(_cpu_flags(), platform.machine()),
                 torch_cpu_capability=torch.backends.cpu.get_cpu_capability(),
                 isa_environment={name: os.environ[name] for name in ISA_ENVIRONMENT if name in os.environ})
+
+
+def cpu_line(facts: Mapping) -> str:
+    """:func:`cpu_facts` in one line, as reports and benchmark tables print it."""
+    model = f" ({facts['cpu_model']})" if facts.get("cpu_model") else ""
+    held = "".join(f", {name}={value}" for name, value in (facts.get("isa_environment") or {}).items())
+    return f"{facts['cpu']}{model}, CPU {facts.get('cpu_isa')}, torch kernels {facts.get('torch_cpu_capability')}{held}"
 
 
 def _attempts() -> tuple[tuple[str, ...], ...]:
