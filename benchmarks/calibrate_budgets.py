@@ -1,7 +1,7 @@
 """Run built-in tracks' default studies as a user would, and check each against the budget calibration criteria.
 
     python benchmarks/calibrate_budgets.py [--tracks image,sequence,video,mqar] [--layouts 2x1,1x2]
-                                           [--out runs/calibrate] [-- extra gridmix run arguments]
+                                           [--grid image=16x16] [--out runs/calibrate] [-- extra gridmix run arguments]
 
 For every track and every layout ``JOBSxTHREADS`` it runs ``gridmix run --track T --jobs J --threads K`` in a
 fresh output folder, times the whole command (wall clock, from start to exit), and reads the report it wrote.
@@ -75,11 +75,11 @@ def criteria(report: Report, wall_s: float) -> dict:
                  wall_within_5min=wall_s <= MAX_WALL_S))
 
 
-def run_study(track: str, jobs: int, threads: int, out: Path, extra: list[str]) -> dict:
+def run_study(track: str, jobs: int, threads: int, out: Path, extra: list[str], grids: dict[str, str]) -> dict:
     """Run one default study in a fresh folder and return its calibration record (or the failure)."""
     command = ["gridmix", "run", "--track", track, "--jobs", str(jobs), "--threads", str(threads), "--out", str(out)]
-    if track in GRIDS:
-        command += ["--grid", GRIDS[track]]
+    if track in grids:
+        command += ["--grid", grids[track]]
     command += extra
     if out.exists():
         raise SystemExit(f"{out} exists; calibration runs start from nothing (remove it or pass another --out)")
@@ -89,7 +89,8 @@ def run_study(track: str, jobs: int, threads: int, out: Path, extra: list[str]) 
     with log.open("w") as handle:
         status = subprocess.run(command, stdout=handle, stderr=subprocess.STDOUT, check=False).returncode
     wall_s = time.perf_counter() - start
-    record = dict(track=track, jobs=jobs, threads=threads, command=" ".join(command), log=str(log), exit=status)
+    record = dict(track=track, grid=grids.get(track), jobs=jobs, threads=threads, command=" ".join(command),
+                  log=str(log), exit=status)
     report_path = out / "bench_report.json"
     if status != 0 or not report_path.exists():
         return dict(record, wall_s=round(wall_s, 1), error=f"exit {status}; see {log}")
@@ -121,15 +122,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tracks", default="image,sequence,video,mqar")
     parser.add_argument("--layouts", default="2x1", help="comma-separated JOBSxTHREADS, e.g. 2x1,1x2")
     parser.add_argument("--out", type=Path, default=Path("runs/calibrate"))
+    parser.add_argument("--grid", action="append", default=[], metavar="TRACK=GRID",
+                        help=f"a track's grid instead of {GRIDS} or its default (repeatable)")
     args = parser.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
     layouts = [layout(text) for text in args.layouts.split(",")]
+    pairs = [text.split("=", 1) for text in args.grid]
+    if any(len(pair) != 2 for pair in pairs):
+        parser.error(f"--grid {args.grid}; expected TRACK=GRID, e.g. image=16x16")
+    grids = dict(GRIDS, **dict(pairs))
     result = dict(environment=environment(threads=max(t for _, t in layouts)), extra_arguments=extra,
                   gemm_gflops=dict(before=machine_speed()), studies=[])
     args.out.mkdir(parents=True, exist_ok=True)
     print(f"2048³ float32 GEMM before: {result['gemm_gflops']['before']} GFLOP/s by threads", flush=True)
     for track in args.tracks.split(","):
         for jobs, threads in layouts:
-            record = run_study(track, jobs, threads, args.out / f"{track}-{jobs}x{threads}", extra)
+            record = run_study(track, jobs, threads, args.out / f"{track}-{jobs}x{threads}", extra, grids)
             result["studies"].append(record)
             (args.out / "calibration.json").write_text(json.dumps(result, indent=2) + "\n")
             met = record.get("met") or {}
