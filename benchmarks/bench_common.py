@@ -248,9 +248,8 @@ def gemm_steps(device: str = "cpu") -> tuple:
 
 
 def gemm_gflops(threads: int, *, device: str = "cpu", repeats: int = 3) -> float:
-    """The reference GEMM's rate now at ``threads`` torch threads, GFLOP/s (median of ``repeats`` after one warm-up):
-    the same VM type runs it 94-130 ms apart from day to day, so a wall time says little without it. Leaves the
-    thread count as it found it."""
+    """The reference GEMM's rate now at ``threads`` torch threads, GFLOP/s (median of ``repeats`` after one warm-up),
+    the machine's speed beside a wall time taken on it. Leaves the thread count as it found it."""
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:

@@ -96,7 +96,7 @@ def cpu_name() -> str:
 # (CPU feature flag, ISA name), widest first: x86's /proc/cpuinfo flags, then AArch64's "Features" (asimd is NEON)
 VECTOR_ISAS = (("avx512f", "avx512f"), ("avx2", "avx2"), ("avx", "avx"), ("sse4_2", "sse4.2"), ("sse2", "sse2"),
                ("asimd", "neon"), ("neon", "neon"))
-# the environment variables that change which vector ISA gridmix's kernels or torch's run (an emulated narrower ISA)
+# the environment variables that switch gridmix's kernels, or hold them or torch's to a narrower ISA or other threads
 ISA_ENVIRONMENT = ("GRIDMIX_NATIVE", "GRIDMIX_NATIVE_FLAGS", "MKL_ENABLE_INSTRUCTIONS", "ATEN_CPU_CAPABILITY",
                    "OMP_NUM_THREADS", "OMP_WAIT_POLICY")
 
