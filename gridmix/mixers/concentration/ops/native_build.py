@@ -71,16 +71,24 @@ class NativeBuildError(RuntimeError):
     """No attempt compiled: the message names the last attempt's flags and its compiler ``error:`` line."""
 
 
-def _cpuinfo(*keys: str) -> str | None:
-    """The value of the first ``/proc/cpuinfo`` line whose key is one of ``keys``, or ``None`` (not Linux)."""
+@functools.cache
+def _cpuinfo_fields() -> dict[str, str]:
+    """Each ``/proc/cpuinfo`` key's first value (the first CPU's), read once per process; empty where there is none."""
+    fields: dict[str, str] = {}
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            key, _, value = line.partition(":")
-            if key.strip() in keys:
-                return value.strip()
+            key, colon, value = line.partition(":")
+            if colon:
+                fields.setdefault(key.strip(), value.strip())
     except OSError:
         pass
-    return None
+    return fields
+
+
+def _cpuinfo(*keys: str) -> str | None:
+    """The ``/proc/cpuinfo`` value of the first of ``keys`` it has, or ``None`` (not Linux)."""
+    fields = _cpuinfo_fields()
+    return next((fields[key] for key in keys if key in fields), None)
 
 
 def _cpu_flags() -> str:
