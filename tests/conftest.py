@@ -7,6 +7,8 @@ import sys
 import pytest
 import torch
 
+import gridmix.mixers.concentration.ops.native_build as native_build
+
 
 @pytest.fixture(scope="module")
 def one_thread():
@@ -56,20 +58,12 @@ class KernelBuild:
     openmp: bool | None = None
 
 
-def _host_cpu_flags() -> set[str]:
-    try:
-        line = next(line for line in open("/proc/cpuinfo") if line.startswith("flags"))
-    except (OSError, StopIteration):
-        return set()
-    return set(line.split(":", 1)[1].split())
-
-
 def kernel_builds() -> list[KernelBuild]:
     """The default build, each x86 ISA level the host can execute (generic x86-64, AVX2, AVX-512), the forced
     scalar form, and a build without OpenMP (work split over torch's threads from Python)."""
     omp = " -fopenmp" if sys.platform.startswith("linux") else ""  # GCC and clang on Linux take it
     builds = [KernelBuild("default", None)]
-    host = _host_cpu_flags()
+    host = set(native_build._cpu_flags().split())  # the CPU's feature flags, as the kernel build reads them
     if platform.machine() in ("x86_64", "AMD64"):
         builds.append(KernelBuild("x86-64", "-march=x86-64" + omp, "sse2", 4))
         if {"avx2", "fma", "bmi2"} <= host:
