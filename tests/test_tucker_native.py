@@ -69,7 +69,9 @@ def _library(x, bases, lams, axes):
 
 
 CASES = [
-    ((3, 64, 64, 4, 16), (1, 2), (16, 16)),  # the benchmark's shape: packed expansion strips, long-row gradients
+    ((3, 64, 64, 4, 16), (1, 2), (16, 12)),  # packed expansion strips, long-row gradients fused with the projection
+    ((3, 64, 64, 4, 16), (2, 1), (16, 16)),  # innermost first: short-row gradients with P = 64, fused
+    ((2, 8, 40, 2, 8), (1, 2), (4, 4)),  # gradient rows of 640 floats: column chunks of 256, 256 and 128
     ((2, 10, 7, 3, 5), (1, 2), (4, 3)),  # scalar tails everywhere (S0 = 15)
     ((2, 10, 7, 3, 5), (2, 1), (3, 4)),  # the projection order differs from the axis order
     ((2, 6, 5, 7, 2, 3), (3, 1, 2), (4, 2, 3)),  # three axes in a permuted order

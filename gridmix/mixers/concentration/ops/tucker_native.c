@@ -156,6 +156,22 @@ static void mode_product(const float *M, int64_t ms0, int64_t ms1, int64_t O, in
     }
 }
 
+/* Columns [s0, s1) of out[o, s] = Σ_i M[o·ms0 + i·ms1] · x[i, s], x and out rows S apart; s1 - s0 a multiple of LANES. */
+static inline void mode_columns(const float *M, int64_t ms0, int64_t ms1, int64_t O, int64_t I, const float *x,
+                                int64_t S, int64_t s0, int64_t s1, float *out) {
+    int64_t s = s0;
+    for (; s + STRIP <= s1; s += STRIP) {
+        int64_t o = 0;
+        for (; o + MB_ROWS <= O; o += MB_ROWS) mode_block_full(M + o * ms0, ms0, ms1, I, x + s, S, S, out + o * S + s);
+        for (; o < O; o++) mode_block_row(M + o * ms0, ms0, ms1, I, x + s, S, S, out + o * S + s);
+    }
+    for (; s < s1; s += LANES) {
+        int64_t o = 0;
+        for (; o + MB_ROWS <= O; o += MB_ROWS) mode_block_col(M + o * ms0, ms0, ms1, I, x + s, S, S, out + o * S + s);
+        for (; o < O; o++) mode_block_one(M + o * ms0, ms0, ms1, I, x + s, S, S, out + o * S + s);
+    }
+}
+
 /* out[i·r + j] += Σ_{p, s ∈ [s0, s1)} L[p, i, s] · R[p, j, s] for IB rows i and JB rows j. */
 #define DEF_BASIS_BLOCK(NAME, IB, JB)                                                                  \
     static inline void basis_block_##NAME(const float *L, const float *R, int64_t P, int64_t n,        \
@@ -190,20 +206,21 @@ DEF_BASIS_BLOCK(row, 1, BJ)
 DEF_BASIS_BLOCK(col, BI, 1)
 DEF_BASIS_BLOCK(one, 1, 1)
 
-/* acc[i·r + j] += Σ_{s < CHUNK} L[i, s] · R[j, s] for a BI × BJ block, as vectors: R packed (rows CHUNK apart). */
-#define CHUNK 256
-static inline void basis_chunk(const float *L, int64_t S, const float *R, int64_t r, vf *acc) {
+/* acc[i·r + j] += Σ_{s < width} L[i, s] · R[j, s] for a BI × BJ block, as vectors: L rows ls apart, R rows rs apart. */
+#define CHUNK 256 /* columns per pass of basis_product_vec: the R chunk (r rows) stays in L1 */
+static inline void basis_chunk(const float *L, int64_t ls, const float *R, int64_t rs, int64_t width, int64_t r,
+                               vf *acc) {
     vf a[BI][BJ];
     for (int i = 0; i < BI; i++)
         for (int j = 0; j < BJ; j++) a[i][j] = acc[i * r + j];
-    for (int64_t s = 0; s < CHUNK; s += LANES) {
+    for (int64_t s = 0; s < width; s += LANES) {
         vf lv[BI];
         for (int i = 0; i < BI; i++) {
-            lv[i] = LOAD(L + i * S + s);
+            lv[i] = LOAD(L + i * ls + s);
             PIN(lv[i]);
         }
         for (int j = 0; j < BJ; j++) {
-            const vf rv = LOAD(R + j * CHUNK + s);
+            const vf rv = LOAD(R + j * rs + s);
             for (int i = 0; i < BI; i++) a[i][j] += lv[i] * rv;
         }
     }
@@ -211,22 +228,36 @@ static inline void basis_chunk(const float *L, int64_t S, const float *R, int64_
         for (int j = 0; j < BJ; j++) acc[i * r + j] = a[i][j];
 }
 
-/* basis_product for long rows: chunks of CHUNK columns, the R chunk packed so that it stays in L1 while
- * every row block of L reads it, partial sums kept as vectors across chunks (one horizontal sum each). */
-static void basis_product_long(const float *L, const float *R, int64_t P, int64_t n, int64_t r, int64_t S,
-                               float *out, vf *acc) {
+/* basis_product in chunks of at most CHUNK columns, p by p: every block of L rows reads the chunk's R rows from L1,
+ * and the n·r partial sums stay vectors across all chunks (one horizontal sum each at the end). Rows longer than
+ * CHUNK have their R chunk packed, as rows S floats apart would share L1 sets; a short row (S ≤ CHUNK) is one chunk,
+ * its R rows already contiguous. So each of L and R is read from memory once, however many p slices there are. */
+static void basis_product_vec(const float *L, const float *R, int64_t P, int64_t n, int64_t r, int64_t S, float *out,
+                              vf *acc, const float *U, float *projected) {
     float packed[PACK_MAX] __attribute__((aligned(64)));
     for (int64_t q = 0; q < n * r; q++) acc[q] = (vf){0};
-    for (int64_t p = 0; p < P; p++)
-        for (int64_t s0 = 0; s0 + CHUNK <= S; s0 += CHUNK) {
-            for (int64_t j = 0; j < r; j++)
-                for (int64_t s = 0; s < CHUNK; s += LANES) STORE(packed + j * CHUNK + s, LOAD(R + (p * r + j) * S + s0 + s));
-            if (s0 + (AHEAD + 1) * CHUNK <= S)
-                for (int64_t i = 0; i < n; i++)
-                    for (int64_t s = 0; s < CHUNK; s += LANES) __builtin_prefetch(L + (p * n + i) * S + s0 + AHEAD * CHUNK + s);
+    for (int64_t p = 0; p < P; p++) {
+        const float *Lp = L + p * n * S, *Rp = R + p * r * S;
+        if (S <= CHUNK && p + AHEAD < P)
+            for (int64_t q = 0; q < n * S; q += 64 / sizeof(float)) __builtin_prefetch(Lp + AHEAD * n * S + q);
+        for (int64_t s0 = 0; s0 < S; s0 += CHUNK) {
+            const int64_t width = S - s0 < CHUNK ? S - s0 : CHUNK;
+            const float *Rc = Rp + s0;
+            int64_t rs = S;
+            if (S > CHUNK) {
+                for (int64_t j = 0; j < r; j++)
+                    for (int64_t s = 0; s < width; s += LANES) STORE(packed + j * CHUNK + s, LOAD(Rp + j * S + s0 + s));
+                Rc = packed, rs = CHUNK;
+                if (s0 + (AHEAD + 1) * CHUNK <= S)
+                    for (int64_t i = 0; i < n; i++)
+                        for (int64_t s = 0; s < CHUNK; s += LANES) __builtin_prefetch(Lp + i * S + s0 + AHEAD * CHUNK + s);
+            }
             for (int64_t i = 0; i < n; i += BI)
-                for (int64_t j = 0; j < r; j += BJ) basis_chunk(L + (p * n + i) * S + s0, S, packed + j * CHUNK, r, acc + i * r + j);
+                for (int64_t j = 0; j < r; j += BJ) basis_chunk(Lp + i * S + s0, S, Rc + j * rs, rs, width, r, acc + i * r + j);
+            if (U) /* the chunk of L is in cache: project it too, (Uᵀ)[o, i] = U[i·r + o] */
+                mode_columns(U, 1, r, r, n, Lp, S, s0, s0 + width, projected + p * r * S);
         }
+    }
     for (int64_t q = 0; q < n * r; q++) out[q] += hsum(acc[q]);
 }
 
@@ -260,20 +291,21 @@ static void basis_product_short(const float *L, const float *R, int64_t n, int64
     }
 }
 
-/* out (n×r) += Σ_{p,s} L[p, i, s] R[p, j, s]: L is (P, n, S), R is (P, r, S). */
-static void basis_product(const float *L, const float *R, int64_t P, int64_t n, int64_t r, int64_t S,
-                          float *out) {
-    if (S % CHUNK == 0 && n % BI == 0 && r % BJ == 0 && r * CHUNK <= PACK_MAX && n * r <= 4096) {
-        vf *acc = malloc(sizeof(vf) * n * r);
-        if (acc) {
-            basis_product_long(L, R, P, n, r, S, out, acc);
-            free(acc);
-            return;
-        }
-    }
+/* out (n×r) += Σ_{p,s} L[p, i, s] R[p, j, s]: L is (P, n, S), R is (P, r, S). With U (n × r), also
+ * projected[p, o, s] = Σ_i U[i, o] L[p, i, s] in the same pass over L where it can (returns 1), else not at all (0). */
+static int basis_product(const float *L, const float *R, int64_t P, int64_t n, int64_t r, int64_t S, float *out,
+                         const float *U, float *projected) {
     if (P == 1 && S < CHUNK && S * ((r + LANES - 1) / LANES * LANES) <= PACK_MAX) {
         basis_product_short(L, R, n, r, S, out);
-        return;
+        return 0;
+    }
+    if (S % LANES == 0 && n % BI == 0 && r % BJ == 0 && r * CHUNK <= PACK_MAX && n * r <= 4096) {
+        vf *acc = malloc(sizeof(vf) * n * r);
+        if (acc) {
+            basis_product_vec(L, R, P, n, r, S, out, acc, U, projected);
+            free(acc);
+            return U != NULL;
+        }
     }
     const int64_t chunk = 1024; /* columns per pass: the rows of one block stay in L1/L2 */
     for (int64_t s0 = 0; s0 < S; s0 += chunk) {
@@ -290,6 +322,7 @@ static void basis_product(const float *L, const float *R, int64_t P, int64_t n, 
             for (; j < r; j++) basis_block_one(L + i * S, R + j * S, P, n, r, S, s0, s1, out + i * r + j);
         }
     }
+    return 0;
 }
 
 /* The shape of one batch element as the chain changes it: dims[a] for the d grid axes, then S0. */
@@ -343,7 +376,19 @@ static void basis_grad(const plan_t *pl, const shape_t *sh_long, int t, const fl
                        float *out) {
     int64_t P, S;
     view3(sh_long, pl->ax[t], &P, &S);
-    basis_product(lng, shrt, P, pl->n[t], pl->r[t], S, out);
+    basis_product(lng, shrt, P, pl->n[t], pl->r[t], S, out, NULL, NULL);
+}
+
+/* basis_grad, then step t down on the same long tensor (*sh has step t's axis at n_t), in one pass over it where
+ * basis_product can fuse the two; the result is the same either way. */
+static void basis_grad_down(const plan_t *pl, shape_t *sh, int t, const float *lng, const float *shrt, float *grad,
+                            float *projected) {
+    int64_t P, S;
+    view3(sh, pl->ax[t], &P, &S);
+    if (basis_product(lng, shrt, P, pl->n[t], pl->r[t], S, grad, pl->U[t], projected))
+        sh->dims[pl->ax[t]] = pl->r[t];
+    else
+        apply_step(pl, sh, t, 1, lng, projected);
 }
 
 /* One batch element's pointers into the saved intermediates (see gm_tucker_forward). */
@@ -416,8 +461,7 @@ void gm_tucker_backward(int d, int64_t first, int64_t last, const int64_t *ax, c
         for (int t = 0; t < d; t++) { /* the expansion ran steps d-1 … 0; its backward runs 0 … d-1 */
             float *gb = basis_grads[t] + b * n[t] * r[t];
             memset(gb, 0, sizeof(float) * n[t] * r[t]);
-            basis_grad(&pl, &sh, t, g, ch.expand_in[t], gb); /* out = U x: ∂U = Σ grad ⊗ x */
-            apply_step(&pl, &sh, t, 1, g, buf[t % 2]);
+            basis_grad_down(&pl, &sh, t, g, ch.expand_in[t], gb, buf[t % 2]); /* out = U x: ∂U = Σ grad ⊗ x */
             g = buf[t % 2];
         }
         const int64_t R = numel(&sh) / S0;
