@@ -16,6 +16,7 @@ import torch
 
 from gridmix import ConcentrationMixer
 from gridmix.analysis.measure import _OpLog, count_flops, dry_run
+from gridmix.mixers.concentration.ops import tucker as tucker_module
 from gridmix.mixers.concentration.ops.native_build import (
     assume_constant_result,
     forget_library,
@@ -25,6 +26,7 @@ from gridmix.mixers.concentration.ops.native_build import (
 from gridmix.mixers.concentration.ops.tucker import _Tucker, tucker
 from gridmix.mixers.concentration.ops.tucker_native import (
     chain_flops,
+    innermost_first_among_ties,
     native_applies,
     tucker_chain,
     tucker_chain_backward,
@@ -70,7 +72,7 @@ def _library(x, bases, lams, axes):
 
 CASES = [
     ((3, 64, 64, 4, 16), (1, 2), (16, 12)),  # packed expansion strips, long-row gradients fused with the projection
-    ((3, 64, 64, 4, 16), (2, 1), (16, 16)),  # innermost first: short-row gradients with P = 64, fused
+    ((3, 64, 64, 4, 16), (1, 2), (16, 16)),  # tied: run (2, 1), short-row gradients with P = 64, fused
     ((2, 8, 40, 2, 8), (1, 2), (4, 4)),  # gradient rows of 640 floats: column chunks of 256, 256 and 128
     ((2, 10, 7, 3, 5), (1, 2), (4, 3)),  # scalar tails everywhere (S0 = 15)
     ((2, 10, 7, 3, 5), (2, 1), (3, 4)),  # the projection order differs from the axis order
@@ -98,6 +100,21 @@ def test_native_chain_matches_the_library_path_and_float64(kernel_build, shape, 
     for got, lib, want in zip(native, library, exact):  # output, ∂x, ∂U_k, ∂λ_k
         assert_close_to_scale(got, lib)
         assert_close_to_scale(got, want)
+
+
+def test_the_kernel_takes_long_tied_axes_innermost_first(monkeypatch):
+    assert innermost_first_among_ties([1, 2], [64, 64], [16, 16]) == [1, 0]
+    assert innermost_first_among_ties([1, 2], [32, 32], [16, 16]) == [0, 1]  # shorter than INNER_FIRST_LENGTH
+    assert innermost_first_among_ties([1, 2], [64, 64], [16, 12]) == [0, 1]  # ranks differ: no tie
+    assert innermost_first_among_ties([2, 3, 1], [64, 64, 8], [16, 16, 8]) == [1, 0, 2]  # a run, then the rest
+    assert innermost_first_among_ties([1, 2], [32, 32], [16, 16], min_length=0) == [1, 0]
+    calls = []
+    monkeypatch.setattr(tucker_module, "tucker_chain",
+                        lambda x, bases, scale, axes: calls.append((axes, bases)) or [x])
+    x, bases, lams = _problem((2, 64, 64, 2, 8), (1, 2), (16, 16))
+    tucker(x, bases, (1, 2), eigenvalues=lams)
+    axes, passed = calls[0]
+    assert axes == [2, 1] and passed[0] is bases[1] and passed[1] is bases[0]
 
 
 def test_results_do_not_depend_on_the_thread_count(kernel_build):

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 
 import torch
 
-from gridmix.mixers.concentration.ops.tucker_native import native_applies, tucker_chain
+from gridmix.mixers.concentration.ops.tucker_native import innermost_first_among_ties, native_applies, tucker_chain
 from gridmix.mixers.config import triton_enabled
 
 
@@ -176,7 +176,8 @@ def tucker(
         # the fused C kernel (gridmix.mixers.concentration.ops.tucker_native), same function; autograd carries ∂scale
         # on to the λ
         scale = _scale(eigenvalues, axes, x.dim()).reshape(-1, x.shape[-2])  # (R, h), ρ in grid-axis order
-        return tucker_chain(x, list(bases), scale, list(axes))[0]
+        order = innermost_first_among_ties(axes, [x.shape[a] for a in axes], [u.shape[1] for u in bases])
+        return tucker_chain(x, [bases[k] for k in order], scale, [axes[k] for k in order])[0]
     if project and expand and eigenvalues and _triton_applies(x, bases, axes):
         from gridmix.mixers.concentration.ops.tucker_triton import triton_chain
 

@@ -36,6 +36,30 @@ from gridmix.mixers.concentration.ops.native_build import (
     run_parallel,
 )
 
+INNER_FIRST_LENGTH = 64  # tied axes at least this long run innermost first in the kernel (innermost_first_among_ties)
+
+
+def innermost_first_among_ties(axes: Sequence[int], lengths: Sequence[int], ranks: Sequence[int],
+                               min_length: int | None = None) -> list[int]:
+    """Positions into ``axes``: their order, except that each run of neighbours with equal length and rank, at least
+    ``min_length`` long (default :data:`INNER_FIRST_LENGTH`), goes innermost (highest axis) first.
+
+    Such neighbours cost the same FLOPs in either order. In the fused kernel, taking the innermost first makes its
+    passes over the whole tensor read and write contiguous slices, which measured faster from 64x64 on; the
+    library-GEMM path measured as fast or faster in the given order (docs/benchmarks.md, "Projection order among
+    tied axes"), so only the kernel's call reorders.
+    """
+    min_length = INNER_FIRST_LENGTH if min_length is None else min_length
+    positions, start = list(range(len(axes))), 0
+    while start < len(axes):
+        end = start + 1
+        while end < len(axes) and (lengths[end], ranks[end]) == (lengths[start], ranks[start]):
+            end += 1
+        if lengths[start] >= min_length:
+            positions[start:end] = sorted(positions[start:end], key=lambda k: -axes[k])
+        start = end
+    return positions
+
 
 def native_applies(x: torch.Tensor, bases: Sequence[torch.Tensor], axes: Sequence[int]) -> bool:
     """Whether the fused kernel covers this call: float32 on the CPU, and every grid axis is a Tucker axis."""
