@@ -238,8 +238,6 @@ static void basis_product_vec(const float *L, const float *R, int64_t P, int64_t
     for (int64_t q = 0; q < n * r; q++) acc[q] = (vf){0};
     for (int64_t p = 0; p < P; p++) {
         const float *Lp = L + p * n * S, *Rp = R + p * r * S;
-        if (S <= CHUNK && p + AHEAD < P)
-            for (int64_t q = 0; q < n * S; q += 64 / sizeof(float)) __builtin_prefetch(Lp + AHEAD * n * S + q);
         for (int64_t s0 = 0; s0 < S; s0 += CHUNK) {
             const int64_t width = S - s0 < CHUNK ? S - s0 : CHUNK;
             const float *Rc = Rp + s0;
