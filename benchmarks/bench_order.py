@@ -55,18 +55,17 @@ def tied_order(path: str, order: str) -> Iterator[None]:
             tucker_native.INNER_FIRST_LENGTH = before
         return
     plain = layer.projection_order
-
-    def reordered(lengths, ranks):
-        order = plain(lengths, ranks)
-        positions = innermost_first_among_ties(order, [lengths[k] for k in order], [ranks[k] for k in order],
-                                               min_length)
-        return [order[p] for p in positions]
-
-    layer.projection_order = reordered
+    layer.projection_order = lambda lengths, ranks: ties_reordered(plain(lengths, ranks), lengths, ranks, min_length)
     try:
         yield
     finally:
         layer.projection_order = plain
+
+
+def ties_reordered(plan: list[int], lengths: list[int], ranks: list[int], min_length: int | None = None) -> list[int]:
+    """``plan`` (grid axes in projection order) with its tied axes reordered as the kernel's rule does."""
+    positions = innermost_first_among_ties(plan, [lengths[k] for k in plan], [ranks[k] for k in plan], min_length)
+    return [plan[p] for p in positions]
 
 
 def in_order(step: Callable[[], None], path: str, order: str) -> Callable[[], None]:
@@ -80,9 +79,8 @@ def default_order(grid: Grid) -> dict[str, str]:
     """Per path, the order it takes by default on ``grid``'s tied axes: ``inner``, ``outer``, or "–" where none tie."""
     lengths, ranks = list(grid.shape), [min(RANK, n) for n in grid.shape]
     plan = layer.projection_order(lengths, ranks)
-    kernel = innermost_first_among_ties(plan, [lengths[k] for k in plan], [ranks[k] for k in plan])
-    inner = innermost_first_among_ties(plan, [lengths[k] for k in plan], [ranks[k] for k in plan], 0)
-    if inner == list(range(len(plan))):
+    kernel, inner = ties_reordered(plan, lengths, ranks), ties_reordered(plan, lengths, ranks, 0)
+    if inner == plan:
         return dict(native="–", torch="–")
     return dict(native="inner" if kernel == inner else "outer", torch="outer")
 

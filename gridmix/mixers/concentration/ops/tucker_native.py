@@ -46,8 +46,8 @@ def innermost_first_among_ties(axes: Sequence[int], lengths: Sequence[int], rank
 
     Such neighbours cost the same FLOPs in either order. In the fused kernel, taking the innermost first makes its
     passes over the whole tensor read and write contiguous slices, which measured faster from 64x64 on; the
-    library-GEMM path measured as fast or faster in the given order (docs/benchmarks.md, "Projection order among
-    tied axes"), so only the kernel's call reorders.
+    library-GEMM path measured slower that way at most grids (docs/benchmarks.md, "Projection order among tied
+    axes"), so only the kernel's call reorders.
     """
     min_length = INNER_FIRST_LENGTH if min_length is None else min_length
     positions, start = list(range(len(axes))), 0
