@@ -190,7 +190,7 @@ def _load(path: Path) -> ctypes.CDLL:
     library.gm_tucker_forward.restype = library.gm_tucker_backward.restype = None
     scan = [i64, i64, i64, i64, ctypes.c_int, i64, i64, i64, i64]  # P, n, Q, C, r, groups, parts, first, last items
     library.gm_semiseparable_forward.argtypes = [*scan, ptr, ptr, ptr, ptr, ctypes.c_int]
-    library.gm_semiseparable_backward.argtypes = [*scan, i64, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, i64, ctypes.c_int]
+    library.gm_semiseparable_backward.argtypes = [*scan, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, i64, ctypes.c_int]
     library.gm_semiseparable_forward.restype = library.gm_semiseparable_backward.restype = None
     library.gm_native_isa.restype = ctypes.c_char_p
     library.gm_native_lanes.restype = library.gm_native_openmp.restype = ctypes.c_int
