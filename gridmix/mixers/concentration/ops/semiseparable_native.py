@@ -8,8 +8,8 @@ s_q[i−1] + x[i]``, ``y[i] = Σ_q w_q s_q[i]`` on the tensor as it lies, one ve
 build's lanes, 1 to 16) with their ``r`` states in registers: ``2r`` multiply-adds per value, and one read and one
 write of the tensor. It is exactly causal (``y[i]`` never reads a later ``x``), and its backward is the adjoint
 recurrence run right to left, so a later input gets exactly zero gradient: one pass that reads ``x`` and the gradient
-once and writes ``∂x`` once (the C source's header says how the sums over states become sums over ``x``). The tests compare it with the dense Toeplitz
-reference in float64, values and gradients.
+once and writes ``∂x`` once (the C source's header says how the sums over states become sums over ``x``). The
+tests compare it with the dense Toeplitz reference in float64, values and gradients.
 
 Importing this module defines the ops ``gridmix::semiseparable_scan`` and ``gridmix::semiseparable_scan_backward``:
 fake (shape-only) implementations, so FLOP counting, memory estimates and ``torch.compile`` see them; the autograd
