@@ -75,6 +75,13 @@ DEF_MODE_BLOCK(one, 1, 1)
 #define SMALL_SLICE 8192 /* floats: an (I, S) slice this small stays in L1/L2 while every row block reads it */
 #define AHEAD 2 /* software prefetch distance in strips / chunks: far-apart rows defeat the hardware's */
 #define PACK_MAX 16384 /* floats: the packed strip is at most 64 KiB */
+#define LINE 16 /* floats per 64-byte cache line: the step of a prefetch loop */
+
+/* Prefetch [from, to) of out for writing: the hardware prefetcher follows the streams a kernel reads, not the one
+ * it writes, and a written line it misses stalls the store that first touches it (docs/benchmarks.md). */
+static inline void prefetch_for_write(float *out, int64_t from, int64_t to) {
+    for (int64_t q = from; q < to; q += LINE) __builtin_prefetch(out + q, 1);
+}
 
 /* Rows [o, o + rows) of one p's output, columns [s, S), one scalar at a time (the columns no vector covers). */
 static void scalar_columns(const float *M, int64_t ms0, int64_t ms1, int64_t o, int64_t rows, int64_t I,
@@ -108,6 +115,7 @@ static void mode_product(const float *M, int64_t ms0, int64_t ms1, int64_t O, in
             float *op = out + p * O * S;
             int64_t o = 0;
             for (; o + MB_ROWS <= O; o += MB_ROWS) {
+                if (p + 1 < P) prefetch_for_write(op, (O + o) * S, (O + o + MB_ROWS) * S); /* the next p's rows */
                 int64_t s = 0;
                 for (; s + STRIP <= S; s += STRIP) mode_block_full(M + o * ms0, ms0, ms1, I, xp + s, S, S, op + o * S + s);
                 for (; s + LANES <= S; s += LANES) mode_block_col(M + o * ms0, ms0, ms1, I, xp + s, S, S, op + o * S + s);
@@ -140,9 +148,12 @@ static void mode_product(const float *M, int64_t ms0, int64_t ms1, int64_t O, in
                     for (int b = 0; b < MB_VECS; b++) STORE(packed + i * STRIP + LANES * b, LOAD(xp + i * S + s + LANES * b));
                 strip = packed, stride = STRIP;
             }
-            if (s + (AHEAD + 1) * STRIP <= S)
+            if (s + (AHEAD + 1) * STRIP <= S) {
                 for (int64_t i = 0; i < I; i++)
                     for (int b = 0; b < MB_VECS; b++) __builtin_prefetch(xp + i * S + s + AHEAD * STRIP + LANES * b);
+                for (int64_t o = 0; o < O; o++)
+                    prefetch_for_write(op, o * S + s + AHEAD * STRIP, o * S + s + (AHEAD + 1) * STRIP);
+            }
             int64_t o = 0;
             for (; o + MB_ROWS <= O; o += MB_ROWS) mode_block_full(M + o * ms0, ms0, ms1, I, strip, stride, S, op + o * S + s);
             for (; o < O; o++) mode_block_row(M + o * ms0, ms0, ms1, I, strip, stride, S, op + o * S + s);
