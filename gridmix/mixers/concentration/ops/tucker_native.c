@@ -77,10 +77,16 @@ DEF_MODE_BLOCK(one, 1, 1)
 #define PACK_MAX 16384 /* floats: the packed strip is at most 64 KiB */
 #define LINE 16 /* floats per 64-byte cache line: the step of a prefetch loop */
 
-/* Prefetch [from, to) of out for writing: the hardware prefetcher follows the streams a kernel reads, not the one
- * it writes, and a written line it misses stalls the store that first touches it (docs/benchmarks.md). */
+/* Prefetch floats [from, to) of out for writing: the hardware prefetcher follows the streams a kernel reads, not the
+ * one it writes, and a written line it misses stalls the store that first touches it (docs/benchmarks.md). */
 static inline void prefetch_for_write(float *out, int64_t from, int64_t to) {
     for (int64_t q = from; q < to; q += LINE) __builtin_prefetch(out + q, 1);
+}
+
+/* Prefetch floats [from, to) of in for reading: the kernels that walk p slice by p slice fetch the next slice a
+ * share at a time while they compute on this one, which measured faster than leaving it to the hardware. */
+static inline void prefetch_for_read(const float *in, int64_t from, int64_t to) {
+    for (int64_t q = from; q < to; q += LINE) __builtin_prefetch(in + q);
 }
 
 /* Rows [o, o + rows) of one p's output, columns [s, S), one scalar at a time (the columns no vector covers). */
@@ -115,7 +121,10 @@ static void mode_product(const float *M, int64_t ms0, int64_t ms1, int64_t O, in
             float *op = out + p * O * S;
             int64_t o = 0;
             for (; o + MB_ROWS <= O; o += MB_ROWS) {
-                if (p + 1 < P) prefetch_for_write(op, (O + o) * S, (O + o + MB_ROWS) * S); /* the next p's rows */
+                if (p + 1 < P) { /* the next p: this block's output rows, and its share of the input */
+                    prefetch_for_write(op, (O + o) * S, (O + o + MB_ROWS) * S);
+                    prefetch_for_read(xp, I * S + I * S * o / O, I * S + I * S * (o + MB_ROWS) / O);
+                }
                 int64_t s = 0;
                 for (; s + STRIP <= S; s += STRIP) mode_block_full(M + o * ms0, ms0, ms1, I, xp + s, S, S, op + o * S + s);
                 for (; s + LANES <= S; s += LANES) mode_block_col(M + o * ms0, ms0, ms1, I, xp + s, S, S, op + o * S + s);
@@ -261,8 +270,10 @@ static void basis_product_vec(const float *L, const float *R, int64_t P, int64_t
                     for (int64_t i = 0; i < n; i++)
                         for (int64_t s = 0; s < CHUNK; s += LANES) __builtin_prefetch(Lp + i * S + s0 + AHEAD * CHUNK + s);
             }
-            for (int64_t i = 0; i < n; i += BI)
+            for (int64_t i = 0; i < n; i += BI) {
+                if (S <= CHUNK && p + 1 < P) prefetch_for_read(Lp, (n + i) * S, (n + i + BI) * S); /* next p's rows */
                 for (int64_t j = 0; j < r; j += BJ) basis_chunk(Lp + i * S + s0, S, Rc + j * rs, rs, width, r, acc + i * r + j);
+            }
             if (U) /* the chunk of L is in cache: project it too, (Uᵀ)[o, i] = U[i·r + o] */
                 mode_columns(U, 1, r, r, n, Lp, S, s0, s0 + width, projected + p * r * S);
         }
