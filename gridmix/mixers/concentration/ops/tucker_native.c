@@ -226,56 +226,70 @@ DEF_BASIS_BLOCK(row, 1, BJ)
 DEF_BASIS_BLOCK(col, BI, 1)
 DEF_BASIS_BLOCK(one, 1, 1)
 
-/* acc[i·r + j] += Σ_{s < width} L[i, s] · R[j, s] for a BI × BJ block, as vectors: L rows ls apart, R rows rs apart. */
+/* acc[i·r + j] += Σ_{k < slices, s < width} L[k, i, s] · R[k, j, s] for a BI × BJ block, as vectors: L rows ls
+ * apart and slices lk apart, R rows rs apart and slices rk apart. */
 #define CHUNK 256 /* columns per pass of basis_product_vec: the R chunk (r rows) stays in L1 */
-static inline void basis_chunk(const float *L, int64_t ls, const float *R, int64_t rs, int64_t width, int64_t r,
-                               vf *acc) {
+#define SLICES 4 /* short-row p slices one register block sums before it writes its partial sums back */
+static inline void basis_chunk(const float *L, int64_t ls, int64_t lk, const float *R, int64_t rs, int64_t rk,
+                               int64_t slices, int64_t width, int64_t r, vf *acc) {
     vf a[BI][BJ];
     for (int i = 0; i < BI; i++)
         for (int j = 0; j < BJ; j++) a[i][j] = acc[i * r + j];
-    for (int64_t s = 0; s < width; s += LANES) {
-        vf lv[BI];
-        for (int i = 0; i < BI; i++) {
-            lv[i] = LOAD(L + i * ls + s);
-            PIN(lv[i]);
+    for (int64_t k = 0; k < slices; k++)
+        for (int64_t s = 0; s < width; s += LANES) {
+            vf lv[BI];
+            for (int i = 0; i < BI; i++) {
+                lv[i] = LOAD(L + k * lk + i * ls + s);
+                PIN(lv[i]);
+            }
+            for (int j = 0; j < BJ; j++) {
+                const vf rv = LOAD(R + k * rk + j * rs + s);
+                for (int i = 0; i < BI; i++) a[i][j] += lv[i] * rv;
+            }
         }
-        for (int j = 0; j < BJ; j++) {
-            const vf rv = LOAD(R + j * rs + s);
-            for (int i = 0; i < BI; i++) a[i][j] += lv[i] * rv;
-        }
-    }
     for (int i = 0; i < BI; i++)
         for (int j = 0; j < BJ; j++) acc[i * r + j] = a[i][j];
 }
 
-/* basis_product in chunks of at most CHUNK columns, p by p: every block of L rows reads the chunk's R rows from L1,
- * and the n·r partial sums stay vectors across all chunks (one horizontal sum each at the end). Rows longer than
- * CHUNK have their R chunk packed, as rows S floats apart would share L1 sets; a short row (S ≤ CHUNK) is one chunk,
- * its R rows already contiguous. So each of L and R is read from memory once, however many p slices there are. */
+/* basis_product with the n·r partial sums kept as vectors across the whole reduction (one horizontal sum each at the
+ * end), reading each of L and R from memory once however many p slices there are. Short rows (S ≤ CHUNK) go SLICES
+ * p slices at a time, so a register block reads and writes its partial sums once per SLICES slices; longer rows go
+ * p by p in chunks of at most CHUNK columns, each chunk's R rows packed (rows S floats apart would share L1 sets). */
 static void basis_product_vec(const float *L, const float *R, int64_t P, int64_t n, int64_t r, int64_t S, float *out,
                               vf *acc, const float *U, float *projected) {
     float packed[PACK_MAX] __attribute__((aligned(64)));
     for (int64_t q = 0; q < n * r; q++) acc[q] = (vf){0};
-    for (int64_t p = 0; p < P; p++) {
-        const float *Lp = L + p * n * S, *Rp = R + p * r * S;
-        for (int64_t s0 = 0; s0 < S; s0 += CHUNK) {
-            const int64_t width = S - s0 < CHUNK ? S - s0 : CHUNK;
-            const float *Rc = Rp + s0;
-            int64_t rs = S;
-            if (S > CHUNK) {
+    if (S <= CHUNK) {
+        for (int64_t p0 = 0; p0 < P; p0 += SLICES) {
+            const int64_t slices = P - p0 < SLICES ? P - p0 : SLICES;
+            const float *Lp = L + p0 * n * S, *Rp = R + p0 * r * S;
+            for (int64_t i = 0; i < n; i += BI) {
+                if (p0 + slices < P) /* the next group's rows i … i + BI */
+                    for (int64_t k = slices; k < slices + SLICES && p0 + k < P; k++)
+                        prefetch_for_read(Lp, k * n * S + i * S, k * n * S + (i + BI) * S);
+                for (int64_t j = 0; j < r; j += BJ)
+                    basis_chunk(Lp + i * S, S, n * S, Rp + j * S, S, r * S, slices, S, r, acc + i * r + j);
+            }
+            if (U) /* the group's L slices are in cache: project them too, (Uᵀ)[o, i] = U[i·r + o] */
+                for (int64_t k = 0; k < slices; k++)
+                    mode_columns(U, 1, r, r, n, Lp + k * n * S, S, 0, S, projected + (p0 + k) * r * S);
+        }
+    } else {
+        for (int64_t p = 0; p < P; p++) {
+            const float *Lp = L + p * n * S, *Rp = R + p * r * S;
+            for (int64_t s0 = 0; s0 < S; s0 += CHUNK) {
+                const int64_t width = S - s0 < CHUNK ? S - s0 : CHUNK;
                 for (int64_t j = 0; j < r; j++)
                     for (int64_t s = 0; s < width; s += LANES) STORE(packed + j * CHUNK + s, LOAD(Rp + j * S + s0 + s));
-                Rc = packed, rs = CHUNK;
                 if (s0 + (AHEAD + 1) * CHUNK <= S)
                     for (int64_t i = 0; i < n; i++)
-                        for (int64_t s = 0; s < CHUNK; s += LANES) __builtin_prefetch(Lp + i * S + s0 + AHEAD * CHUNK + s);
+                        prefetch_for_read(Lp, i * S + s0 + AHEAD * CHUNK, i * S + s0 + (AHEAD + 1) * CHUNK);
+                for (int64_t i = 0; i < n; i += BI)
+                    for (int64_t j = 0; j < r; j += BJ)
+                        basis_chunk(Lp + i * S + s0, S, 0, packed + j * CHUNK, CHUNK, 0, 1, width, r, acc + i * r + j);
+                if (U) /* the chunk of L is in cache: project it too */
+                    mode_columns(U, 1, r, r, n, Lp, S, s0, s0 + width, projected + p * r * S);
             }
-            for (int64_t i = 0; i < n; i += BI) {
-                if (S <= CHUNK && p + 1 < P) prefetch_for_read(Lp, (n + i) * S, (n + i + BI) * S); /* next p's rows */
-                for (int64_t j = 0; j < r; j += BJ) basis_chunk(Lp + i * S + s0, S, Rc + j * rs, rs, width, r, acc + i * r + j);
-            }
-            if (U) /* the chunk of L is in cache: project it too, (Uᵀ)[o, i] = U[i·r + o] */
-                mode_columns(U, 1, r, r, n, Lp, S, s0, s0 + width, projected + p * r * S);
         }
     }
     for (int64_t q = 0; q < n * r; q++) out[q] += hsum(acc[q]);
