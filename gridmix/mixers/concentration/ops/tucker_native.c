@@ -116,15 +116,16 @@ static void mode_product(const float *M, int64_t ms0, int64_t ms1, int64_t O, in
     if (I * S <= SMALL_SLICE) {
         /* a small (I, S) slice, as when expanding a long axis from its rank: row blocks outer, so each output row
          * is written once and whole (strips outer would revisit every output line once per strip) */
+        const int64_t ahead = P > 1 ? O : 64; /* rows: one p slice, or 64 rows on along a single long slice */
         for (int64_t p = 0; p < P; p++) {
             const float *xp = x + p * I * S;
             float *op = out + p * O * S;
             int64_t o = 0;
             for (; o + MB_ROWS <= O; o += MB_ROWS) {
-                if (p + 1 < P) { /* the next p: this block's output rows, and its share of the input */
-                    prefetch_for_write(op, (O + o) * S, (O + o + MB_ROWS) * S);
+                if ((p * O + o + ahead + MB_ROWS) <= P * O) /* output rows `ahead` on: the next p's, or this p's */
+                    prefetch_for_write(op, (o + ahead) * S, (o + ahead + MB_ROWS) * S);
+                if (p + 1 < P) /* the next p's share of the input */
                     prefetch_for_read(xp, I * S + I * S * o / O, I * S + I * S * (o + MB_ROWS) / O);
-                }
                 int64_t s = 0;
                 for (; s + STRIP <= S; s += STRIP) mode_block_full(M + o * ms0, ms0, ms1, I, xp + s, S, S, op + o * S + s);
                 for (; s + LANES <= S; s += LANES) mode_block_col(M + o * ms0, ms0, ms1, I, xp + s, S, S, op + o * S + s);
