@@ -75,6 +75,7 @@ CASES = [
     ((3, 64, 64, 4, 16), (1, 2), (16, 16)),  # tied: run (2, 1), short-row gradients with P = 64, fused
     ((2, 8, 40, 2, 8), (1, 2), (4, 4)),  # gradient rows of 640 floats: column chunks of 256, 256 and 128
     ((2, 6, 8, 4, 16), (2, 1), (4, 4)),  # short-row gradients over P = 6 slices: a group of 4 (SLICES) and 2
+    ((2, 16, 8, 4, 16), (1, 2), (6, 4)),  # with 8 lanes, column pairs fused with a projection to 6 = 4 + 2 rows
     ((2, 10, 7, 3, 5), (1, 2), (4, 3)),  # scalar tails everywhere (S0 = 15)
     ((2, 10, 7, 3, 5), (2, 1), (3, 4)),  # the projection order differs from the axis order
     ((2, 6, 5, 7, 2, 3), (3, 1, 2), (4, 2, 3)),  # three axes in a permuted order

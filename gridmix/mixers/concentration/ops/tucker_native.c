@@ -67,6 +67,7 @@ DEF_MODE_BLOCK(full, MB_ROWS, MB_VECS)
 DEF_MODE_BLOCK(tall, TALL, 1)
 DEF_MODE_BLOCK(row, 1, MB_VECS)
 DEF_MODE_BLOCK(col, MB_ROWS, 1)
+DEF_MODE_BLOCK(pair, MB_ROWS, 2)
 DEF_MODE_BLOCK(one, 1, 1)
 
 /* out[p, o, s] = Σ_i M[o, i] x[p, i, s]; M is O×I with strides (ms0, ms1), so Mᵀ needs no copy. */
@@ -128,6 +129,8 @@ static void mode_product(const float *M, int64_t ms0, int64_t ms1, int64_t O, in
                     prefetch_for_read(xp, I * S + I * S * o / O, I * S + I * S * (o + MB_ROWS) / O);
                 int64_t s = 0;
                 for (; s + STRIP <= S; s += STRIP) mode_block_full(M + o * ms0, ms0, ms1, I, xp + s, S, S, op + o * S + s);
+                for (; s + 2 * LANES <= S; s += 2 * LANES) /* two vectors left: 2·MB_ROWS accumulators, not MB_ROWS */
+                    mode_block_pair(M + o * ms0, ms0, ms1, I, xp + s, S, S, op + o * S + s);
                 for (; s + LANES <= S; s += LANES) mode_block_col(M + o * ms0, ms0, ms1, I, xp + s, S, S, op + o * S + s);
                 scalar_columns(M, ms0, ms1, o, MB_ROWS, I, xp, s, S, op);
             }
@@ -185,6 +188,14 @@ static inline void mode_columns(const float *M, int64_t ms0, int64_t ms1, int64_
         int64_t o = 0;
         for (; o + MB_ROWS <= O; o += MB_ROWS) mode_block_full(M + o * ms0, ms0, ms1, I, x + s, S, S, out + o * S + s);
         for (; o < O; o++) mode_block_row(M + o * ms0, ms0, ms1, I, x + s, S, S, out + o * S + s);
+    }
+    for (; s + 2 * LANES <= s1; s += 2 * LANES) {
+        int64_t o = 0;
+        for (; o + MB_ROWS <= O; o += MB_ROWS) mode_block_pair(M + o * ms0, ms0, ms1, I, x + s, S, S, out + o * S + s);
+        for (; o < O; o++) {
+            mode_block_one(M + o * ms0, ms0, ms1, I, x + s, S, S, out + o * S + s);
+            mode_block_one(M + o * ms0, ms0, ms1, I, x + s + LANES, S, S, out + o * S + s + LANES);
+        }
     }
     for (; s < s1; s += LANES) {
         int64_t o = 0;
