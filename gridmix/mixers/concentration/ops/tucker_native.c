@@ -123,7 +123,7 @@ static void mode_product(const float *M, int64_t ms0, int64_t ms1, int64_t O, in
             float *op = out + p * O * S;
             int64_t o = 0;
             for (; o + MB_ROWS <= O; o += MB_ROWS) {
-                if ((p * O + o + ahead + MB_ROWS) <= P * O) /* output rows `ahead` on: the next p's, or this p's */
+                if (p * O + o + ahead + MB_ROWS <= P * O) /* output rows `ahead` on: the next p's, or this p's */
                     prefetch_for_write(op, (o + ahead) * S, (o + ahead + MB_ROWS) * S);
                 if (p + 1 < P) /* the next p's share of the input */
                     prefetch_for_read(xp, I * S + I * S * o / O, I * S + I * S * (o + MB_ROWS) / O);
@@ -163,7 +163,7 @@ static void mode_product(const float *M, int64_t ms0, int64_t ms1, int64_t O, in
             }
             if (s + (AHEAD + 1) * STRIP <= S) {
                 for (int64_t i = 0; i < I; i++)
-                    for (int b = 0; b < MB_VECS; b++) __builtin_prefetch(xp + i * S + s + AHEAD * STRIP + LANES * b);
+                    prefetch_for_read(xp, i * S + s + AHEAD * STRIP, i * S + s + (AHEAD + 1) * STRIP);
                 for (int64_t o = 0; o < O; o++)
                     prefetch_for_write(op, o * S + s + AHEAD * STRIP, o * S + s + (AHEAD + 1) * STRIP);
             }
