@@ -46,6 +46,7 @@ from torch import nn
 from torch.autograd.function import once_differentiable
 from torch.nn.utils import parametrizations
 
+from gridmix.mixers.concentration.ops import householder_native
 from gridmix.mixers.concentration.ops.causal import causal_mode_product, causal_toeplitz
 from gridmix.mixers.concentration.ops.semiseparable import semiseparable_kernel, semiseparable_mode_product
 
@@ -158,13 +159,17 @@ def orthogonal_columns(*rotations: nn.Linear, dct: torch.Tensor | None = None) -
     parametrisation (checked when :class:`SymmetricFactor` registers it), each (m, r); or ``dct @`` them.
 
     torch's map for a tall weight (column signs read robustly, see :class:`_OrthogonalColumns`),
-    computed in at least float32 (``orgqr`` has no bf16/fp16 kernel), with a faster backward. Rotations
+    computed in at least float32 (``orgqr`` has no bf16/fp16 kernel), with a faster backward; in float32 on
+    the CPU, the native kernel computes it (:mod:`gridmix.mixers.concentration.ops.householder_native`). Rotations
     of one shape go through one batched call, which halves the per-step cost of a square grid's bases.
     ``dct`` (n, m) must already be in that dtype.
     """
-    weights = [rotation.parametrizations.weight.original for rotation in rotations]
-    dtype = torch.promote_types(weights[0].dtype, torch.float32)
-    return _OrthogonalColumns.apply(dct, *(w.to(dtype) for w in weights))
+    originals = [rotation.parametrizations.weight.original for rotation in rotations]
+    dtype = torch.promote_types(originals[0].dtype, torch.float32)
+    weights = tuple(w.to(dtype) for w in originals)
+    if householder_native.native_applies(dct, weights):  # the C kernel (ops/householder_native.py), same function
+        return householder_native.NativeOrthogonalColumns.apply(dct, *weights)
+    return _OrthogonalColumns.apply(dct, *weights)
 
 
 def symmetric_bases(factors: Sequence[SymmetricFactor]) -> list[torch.Tensor]:

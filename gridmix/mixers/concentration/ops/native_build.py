@@ -1,4 +1,5 @@
-"""Build and load the fused native kernels (``tucker_native.c``, ``semiseparable_native.c``), and their one switch.
+"""Build and load the fused native kernels (``tucker_native.c``, ``semiseparable_native.c``,
+``householder_native.c``), and their one switch.
 
 The kernels are compiled once per machine and source with the system C compiler (``$CC``, default ``cc``) into
 one library in ``$GRIDMIX_CACHE_DIR`` (default ``~/.cache/gridmix``), in about a second. The build tries
@@ -12,8 +13,8 @@ splits each call over torch's threads from Python (:func:`run_parallel`), with t
 Where nothing compiles, gridmix warns once, naming the ``error:`` line of the last attempt, and uses the
 torch-op paths (the same results to float32 rounding, slower). The kernels are used unless ``GRIDMIX_NATIVE=0``
 is set or :func:`gridmix.mixers.config.set_native` says otherwise (as timm's ``set_fused_attn``);
-:mod:`gridmix.mixers.concentration.ops.tucker_native` and :mod:`gridmix.mixers.concentration.ops.semiseparable_native`
-define the ops that call them.
+:mod:`gridmix.mixers.concentration.ops.tucker_native`, :mod:`gridmix.mixers.concentration.ops.semiseparable_native`
+and :mod:`gridmix.mixers.concentration.ops.householder_native` define the ops that call them.
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ import torch
 
 from gridmix.mixers.config import native_enabled
 
-_SOURCES = tuple(Path(__file__).with_name(name) for name in ("tucker_native.c", "semiseparable_native.c"))
+_SOURCES = tuple(Path(__file__).with_name(name)
+                 for name in ("tucker_native.c", "semiseparable_native.c", "householder_native.c"))
 _HEADER = Path(__file__).with_name("native_simd.h")
 COMMON_FLAGS = ("-O3", "-shared", "-fPIC", "-std=gnu11")
 ATTEMPTS = (("-march=native", "-fopenmp"), ("-march=native",), ())  # tried in order; the first that builds is kept
@@ -192,6 +194,10 @@ def _load(path: Path) -> ctypes.CDLL:
     library.gm_semiseparable_forward.argtypes = [*scan, ptr, ptr, ptr, ptr, ctypes.c_int]
     library.gm_semiseparable_backward.argtypes = [*scan, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, i64, ctypes.c_int]
     library.gm_semiseparable_forward.restype = library.gm_semiseparable_backward.restype = None
+    basis = [i64, i64, i64, i64, ptr, ptr]  # k, m, r, n, weights, DCT (or NULL)
+    library.gm_householder_forward.argtypes = [*basis, ptr, ptr]
+    library.gm_householder_backward.argtypes = [*basis, ptr, ptr, ptr]
+    library.gm_householder_forward.restype = library.gm_householder_backward.restype = None
     library.gm_native_isa.restype = ctypes.c_char_p
     library.gm_native_lanes.restype = library.gm_native_openmp.restype = ctypes.c_int
     return library

@@ -180,6 +180,12 @@ static void mode_product(const float *M, int64_t ms0, int64_t ms1, int64_t O, in
     }
 }
 
+/* mode_product for householder_native.c, which applies the DCT to the bases with it */
+void gm_mode_product(const float *M, int64_t ms0, int64_t ms1, int64_t O, int64_t I, const float *x, int64_t P,
+                     int64_t S, float *out) {
+    mode_product(M, ms0, ms1, O, I, x, P, S, out);
+}
+
 /* Columns [s0, s1) of out[o, s] = Σ_i M[o·ms0 + i·ms1] · x[i, s], x and out rows S apart; s1 - s0 a multiple of LANES. */
 static inline void mode_columns(const float *M, int64_t ms0, int64_t ms1, int64_t O, int64_t I, const float *x,
                                 int64_t S, int64_t s0, int64_t s1, float *out) {
