@@ -1,7 +1,7 @@
 """The native Householder basis (``gridmix.mixers.concentration.ops.householder_native``): equal to torch's map in
 float64, values and gradients, with and without the DCT, in every build the host can run (``kernel_build``); used
-for float32 bases on the CPU, and not where a dispatch mode watches, ``torch.compile`` traces, or the switch is off.
-Where a C compiler exists the kernels must build (tests/test_native_build.py), so nothing here is skipped for want
+for float32 bases on the CPU up to a size, and not where a dispatch mode watches, ``torch.compile`` traces, or the
+switch is off. Where a C compiler exists the kernels must build (tests/test_native_build.py), so nothing here is skipped for want
 of it."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from gridmix import ConcentrationMixer
 from gridmix.mixers.concentration.factors import _OrthogonalColumns, dct_basis, orthogonal_columns
-from gridmix.mixers.concentration.ops.householder_native import NativeOrthogonalColumns
+from gridmix.mixers.concentration.ops.householder_native import MAX_BASIS_FLOATS, NativeOrthogonalColumns
 from gridmix.mixers.config import set_native
 
 pytestmark = pytest.mark.skipif(shutil.which(os.environ.get("CC", "cc")) is None, reason="no C compiler on PATH")
@@ -83,6 +83,15 @@ def test_a_mixers_float32_bases_take_the_kernel_unless_switched_off_watched_or_c
         assert backward_name() == "_OrthogonalColumnsBackward"
     monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
     assert backward_name() == "_OrthogonalColumnsBackward"
+
+
+def test_bases_beyond_the_size_limit_take_the_torch_ops():
+    def backward_name(length, rank):
+        factor = ConcentrationMixer(8, str(length), num_heads=2, rank=rank).axis_factors[0]
+        return type(orthogonal_columns(factor.rotation, dct=factor.dct)[0].grad_fn).__name__
+
+    assert backward_name(MAX_BASIS_FLOATS // 16, 16) == "NativeOrthogonalColumnsBackward"  # m·r at the limit
+    assert backward_name(MAX_BASIS_FLOATS // 16 + 1, 16) == "_OrthogonalColumnsBackward"
 
 
 def test_the_mixers_gradients_agree_with_the_kernel_on_and_off():
