@@ -12,9 +12,10 @@
  *   Wbar[i, j] = vbar_i - taubar tau^2 W[i, j] for i > j.
  * Q_{j+1} comes from Q_j (H_j is its own inverse), so nothing is saved but W.
  *
- * Q and Qbar are held column by column (r, m), so every loop runs down a column: dot products in vectors of
- * LANES, updates the compiler vectorises. One thread (a layer's bases are a few thousand floats), every sum in
- * a fixed order, so results are reproducible. D's products use the Tucker kernel's mode product.
+ * Q and Qbar are held column by column (r, m), so every loop runs down a column, in vectors of LANES; the backward
+ * updates Q, Qbar and the gradient in one pass down the rows per reflector. One thread (a layer's bases are a few
+ * thousand floats), every sum in a fixed order, so results are reproducible. D's products use the Tucker kernel's
+ * mode product.
  */
 #include <string.h>
 
@@ -24,20 +25,11 @@
 void gm_mode_product(const float *M, int64_t ms0, int64_t ms1, int64_t O, int64_t I, const float *x, int64_t P,
                      int64_t S, float *out);
 
-/* the lanes of v summed as a tree (halves added lane by lane): a fixed order, a quarter of hsum's latency */
-static inline float tree_sum(vf v) {
-    float t[LANES];
-    memcpy(t, &v, sizeof t);
-    for (int width = LANES / 2; width > 0; width /= 2)
-        for (int l = 0; l < width; l++) t[l] += t[l + width];
-    return t[0];
-}
-
 static float dot(const float *a, const float *b, int64_t len) {
     vf acc = (vf){0};
     int64_t i = 0;
     for (; i + LANES <= len; i += LANES) acc += LOAD(a + i) * LOAD(b + i);
-    float sum = tree_sum(acc);
+    float sum = hsum(acc);
     for (; i < len; i++) sum += a[i] * b[i];
     return sum;
 }
@@ -49,7 +41,8 @@ static void axpy(float *y, float alpha, const float *x, int64_t len) {
 }
 
 /* v (m): reflector j of w (m, r), zero above row j; returns its tau. Loops over a reflector's rows start at the
- * vector boundary at or above row j (its zeros change nothing), so every load and store is at a whole vector. */
+ * vector boundary at or above row j (its zeros change nothing), so successive reflectors load and store the same
+ * vectors (starting at row j itself measured 1.5x slower: loads straddling the last reflector's stores). */
 static float reflector(int64_t m, int64_t r, const float *w, int64_t j, float *v) {
     memset(v, 0, (size_t)j * sizeof(float));
     v[j] = 1.0f;
