@@ -1,8 +1,8 @@
 """The native Householder basis (``gridmix.mixers.concentration.ops.householder_native``): equal to torch's map in
 float64, values and gradients, with and without the DCT, in every build the host can run (``kernel_build``); used
 for float32 bases on the CPU up to a size, and not where a dispatch mode watches, ``torch.compile`` traces, or the
-switch is off. Where a C compiler exists the kernels must build (tests/test_native_build.py), so nothing here is skipped for want
-of it."""
+switch is off. Where a C compiler exists the kernels must build (tests/test_native_build.py), so nothing here is
+skipped for want of it."""
 
 from __future__ import annotations
 

@@ -24,10 +24,10 @@ from torch.utils._python_dispatch import is_in_torch_dispatch_mode
 
 from gridmix.mixers.concentration.ops.native_build import native_available, native_library, pointer
 
-
-# m·r at most (64 KiB per basis): the kernel measured faster than the torch-op form up to it at every (m, r) tried, from
-# (16, 16) to (1024, 16) and (512, 32), and slower beyond it at (1024, 32), (512, 64) and (16384, 16), where torch's
-# blocked orgqr and the WY form's GEMMs stream the basis fewer times (docs/benchmarks.md, "A native Householder basis")
+# m·r at most (64 KiB per basis): the kernel measured faster than the torch-op form up to it at every (m, r) tried,
+# from (16, 16) to (1024, 16) and (512, 32), and slower beyond it at (1024, 32), (512, 64) and (16384, 16), where
+# torch's blocked orgqr and the WY form's GEMMs stream the basis fewer times (docs/benchmarks.md, "A native
+# Householder basis")
 MAX_BASIS_FLOATS = 16384
 
 
@@ -35,7 +35,7 @@ def native_applies(dct: torch.Tensor | None, weights: tuple[torch.Tensor, ...]) 
     """Whether the kernel computes these bases: float32 on the CPU, at most :data:`MAX_BASIS_FLOATS` per basis, the
     kernels on, and no tracing or dispatch mode."""
     return (
-        all(t.device.type == "cpu" and t.dtype == torch.float32 for t in (*weights, *([dct] if dct is not None else [])))
+        all(t.device.type == "cpu" and t.dtype == torch.float32 for t in (*weights, *([] if dct is None else [dct])))
         and weights[0].numel() <= MAX_BASIS_FLOATS
         and not torch.compiler.is_compiling()
         and not is_in_torch_dispatch_mode()
