@@ -17,6 +17,7 @@ from gridmix import ConcentrationMixer
 from gridmix.mixers.concentration.factors import _OrthogonalColumns, dct_basis, orthogonal_columns
 from gridmix.mixers.concentration.ops.householder_native import MAX_BASIS_FLOATS, NativeOrthogonalColumns
 from gridmix.mixers.config import set_native
+from tests.test_tucker_native import assert_close_to_scale
 
 pytestmark = pytest.mark.skipif(shutil.which(os.environ.get("CC", "cc")) is None, reason="no C compiler on PATH")
 
@@ -46,11 +47,6 @@ def _bases_and_grads(function, dct, weights, upstream):
     return torch.stack(bases), torch.stack(grads)
 
 
-def _assert_close_to_scale(got: torch.Tensor, want: torch.Tensor, tol: float) -> None:
-    error, scale = (got.double() - want).abs().max().item(), want.abs().max().item()
-    assert error <= tol * scale, f"max error {error:.3g} > {tol} × scale {scale:.3g}"
-
-
 @pytest.mark.parametrize("k,m,r,n", SHAPES)
 def test_values_and_gradients_equal_torchs_map_in_float64(kernel_build, k, m, r, n):
     w = _weights(k, m, r)
@@ -60,8 +56,8 @@ def test_values_and_gradients_equal_torchs_map_in_float64(kernel_build, k, m, r,
     want, want_grad = _bases_and_grads(_OrthogonalColumns, dct, w.unbind(), upstream)
     got, got_grad = _bases_and_grads(NativeOrthogonalColumns, None if dct is None else dct.float(),
                                      w.float().unbind(), upstream.float().unbind())
-    _assert_close_to_scale(got, want, 2e-6)
-    _assert_close_to_scale(got_grad, want_grad, 2e-5)
+    assert_close_to_scale(got, want, 2e-6)
+    assert_close_to_scale(got_grad, want_grad, 2e-5)
     assert torch.count_nonzero(got_grad.triu()) == 0  # the diagonal (signs) and above are not parameters
 
 
@@ -114,4 +110,4 @@ def test_the_mixers_gradients_agree_with_the_kernel_on_and_off():
     finally:
         set_native(None)
     for got, want in zip(on, off):
-        _assert_close_to_scale(got, want.double(), 1e-4)
+        assert_close_to_scale(got, want.double(), 1e-4)

@@ -69,7 +69,7 @@ class NativeOrthogonalColumns(torch.autograd.Function):
         w, dct = ctx.saved_tensors
         k, m, r = w.shape
         n = dct.shape[0] if dct is not None else m
-        grad = torch.stack(grads).contiguous()  # (k, n, r)
+        grad = torch.stack(grads)  # (k, n, r)
         grad_w = torch.empty_like(w)  # (k, m, r)
         work = w.new_empty(3 * m * r + 2 * m + 4 * r)
         native_library().gm_householder_backward(k, m, r, n, pointer(w), _optional_pointer(dct), pointer(grad),
