@@ -337,14 +337,33 @@ def _mechanism_lines(report: Report) -> list[str]:
         return lines + ["", f"Parametrisation check: – (failed: {mech['error']})"]
     if mech:
         lines += ["", f"Parametrisation check (every seed's trained idea model; a check that the code keeps the "
-                  f"certificate, not evidence that the idea works): **{'passed' if mech['confirmed'] else 'FAILED'}**"
-                  f" — largest factor singular value {fmt(mech['observed_max_factor_singular'])} vs bound "
-                  f"{fmt(mech['predicted_factor_bound'])}; certified ‖M‖₂ (grid tokens) ≤ "
+                  f"certificate, not evidence that the idea works): {_certificate_words(mech)}; largest factor "
+                  f"singular value over every layer, axis, head and seed {fmt(mech['observed_max_factor_singular'])} "
+                  f"(predicted bound {fmt(mech['predicted_factor_bound'])}); certified ‖M‖₂ (grid tokens) ≤ "
                   f"{fmt(mech.get('certified_operator_bound'))}; whole token map incl. prefix tokens ‖T‖₂ ≤ "
                   f"{fmt(mech.get('certified_token_map_bound'))}; probe ‖Mv‖/‖v‖ "
                   f"{fmt(mech['probe_norm_ratio_after_mixing'])}; residual block Lipschitz estimate "
                   f"{fmt(mech.get('residual_block_lipschitz'))} (power iteration; the block has no certificate)."]
     return lines
+
+
+def _certificate_words(mech: dict) -> str:
+    """The check's outcome, and the factor nearest its bound (the one over it when it failed): what was compared."""
+    outcome = "**passed**" if mech["confirmed"] else "**FAILED**"
+    worst = mech.get("worst_factor")
+    if not worst:
+        return outcome
+    where = (f"layer {worst['layer'] or '(model)'}, axis {worst['axis']}, head {worst['head']}"
+             + (f", seed {worst['seed']}" if "seed" in worst else ""))
+    compared = (f"its largest singular value {worst['largest']:.7g} vs its certified bound {worst['bound']:.7g} "
+                f"(the bound itself must be ≤ the predicted {fmt(mech['predicted_factor_bound'])})")
+    if mech["confirmed"]:
+        slack = (f"over by {worst['excess']:.2g} relative, within the float round-off slack {worst['rtol']:.2g}"
+                 if worst["excess"] > 0 else "within both")
+        return (f"{outcome} — every factor's largest singular value is within its certified bound and every bound "
+                f"within the predicted one; the nearest, {where}: {compared}, {slack}")
+    return (f"{outcome} — {where}: {compared}, over by {worst['excess']:.2g} relative, beyond the float round-off "
+            f"slack {worst['rtol']:.2g}: the parametrisation is broken")
 
 
 def _failure_lines(report: Report) -> list[str]:
