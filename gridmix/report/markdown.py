@@ -291,6 +291,8 @@ def _identity_lines(report: Report) -> list[str]:
         lines.append(f"Data: {source}plugin {data['plugin']} {data['plugin_version']}; fingerprint {data['hash']} "
                      f"(tensors {data['tensors']} at seed {data['seed']}, grid {data['grid']}); splits train "
                      f"{sizes['train']} / val {sizes['val']} / test {sizes['test']} samples.")
+        if data.get("description"):  # the track's own words: for sequence-csv the target column and input channels
+            lines.append(f"Task: {data['description']}.")
     else:
         lines.append("Data: – (this ledger predates data fingerprints)")
     lines.append("Code: " + ", ".join(f"{k} {v}" for k, v in code.items() if v) + ".")

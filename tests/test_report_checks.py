@@ -1,0 +1,81 @@
+"""The checks and labels around the statistics, on synthetic reports built from the example study
+(tests/report_example.py): floor and ceiling flags on the data's own scale, the headline naming an arm that beats
+the idea, the training checks, the small-split warning and the plain labels of the references table."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from gridmix.report.build import build_report
+from gridmix.report.markdown import render_markdown
+from gridmix.study.ledger import Ledger
+from tests import report_example
+
+IDEA, BASE = "mix", "base"
+
+
+def build(out, monkeypatch, arms: dict | None = None, *, chance=None, ceiling=None, change_row=None,
+          budget: dict | None = None, sizes: dict | None = None):
+    """The example study's report with other final values per arm (``arms``: name -> per-seed values), another
+    chance level and ceiling, each comparison run rewritten by ``change_row``, budget fields and split sizes."""
+    if arms:
+        monkeypatch.setattr(report_example, "ARMS", {name: (role, arms.get(name, values))
+                                                     for name, (role, values) in report_example.ARMS.items()})
+    if chance is not None:
+        monkeypatch.setattr(report_example, "CHANCE", chance)
+    monkeypatch.setattr(report_example, "CEILING", ceiling)
+    if budget:
+        monkeypatch.setattr(report_example, "BUDGET", dataclasses.replace(report_example.BUDGET, **budget))
+    if sizes:
+        monkeypatch.setattr(report_example, "FINGERPRINT", dict(report_example.FINGERPRINT, sizes=sizes))
+    with Ledger(report_example.fill(out), create=False) as ledger:
+        for row in ledger.rows():
+            if change_row and row.seed < 100 and row.status == "ok":
+                ledger.record(change_row(row))
+        return build_report(ledger)
+
+
+# --- floor and ceiling ------------------------------------------------------------------------------------------
+
+
+def test_a_drifting_series_near_a_zero_error_ceiling_is_not_at_ceiling(tmp_path, monkeypatch):
+    """Weekly CO2-like: chance 11.18 makes 0.5 % of the range 0.056, wider than every arm's error (~0.05); the arms'
+    seeds sit off 0 by far more than their spread, so none is at ceiling and the null reads as one."""
+    arms = {IDEA: [0.0512, 0.0520, 0.0509, 0.0517, 0.0511, 0.0515], BASE: [0.0514, 0.0511, 0.0516, 0.0510, 0.0519,
+                                                                           0.0513],
+            "uncapped": [0.0513, 0.0518, 0.0510, 0.0512, 0.0516, 0.0514]}
+    report = build(tmp_path, monkeypatch, arms, chance=11.18, ceiling=0.0)
+    assert [arm.flag for arm in report.arms.values()] == [None] * 5
+    assert report.verdict == "no significant difference"
+    assert not any(c.verdict.startswith("uninformative") for c in [*report.comparisons.values(),
+                                                                   *report.mechanism.values()])
+    assert "every seed at ceiling" not in render_markdown(report)
+
+
+def test_arms_at_a_ceiling_that_differ_by_more_than_the_mde_are_compared(tmp_path, monkeypatch):
+    """Both arms within the ceiling band and within two seed spreads of it, but 0.0015 apart on every seed, far
+    beyond the MDE: the test decides, not the flags."""
+    idea = [0.0, 0.003, 0.0, 0.003, 0.0, 0.003]
+    base = [v + step for v, step in zip(idea, [0.0015, 0.0015, 0.0016, 0.0016, 0.0014, 0.0014])]
+    report = build(tmp_path, monkeypatch, {IDEA: idea, BASE: base}, ceiling=0.0)
+    assert report.arms[IDEA].flag == report.arms[BASE].flag == "at ceiling"
+    result = report.comparison.result
+    assert abs(result.delta_mean) > result.mde
+    assert report.verdict == "idea better (significant)"
+
+
+def test_arms_at_the_ceiling_within_the_mde_stay_uninformative(tmp_path, monkeypatch):
+    idea = [0.0, 0.003, 0.001, 0.002, 0.0, 0.003]
+    base = [0.002, 0.0, 0.003, 0.001, 0.003, 0.0]
+    report = build(tmp_path, monkeypatch, {IDEA: idea, BASE: base}, ceiling=0.0)
+    assert report.verdict == "uninformative: both arms at ceiling"
+
+
+def test_an_arm_consistently_off_chance_by_more_than_its_spread_is_not_at_chance(tmp_path, monkeypatch):
+    """Within 5 % of the range of chance 2.5 (0.125), but 0.1 better than it on every seed, ± 0.005."""
+    report = build(tmp_path, monkeypatch, {"nomix": [2.40, 2.41, 2.39, 2.40, 2.405, 2.395]}, ceiling=0.0)
+    assert report.arms["nomix"].flag is None
+    worse = build(tmp_path / "worse", monkeypatch, {"nomix": [2.6, 2.7, 2.55, 2.8, 2.6, 2.65]}, ceiling=0.0)
+    assert worse.arms["nomix"].flag == "at chance"  # worse than chance on every seed: at the floor
