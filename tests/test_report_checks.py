@@ -79,3 +79,23 @@ def test_an_arm_consistently_off_chance_by_more_than_its_spread_is_not_at_chance
     assert report.arms["nomix"].flag is None
     worse = build(tmp_path / "worse", monkeypatch, {"nomix": [2.6, 2.7, 2.55, 2.8, 2.6, 2.65]}, ceiling=0.0)
     assert worse.arms["nomix"].flag == "at chance"  # worse than chance on every seed: at the floor
+
+
+# --- the headline -----------------------------------------------------------------------------------------------
+
+
+def test_the_headline_says_when_the_control_beats_the_idea_and_the_baseline(tmp_path, monkeypatch):
+    """El Niño-like: no mixing beat the idea and the matched baseline on every seed (p = 2/64) while the primary
+    comparison was a null; the headline says so with each p."""
+    idea = [0.50, 0.52, 0.48, 0.51, 0.49, 0.50]
+    arms = {IDEA: idea, BASE: [0.51, 0.50, 0.49, 0.52, 0.48, 0.51], "nomix": [v - 0.05 for v in idea]}
+    report = build(tmp_path, monkeypatch, arms, ceiling=0.0)
+    assert report.verdict == "no significant difference"
+    headline = render_markdown(report).split("\n")[2]
+    assert headline.startswith("**Verdict: no significant difference**")
+    assert "**⚠ Significantly better than the idea or its baseline: nomix (control) beats the idea (Δ = mix − nomix " \
+           "= 0.05, mix better on 0/6 seeds, p = 0.03125, alone at α); nomix (control) beats the baseline base " in \
+           headline
+    monkeypatch.undo()
+    quiet = build(tmp_path / "quiet", monkeypatch, ceiling=0.0)  # the example: the control far worse than both
+    assert "Significantly better than the idea" not in render_markdown(quiet)

@@ -36,9 +36,10 @@ def render_markdown(report: Report, *, figures: list[str] = ()) -> str:
                   f"α = {r.alpha:g} unadjusted. {report.metric} ({report.metric_direction}): idea "
                   f"{fmt(r.idea_mean)} vs baseline {fmt(r.baseline_mean)}, Δ = {fmt(r.delta_mean)} "
                   f"({intervals(r)}), idea wins {r.idea_wins}/{r.n_pairs} seeds, sign-flip p = {fmt(r.p_value)} "
-                  f"({r.p_method}); {_mde_words(c)}.{_negligible_words(c)}{_training_words(report, c)}"]
+                  f"({r.p_method}); {_mde_words(c)}.{_negligible_words(c)}{_training_words(report, c)}"
+                  f"{_beaten_words(report)}"]
     else:
-        lines += [f"**Verdict: {report.verdict}** — {c.reason if c else 'no baseline'}"]
+        lines += [f"**Verdict: {report.verdict}** — {c.reason if c else 'no baseline'}{_beaten_words(report)}"]
     headline = reference_headline(report)
     lines += ["", headline, ""] if headline else [""]
     lines += _caveat_lines(report)
@@ -197,6 +198,24 @@ def _training_words(report: Report, comparison: Comparison) -> str:
     if "(significant" not in comparison.verdict or not flags:
         return ""
     return " ⚠ This verdict was reached while training checks fire: " + "; ".join(flags) + "."
+
+
+def _beaten_words(report: Report) -> str:
+    """The arms of the secondary and mechanism comparisons that significantly beat the idea (and a control that beats
+    the matched baseline), each with its Δ and p: what a reviewer looks for first, in the headline."""
+    beaten = []
+    for comp in [*report.comparisons.values(), *report.mechanism.values()]:
+        if comp.family == "primary" or comp.result is None or comp.a_better is not False:
+            continue
+        r = comp.result
+        p = (f"p = {fmt(r.p_value)}, alone at α" if comp.holm_over == 1 else
+             f"Holm-adjusted p = {fmt(r.p_holm)} over {comp.holm_over}")
+        who = "the idea" if comp.a == report.idea else f"the {report.arms[comp.a].role} {comp.a}"
+        beaten.append(f"{comp.b} ({report.arms[comp.b].role}) beats {who} (Δ = {comp.a} − {comp.b} = "
+                      f"{fmt(r.delta_mean)}, {comp.a} better on {r.idea_wins}/{r.n_pairs} seeds, {p})")
+    if not beaten:
+        return ""
+    return " **⚠ Significantly better than the idea or its baseline: " + "; ".join(beaten) + ".**"
 
 
 def _min_effect_words(report: Report) -> str:
