@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import dataclasses
 
-import pytest
-
 from gridmix.report.build import build_report
 from gridmix.report.markdown import render_markdown
+from gridmix.report.references import training_flags, training_lines
 from gridmix.study.ledger import Ledger
 from tests import report_example
 
@@ -99,3 +98,52 @@ def test_the_headline_says_when_the_control_beats_the_idea_and_the_baseline(tmp_
     monkeypatch.undo()
     quiet = build(tmp_path / "quiet", monkeypatch, ceiling=0.0)  # the example: the control far worse than both
     assert "Significantly better than the idea" not in render_markdown(quiet)
+
+
+# --- training checks --------------------------------------------------------------------------------------------
+
+
+def curves(make):
+    """A ``change_row`` giving the idea's and the matched baseline's final runs the validation curve ``make(v)``."""
+    def change(row):
+        return dataclasses.replace(row, val_curve=make(row.test_metric)) if row.model in (IDEA, BASE) else row
+    return change
+
+
+def training(report) -> str:
+    return "\n".join(training_lines(report))
+
+
+def test_runs_that_ran_every_epoch_despite_patience_are_counted_whatever_their_best_epoch(tmp_path, monkeypatch):
+    """22 of 24 real runs stopped at the cap; only those whose best was the last epoch were flagged."""
+    report = build(tmp_path, monkeypatch, budget=dict(epochs=10, patience=3),
+                   change_row=curves(lambda v: [v + 0.5 - 0.1 * min(i, 5) for i in range(8)] + [v + 0.01, v + 0.02]))
+    text = training(report)
+    assert "**Stopped by the epoch cap** (ran all 10 epochs without the 3 epochs without improvement that stop " \
+           "early" in text and "mix in 6 of 6 seeds, base in 6 of 6 seeds." in text
+    assert "Still improving" not in text  # their best epoch (the sixth) is not the last
+    assert "mix ran into the epoch cap without early stopping on 6/6 seeds" in training_flags(report, [IDEA])
+    free = build(tmp_path / "free", monkeypatch, budget=dict(epochs=10, patience=None),
+                 change_row=curves(lambda v: [v + 0.5 - 0.1 * min(i, 5) for i in range(10)]))
+    assert "Stopped by the epoch cap" not in training(free)  # without patience every run runs the cap by design
+
+
+def test_a_best_first_epoch_and_overfitting_under_patience_are_flagged(tmp_path, monkeypatch):
+    """Best after the first epoch, then 4 worse ones and early stopping (the best restored): flagged both ways."""
+    report = build(tmp_path, monkeypatch, budget=dict(epochs=20, patience=4),
+                   change_row=curves(lambda v: [v, v + 0.1, v + 0.2, v + 0.3, v + 0.4]))
+    text = training(report)
+    assert "**Best epoch in the first 10% of training** (of the cap of 20 epochs;" in text
+    assert "**Overfitting** (validation best in the first half of the epochs, then worse by more than the arm's " \
+           "seed spread by the last epoch; `patience` restored the best epoch's model, which was tested, but " \
+           "validation got worse after it): mix in 6 of 6 seeds, base in 6 of 6 seeds." in text
+    late = build(tmp_path / "late", monkeypatch, budget=dict(epochs=20, patience=4),
+                 change_row=curves(lambda v: [v + 0.5 - 0.1 * min(i, 5) for i in range(10)]))
+    assert "Best epoch in the first" not in training(late) and "Overfitting" not in training(late)
+
+
+def test_small_validation_and_test_sets_are_warned_about(tmp_path, monkeypatch):
+    report = build(tmp_path, monkeypatch, sizes=dict(train=300, val=15, test=32))
+    assert "**Small evaluation sets**: val 15 items and test 32 items (under 50)" in training(report)
+    large = build(tmp_path / "large", monkeypatch, sizes=dict(train=300, val=50, test=64))
+    assert "Small evaluation sets" not in training(large)

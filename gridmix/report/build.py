@@ -167,8 +167,8 @@ def _family(study, rows, chosen, arms: dict[str, Arm], family: str,
 def _judged(result: PairedComparison, *, a: str, b: str, family: str, role: str, holm_over: int,
             flags: tuple[str | None, str | None]) -> Comparison:
     """The comparison with its report verdict: "identical" when a and b agree on every seed, "uninformative" when
-    both carry the same floor/ceiling flag and differ by no more than the MDE, "cannot reach α" below the Holm floor, else the test's (named by
-    ``role``)."""
+    both carry the same floor/ceiling flag and differ by no more than the MDE, "cannot reach α" below the Holm
+    floor, else the test's (named by ``role``)."""
     verdict = naming_arm(result.verdict, role)
     if not any(result.per_seed_diffs):
         verdict = VERDICT_IDENTICAL

@@ -30,9 +30,9 @@ free of the series' units; below 1, the forecasts beat the naive forecast's in-s
 also offered to the seasonal-naive reference (``Track.seasons``). The track's chance level is the MSE of forecasting
 the training part's mean for every row of the test part (the level a model reaches without learning); it declares no
 ceiling (an MSE of 0 is a bound, not a level real data reaches). Its description, which the report's Data section
-shows, names the target column and the channels the models read. The default budget trains up to 20 epochs, stopped after 4 without a better validation MSE (the best epoch
-restored; :data:`BUDGET_OVERRIDES`), since a short real series can overfit within a few epochs or still improve
-after eight.
+shows, names the target column and the channels the models read. The default budget trains up to 20 epochs,
+stopped after 4 without a better validation MSE (the best epoch restored; :data:`BUDGET_OVERRIDES`), since a short
+real series can overfit within a few epochs or still improve after eight.
 
 Shape legend:
     S: windows, L: context (the grid), H: horizon, C: channels (1 univariate); inputs (S, C, L) float32 with
