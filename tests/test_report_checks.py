@@ -147,3 +147,37 @@ def test_small_validation_and_test_sets_are_warned_about(tmp_path, monkeypatch):
     assert "**Small evaluation sets**: val 15 items and test 32 items (under 50)" in training(report)
     large = build(tmp_path / "large", monkeypatch, sizes=dict(train=300, val=50, test=64))
     assert "Small evaluation sets" not in training(large)
+
+
+# --- labels and the data ----------------------------------------------------------------------------------------
+
+
+def test_the_references_table_says_model_beats_reference_not_arm_better(tmp_path, monkeypatch):
+    from gridmix.report.references import reference_lines
+
+    report = build(tmp_path, monkeypatch, ceiling=0.0)
+    rows = {line.split(" | ")[0].strip("| "): line for line in reference_lines(report) if line.startswith("| ")}
+    assert rows[IDEA].endswith("| model beats reference (significant) | 0.862 | 0.25 |")  # 0.50 vs persistence 0.58
+    assert "| reference beats model (significant) |" in rows["nomix"]  # 2.5 vs 0.58: not "control worse"
+    assert not any("better (significant)" in line or "worse (significant)" in line for line in rows.values())
+
+
+def test_the_data_section_names_the_forecast_column_and_the_input_channels(tmp_path, monkeypatch):
+    from gridmix.grid import Grid
+    from gridmix.study.fingerprint import data_fingerprint
+    from gridmix.tracks import DataSizes
+    from gridmix_tracks.sequence_csv import csv_sequence_track
+
+    path = tmp_path / "ett.csv"
+    path.write_text("date,HUFL,LUFL,OT\n" + "".join(f"2020-01-{1 + i // 24:02d}T{i % 24:02d}:00,{i % 7},{i % 5},"
+                                                    f"{(i * 37) % 11}\n" for i in range(240)))
+    track = csv_sequence_track(path, "OT", inputs="all", horizon=4)
+    fingerprint = data_fingerprint(track, Grid((16,)), DataSizes(n_train=64, n_val=32, n_test=32))
+    assert "column 'OT'" in fingerprint["description"]
+    assert "reading all 3 channels: 'OT' (the target), 'HUFL', 'LUFL'" in fingerprint["description"]
+    monkeypatch.setattr(report_example, "FINGERPRINT", dict(report_example.FINGERPRINT,
+                                                            description=fingerprint["description"]))
+    section = render_markdown(build(tmp_path / "study", monkeypatch, ceiling=0.0)).split("## Data and code")[1]
+    assert f"Task: {fingerprint['description']}." in section
+    univariate = csv_sequence_track(path, "OT", horizon=4)
+    assert "reading the target's past only" in univariate.description

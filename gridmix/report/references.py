@@ -258,12 +258,27 @@ def _model_table(report: Report, extra_names: list[str], model_extras: dict) -> 
             cells = [name, "–", "–", "–", "–", "–", f"{comp.verdict}: {comp.reason}"]
         else:
             cells = [name, str(r.n_pairs), fmt(r.delta_mean), interval(r), str(r.idea_wins),
-                     f"{fmt(r.p_value)} ({r.p_method})", comp.verdict]
+                     f"{fmt(r.p_value)} ({r.p_method})", reference_label(comp)]
         if relative:
             cells.append(fmt(None if arm.mean is None else arm.mean / persistence, 3))
         cells += [fmt(model_extras.get(name, {}).get(e), 3) for e in extra_names]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
+
+
+REFERENCE_LABELS = {  # a model − reference verdict's suffix -> its label in plain words (no arm's role in it)
+    " better (significant)": "model beats reference (significant)",
+    " worse (significant)": "reference beats model (significant)",
+    " better (significant but negligible)": "model beats reference by a negligible amount",
+    " worse (significant but negligible)": "reference beats model by a negligible amount",
+}
+
+
+def reference_label(comparison: Comparison) -> str:
+    """A model's verdict against the reference said of the model and the reference ("model beats reference"), not
+    in the arm-against-arm words of the other tables ("control better"); other verdicts as they are."""
+    return next((label for suffix, label in REFERENCE_LABELS.items() if comparison.verdict.endswith(suffix)),
+                comparison.verdict)
 
 
 def interval(result) -> str:
