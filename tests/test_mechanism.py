@@ -149,6 +149,9 @@ def test_float32_round_off_passes_the_certificate_check_and_a_real_violation_fai
     worst = signature["worst_factor"]
     assert signature["confirmed"] and worst["layer"] == "blocks.0.attn" and worst["axis"] == 0
     assert 1e-6 < worst["excess"] < worst["rtol"] == pytest.approx(4 * 32 * torch.finfo(torch.float32).eps)
+    from gridmix.report.markdown import _certificate_words
+
+    assert "within the float round-off slack 1.5e-05" in _certificate_words(signature)
     broken = idea_vit((32, 8))
     scaled_factor(monkeypatch, broken, 1.01)
     signature = mechanism_signature(broken, inputs)

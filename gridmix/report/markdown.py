@@ -374,15 +374,16 @@ def _certificate_words(mech: dict) -> str:
     worst = mech.get("worst_factor")
     if not worst:
         return outcome
-    where = (f"layer {worst['layer'] or '(model)'}, axis {worst['axis']}, head {worst['head']}"
-             + (f", seed {worst['seed']}" if "seed" in worst else ""))
+    where = ", ".join([f"layer {worst['layer'] or '(model)'}"] + ([f"axis {worst['axis']}"] if worst.get("axis")
+                                                                     is not None else [])
+                      + [f"head {worst['head']}"] + ([f"seed {worst['seed']}"] if "seed" in worst else []))
     compared = (f"its largest singular value {worst['largest']:.7g} vs its certified bound {worst['bound']:.7g} "
                 f"(the bound itself must be ≤ the predicted {fmt(mech['predicted_factor_bound'])})")
     if mech["confirmed"]:
-        slack = (f"over by {worst['excess']:.2g} relative, within the float round-off slack {worst['rtol']:.2g}"
-                 if worst["excess"] > 0 else "within both")
+        over = (f"; the one most over, {where}: {compared}, over by {worst['excess']:.2g} relative, within the float "
+                f"round-off slack {worst['rtol']:.2g}" if worst["excess"] > 0 else "")
         return (f"{outcome} — every factor's largest singular value is within its certified bound and every bound "
-                f"within the predicted one; the nearest, {where}: {compared}, {slack}")
+                f"within the predicted one{over}")
     return (f"{outcome} — {where}: {compared}, over by {worst['excess']:.2g} relative, beyond the float round-off "
             f"slack {worst['rtol']:.2g}: the parametrisation is broken")
 
