@@ -163,10 +163,11 @@ def test_the_references_table_says_model_beats_reference_not_arm_better(tmp_path
 
 
 def test_the_data_section_names_the_forecast_column_and_the_input_channels(tmp_path, monkeypatch):
+    from gridmix_tracks.sequence_csv import csv_sequence_track
+
     from gridmix.grid import Grid
     from gridmix.study.fingerprint import data_fingerprint
     from gridmix.tracks import DataSizes
-    from gridmix_tracks.sequence_csv import csv_sequence_track
 
     path = tmp_path / "ett.csv"
     path.write_text("date,HUFL,LUFL,OT\n" + "".join(f"2020-01-{1 + i // 24:02d}T{i % 24:02d}:00,{i % 7},{i % 5},"
