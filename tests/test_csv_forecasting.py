@@ -230,6 +230,6 @@ def test_the_csv_track_derives_chance_from_its_data_and_offers_its_season(tmp_pa
     train = values[:280]
     standard = (values - train.mean()) / train.std()
     assert track.chance == pytest.approx(float((standard[340:] ** 2).mean()), rel=1e-5)  # the training mean, 0
-    assert track.ceiling == 0.0 and track.seasons == (7,) and csv_sequence_track(path).seasons == ()
+    assert track.ceiling is None and track.seasons == (7,) and csv_sequence_track(path).seasons == ()
     budget = track.budget("default")
     assert budget.patience == 4 and budget.epochs == 20 and len(budget.lrs) >= 3

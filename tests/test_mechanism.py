@@ -131,3 +131,46 @@ def test_spectra_plot_takes_one_seed_or_all(tmp_path):
     one = mechanism_signature(idea_vit(causal_axes=(0,)), inputs)
     for name, mechanism in (("one.png", one), ("all.png", combine_signatures({0: one, 1: one}))):
         assert plot_spectra(mechanism, tmp_path / name).read_bytes().startswith(b"\x89PNG")
+
+
+def scaled_factor(monkeypatch, model, scale: float) -> None:
+    """Make the first mixer's first factor ``scale`` times what its parameters give (its bound unchanged)."""
+    factor = _mixers(model)[0].axis_factors[0]
+    dense = factor.dense
+    monkeypatch.setattr(factor, "dense", lambda: dense() * scale)
+
+
+def test_float32_round_off_passes_the_certificate_check_and_a_real_violation_fails_it(monkeypatch):
+    """Trained 32-wide factors sat up to 1.3e-6 above their bound by float32 round-off: that passes; 1 % fails."""
+    inputs = torch.randn(2, 1, 32, 8)
+    model = idea_vit((32, 8))
+    scaled_factor(monkeypatch, model, 1 + 1.3e-6)
+    signature = mechanism_signature(model, inputs)
+    assert signature["confirmed"]  # a fixed slack of 1e-6 failed it
+    worst = signature["worst_factor"]
+    assert worst["layer"] == "blocks.0.attn" and worst["axis"] == 0
+    assert 1e-6 < worst["excess"] < worst["rtol"] == pytest.approx(4 * 32 * torch.finfo(torch.float32).eps)
+    from gridmix.report.markdown import _certificate_words
+
+    assert "within the float round-off slack 1.5e-05" in _certificate_words(signature)
+    broken = idea_vit((32, 8))
+    scaled_factor(monkeypatch, broken, 1.01)
+    signature = mechanism_signature(broken, inputs)
+    assert not signature["confirmed"] and signature["worst_factor"]["excess"] == pytest.approx(0.01, rel=1e-3)
+    combined = combine_signatures({0: mechanism_signature(model, inputs), 1: signature})
+    assert not combined["confirmed"] and combined["worst_factor"]["seed"] == 1
+
+
+def test_the_report_says_which_factor_failed_and_what_it_was_compared_with(monkeypatch):
+    from gridmix.report.markdown import _certificate_words
+
+    model = idea_vit()
+    scaled_factor(monkeypatch, model, 1.01)
+    combined = combine_signatures({3: mechanism_signature(model, torch.randn(2, 1, 4, 6))})
+    words = _certificate_words(combined)
+    worst = combined["worst_factor"]
+    assert words.startswith("**FAILED** — layer blocks.0.attn, axis 0, head ")
+    assert f"seed 3: its largest singular value {worst['largest']:.7g} vs its certified bound {worst['bound']:.7g}" \
+        in words and "over by 0.01 relative, beyond the float round-off slack 1.9e-06" in words  # 4 · 4 · eps
+    passed = _certificate_words(combine_signatures({0: mechanism_signature(idea_vit(), torch.randn(2, 1, 4, 6))}))
+    assert passed.startswith("**passed** — every factor's largest singular value is within its certified bound")

@@ -67,6 +67,7 @@ TIMING_KEYS = ("timings", "scaling")  # measured wall-clock: differs between two
 
 FLOOR_BAND = 0.05  # an arm is "at chance" when every seed is within 5% of |ceiling − chance| of the chance level
 CEILING_BAND = 0.005  # … and "at ceiling" when every seed is within 0.5% of that range of the ceiling
+NOISE_SDS = 2  # … and its mean is within this many of its seed standard deviations (ddof=1) of that level
 
 
 def _final_rows(study: Study, rows: dict[str, RunRow], model: str, lr: float | None) -> list[RunRow | None]:
@@ -90,17 +91,36 @@ def _arm(study: Study, rows: dict[str, RunRow], model: str, lr: float | None, sw
 
 
 def _bound_flag(study: Study, values: list[float]) -> str | None:
-    """``"at chance"`` / ``"at ceiling"`` when every seed sits there (bands: FLOOR_BAND, CEILING_BAND), else None."""
+    """``"at chance"`` / ``"at ceiling"`` when the arm sits there, else None.
+
+    At a level: every seed within the band (FLOOR_BAND, CEILING_BAND of |ceiling − chance|, or of |chance| without a
+    ceiling) of it, and the arm's mean within NOISE_SDS seed standard deviations (ddof=1) of it, so an arm whose
+    seeds all stay off the level by more than their own spread is not at it, however wide the band. A seed (or the
+    mean) worse than chance counts as at chance."""
     if not values or study.chance is None:
         return None
     span = abs(study.ceiling - study.chance) if study.ceiling is not None else abs(study.chance)
     if span == 0:
         return None
-    if all(abs(v - study.chance) <= FLOOR_BAND * span or _beyond(study, v, study.chance) for v in values):
+    noise = NOISE_SDS * float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
+    mean = float(np.mean(values))
+    if (all(abs(v - study.chance) <= FLOOR_BAND * span or _beyond(study, v, study.chance) for v in values)
+            and (abs(mean - study.chance) <= noise or _beyond(study, mean, study.chance))):
         return "at chance"
-    if study.ceiling is not None and all(abs(v - study.ceiling) <= CEILING_BAND * span for v in values):
+    if (study.ceiling is not None and all(abs(v - study.ceiling) <= CEILING_BAND * span for v in values)
+            and abs(mean - study.ceiling) <= noise):
         return "at ceiling"
     return None
+
+
+def _uninformative(flags: tuple[str | None, str | None], result: PairedComparison) -> str | None:
+    """``"uninformative: both arms …"`` when both arms carry the same flag and their mean difference is within the
+    comparison's MDE (an unreachable MDE bounds nothing); None when a difference the test can detect separates them."""
+    if flags[0] is None or flags[0] != flags[1]:
+        return None
+    if result.mde is not None and abs(result.delta_mean) > result.mde:
+        return None
+    return f"uninformative: both arms {flags[0]}"
 
 
 def _beyond(study: Study, value: float, chance: float) -> bool:
@@ -147,13 +167,13 @@ def _family(study, rows, chosen, arms: dict[str, Arm], family: str,
 def _judged(result: PairedComparison, *, a: str, b: str, family: str, role: str, holm_over: int,
             flags: tuple[str | None, str | None]) -> Comparison:
     """The comparison with its report verdict: "identical" when a and b agree on every seed, "uninformative" when
-    both carry the same floor/ceiling flag, "cannot reach α" below the Holm floor, else the test's (named by
-    ``role``)."""
+    both carry the same floor/ceiling flag and differ by no more than the MDE, "cannot reach α" below the Holm
+    floor, else the test's (named by ``role``)."""
     verdict = naming_arm(result.verdict, role)
     if not any(result.per_seed_diffs):
         verdict = VERDICT_IDENTICAL
-    elif flags[0] is not None and flags[0] == flags[1]:
-        verdict = f"uninformative: both arms {flags[0]}"
+    elif uninformative := _uninformative(flags, result):
+        verdict = uninformative
     elif holm_over * min_attainable_p(result.n_pairs) >= ALPHA:
         verdict = VERDICT_UNREACHABLE
     return Comparison(a=a, b=b, family=family, verdict=verdict, holm_over=holm_over,
@@ -368,9 +388,9 @@ def _transfer_comparison(study: Study, grid: str, arms: dict[str, TransferArm], 
     verdict = naming_arm(result.verdict, study.role(a))
     if min_attainable_p(result.n_pairs) >= ALPHA:
         verdict = VERDICT_UNREACHABLE
-    flags = {_bound_flag(study, a_values), _bound_flag(study, b_values)}
-    if len(flags) == 1 and None not in flags:
-        verdict = f"uninformative: both arms {flags.pop()}"
+    uninformative = _uninformative((_bound_flag(study, a_values), _bound_flag(study, b_values)), result)
+    if uninformative:
+        verdict = uninformative
     return Comparison(a=a, b=b, family="transfer", verdict=verdict, holm_over=1,
                       result=dataclasses.replace(result, verdict=verdict))
 

@@ -36,9 +36,10 @@ def render_markdown(report: Report, *, figures: list[str] = ()) -> str:
                   f"α = {r.alpha:g} unadjusted. {report.metric} ({report.metric_direction}): idea "
                   f"{fmt(r.idea_mean)} vs baseline {fmt(r.baseline_mean)}, Δ = {fmt(r.delta_mean)} "
                   f"({intervals(r)}), idea wins {r.idea_wins}/{r.n_pairs} seeds, sign-flip p = {fmt(r.p_value)} "
-                  f"({r.p_method}); {_mde_words(c)}.{_negligible_words(c)}{_training_words(report, c)}"]
+                  f"({r.p_method}); {_mde_words(c)}.{_negligible_words(c)}{_training_words(report, c)}"
+                  f"{_beaten_words(report)}"]
     else:
-        lines += [f"**Verdict: {report.verdict}** — {c.reason if c else 'no baseline'}"]
+        lines += [f"**Verdict: {report.verdict}** — {c.reason if c else 'no baseline'}{_beaten_words(report)}"]
     headline = reference_headline(report)
     lines += ["", headline, ""] if headline else [""]
     lines += _caveat_lines(report)
@@ -199,6 +200,24 @@ def _training_words(report: Report, comparison: Comparison) -> str:
     return " ⚠ This verdict was reached while training checks fire: " + "; ".join(flags) + "."
 
 
+def _beaten_words(report: Report) -> str:
+    """The arms of the secondary and mechanism comparisons that significantly beat the idea (and a control that beats
+    the matched baseline), each with its Δ and p: what a reviewer looks for first, in the headline."""
+    beaten = []
+    for comp in [*report.comparisons.values(), *report.mechanism.values()]:
+        if comp.family == "primary" or comp.result is None or comp.a_better is not False:
+            continue
+        r = comp.result
+        p = (f"p = {fmt(r.p_value)}, alone at α" if comp.holm_over == 1 else
+             f"Holm-adjusted p = {fmt(r.p_holm)} over {comp.holm_over}")
+        who = "the idea" if comp.a == report.idea else f"the {report.arms[comp.a].role} {comp.a}"
+        beaten.append(f"{comp.b} ({report.arms[comp.b].role}) beats {who} (Δ = {comp.a} − {comp.b} = "
+                      f"{fmt(r.delta_mean)}, {comp.a} better on {r.idea_wins}/{r.n_pairs} seeds, {p})")
+    if not beaten:
+        return ""
+    return " **⚠ Significantly better than the idea or its baseline: " + "; ".join(beaten) + ".**"
+
+
 def _min_effect_words(report: Report) -> str:
     spelled = report.min_effect
     return f"{spelled} of the compared arm's mean" if spelled.endswith("%") else f"{spelled} (the metric's units)"
@@ -291,6 +310,8 @@ def _identity_lines(report: Report) -> list[str]:
         lines.append(f"Data: {source}plugin {data['plugin']} {data['plugin_version']}; fingerprint {data['hash']} "
                      f"(tensors {data['tensors']} at seed {data['seed']}, grid {data['grid']}); splits train "
                      f"{sizes['train']} / val {sizes['val']} / test {sizes['test']} samples.")
+        if data.get("description"):  # the track's own words: for sequence-csv the target column and input channels
+            lines.append(f"Task: {data['description']}.")
     else:
         lines.append("Data: – (this ledger predates data fingerprints)")
     lines.append("Code: " + ", ".join(f"{k} {v}" for k, v in code.items() if v) + ".")
@@ -337,14 +358,34 @@ def _mechanism_lines(report: Report) -> list[str]:
         return lines + ["", f"Parametrisation check: – (failed: {mech['error']})"]
     if mech:
         lines += ["", f"Parametrisation check (every seed's trained idea model; a check that the code keeps the "
-                  f"certificate, not evidence that the idea works): **{'passed' if mech['confirmed'] else 'FAILED'}**"
-                  f" — largest factor singular value {fmt(mech['observed_max_factor_singular'])} vs bound "
-                  f"{fmt(mech['predicted_factor_bound'])}; certified ‖M‖₂ (grid tokens) ≤ "
+                  f"certificate, not evidence that the idea works): {_certificate_words(mech)}; largest factor "
+                  f"singular value over every layer, axis, head and seed {fmt(mech['observed_max_factor_singular'])} "
+                  f"(predicted bound {fmt(mech['predicted_factor_bound'])}); certified ‖M‖₂ (grid tokens) ≤ "
                   f"{fmt(mech.get('certified_operator_bound'))}; whole token map incl. prefix tokens ‖T‖₂ ≤ "
                   f"{fmt(mech.get('certified_token_map_bound'))}; probe ‖Mv‖/‖v‖ "
                   f"{fmt(mech['probe_norm_ratio_after_mixing'])}; residual block Lipschitz estimate "
                   f"{fmt(mech.get('residual_block_lipschitz'))} (power iteration; the block has no certificate)."]
     return lines
+
+
+def _certificate_words(mech: dict) -> str:
+    """The check's outcome, and the factor nearest its bound (the one over it when it failed): what was compared."""
+    outcome = "**passed**" if mech["confirmed"] else "**FAILED**"
+    worst = mech.get("worst_factor")
+    if not worst:
+        return outcome
+    where = ", ".join([f"layer {worst['layer'] or '(model)'}"] + ([f"axis {worst['axis']}"] if worst.get("axis")
+                                                                     is not None else [])
+                      + [f"head {worst['head']}"] + ([f"seed {worst['seed']}"] if "seed" in worst else []))
+    compared = (f"its largest singular value {worst['largest']:.7g} vs its certified bound {worst['bound']:.7g} "
+                f"(the bound itself must be ≤ the predicted {fmt(mech['predicted_factor_bound'])})")
+    if mech["confirmed"]:
+        over = (f"; the one most over, {where}: {compared}, over by {worst['excess']:.2g} relative, within the float "
+                f"round-off slack {worst['rtol']:.2g}" if worst["excess"] > 0 else "")
+        return (f"{outcome} — every factor's largest singular value is within its certified bound and every bound "
+                f"within the predicted one{over}")
+    return (f"{outcome} — {where}: {compared}, over by {worst['excess']:.2g} relative, beyond the float round-off "
+            f"slack {worst['rtol']:.2g}: the parametrisation is broken")
 
 
 def _failure_lines(report: Report) -> list[str]:

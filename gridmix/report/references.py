@@ -3,9 +3,11 @@
 References: their values on every comparison seed, what each chose on validation, and each model against the best
 of them, seed by seed (:func:`reference_lines`); the headline's sentence on how the idea and the matched baseline
 fare against that reference (:func:`reference_headline`). Training checks (:func:`training_lines`,
-:func:`training_flags`): a chosen learning rate on the edge of a sweep of three or more rates, final runs still
-improving when the epoch cap ended them, final runs that overfit (best validation early, then worse by more than the
-arm's seed spread, and the last epoch's model tested), and seeds on which an arm predicted one constant.
+:func:`training_flags`): a chosen learning rate on the edge of a sweep of three or more rates, final runs that ran
+into the epoch cap without early stopping, final runs still improving when the epoch cap ended them, final runs
+whose best epoch lies in the first 10 % of the cap, final runs that overfit (best validation early, then worse by
+more than the arm's seed spread, with or without ``patience``), validation or test splits under 50 items, and seeds
+on which an arm predicted one constant.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from gridmix.report.types import Comparison, Report
 
 MIN_EDGE_RATES = 3  # with two rates every choice is an edge: the check needs three
 MIN_OVERFIT_EPOCHS = 3  # "best early, then worse" needs an epoch after the first half: not checked on shorter runs
+EARLY_BEST_FRACTION = 0.1  # a best epoch within the first 10 % of the cap: the tested model barely trained
+MIN_EVAL_ITEMS = 50  # a validation or test split smaller than this is warned about
 CHOSEN = {  # how each kind of reference chose its knob
     "forecasting": "Chosen by the track's metric: the season on the training and validation windows, the ridge "
                    "penalty on validation",
@@ -33,6 +37,16 @@ def edge_learning_rates(report: Report) -> dict[str, float]:
     return {name: arm.lr for name, arm in report.arms.items() if arm.lr in (lrs[0], lrs[-1])}
 
 
+def stopped_at_cap(report: Report) -> dict[str, int]:
+    """Per model, with ``patience`` in the budget, how many final runs ran every epoch of the cap without early
+    stopping (whatever their best epoch): training ended at the budget, not at a plateau."""
+    cap = report.budget["epochs"]
+    if not report.budget.get("patience"):
+        return {}
+    counts = {name: sum(1 for c in arm.val if len(c) == cap) for name, arm in report.arms.items()}
+    return {name: n for name, n in counts.items() if n}
+
+
 def improving_at_cap(report: Report) -> dict[str, int]:
     """Per model, how many final runs were still improving at the epoch cap (best validation epoch the last)."""
     cap = report.budget["epochs"]
@@ -45,13 +59,23 @@ def improving_at_cap(report: Report) -> dict[str, int]:
     return counts
 
 
+def best_early(report: Report) -> dict[str, int]:
+    """Per model, how many final runs had their best validation epoch in the first EARLY_BEST_FRACTION of the epoch
+    cap (the first epoch of 10 or more): the model that counted barely trained."""
+    cap = report.budget["epochs"]
+    counts = {}
+    for name, arm in report.arms.items():
+        n = sum(1 for c in arm.val if c and c.index(_best(report, c)) + 1 <= EARLY_BEST_FRACTION * cap)
+        if n:
+            counts[name] = n
+    return counts
+
+
 def overfitting(report: Report) -> dict[str, int]:
     """Per model, how many final runs overfit: best validation in the first half of the epochs run, then the last
     epoch worse than that best by more than the arm's seed spread (the standard deviation, ddof=1, of its seeds'
-    best validation values), in runs of at least MIN_OVERFIT_EPOCHS epochs. Only where the last epoch's model was
-    tested: with ``patience`` the best is restored."""
-    if report.budget.get("patience"):
-        return {}
+    best validation values), in runs of at least MIN_OVERFIT_EPOCHS epochs. With ``patience`` the best epoch's model
+    was restored and tested, but the run still got worse after it."""
     counts = {}
     for name, arm in report.arms.items():
         curves = [c for c in arm.val if len(c) >= MIN_OVERFIT_EPOCHS]
@@ -64,6 +88,14 @@ def overfitting(report: Report) -> dict[str, int]:
     return counts
 
 
+def small_splits(report: Report) -> dict[str, int]:
+    """The validation and test splits with fewer than MIN_EVAL_ITEMS items (from the data fingerprint's split
+    sizes, else the budget's): one sample more or less moves their metric a lot."""
+    sizes = (report.data or {}).get("sizes") or {"val": report.budget.get("n_val"), "test": report.budget.get("n_test")}
+    return {split: sizes[split] for split in ("val", "test") if sizes.get(split) is not None
+            and sizes[split] < MIN_EVAL_ITEMS}
+
+
 def _best(report: Report, curve) -> float:
     return min(curve) if report.lower_is_better else max(curve)
 
@@ -71,17 +103,26 @@ def _best(report: Report, curve) -> float:
 def training_flags(report: Report, names) -> list[str]:
     """The training checks that fire for the arms ``names``, one short phrase each (for the headline)."""
     edges, improving, overfit = edge_learning_rates(report), improving_at_cap(report), overfitting(report)
+    capped, early = stopped_at_cap(report), best_early(report)
     phrases = []
     for name in names:
         arm = report.arms[name]
         if name in edges:
             phrases.append(f"{name} chose the edge rate {edges[name]:g} of the sweep")
+        if name in capped:
+            phrases.append(f"{name} ran into the epoch cap without early stopping on {capped[name]}/{arm.n} seeds")
         if name in improving:
             phrases.append(f"{name} was still improving at the epoch cap on {improving[name]}/{arm.n} seeds")
+        if name in early:
+            phrases.append(f"{name} was best in the first {EARLY_BEST_FRACTION:.0%} of the epochs on "
+                           f"{early[name]}/{arm.n} seeds")
         if name in overfit:
             phrases.append(f"{name} overfit on {overfit[name]}/{arm.n} seeds")
         if arm.constant_seeds:
             phrases.append(f"{name} predicted one constant on {len(arm.constant_seeds)}/{arm.n} seeds")
+    small = small_splits(report)
+    if small:
+        phrases.append(" and ".join(f"the {split} split has only {n} items" for split, n in small.items()))
     return phrases
 
 
@@ -89,6 +130,7 @@ def training_lines(report: Report) -> list[str]:
     """The report's Markdown on the training checks."""
     lines = []
     lrs = sorted(report.budget["lrs"])
+    cap, patience = report.budget["epochs"], report.budget.get("patience")
     edges = edge_learning_rates(report)
     if edges:
         lines += ["**Learning rate at the edge of the sweep** (the best may lie beyond it; widen `--lrs`): "
@@ -96,19 +138,37 @@ def training_lines(report: Report) -> list[str]:
     elif 1 < len(lrs) < MIN_EDGE_RATES:
         lines += [f"With {len(lrs)} learning rates {lrs} every choice is at an edge of the sweep, so whether the best "
                   f"lies beyond it is not checked (sweep at least {MIN_EDGE_RATES} with `--lrs`).", ""]
+    capped = stopped_at_cap(report)
+    if capped:
+        lines += [f"**Stopped by the epoch cap** (ran all {cap} epochs without the {patience} epochs without "
+                  "improvement that stop early: training ended at the budget, not at a plateau; more epochs may "
+                  "change the result): " + _counts(report, capped) + ".", ""]
     improving = improving_at_cap(report)
     if improving:
-        lines += [f"**Still improving at the cap of {report.budget['epochs']} epochs** (best validation in the "
+        lines += [f"**Still improving at the cap of {cap} epochs** (best validation in the "
                   "last epoch; more epochs or `patience` in the budget may change the result): "
-                  + ", ".join(f"{name} in {n} of {report.n_seeds} seeds" for name, n in improving.items()) + ".",
-                  ""]
+                  + _counts(report, improving) + ".", ""]
+    early = best_early(report)
+    if early:
+        lines += [f"**Best epoch in the first {EARLY_BEST_FRACTION:.0%} of training** (of the cap of {cap} epochs; "
+                  "the model that was tested barely trained: a learning rate too high, or validation noise): "
+                  + _counts(report, early) + ".", ""]
     overfit = overfitting(report)
     if overfit:
+        tested = ("`patience` restored the best epoch's model, which was tested, but validation got worse after it"
+                  if patience else "the last epoch's model was tested; `patience` in the budget keeps the best epoch")
         lines += ["**Overfitting** (validation best in the first half of the epochs, then worse by more than the "
-                  "arm's seed spread by the last epoch, whose model was tested; `patience` in the budget keeps the "
-                  "best epoch): " + ", ".join(f"{name} in {n} of {report.n_seeds} seeds" for name, n in overfit.items())
-                  + ".", ""]
+                  f"arm's seed spread by the last epoch; {tested}): " + _counts(report, overfit) + ".", ""]
+    small = small_splits(report)
+    if small:
+        lines += ["**Small evaluation sets**: " + " and ".join(f"{split} {n} items" for split, n in small.items())
+                  + f" (under {MIN_EVAL_ITEMS}): one item more or less moves the metric, so the chosen learning rate "
+                  "and early stopping (validation) or the comparison (test) rest on few samples.", ""]
     return lines
+
+
+def _counts(report: Report, counts: dict[str, int]) -> str:
+    return ", ".join(f"{name} in {n} of {report.n_seeds} seeds" for name, n in counts.items())
 
 
 def reference_headline(report: Report) -> str | None:
@@ -198,12 +258,27 @@ def _model_table(report: Report, extra_names: list[str], model_extras: dict) -> 
             cells = [name, "–", "–", "–", "–", "–", f"{comp.verdict}: {comp.reason}"]
         else:
             cells = [name, str(r.n_pairs), fmt(r.delta_mean), interval(r), str(r.idea_wins),
-                     f"{fmt(r.p_value)} ({r.p_method})", comp.verdict]
+                     f"{fmt(r.p_value)} ({r.p_method})", reference_label(comp)]
         if relative:
             cells.append(fmt(None if arm.mean is None else arm.mean / persistence, 3))
         cells += [fmt(model_extras.get(name, {}).get(e), 3) for e in extra_names]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
+
+
+REFERENCE_LABELS = {  # a model − reference verdict's suffix -> its label in plain words (no arm's role in it)
+    " better (significant)": "model beats reference (significant)",
+    " worse (significant)": "reference beats model (significant)",
+    " better (significant but negligible)": "model beats reference by a negligible amount",
+    " worse (significant but negligible)": "reference beats model by a negligible amount",
+}
+
+
+def reference_label(comparison: Comparison) -> str:
+    """A model's verdict against the reference said of the model and the reference ("model beats reference"), not
+    in the arm-against-arm words of the other tables ("control better"); other verdicts as they are."""
+    return next((label for suffix, label in REFERENCE_LABELS.items() if comparison.verdict.endswith(suffix)),
+                comparison.verdict)
 
 
 def interval(result) -> str:

@@ -52,7 +52,8 @@ def data_fingerprint(track: Track, grid: Grid, sizes: DataSizes, *, seed: int = 
     """Build and validate ``track``'s data for ``(grid, seed, sizes)`` and describe it.
 
     Returns ``hash`` (the identity: tensors, plugin, version, source bytes), its parts, the source's
-    absolute path (shown, not hashed: moving a file changes nothing) and the actual split sizes.
+    absolute path (shown, not hashed: moving a file changes nothing), the actual split sizes and the track's
+    description (shown, not hashed; for ``sequence-csv`` it names the target column and the input channels).
     Whatever the plugin raises while building its data propagates unchanged.
     """
     from gridmix.tracks.registry import validate_data
@@ -63,7 +64,7 @@ def data_fingerprint(track: Track, grid: Grid, sizes: DataSizes, *, seed: int = 
     identity = hashlib.sha256(repr(sorted(parts.items())).encode()).hexdigest()[:HASH_CHARS]
     source = str(Path(track.source).resolve()) if track.source else None  # named, not hashed: the bytes are
     return dict(hash=identity, **parts, source=source, seed=seed, grid=str(grid),
-                sizes={name: len(getattr(data, name)) for name in SPLIT_NAMES})
+                sizes={name: len(getattr(data, name)) for name in SPLIT_NAMES}, description=track.description)
 
 
 def describe_change(previous: dict, current: dict) -> str:

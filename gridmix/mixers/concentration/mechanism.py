@@ -26,7 +26,11 @@ For every :class:`~gridmix.mixers.concentration.layer.ConcentrationMixer` in a m
 ``predicted_factor_bound``, ``observed_max_factor_singular``, ``probe_norm_ratio_after_mixing``,
 ``confirmed``) plus ``certified_operator_bound``, ``residual_block_lipschitz`` and the per-layer detail;
 :func:`combine_signatures` merges every seed's: "confirmed" only if every factor respected its bound on
-every seed.
+every seed. A factor respects its bound when ``σ_max ≤ bound · (1 + rtol)`` and ``bound ≤ 1 · (1 + rtol)`` with
+``rtol = ROUNDOFF_ULPS · n_k · eps`` (:func:`roundoff_rtol`): the dense factor is built in its own precision
+(float32), so its largest singular value may exceed the exact ``max λ`` by round-off that grows with the side
+``n_k``; a real violation (a basis that lost orthonormality, a bound above 1) is orders of magnitude larger.
+``worst_factor`` names the factor closest to (or farthest over) its bound.
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ from gridmix.mixers.concentration.factors import SymmetricFactor
 from gridmix.mixers.concentration.layer import ConcentrationMixer
 
 PREDICTED_FACTOR_BOUND = 1.0
-BOUND_RTOL = 1e-6  # relative slack for float32 round-off when comparing a singular value with its bound
+ROUNDOFF_ULPS = 4  # round-off slack per row of a factor, in units of its dtype's machine epsilon
 
 
 def block_lipschitz(block: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, *, iterations: int = 20,
@@ -104,18 +108,49 @@ def _capture_inputs(model: nn.Module, blocks: list[nn.Module], inputs: torch.Ten
     return captured
 
 
+def roundoff_rtol(length: int, dtype: torch.dtype = torch.float32) -> float:
+    """The relative slack for comparing a factor's largest singular value with its bound: ``ROUNDOFF_ULPS · n · eps``
+    for an ``n × n`` factor built in ``dtype`` (4.8e-7 per row in float32: 1.5e-5 at n = 32)."""
+    if length < 1:
+        raise ValueError(f"length={length}; expected a factor side of at least 1")
+    return ROUNDOFF_ULPS * length * torch.finfo(dtype).eps
+
+
 def _axis_report(axis: int, mixer: ConcentrationMixer, factor: torch.Tensor, bound: torch.Tensor) -> dict:
     singular = torch.linalg.svdvals(factor.detach().double())  # (h, n_k), descending
-    largest, bound = singular[:, 0], bound.detach().double()
+    largest, bound = singular[:, 0], bound.detach().double()  # (h,), (h,)
     kind = "symmetric" if isinstance(mixer.axis_factors[axis], SymmetricFactor) else "causal"
+    rtol = roundoff_rtol(factor.shape[-1], factor.dtype)
     return dict(axis=axis, kind=kind, length=factor.shape[-1], singular_values=singular.tolist(),
-                largest=largest.tolist(), bound=bound.tolist(), tightness=(largest / bound).tolist(),
-                respects_bound=_respects(largest.tolist(), bound.tolist()))
+                largest=largest.tolist(), bound=bound.tolist(), tightness=(largest / bound).tolist(), rtol=rtol,
+                respects_bound=_respects(largest.tolist(), bound.tolist(), rtol))
 
 
-def _respects(largest: list[float], bound: list[float]) -> bool:
-    return all(s <= b * (1 + BOUND_RTOL) and b <= PREDICTED_FACTOR_BOUND * (1 + BOUND_RTOL)
-               for s, b in zip(largest, bound))
+def _respects(largest: list[float], bound: list[float], rtol: float) -> bool:
+    return all(s <= b * (1 + rtol) and b <= PREDICTED_FACTOR_BOUND * (1 + rtol) for s, b in zip(largest, bound))
+
+
+def _axis_rtol(axis: dict) -> float:
+    """An axis report's slack; one stored before the slack was (``rtol`` absent) gets float32's for its side."""
+    return axis["rtol"] if "rtol" in axis else roundoff_rtol(axis.get("length", 1))
+
+
+def _axis_respects(axis: dict) -> bool:
+    return _respects(axis["largest"], axis["bound"], _axis_rtol(axis))
+
+
+def _worst_factor(layers: list[dict], seed: int | None = None) -> dict:
+    """The factor (layer, axis, head) with the largest excess over its bounds: ``excess`` is the larger of
+    ``σ_max / bound − 1`` and ``bound / 1 − 1`` (negative when within), beside the slack ``rtol`` it is judged by."""
+    worst = None
+    for layer in layers:
+        for axis in layer["axes"]:
+            for head, (largest, bound) in enumerate(zip(axis["largest"], axis["bound"])):
+                excess = max(largest / bound - 1 if bound > 0 else float("inf"), bound / PREDICTED_FACTOR_BOUND - 1)
+                if worst is None or excess > worst["excess"]:
+                    worst = dict(layer=layer.get("name", ""), axis=axis.get("axis"), head=head, largest=largest,
+                                 bound=bound, excess=excess, rtol=_axis_rtol(axis))
+    return worst if seed is None else dict(worst, seed=seed)
 
 
 def mechanism_signature(model: nn.Module, inputs: torch.Tensor, *, seed: int = 0, iterations: int = 20) -> dict:
@@ -175,7 +210,8 @@ def _summarise(layers: list[dict]) -> dict:
         predicted_factor_bound=PREDICTED_FACTOR_BOUND,
         observed_max_factor_singular=max(largest),
         probe_norm_ratio_after_mixing=max(layer["probe_norm_ratio"] for layer in layers),
-        confirmed=all(_respects(axis["largest"], axis["bound"]) for layer in layers for axis in layer["axes"]),
+        confirmed=all(_axis_respects(axis) for layer in layers for axis in layer["axes"]),
+        worst_factor=_worst_factor(layers),
         certified_operator_bound=max(max(layer["certified_operator_bound"]) for layer in layers),
         certified_token_map_bound=max(max(layer["certified_token_map_bound"]) for layer in layers),
         residual_block_lipschitz=_max_or_none(layer["residual_block_lipschitz"] for layer in layers),
@@ -201,8 +237,9 @@ def combine_signatures(per_seed: Mapping[int, dict]) -> dict:
         predicted_factor_bound=PREDICTED_FACTOR_BOUND,
         observed_max_factor_singular=max(largest),
         probe_norm_ratio_after_mixing=max(s["probe_norm_ratio_after_mixing"] for s in signatures),
-        confirmed=all(_respects(axis["largest"], axis["bound"])
-                      for s in signatures for layer in s["layers"] for axis in layer["axes"]),
+        confirmed=all(_axis_respects(axis) for s in signatures for layer in s["layers"] for axis in layer["axes"]),
+        worst_factor=max((_worst_factor(per_seed[seed]["layers"], seed) for seed in sorted(per_seed)),
+                         key=lambda factor: factor["excess"]),
         certified_operator_bound=max(s["certified_operator_bound"] for s in signatures),
         certified_token_map_bound=_max_or_none(s.get("certified_token_map_bound") for s in signatures),
         residual_block_lipschitz=_max_or_none(s["residual_block_lipschitz"] for s in signatures),
