@@ -35,7 +35,8 @@ class Lookahead(nn.Module):
         self.offset, self.proj = offset, nn.Linear(dim, dim, dtype=dtype)
 
     def forward(self, x, attn_mask=None, is_causal=False):
-        ahead = F.pad(x[:, self.offset:], (0, 0, 0, self.offset))  # (B, N, C): x_{t+offset}
+        B, N, C = x.shape
+        ahead = torch.cat([x[:, self.offset:], x.new_zeros(B, min(self.offset, N), C)], dim=1)  # (B, N, C)
         return self.proj(x + ahead)  # (B, N, C)
 
 
