@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 import torch.nn.functional as F
+from gridmix_tracks import mqar
 from torch import nn
 from typer.testing import CliRunner
 
@@ -23,7 +24,6 @@ from gridmix.report.types import Report
 from gridmix.study import pipeline
 from gridmix.study.ledger import Ledger
 from gridmix.tracks.registry import load_registry
-from gridmix_tracks import mqar
 from tests import report_example
 
 

@@ -167,7 +167,8 @@ class Study:
 
     def to_dict(self) -> dict:
         data = dataclasses.asdict(self)
-        for name in ("notes", "settings", "eval_grids", "overrides", "causality"):  # specs of studies without them stay as they were
+        # specs of studies without them stay as they were
+        for name in ("notes", "settings", "eval_grids", "overrides", "causality"):
             if not data[name]:
                 del data[name]
         return data
