@@ -17,7 +17,7 @@ it straddles a threshold.
 **A mixer** (:func:`first_leak`) maps a random input ``x`` (1, N, C) to ``y``; each probe is one backward pass of
 ``⟨r, y⟩`` over its outputs (``r`` random, so no gradient cancels by chance), giving the gradient with respect to
 every input token; a later input's must be zero. A leak is then traced to its first output token by bisection
-(at most ``log2 N + 2`` more backward passes). **A model** (:func:`first_model_leak`) is checked by perturbation,
+(at most ``log2 N + 2`` more backward passes). **A whole model** (:func:`first_model_leak`) is checked by perturbation,
 since its inputs may be token ids: its predictions must keep the grid's axes first, ``(B, *grid, …)``; each probe
 replaces the inputs later than ``p`` by other values (ids drawn from those the data holds, or the input plus
 noise), and its predictions at ``<= p`` must not change. A model whose predictions pool the tokens (a classifier)
@@ -25,7 +25,9 @@ cannot be checked token-wise: :class:`Uncheckable` says so.
 
 **Cost.** A mixer: one forward and at most ``MAX_PROBES + log2 N + 2`` backward passes of one layer, batch 1, at
 :data:`~gridmix.study.pipeline.CHECK_DIM` channels, on at most ``MAX_CHECK_TOKENS`` tokens. A model: forward passes
-only (no gradient), of ``MAX_PROBES + 1`` samples in batches of at most ``MAX_CHECK_TOKENS`` tokens in all.
+only (no gradient), of at most ``MAX_PROBES + 1`` samples, fewer on long grids (:func:`model_probes`: the probes
+perturb at most :data:`MODEL_TOKENS` tokens, half a training batch of 32 at 1,024 tokens), in batches of at most
+``MAX_CHECK_TOKENS`` tokens.
 
 **Tolerance.** The checks run in float64 (float32 where the mixer or model cannot), and a gradient or change
 counts as a leak above ``1e-10`` (float32: ``1e-5``) of the largest one the probes saw, so FFT rounding is not a
@@ -47,6 +49,7 @@ from gridmix.grid import Grid
 CHECK_SIDE = 6  # tokens per non-causal axis of a mixer's check grid (fewer where the study grid is smaller)
 MAX_CHECK_TOKENS = 2048  # tokens of a check grid (a mixer's) or a check batch (a model's), at most
 MAX_PROBES = 32  # threshold probes per check, over all causal axes
+MODEL_TOKENS = 16384  # tokens a model's probes perturb, at most (fewer probes on long grids, at least 4)
 TOLERANCE = {torch.float64: 1e-10, torch.float32: 1e-5}
 FAILURES = (RuntimeError, TypeError, NotImplementedError)  # what a mixer without float64 raises
 
@@ -115,6 +118,12 @@ def thresholds(grid: Grid, causal_axes: Sequence[int], budget: int = MAX_PROBES)
             chosen = sorted({*range(head), *spread})
         probes += [Probe(axis, p) for p in chosen]
     return tuple(probes)
+
+
+def model_probes(grid: Grid) -> int:
+    """The probe budget of a whole model on ``grid``: :data:`MAX_PROBES`, fewer where they would perturb more than
+    :data:`MODEL_TOKENS` tokens in all, never fewer than 4."""
+    return min(MAX_PROBES, max(4, MODEL_TOKENS // Grid.parse(grid).numel))
 
 
 def first_leak(build: Callable[[torch.dtype], nn.Module], grid: Grid, causal_axes: Sequence[int], *, dim: int,
@@ -206,7 +215,7 @@ def first_model_leak(build: Callable[[torch.dtype], nn.Module], sample: torch.Te
     grid = Grid.parse(grid)
     if grid.numel > MAX_CHECK_TOKENS:
         raise Uncheckable(f"the grid {grid} holds {grid.numel} tokens, more than the check's {MAX_CHECK_TOKENS}")
-    probes = thresholds(grid, causal_axes)
+    probes = thresholds(grid, causal_axes, model_probes(grid))
     if not probes:
         return None
     try:

@@ -19,7 +19,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gridmix.grid import Grid
-from gridmix.mixers.causality import Uncheckable, check_grid, first_leak, first_model_leak, thresholds
+from gridmix.mixers.causality import (
+    MAX_PROBES,
+    Uncheckable,
+    check_grid,
+    first_leak,
+    first_model_leak,
+    model_probes,
+    thresholds,
+)
 from gridmix.mixers.causality import describe as describe_leak
 from gridmix.mixers.causality import describe_model as describe_model_leak
 from gridmix.mixers.registry import MixerTable
@@ -177,11 +185,11 @@ def check_causality(track: Track, names: tuple[str, ...], grid: Grid, mixers: Mi
             leak = first_leak(lambda dtype, layer=layer: layer(CHECK_DIM, num_heads=2, qkv_bias=True, dtype=dtype),
                               small, axes, dim=CHECK_DIM)
         except Uncheckable as error:
-            record["mixers"][mixer_name] = _checked(small, axes, f"not checked: {error}")
+            record["mixers"][mixer_name] = _checked(small, axes, MAX_PROBES, f"not checked: {error}")
             continue
         if leak is not None:
             raise ValueError(describe_leak(mixer_name, leak, axes, small))
-        record["mixers"][mixer_name] = _checked(small, axes, "passed")
+        record["mixers"][mixer_name] = _checked(small, axes, MAX_PROBES, "passed")
     try:
         inputs = track.make_data(grid, 0, DataSizes(n_train=8, n_val=1, n_test=1)).train.inputs  # (S, …, *grid)
     except Exception as error:  # the fingerprint, next, refuses the study with the plugin's own message
@@ -189,23 +197,23 @@ def check_causality(track: Track, names: tuple[str, ...], grid: Grid, mixers: Mi
     for name in names:
         spec = track.model(name)
         if inputs is None:
-            record["models"][name] = _checked(grid, axes, missing)
+            record["models"][name] = _checked(grid, axes, model_probes(grid), missing)
             continue
         try:
             leak = first_model_leak(lambda dtype, spec=spec: spec.build(grid).to(dtype), inputs[:1], grid, axes,
                                     values=None if inputs.is_floating_point() else inputs.unique())
         except Uncheckable as error:
-            record["models"][name] = _checked(grid, axes, f"not checked: {error}")
+            record["models"][name] = _checked(grid, axes, model_probes(grid), f"not checked: {error}")
             continue
         if leak is not None:
             raise ValueError(describe_model_leak(name, leak, axes, grid))
-        record["models"][name] = _checked(grid, axes, "passed")
+        record["models"][name] = _checked(grid, axes, model_probes(grid), "passed")
     return record
 
 
-def _checked(grid: Grid, axes: tuple[int, ...], result: str) -> dict:
+def _checked(grid: Grid, axes: tuple[int, ...], budget: int, result: str) -> dict:
     """One line of the causality record: the grid checked on, the number of threshold probes, the result."""
-    return {"grid": str(grid), "probes": len(thresholds(grid, axes)), "result": result}
+    return {"grid": str(grid), "probes": len(thresholds(grid, axes, budget)), "result": result}
 
 
 def resolve_jobs(jobs: int | str, threads: int | None, device: str, *, workers_can_load: bool = True
