@@ -344,6 +344,7 @@ def study_report(spec: dict, rows: dict[str, RunRow], *, where: str, analyses: d
         transfer=_transfer(study, rows, chosen, primary) if study.eval_grids else None,
         reference_comparisons=_reference_comparisons(study, arms, references),
         min_effect=study.min_effect or DEFAULT_MIN_EFFECT,
+        causality=study.causality or None,
     )
 
 

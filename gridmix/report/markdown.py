@@ -239,6 +239,7 @@ def _markdown_sections(report: Report) -> list[str]:
             + _section("Parity", _parity_lines, report.analyses.get("parity"), report)
             + _section("Scaling", _scaling_lines, report.analyses.get("scaling"))
             + _section("Failed or diverged runs", _failure_lines, report)
+            + _section("Causality check", _causality_lines, report.causality)
             + _section("Data and code", _identity_lines, report)
             + _section("Timings", _timing_lines, report.timings))
 
@@ -298,6 +299,20 @@ def _transfer_verdict(comparison: Comparison | None, grid: str) -> str:
             f"{fmt(r.delta_mean)} ({intervals(r)}), idea better on "
             f"{r.idea_wins}/{r.n_pairs} seeds, sign-flip p = {fmt(r.p_value)} ({r.p_method}), MDE (80%) {mde} → "
             f"**{comparison.verdict}**.")
+
+
+def _causality_lines(causality: dict | None) -> list[str]:
+    """What the leak check before training checked, on which grid, with how many probes, and its result."""
+    if not causality:
+        return []
+    lines = ["", "## Causality check", "",
+             f"Before training, each mixer and model below was checked for a dependence on later inputs along the "
+             f"causal axes {tuple(causality['axes'])} (threshold probes, docs/mixers.md); a leak refuses the study.",
+             "", "| checked | grid | probes | result |", "|---|---|---|---|"]
+    for kind in ("mixers", "models"):
+        lines += [f"| {kind[:-1]} {name} | {entry['grid']} | {entry['probes']} | {entry['result']} |"
+                  for name, entry in causality.get(kind, {}).items()]
+    return lines
 
 
 def _identity_lines(report: Report) -> list[str]:

@@ -381,7 +381,7 @@ _KEYS = ("bench_version", "track", "grid", "model", "metric", "metric_direction"
          "chance", "ceiling", "baseline", "idea", "baselines", "primary_baseline", "comparison", "comparisons",
          "holm_adjusted_over", "power", "mechanism", "mechanism_signature", "budget", "failures", "timings",
          "versions", "device", "precision", "threads", "data", "code", "references", "reference_comparisons",
-         "min_effect", "plot_errors", "notes", "transfer")
+         "min_effect", "plot_errors", "notes", "transfer", "causality")
 
 
 @dataclass(frozen=True)
@@ -429,6 +429,7 @@ class Report:
     plot_errors: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()  # what the study left out and why (an idea mixer without an ablation, say)
     transfer: Transfer | None = None  # the models tested on other grids (--eval-grids), secondary to the headline
+    causality: dict | None = None  # the leak check's record (gridmix.study.pipeline.check_causality); None: none ran
 
     def __post_init__(self) -> None:
         if self.direction not in ("lower", "higher"):
@@ -536,6 +537,8 @@ class Report:
             report["notes"] = list(self.notes)
         if self.transfer is not None:
             report["transfer"] = self.transfer.to_dict()
+        if self.causality:
+            report["causality"] = self.causality
         return report
 
     @classmethod
@@ -578,4 +581,5 @@ class Report:
                                    for name, c in data.get("reference_comparisons", {}).items()},
             min_effect=data.get("min_effect", DEFAULT_MIN_EFFECT),
             plot_errors=tuple(data.get("plot_errors", ())), notes=tuple(data.get("notes", ())),
-            transfer=None if data.get("transfer") is None else Transfer.from_dict(data["transfer"]))
+            transfer=None if data.get("transfer") is None else Transfer.from_dict(data["transfer"]),
+            causality=data.get("causality"))

@@ -19,8 +19,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gridmix.grid import Grid
-from gridmix.mixers.causality import check_grid, first_leak
+from gridmix.mixers.causality import (
+    MAX_PROBES,
+    Uncheckable,
+    check_grid,
+    first_leak,
+    first_model_leak,
+    model_probes,
+    thresholds,
+)
 from gridmix.mixers.causality import describe as describe_leak
+from gridmix.mixers.causality import describe_model as describe_model_leak
 from gridmix.mixers.registry import MixerTable
 from gridmix.report.build import ALPHA, build_report, write_report
 from gridmix.report.types import Report
@@ -28,7 +37,7 @@ from gridmix.study.harness import Phase, Runner, RunTask, Study, aa_study
 from gridmix.study.ledger import Ledger, RunRow
 from gridmix.study.precision import resolve_precision
 from gridmix.study.train import resolve_device
-from gridmix.tracks import Track
+from gridmix.tracks import DataSizes, Track
 from gridmix.tracks.budget import command_line_changes
 from gridmix.tracks.mixer_models import choose_mixers
 from gridmix.tracks.registry import load_registry
@@ -156,24 +165,55 @@ def fingerprint(track: Track, grid: Grid, budget) -> dict:
                          f"{type(error).__name__}: {message}") from None
 
 
-def check_causality(track: Track, names: tuple[str, ...], grid: Grid, mixers: MixerTable) -> None:
-    """Refuse (``ValueError``, one line), before any training, a model whose registered mixer leaks the future on the
-    track's causal axes (:mod:`gridmix.mixers.causality`)."""
+def check_causality(track: Track, names: tuple[str, ...], grid: Grid, mixers: MixerTable) -> dict:
+    """Refuse (``ValueError``, one line), before any training, a model that leaks the future on the track's causal
+    axes, or whose registered mixer does (:mod:`gridmix.mixers.causality`), and return what was checked: ``axes``,
+    then per mixer and per model the ``grid`` it was checked on, the number of ``probes`` and the ``result``
+    (``"passed"``, or why it could not be checked). Empty when the track's backbone declares no causal axes."""
     backbone = track.backbone
     if backbone is None or not backbone.causal_axes:
-        return
-    checked = set()
+        return {}
+    axes = backbone.causal_axes
+    record: dict = {"axes": list(axes), "mixers": {}, "models": {}}
     for name in names:
         mixer_name = track.model(name).mixer
-        if mixer_name is None or mixer_name not in mixers or mixer_name in checked:
+        if mixer_name is None or mixer_name not in mixers or mixer_name in record["mixers"]:
             continue
-        checked.add(mixer_name)
-        mixer, small = mixers[mixer_name], check_grid(grid)
-        layer = mixer.layer(small, causal_axes=backbone.causal_axes, **backbone.mixer_knobs.get(mixer_name, {}))
-        leak = first_leak(lambda dtype, layer=layer: layer(CHECK_DIM, num_heads=2, qkv_bias=True, dtype=dtype),
-                          small, backbone.causal_axes, dim=CHECK_DIM)
+        mixer, small = mixers[mixer_name], check_grid(grid, axes)
+        layer = mixer.layer(small, causal_axes=axes, **backbone.mixer_knobs.get(mixer_name, {}))
+        try:
+            leak = first_leak(lambda dtype, layer=layer: layer(CHECK_DIM, num_heads=2, qkv_bias=True, dtype=dtype),
+                              small, axes, dim=CHECK_DIM)
+        except Uncheckable as error:
+            record["mixers"][mixer_name] = _checked(small, axes, MAX_PROBES, f"not checked: {error}")
+            continue
         if leak is not None:
-            raise ValueError(describe_leak(mixer_name, leak, backbone.causal_axes, small))
+            raise ValueError(describe_leak(mixer_name, leak, axes, small))
+        record["mixers"][mixer_name] = _checked(small, axes, MAX_PROBES, "passed")
+    try:
+        inputs = track.make_data(grid, 0, DataSizes(n_train=8, n_val=1, n_test=1)).train.inputs  # (S, …, *grid)
+    except Exception as error:  # the fingerprint, next, refuses the study with the plugin's own message
+        inputs, missing = None, f"not checked: its data could not be built ({type(error).__name__})"
+    for name in names:
+        spec = track.model(name)
+        if inputs is None:
+            record["models"][name] = _checked(grid, axes, model_probes(grid), missing)
+            continue
+        try:
+            leak = first_model_leak(lambda dtype, spec=spec: spec.build(grid).to(dtype), inputs[:1], grid, axes,
+                                    values=None if inputs.is_floating_point() else inputs.unique())
+        except Uncheckable as error:
+            record["models"][name] = _checked(grid, axes, model_probes(grid), f"not checked: {error}")
+            continue
+        if leak is not None:
+            raise ValueError(describe_model_leak(name, leak, axes, grid))
+        record["models"][name] = _checked(grid, axes, model_probes(grid), "passed")
+    return record
+
+
+def _checked(grid: Grid, axes: tuple[int, ...], budget: int, result: str) -> dict:
+    """One line of the causality record: the grid checked on, the number of threshold probes, the result."""
+    return {"grid": str(grid), "probes": len(thresholds(grid, axes, budget)), "result": result}
 
 
 def resolve_jobs(jobs: int | str, threads: int | None, device: str, *, workers_can_load: bool = True
@@ -270,7 +310,7 @@ def plan_study(track: str = "image", grid: str | None = None, *, models: str | t
         for line in notes:
             note(line)
     names = choose_models(chosen_track, chosen_grid, models, note=note)
-    check_causality(chosen_track, names, chosen_grid, registry.mixers)
+    causality = check_causality(chosen_track, names, chosen_grid, registry.mixers)
     plugins = {chosen_track.plugin, *(chosen_track.model(name).plugin for name in names)}
     jobs, run_threads = resolve_jobs(jobs, threads, resolved_device,
                                      workers_can_load=not any(registry.in_process_only(p) for p in plugins))
@@ -284,7 +324,7 @@ def plan_study(track: str = "image", grid: str | None = None, *, models: str | t
                   ceiling=chosen_track.ceiling, fixed_split=chosen_track.fixed_split,
                   underpowered=underpowered and not chosen_budget.exploratory, notes=notes,
                   settings=chosen_settings, eval_grids=chosen_eval_grids, overrides=overrides,
-                  min_effect=threshold.spelled)
+                  min_effect=threshold.spelled, causality=causality)
     if aa:
         study = aa_study(study)
         scaling = False  # the copy costs what its original does: nothing to measure
