@@ -14,7 +14,7 @@ from gridmix_tracks import sequence_csv
 from gridmix_tracks.sequence_csv import csv_sequence_track, mase, mase_scale, read_csv_series
 from typer.testing import CliRunner
 
-from gridmix.analysis.references import naive_references
+from gridmix.analysis.references import chance_level, naive_references
 from gridmix.cli import app
 from gridmix.grid import Grid
 from gridmix.tracks import DataSizes
@@ -153,6 +153,7 @@ def test_gridmix_run_on_a_multivariate_csv_reports_mase_per_model(tmp_path, csv_
     assert refs["extra_metrics"]["persistence"]["MASE (m=1)"] > 0
     assert set(refs["values"]) == {"training mean", "persistence", "seasonal naive", "ridge autoregression"}
     assert refs["seeds"] == [0, 1] and refs["fixed_split"]
+    assert report["chance"] == pytest.approx(refs["values"]["training mean"])  # one number, on the test windows
     assert set(report["reference_comparisons"]) == set(refs["models"])
     text = (tmp_path / "out" / "report.md").read_text()
     assert "| reference | test MSE (mean over seeds) | per seed | chosen | MASE (m=1) |" in text
@@ -188,9 +189,9 @@ def test_a_linear_series_report_says_the_ridge_reference_beats_every_model(tmp_p
         assert comparison["p_value"] == 2 / 64 and comparison["verdict"].endswith(" worse (significant)")
         assert comparison["signflip_ci_low"] > 0  # the models' MSE above the reference's on every seed
     text = (tmp_path / "out" / "report.md").read_text()
-    assert re.search(r"\*\*Best reference: ridge autoregression \(test MSE [0-9.]+, mean over seeds\): the idea "
-                     r"loses to it \(Δ = [0-9.]+\) and the matched baseline transformer loses to it "
-                     r"\(Δ = [0-9.]+\)\*\*", text)
+    assert re.search(r"\*\*Best reference: ridge autoregression \(on [a-z -]+ inputs; test MSE [0-9.]+, mean over "
+                     r"seeds\): the idea loses to it \(Δ = [0-9.]+, p = 0.03125\) and the matched baseline transformer "
+                     r"loses to it \(Δ = [0-9.]+, p = 0.03125\)", text)
 
 
 DATE_FORMS = {  # row i's date in each common form
@@ -227,9 +228,9 @@ def test_the_csv_track_derives_chance_from_its_data_and_offers_its_season(tmp_pa
     path = tmp_path / "weekly.csv"
     path.write_text("value\n" + "\n".join(f"{v:.6f}" for v in values))
     track = csv_sequence_track(path, season=7)
-    train = values[:280]
-    standard = (values - train.mean()) / train.std()
-    assert track.chance == pytest.approx(float((standard[340:] ** 2).mean()), rel=1e-5)  # the training mean, 0
+    test = track.make_data(Grid((16,)), 0, SIZES).test
+    assert track.chance is None and track.training_mean == 0.0  # the training part's mean, once standardised
+    assert chance_level(track, Grid((16,)), SIZES) == pytest.approx(float((test.targets.double() ** 2).mean()))
     assert track.ceiling is None and track.seasons == (7,) and csv_sequence_track(path).seasons == ()
     budget = track.budget("default")
     assert budget.patience == 4 and budget.epochs == 20 and len(budget.lrs) >= 3

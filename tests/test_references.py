@@ -29,7 +29,8 @@ def write_series(path, values) -> str:
 
 def fake_track(metric, direction: str, *, extra_metrics=None, seasons=()):
     """What the references read of a track: its metric, direction, extra metrics and known seasons."""
-    return SimpleNamespace(metric=metric, direction=direction, extra_metrics=extra_metrics or {}, seasons=seasons)
+    return SimpleNamespace(metric=metric, direction=direction, extra_metrics=extra_metrics or {}, seasons=seasons,
+                           training_mean=None)
 
 
 def test_seasonal_naive_finds_the_season_of_a_periodic_csv(tmp_path):
@@ -104,24 +105,38 @@ def test_forecasting_references_equal_their_hand_computations():
     assert refs["details"]["seasonal naive"]["candidates"] == [2, 4]
     assert refs["details"]["seasonal naive"]["season"] == 2
     assert refs["values"]["seasonal naive"] == pytest.approx(((y - np.array([[2, 3], [2, 1], [0, 1]])) ** 2).mean())
-    # Ridge by the normal equations with an unpenalised intercept (not the SVD the code uses), at every penalty:
-    # the chosen one has the least validation MSE, and its test MSE is the reference's value.
-    x = data.train.inputs[:, 0].double().numpy()
-    t = data.train.targets.double().numpy()
-    scale = ((x - x.mean(0)) ** 2).sum() / x.shape[1]
+    # Ridge by the normal equations with an unpenalised intercept (not the SVD the code uses), on the windows as given
+    # and on each window normalised by its own mean and spread (targets alike, forecasts mapped back), at every
+    # penalty: the chosen pair has the least validation MSE, and its test MSE is the reference's value.
+    def normalised(split, per_window):
+        x = split.inputs[:, 0].double().numpy()  # (S, L)
+        if not per_window:
+            return x, np.zeros((len(x), 1)), np.ones((len(x), 1))
+        mean, std = x.mean(1, keepdims=True), x.std(1, keepdims=True) + 1e-5
+        return (x - mean) / std, mean, std
 
-    def fit(alpha):
+    def fit(per_window, alpha):
+        x, mean, std = normalised(data.train, per_window)
+        t = (data.train.targets.double().numpy() - mean) / std
+        scale = ((x - x.mean(0)) ** 2).sum() / x.shape[1]
         design = np.hstack([x, np.ones((len(x), 1))])
         penalty = np.diag([alpha * scale] * x.shape[1] + [0.0])
         weights = np.linalg.solve(design.T @ design + penalty, design.T @ t)  # (F + 1, H)
-        return lambda split: np.hstack([split.inputs[:, 0].double().numpy(), np.ones((len(split), 1))]) @ weights
 
-    def val_mse(alpha):
-        return ((fit(alpha)(data.val) - data.val.targets.double().numpy()) ** 2).mean()
+        def forecast(split):
+            features, shift, factor = normalised(split, per_window)
+            return np.hstack([features, np.ones((len(split), 1))]) @ weights * factor + shift
 
-    alpha = min(RIDGE_ALPHAS, key=val_mse)
-    assert refs["details"]["ridge autoregression"]["alpha"] == alpha
-    assert refs["values"]["ridge autoregression"] == pytest.approx(((fit(alpha)(data.test) - y) ** 2).mean(), rel=1e-5)
+        return forecast
+
+    def val_mse(choice):
+        return ((fit(*choice)(data.val) - data.val.targets.double().numpy()) ** 2).mean()
+
+    per_window, alpha = min(((p, a) for p in (False, True) for a in RIDGE_ALPHAS), key=val_mse)
+    chosen = refs["details"]["ridge autoregression"]
+    assert chosen["alpha"] == alpha and chosen["inputs"] == ("per-window normalised" if per_window else "standardised")
+    by_hand = ((fit(per_window, alpha)(data.test) - y) ** 2).mean()
+    assert refs["values"]["ridge autoregression"] == pytest.approx(by_hand, rel=1e-5)
 
 
 def classification_fixture() -> TrackData:

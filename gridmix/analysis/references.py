@@ -4,13 +4,18 @@ metric, so that the report tests each model against them seed by seed (what the 
 
 Classification (int64 class labels ``(S,)``): the majority class of the training split (predicted as the smoothed
 training class frequencies, so an accuracy scores the majority class and a cross-entropy the class prior); with
-floating-point inputs also a logistic-regression probe and 1-NN on the flattened inputs. Forecasting (inputs
-``(S, C, L)``, a window whose channel 0 is the forecast series' own past, float targets ``(S, H)``): the training
-mean (the mean of every training target, for every step); persistence (the window's last value); seasonal naive
-(the value one season earlier, the season chosen on the training and validation windows among :data:`SEASONS`, the
-track's own :attr:`~gridmix.tracks.Track.seasons` and the dominant period of the training windows, those that fit
-in the window); and a ridge autoregression from the whole window (every channel) to the horizon. Each is also scored
-with the track's :attr:`~gridmix.tracks.Track.extra_metrics` (e.g. MASE).
+floating-point inputs also a logistic-regression probe and 1-NN on the flattened inputs (raw or standardised, as
+validation chooses). Forecasting (inputs ``(S, C, L)``, a window whose channel 0 is the forecast series' own past,
+float targets ``(S, H)``): the training mean (the track's ``training_mean``, the mean of its series' training part,
+where it declares one, else the mean of every training target, for every step); persistence (the window's last
+value); seasonal naive (the value one season earlier, the season chosen on the training and validation windows among
+:data:`SEASONS`, the track's own :attr:`~gridmix.tracks.Track.seasons` and the dominant period of the training
+windows, those that fit in the window); and a ridge autoregression from the whole window (every channel) to the
+horizon, on the window as given or normalised per window as the forecasting tracks' models see it (RevIN), chosen on
+validation. Every one is fitted on the rows the models train on (the track's own splits) and scored on the test rows
+they are tested on, with the track's metric and its :attr:`~gridmix.tracks.Track.extra_metrics` (e.g. MASE).
+:func:`chance_level` is the study's chance level: for a track with a ``training_mean``, the training-mean
+reference's value.
 
 :func:`study_references` computes them per comparison seed (once where the split is fixed: every seed has the same
 data) and keeps ``per_seed`` values beside their means (``values``); :func:`with_model_metrics` adds the models'
@@ -34,17 +39,19 @@ from gridmix.grid import Grid
 from gridmix.tracks import DataSizes, Split, Track, TrackData
 
 SEASONS = (4, 7, 12, 24, 52)
-VERSION = 2  # of the stored references: 2 holds every comparison seed's values (1: seed 0's only)
+# Of the stored references: 3 fits ridge on per-window-normalised windows too, 1-NN on raw inputs too, the training
+# mean of a one-series track is its training part's (2: every comparison seed's values; 1: seed 0's only).
+VERSION = 3
 # The fits are small (a probe's step is one (S, F) × (F, K) product): on one thread they take milliseconds a step,
 # where two threads sharing busy cores stall on every hand-off; one thread also makes them the same on any machine.
 REFERENCE_THREADS = 1
 METHODS = {  # how each kind's references are fitted (the report's method line)
     "classification": "majority class from the training frequencies; logistic probe by torch L-BFGS (float32, "
-                      "standardised flattened inputs, L2 chosen on validation); 1-NN by torch.cdist (standardised "
-                      "flattened inputs)",
+                      "standardised flattened inputs, L2 chosen on validation); 1-NN by torch.cdist (flattened "
+                      "inputs, raw or standardised as validation chose)",
     "forecasting": "training mean, persistence and seasonal naive by formula (the season chosen on the training and "
-                   "validation windows); ridge autoregression in closed form (numpy float64 SVD, penalty chosen on "
-                   "validation)",
+                   "validation windows); ridge autoregression in closed form (numpy float64 SVD; the windows as "
+                   "given or normalised per window, and the penalty, chosen on validation)",
     "none": "none fits this track's data",
 }
 
@@ -67,7 +74,7 @@ def seed_references(track: Track, data: TrackData) -> dict:
         forecasts, details = _classification(train, val, test, score)
         kind = "classification"
     elif test.inputs.ndim == 3 and test.targets.ndim == 2 and test.targets.is_floating_point():
-        forecasts, details = _forecasting(train, val, test, score, track.seasons)
+        forecasts, details = _forecasting(train, val, test, score, track)
         kind = "forecasting"
     else:
         return {"kind": "none", "values": {}}
@@ -92,12 +99,11 @@ def _classification(train: Split, val: Split, test: Split, score) -> tuple[dict,
     return forecasts, details
 
 
-def _forecasting(train: Split, val: Split, test: Split, score, known: tuple[int, ...]) -> tuple[dict, dict]:
-    horizon, length = test.targets.shape[1], test.inputs.shape[-1]
-    mean = float(train.targets.double().mean())
-    forecasts = {"training mean": torch.full(test.targets.shape, mean),  # (S, H)
-                 "persistence": _persistence(test.inputs, horizon)}  # (S, H)
-    details = {"training mean": {"mean": mean}, "persistence": {}}
+def _forecasting(train: Split, val: Split, test: Split, score, track: Track) -> tuple[dict, dict]:
+    horizon, length, known = test.targets.shape[1], test.inputs.shape[-1], track.seasons
+    forecasts, details = {}, {}
+    forecasts["training mean"], details["training mean"] = training_mean_forecast(track, train, test)
+    forecasts["persistence"], details["persistence"] = _persistence(test.inputs, horizon), {}  # (S, H)
     period = dominant_period(train.inputs)
     candidates = sorted({m for m in (*SEASONS, *known, *([period] if period else ())) if 2 <= m <= length})
     if candidates:
@@ -108,6 +114,27 @@ def _forecasting(train: Split, val: Split, test: Split, score, known: tuple[int,
                                      "track_seasons": sorted(known)}
     forecasts["ridge autoregression"], details["ridge autoregression"] = ridge_forecasts(train, val, test, score)
     return forecasts, details
+
+
+def training_mean_forecast(track: Track, train: Split, test: Split) -> tuple[torch.Tensor, dict]:
+    """The training-mean reference's test forecasts (S, H) and details: the track's
+    :attr:`~gridmix.tracks.Track.training_mean` (the mean of the series' training part) where it declares one, else
+    the mean of every training target, for every step."""
+    declared = track.training_mean is not None
+    mean = float(track.training_mean) if declared else float(train.targets.double().mean())
+    return torch.full(test.targets.shape, mean), {"mean": mean, "of": "the training part" if declared else
+                                                  "the training targets"}
+
+
+def chance_level(track: Track, grid: Grid, sizes: DataSizes) -> float | None:
+    """The study's chance level: the track's :attr:`~gridmix.tracks.Track.chance`, or, where the track declares
+    its ``training_mean``, the training-mean reference's value, the track's metric of that mean forecast on the
+    test windows of the fixed split (those every arm is tested on), so the report names one number for both."""
+    if track.training_mean is None:
+        return track.chance
+    data = track.make_data(grid, 0, sizes)
+    forecast, _ = training_mean_forecast(track, data.train, data.test)  # (S, H)
+    return float(track.metric(forecast.to(torch.float32), data.test.targets))
 
 
 def _persistence(inputs: torch.Tensor, horizon: int) -> torch.Tensor:

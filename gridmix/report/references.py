@@ -21,11 +21,14 @@ MIN_EDGE_RATES = 3  # with two rates every choice is an edge: the check needs th
 MIN_OVERFIT_EPOCHS = 3  # "best early, then worse" needs an epoch after the first half: not checked on shorter runs
 EARLY_BEST_FRACTION = 0.1  # a best epoch within the first 10 % of the cap: the tested model barely trained
 MIN_EVAL_ITEMS = 50  # a validation or test split smaller than this is warned about
-CHOSEN = {  # how each kind of reference chose its knob
-    "forecasting": "Chosen by the track's metric: the season on the training and validation windows, the ridge "
-                   "penalty on validation",
-    "classification": "Chosen by the track's metric: the logistic probe's L2 penalty on validation; 1-NN gives its "
-                      "neighbour's label its validation accuracy as probability",
+CHOSEN = {  # how each kind of reference chose its knobs
+    "forecasting": "Chosen by the track's metric: the season on the training and validation windows; the ridge "
+                   "penalty, and its inputs (the windows as the models get them, or each normalised by its own mean "
+                   "and spread as the models' RevIN does), on validation. The training mean is the chance level "
+                   "where the track declares its training part's mean",
+    "classification": "Chosen by the track's metric: the logistic probe's L2 penalty on validation; 1-NN's inputs "
+                      "(raw as the models see them, or standardised per feature) by its validation accuracy, which "
+                      "it gives its neighbour's label as probability",
 }
 
 
@@ -172,8 +175,9 @@ def _counts(report: Report, counts: dict[str, int]) -> str:
 
 
 def reference_headline(report: Report) -> str | None:
-    """How the idea and the matched baseline fare against the best reference, in one sentence, bold unless both
-    beat it; None without references."""
+    """How the idea and the matched baseline fare against the best reference, in one sentence naming it, what it
+    chose on validation and every other arm it beats, each with Δ and p; bold unless the idea and the matched
+    baseline both beat it. None without references."""
     comparisons = report.reference_comparisons
     if not comparisons:
         return None
@@ -181,18 +185,41 @@ def reference_headline(report: Report) -> str | None:
     models = [("the idea", report.idea)] + ([(f"the matched baseline {report.primary_baseline}",
                                               report.primary_baseline)] if report.primary_baseline else [])
     fates = [(label, comparisons[name]) for label, name in models]
-    sentence = (f"Best reference: {best} ({report.metric} {fmt(report.references['values'][best])}, mean over "
-                f"seeds): " + " and ".join(f"{label} {_fate(c)}" for label, c in fates))
+    named = {name for _, name in models}
+    beaten = [f"{report.arms[name].role} {name} ({_delta_p(c)})" for name, c in comparisons.items()
+              if name not in named and c.a_better is False]
+    choice = _headline_choice(((report.references or {}).get("details") or {}).get(best))
+    sentence = (f"Best reference: {best} ({choice}{report.metric} {fmt(report.references['values'][best])}, mean "
+                f"over seeds): " + " and ".join(f"{label} {_fate(c)}" for label, c in fates)
+                + (f"; it also beats {', '.join(beaten)}" if beaten else ""))
     if all(c.a_better for _, c in fates):
         return sentence + " (each a paired sign-flip test alone at α)."
     return f"**{sentence}** (each a paired sign-flip test alone at α)."
 
 
+def _headline_choice(details: list[dict] | None) -> str:
+    """What the best reference chose that changes what it is (its inputs, a penalty at the edge), for the
+    headline: "" when nothing."""
+    words = []
+    inputs = sorted({d["inputs"] for d in details or () if d.get("inputs")})
+    if inputs:
+        words.append(f"on {' or '.join(inputs)} inputs")
+    edges = sorted({d["edge"] for d in details or () if d.get("edge")})
+    if edges:
+        words.append(f"penalty at the {' or '.join(edges)} end of its grid")
+    return "".join(f"{word}; " for word in words)
+
+
+def _delta_p(comparison: Comparison) -> str:
+    """``Δ = …, p = …`` of a compared comparison."""
+    return f"Δ = {fmt(comparison.result.delta_mean)}, p = {fmt(comparison.result.p_value)}"
+
+
 def _fate(comparison: Comparison) -> str:
-    """A model's comparison with the reference, as words about the model (with the mean difference)."""
+    """A model's comparison with the reference, as words about the model (with the mean difference and p)."""
     if comparison.result is None:
         return f"was not compared with it ({comparison.reason})"
-    delta = f" (Δ = {fmt(comparison.result.delta_mean)})"
+    delta = f" ({_delta_p(comparison)})"
     if comparison.a_better is not None:
         return ("beats it" if comparison.a_better else "loses to it") + delta
     verdict = comparison.verdict
@@ -230,6 +257,7 @@ def reference_lines(report: Report) -> list[str]:
         lines.append(f"| {name} | {fmt(value)} | {shown} | {_chosen((refs.get('details') or {}).get(name))} |"
                      + extras)
     lines += ["", CHOSEN.get(refs.get("kind"), "") + " (the Method paragraph says how each reference is fitted)."]
+    lines += _edge_lines(refs.get("details") or {})
     lines += _model_table(report, extra_names, model_extras)
     if any(name.startswith("MASE") for name in extra_names):
         lines += ["", "MASE: the forecasts' mean absolute error over the test windows divided by the in-sample mean "
@@ -293,17 +321,40 @@ def intervals(result) -> str:
     return f"95% sign-flip interval {interval(result)}; t-interval {fmt(result.ci_low)} … {fmt(result.ci_high)}"
 
 
+def _edge_lines(details: dict[str, list[dict]]) -> list[str]:
+    """The flag for references whose chosen penalty is the smallest or largest of its grid on some seed."""
+    found = []
+    for name, per_seed in details.items():
+        at_edge = [d for d in per_seed if d.get("edge")]
+        if at_edge:
+            chosen = sorted({d.get("alpha", d.get("l2")) for d in at_edge})
+            low, high = at_edge[0]["grid"]
+            found.append(f"{name} chose {', '.join(fmt(c, 3) for c in chosen)}, the "
+                         f"{' or '.join(sorted({d['edge'] for d in at_edge}))} of {fmt(low, 3)} … {fmt(high, 3)}, on "
+                         f"{len(at_edge)}/{len(per_seed)} seeds")
+    if not found:
+        return []
+    return ["", "**Penalty at the edge of its grid** (the best penalty may lie beyond it, so the reference may be "
+            "stronger than shown): " + "; ".join(found) + "."]
+
+
 def _chosen(details: list[dict] | None) -> str:
-    """What a reference chose per seed (a season, a penalty), in a few words; "–" for nothing chosen."""
+    """What a reference chose per seed (its inputs, a season, a penalty), in a few words; "–" for nothing chosen."""
     if not details:
         return "–"
     words = []
+    inputs = sorted({d["inputs"] for d in details if d.get("inputs")})
+    if inputs:
+        words.append(f"{' / '.join(inputs)} inputs" + (" by seed" if len(inputs) > 1 else ""))
     for key, label in (("season", "season"), ("alpha", "ridge α × mean eigenvalue"), ("l2", "L2"),
                        ("validation_accuracy", "neighbour's probability"), ("class", "class"), ("mean", "mean")):
         values = sorted({d[key] for d in details if d.get(key) is not None})
         if values:
             words.append(f"{label} {fmt(values[0], 3)}" if len(values) == 1 else
                          f"{label} {fmt(values[0], 3)} … {fmt(values[-1], 3)} by seed")
+    of = sorted({d["of"] for d in details if d.get("of")})
+    if of:
+        words[-1] += f" (of {' / '.join(of)})"
     candidates = sorted({m for d in details for m in d.get("candidates", ())})
     if candidates:
         sources = []

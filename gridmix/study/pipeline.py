@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gridmix.analysis.references import chance_level
 from gridmix.grid import Grid
 from gridmix.mixers.causality import (
     MAX_PROBES,
@@ -320,7 +321,8 @@ def plan_study(track: str = "image", grid: str | None = None, *, models: str | t
                   direction=chosen_track.direction, budget=chosen_budget, device=resolved_device,
                   threads=run_threads, knobs=knobs, precision=resolved_precision,
                   data=fingerprint(chosen_track, chosen_grid, chosen_budget),
-                  roles={name: chosen_track.model(name).role for name in names}, chance=chosen_track.chance,
+                  roles={name: chosen_track.model(name).role for name in names},
+                  chance=chance_level(chosen_track, chosen_grid, chosen_budget.sizes),
                   ceiling=chosen_track.ceiling, fixed_split=chosen_track.fixed_split,
                   underpowered=underpowered and not chosen_budget.exploratory, notes=notes,
                   settings=chosen_settings, eval_grids=chosen_eval_grids, overrides=overrides,

@@ -241,7 +241,13 @@ class Track:
         supports: ``grid → None`` when the track can generate data on ``grid``, else a one-line reason
             (e.g. an axis too short for the task); :meth:`check_grid` applies it.
         chance: the metric's floor, the value a model reaches without learning (accuracy 0.5 on a balanced
-            binary task; for MSE, e.g. the targets' variance); ``None`` when the track has none.
+            binary task; for MSE, e.g. the targets' variance); ``None`` when the track has none or declares
+            ``training_mean`` instead.
+        training_mean: for a forecasting track cut from one series (``fixed_split``), the mean of the series'
+            training part in the targets' units (0 where the track standardises by it). The training-mean reference
+            forecasts it for every step, and the study's chance level is that forecast's metric on the test
+            windows the arms are tested on (:func:`gridmix.analysis.references.chance_level`), so the report names
+            one number for both. ``None``: the chance level is ``chance``.
         ceiling: the metric's best attainable value where one exists (accuracy 1.0, MSE 0.0), else ``None``.
             The report flags arms whose seeds all sit at ``chance`` or ``ceiling`` as uninformative.
         fixed_split: the data is one fixed dataset (the user's files, a standard benchmark's split): every seed
@@ -294,6 +300,7 @@ class Track:
     supports: Callable[[Grid], str | None] = lambda grid: None
     chance: float | None = None
     ceiling: float | None = None
+    training_mean: float | None = None
     default_models: tuple[str, ...] = ()
     fixed_split: bool = False
     plugin: str = ""
@@ -358,11 +365,15 @@ class Track:
             raise self._fail(f"its own default_grid {self.default_grid} is unsupported: {reason}")
         if self.direction not in DIRECTIONS:
             raise self._fail(f"direction {self.direction!r}; expected one of {DIRECTIONS}")
-        for attribute in ("chance", "ceiling"):
+        for attribute in ("chance", "ceiling", "training_mean"):
             value = getattr(self, attribute)
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
                                       or not float("-inf") < value < float("inf")):
                 raise self._fail(f"{attribute} {value!r}; expected None or a finite number")
+        if self.training_mean is not None and (self.chance is not None or not self.fixed_split):
+            raise self._fail(f"training_mean {self.training_mean!r} with chance {self.chance!r} and fixed_split "
+                             f"{self.fixed_split!r}; expected chance None (the training mean defines it) and "
+                             "fixed_split True (one test set to score it on)")
         if not isinstance(self.extra_metrics, dict) or not all(
                 isinstance(name, str) and name and callable(measure) for name, measure in self.extra_metrics.items()):
             raise self._fail(f"extra_metrics {short(self.extra_metrics)}; expected a dict of name → "
