@@ -16,7 +16,6 @@ kernel's parent-death signal on Linux, else a watchdog thread). The Ray executor
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import multiprocessing
 import os
 import signal
@@ -81,7 +80,7 @@ def _die_with_parent() -> bool:
     if not sys.platform.startswith("linux"):
         return False
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        libc = ctypes.CDLL(None, use_errno=True)  # the process's own symbols, the C library's prctl among them
         return libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0
     except (OSError, AttributeError):
         return False
@@ -91,8 +90,9 @@ def _exit_with_driver(driver: int, poll_s: float = 0.25) -> None:
     """Worker initialiser: leave SIGINT and SIGHUP to the driver (a Ctrl-C or a closed terminal reaches the whole
     process group; the driver ends its workers itself), and end this worker as soon as the driver that started it
     is gone (killed with SIGKILL, say), which a pool's worker does not notice on its own: it would stay, holding its
-    memory, for good. On Linux the kernel kills it with its parent (the worker is spawned from the driver's main
-    thread, whose end the signal follows); elsewhere a thread polls the parent's pid every ``poll_s`` seconds."""
+    memory, for good. On Linux the kernel kills it with its parent (strictly, with the driver's thread that started
+    it: the one that hands out the runs, which outlives the pool); elsewhere a thread polls the parent's pid every
+    ``poll_s`` seconds."""
     for signum in (signal.SIGINT, getattr(signal, "SIGHUP", None)):
         if signum is not None:
             signal.signal(signum, signal.SIG_IGN)
