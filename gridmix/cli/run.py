@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import sqlite3
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 import typer
 from rich.console import Console
@@ -41,6 +41,7 @@ from gridmix.cli.app import (
 )
 from gridmix.cli.tables import Column, TextTable
 from gridmix.defaults import DEFAULT_MIN_EFFECT
+from gridmix.interrupt import Interrupted, stop_on_signals
 from gridmix.report.format import fmt, fmt_column
 
 if TYPE_CHECKING:  # the report's modules import torch; the command imports them when it runs
@@ -56,6 +57,15 @@ def storage_error(error: OSError | sqlite3.Error, path: Path) -> str:
         where = error.filename if error.filename is not None else path
         return f"{where}: {error.strerror or error} ({type(error).__name__})"
     return f"{path}: SQLite error: {error}"
+
+
+def stop_interrupted(error: KeyboardInterrupt, ledger: Path) -> NoReturn:
+    """End a command that SIGINT, SIGTERM or SIGHUP stopped (:mod:`gridmix.interrupt`): one line saying so and how to
+    resume, exit status 128 + the signal's number (130 for Ctrl-C)."""
+    name, status = (error.name, error.status) if isinstance(error, Interrupted) else ("SIGINT", 130)
+    console.print(f"interrupted by {name}: the finished runs are saved in {ledger}; re-run the same command to "
+                  "resume where it stopped", highlight=False)
+    raise typer.Exit(status) from None
 
 
 def parse_floats(text: str, name: str) -> tuple[float, ...]:
@@ -222,13 +232,11 @@ def run(
                   f"{planned.jobs} worker(s) × {study.threads} thread(s); data {study.data['hash']}; "
                   f"ledger {escape(str(ledger.path))}", highlight=False)
     try:
-        with _progress() as progress:
+        with stop_on_signals(), _progress() as progress:
             callbacks = _callbacks(progress, study, ledger, jobs=planned.jobs)
             outcome = pipeline.run_study(planned, ledger, chosen_executor, out, callbacks=callbacks)
-    except KeyboardInterrupt:
-        console.print(f"interrupted: the finished runs are saved in {ledger.path}; re-run the same command to "
-                      "resume where it stopped", highlight=False)
-        raise typer.Exit(130) from None
+    except KeyboardInterrupt as error:
+        stop_interrupted(error, ledger.path)
     except (OSError, sqlite3.Error) as error:
         fail(storage_error(error, out))
     report = outcome.report

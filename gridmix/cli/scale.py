@@ -17,6 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from gridmix.cli.app import DEFAULT_TRACK, DEVICE_HELP, DeviceName, app, console, fail
 from gridmix.cli.tables import Column, TextTable
+from gridmix.files import write_atomic
 from gridmix.report.format import fmt
 
 
@@ -110,7 +111,7 @@ def scale(
                              on_point=on_point).to_dict()
     try:
         out.mkdir(parents=True, exist_ok=True)
-        (out / "scaling.json").write_text(json.dumps(result, indent=2))
+        write_atomic(out / "scaling.json", json.dumps(result, indent=2))
         plot_scaling(result, out / "scaling.png")
     except OSError as error:
         fail(f"{error.filename if error.filename is not None else out}: {error.strerror or error} "

@@ -21,6 +21,7 @@ from rich.markup import escape
 
 from gridmix.cli.app import app, console, fail
 from gridmix.cli.tables import Column, TextTable
+from gridmix.files import write_atomic
 from gridmix.report.format import fmt
 from gridmix.tracks.budget import BUDGETS
 
@@ -194,7 +195,7 @@ def export(directory: Path = typer.Argument(..., help="An output directory of `g
         return
     target = out or directory / ("results.csv" if as_csv else "results.json")
     try:
-        target.write_text(text)
+        write_atomic(target, text)
     except OSError as error:
         fail(f"{target}: {error.strerror or error} ({type(error).__name__})")
     console.print(f"wrote {len(rows)} runs to {escape(str(target))}", highlight=False)

@@ -40,9 +40,11 @@ from gridmix.cli.run import (
     parse_floats,
     parse_settings,
     print_note,
+    stop_interrupted,
     storage_error,
     sweep_table,
 )
+from gridmix.interrupt import stop_on_signals
 
 
 @app.command("sweep")
@@ -102,16 +104,14 @@ def sweep(
                   f"{', '.join(first.models)}; budget {first.budget.name} ({first.budget.seeds} seeds); ledger "
                   f"{ledger.path}", highlight=False)
     try:
-        with _progress() as progress:
+        with stop_on_signals(), _progress() as progress:
             callbacks = _callbacks(progress, first, ledger, jobs=planned.points[0].planned.jobs,
                                    studies=[point.planned.study for point in planned.points])
             outcome = sweeping.run_sweep(planned, ledger, chosen_executor, out, callbacks=callbacks,
                                          on_point=lambda point: console.print(f"point {point.label}", highlight=False,
                                                                               markup=False))
-    except KeyboardInterrupt:
-        console.print(f"interrupted: the finished runs are saved in {ledger.path}; re-run the same command to "
-                      "resume where it stopped", highlight=False)
-        raise typer.Exit(130) from None
+    except KeyboardInterrupt as error:
+        stop_interrupted(error, ledger.path)
     except (OSError, sqlite3.Error) as error:
         fail(storage_error(error, out))
     Console(width=None if sys.stdout.isatty() else 160).print(sweep_table(outcome.report))

@@ -39,6 +39,7 @@ from gridmix.analysis.stats import (
     summarize,
 )
 from gridmix.defaults import DEFAULT_MIN_EFFECT
+from gridmix.files import write_atomic
 from gridmix.report.types import (
     CAP_REACHED,
     VERDICT_CAP_INACTIVE,
@@ -429,7 +430,7 @@ def write_report(report: Report, out: str | Path) -> list[Path]:
     figures = plot_report(report, out, errors=errors)
     if errors:
         report = report.with_plot_errors(errors)
-    paths[0].write_text(json.dumps(report.to_dict(), indent=2, sort_keys=False) + "\n")
+    write_atomic(paths[0], json.dumps(report.to_dict(), indent=2, sort_keys=False) + "\n")
     try:
         markdown = render_markdown(report, figures=[p.name for p in figures])
     except Exception as error:  # never lose report.md: the verdict and the error, the JSON holds the rest
@@ -437,5 +438,5 @@ def write_report(report: Report, out: str | Path) -> list[Path]:
                     f"**Verdict: {report.verdict}**\n\n"
                     f"The full report could not be rendered ({type(error).__name__}: {error}); "
                     "bench_report.json holds every number.\n")
-    paths[1].write_text(markdown)
+    write_atomic(paths[1], markdown)
     return paths + figures

@@ -51,6 +51,7 @@ from matplotlib.ticker import (  # noqa: E402
     ScalarFormatter,
 )
 
+from gridmix.files import replacing  # noqa: E402
 from gridmix.grid import Grid  # noqa: E402
 from gridmix.report.format import fmt  # noqa: E402
 from gridmix.report.references import interval  # noqa: E402
@@ -158,8 +159,11 @@ def _with_bounds(xlabel: str, beyond: str) -> str:
 def _save(fig: Figure, path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=DPI)
-    plt.close(fig)
+    try:
+        with replacing(path) as temp:
+            fig.savefig(temp, dpi=DPI, format=path.suffix.lstrip(".") or "png")
+    finally:
+        plt.close(fig)
     return path
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gridmix.analysis.stats import VERDICT_NONE
+from gridmix.files import write_atomic
 from gridmix.grid import Grid
 from gridmix.report.build import study_report
 from gridmix.report.format import fmt
@@ -262,7 +263,7 @@ def write_sweep_report(report: SweepReport, out: str | Path) -> list[Path]:
     document = report.to_dict()
     if errors:
         document["plot_errors"] = errors
-    paths[0].write_text(json.dumps(document, indent=2) + "\n")
+    write_atomic(paths[0], json.dumps(document, indent=2) + "\n")
     markdown = render_sweep_markdown(report, figures=[path.name for path in figures])
-    paths[1].write_text(markdown + "".join(f"\n- ⚠ {error}\n" for error in errors))
+    write_atomic(paths[1], markdown + "".join(f"\n- ⚠ {error}\n" for error in errors))
     return paths + figures

@@ -6,14 +6,20 @@ the driver as each finishes, so the driver alone writes the ledger; ``close()`` 
 pool keeps its workers from one ``run`` to the next (a study's sweep and comparison, a sweep's points), so their start
 (about 5 s for two workers on two cores) is paid once.
 A worker that dies mid-task loses only that task: it is recorded as failed (and retried by the next
-re-run). The Ray executor (:mod:`gridmix.study.executors_ray`) has the same interface. The study driver that
-hands tasks to an executor is :class:`gridmix.study.harness.Runner`. docs/design.md section 8.
+re-run). Workers leave SIGINT and SIGHUP to the driver (:mod:`gridmix.interrupt`): a driver interrupted while it waits
+on them ends them itself (:meth:`WorkerPoolExecutor.run`), and a driver killed outright takes them with it (the
+kernel's parent-death signal on Linux, else a watchdog thread). The Ray executor
+(:mod:`gridmix.study.executors_ray`) has the same interface. The study driver that hands tasks to an executor is
+:class:`gridmix.study.harness.Runner`. docs/design.md section 8.
 """
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
 import os
+import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -64,9 +70,36 @@ class InProcessExecutor:
         """Nothing to release: the runs executed in this process."""
 
 
-def _exit_with_driver(driver: int, poll_s: float = 1.0) -> None:
-    """Worker initialiser: end this worker once the driver that started it is gone (killed with SIGKILL, say), which
-    a pool's worker does not notice on its own; it would stay, holding its memory, for good."""
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+WORKER_END_S = 2.0  # how long ended workers get to exit on SIGTERM before they are killed
+
+
+def _die_with_parent() -> bool:
+    """Ask the Linux kernel to SIGKILL this process when its parent ends (``prctl(PR_SET_PDEATHSIG)``); ``False``
+    where that is unavailable."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)  # the process's own symbols, the C library's prctl among them
+        return libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _exit_with_driver(driver: int, poll_s: float = 0.25) -> None:
+    """Worker initialiser: leave SIGINT and SIGHUP to the driver (a Ctrl-C or a closed terminal reaches the whole
+    process group; the driver ends its workers itself), and end this worker as soon as the driver that started it
+    is gone (killed with SIGKILL, say), which a pool's worker does not notice on its own: it would stay, holding its
+    memory, for good. On Linux the kernel kills it with its parent (strictly, with the driver's thread that started
+    it: the one that hands out the runs, which outlives the pool); elsewhere a thread polls the parent's pid every
+    ``poll_s`` seconds."""
+    for signum in (signal.SIGINT, getattr(signal, "SIGHUP", None)):
+        if signum is not None:
+            signal.signal(signum, signal.SIG_IGN)
+    if _die_with_parent():
+        if os.getppid() != driver:  # the driver ended before the request took effect
+            os._exit(1)
+        return
 
     def watch() -> None:
         while os.getppid() == driver:
@@ -89,14 +122,34 @@ class WorkerPoolExecutor:
     def run(self, tasks: list[RunTask], *, on_done: OnDone, on_start: OnStart | None = None,
             on_epoch: OnEpoch | None = None) -> None:
         queue = list(tasks)
-        while queue:  # a broken pool (a worker killed) is replaced; only the tasks in flight are lost
-            queue = self._run_in_pool(queue, on_done=on_done, on_start=on_start)
+        try:
+            while queue:  # a broken pool (a worker killed) is replaced; only the tasks in flight are lost
+                queue = self._run_in_pool(queue, on_done=on_done, on_start=on_start)
+        except BaseException:  # interrupted (gridmix.interrupt) or failed in the driver: the runs in flight are lost
+            self.end_workers()
+            raise
 
     def close(self) -> None:
         """Stop the workers once their runs end; a later ``run`` starts new ones."""
         if self._pool is not None:
             pool, self._pool = self._pool, None
             pool.shutdown()
+
+    def end_workers(self) -> None:
+        """End the workers now, their runs unfinished (SIGTERM, then SIGKILL after :data:`WORKER_END_S`), and drop
+        the tasks not yet started; a later ``run`` starts new ones."""
+        if self._pool is None:
+            return
+        pool, self._pool = self._pool, None
+        processes = list(getattr(pool, "_processes", {}).values())  # the pool's worker processes (no public handle)
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            process.join(WORKER_END_S)
+            if process.is_alive():
+                process.kill()
+                process.join()
+        pool.shutdown(wait=True, cancel_futures=True)
 
     def _workers(self) -> ProcessPoolExecutor:
         if self._pool is None:

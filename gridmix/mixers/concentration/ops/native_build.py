@@ -2,7 +2,11 @@
 ``householder_native.c``), and their one switch.
 
 The kernels are compiled once per machine and source with the system C compiler (``$CC``, default ``cc``) into
-one library in ``$GRIDMIX_CACHE_DIR`` (default ``~/.cache/gridmix``), in about a second. The build tries
+one library in ``$GRIDMIX_CACHE_DIR`` (default ``~/.cache/gridmix``), in about a second. Beside each library its
+manifest (``NAME.so.json``) records the library's size and sha256; a cached library is loaded only when it matches
+them, and one that does not (truncated, damaged, its manifest missing) is rebuilt with one warning saying what was
+wrong, so a damaged cache never crashes the process that loads it (:func:`check_cached`). Builders of the same cache
+take turns (an ``flock`` on ``.build.lock`` in it) and each file is written whole or not at all. The build tries
 :data:`ATTEMPTS` in order (``-march=native -fopenmp``, then without OpenMP, then a generic ``-O3``) and keeps
 the first that compiles; ``GRIDMIX_NATIVE_FLAGS`` replaces that list with one set of flags (for example
 ``"-march=x86-64-v3 -fopenmp"`` for an AVX2 build on an AVX-512 machine). The vector width follows what the
@@ -21,8 +25,10 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import fcntl
 import functools
 import hashlib
+import json
 import os
 import platform
 import shlex
@@ -36,6 +42,7 @@ from pathlib import Path
 
 import torch
 
+from gridmix.files import write_atomic
 from gridmix.mixers.config import native_enabled
 
 _SOURCES = tuple(Path(__file__).with_name(name)
@@ -50,7 +57,8 @@ MAX_AXES = 8  # MAX_AXES in the C source
 class NativeBuild:
     """What the kernels were built with: the compiler and its first version line, the flags of the attempt that
     built, the vector ISA and its float lanes (``native_simd.h``), whether OpenMP threads them, the library's
-    path, and the attempts that failed before it (each its flags and the compiler's ``error:`` line)."""
+    path, the attempts that failed before it (each its flags and the compiler's ``error:`` line), and what the
+    cache held (``cache``: the library verified, built, or rebuilt and why; not part of the build's identity)."""
 
     compiler: str
     compiler_version: str
@@ -60,6 +68,7 @@ class NativeBuild:
     openmp: bool
     path: str
     failed_attempts: tuple[str, ...] = ()
+    cache: str = dataclasses.field(default="", compare=False)
 
     def __post_init__(self) -> None:
         if self.lanes not in (1, 4, 8, 16):
@@ -156,28 +165,82 @@ def cache_dir() -> Path:
     return Path(os.environ.get("GRIDMIX_CACHE_DIR") or Path.home() / ".cache" / "gridmix")
 
 
-def compile_library(compiler: str, flags: tuple[str, ...], version: str) -> Path:
-    """Compile the kernels with ``flags`` into the cache, or raise :class:`NativeBuildError` with the error line.
+def manifest_path(library: Path) -> Path:
+    """Where the size and sha256 of a cached library are kept: ``NAME.so.json`` beside it."""
+    return library.with_name(library.name + ".json")
+
+
+def _fingerprint(library: Path) -> dict:
+    data = library.read_bytes()
+    return {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+def check_cached(library: Path) -> str | None:
+    """``None`` when the cached ``library`` has the size and sha256 its manifest records; else what is wrong with it,
+    as a phrase completing "the cached library …" (checked before it is ever loaded: mapping a truncated library
+    crashes the process with SIGBUS)."""
+    manifest = manifest_path(library)
+    if not manifest.exists():
+        return f"has no manifest {manifest.name} recording its size and sha256 (unverifiable)"
+    try:
+        recorded = json.loads(manifest.read_text())
+        size, digest = int(recorded["size"]), str(recorded["sha256"])
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        return f"has an unreadable manifest {manifest.name} ({type(error).__name__}: {error})"
+    try:
+        found = _fingerprint(library)
+    except OSError as error:
+        return f"cannot be read ({error.strerror or error})"
+    if found["size"] != size:
+        return f"is {found['size']:,} bytes where its manifest records {size:,} (truncated or damaged)"
+    if found["sha256"] != digest:
+        return f"has sha256 {found['sha256'][:12]}… where its manifest records {digest[:12]}… (damaged)"
+    return None
+
+
+def _cache_lock(cache: Path):
+    """An exclusive ``flock`` on ``cache/.build.lock`` (blocking): builders and checkers of the cache take turns."""
+    handle = open(cache / ".build.lock", "a")
+    fcntl.flock(handle, fcntl.LOCK_EX)
+    return handle
+
+
+def compile_library(compiler: str, flags: tuple[str, ...], version: str) -> tuple[Path, str]:
+    """The kernels compiled with ``flags``, from the cache where a verified library is there (:func:`check_cached`),
+    else compiled into it; returns the library's path and what the cache held (``NativeBuild.cache``). Raises
+    :class:`NativeBuildError` with the compiler's error line.
 
     The library is cached by source, flags, compiler and CPU (a failure is not: the next process tries again, so
-    a compiler fixed in between is used). Concurrent builders each rename a finished file.
+    a compiler fixed in between is used). A cached library that fails its check is rebuilt, with one warning saying
+    what was wrong. Concurrent builders take turns under the cache's lock; the library is compiled under a temporary
+    name and renamed into place, then its manifest is written (whole or not at all).
     """
     source = b"\0".join(path.read_bytes() for path in (*_SOURCES, _HEADER))
     key = hashlib.sha256(b"\0".join([source, " ".join(flags).encode(), version.encode(), _cpu_flags().encode()]))
     cache = cache_dir()
     target = cache / f"gridmix_native-{key.hexdigest()[:16]}.so"
-    if target.exists():
-        return target
     cache.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=cache) as tmp:
-        built = Path(tmp) / target.name
-        command = [compiler, *COMMON_FLAGS, *flags, *map(str, _SOURCES), "-o", str(built)]
-        result = subprocess.run(command, capture_output=True, text=True)
-        if result.returncode != 0:
-            raise NativeBuildError(f"{compiler} {' '.join(flags) or '-O3'} exited with {result.returncode}: "
-                                   f"{error_line(result.stderr + result.stdout)}")
-        os.replace(built, target)
-    return target
+    with _cache_lock(cache):
+        problem = check_cached(target) if target.exists() else None
+        if target.exists() and problem is None:
+            recorded = json.loads(manifest_path(target).read_text())
+            return target, f"verified (sha256 {recorded['sha256'][:12]}…, {recorded['size']:,} bytes)"
+        with tempfile.TemporaryDirectory(dir=cache) as tmp:
+            built = Path(tmp) / target.name
+            command = [compiler, *COMMON_FLAGS, *flags, *map(str, _SOURCES), "-o", str(built)]
+            result = subprocess.run(command, capture_output=True, text=True)
+            if result.returncode != 0:
+                raise NativeBuildError(f"{compiler} {' '.join(flags) or '-O3'} exited with {result.returncode}: "
+                                       f"{error_line(result.stderr + result.stdout)}")
+            fingerprint = _fingerprint(built)
+            manifest_path(target).unlink(missing_ok=True)  # never a new library beside an old manifest
+            os.replace(built, target)
+            write_atomic(manifest_path(target), json.dumps(fingerprint) + "\n")
+    if problem is None:
+        return target, f"built now (sha256 {fingerprint['sha256'][:12]}…, {fingerprint['size']:,} bytes)"
+    warnings.warn_explicit(f"gridmix: the cached native library {target} {problem}; rebuilt it", RuntimeWarning,
+                           filename=__name__, lineno=0)
+    return target, f"rebuilt: the cached library {problem}"
 
 
 def _load(path: Path) -> ctypes.CDLL:
@@ -218,14 +281,15 @@ def build(compiler: str | None = None) -> tuple[ctypes.CDLL, NativeBuild]:
     failures: list[str] = []
     for flags in _attempts():
         try:
-            path = compile_library(compiler, flags, version)
+            path, cache = compile_library(compiler, flags, version)
         except NativeBuildError as error:
             failures.append(str(error))
             continue
         library = _load(path)
         info = NativeBuild(compiler=compiler, compiler_version=(version.splitlines() or [""])[0], flags=flags,
                            isa=library.gm_native_isa().decode(), lanes=library.gm_native_lanes(),
-                           openmp=bool(library.gm_native_openmp()), path=str(path), failed_attempts=tuple(failures))
+                           openmp=bool(library.gm_native_openmp()), path=str(path), failed_attempts=tuple(failures),
+                           cache=cache)
         return library, info
     raise NativeBuildError(failures[-1])
 
@@ -317,7 +381,8 @@ def describe() -> str:
              f"{'OpenMP' if info.openmp else 'no OpenMP (split over torch threads)'}",
              f"  compiler: {info.compiler} ({info.compiler_version})",
              f"  flags: {' '.join((*COMMON_FLAGS, *info.flags))}",
-             f"  library: {info.path}"]
+             f"  library: {info.path}",
+             f"  cache: {info.cache}"]
     lines += [f"  failed before it: {error}" for error in info.failed_attempts]
     if not native_enabled():
         lines.append("  switched off (GRIDMIX_NATIVE=0 or set_native(False)): torch ops are used")
