@@ -156,7 +156,8 @@ def test_a_failing_evaluation_is_recorded_and_the_run_stands(tmp_path):
     load_registry(extra_plugins=[SimpleNamespace(gridmix_tracks=fake_track.hookimpl(lambda: [track]))], refresh=True)
     outcome = pipeline.run("fake", "8", out=tmp_path, eval_grids="16", **OPTIONS)
     arm = outcome.report.transfer.grids[0].arms["fake-attention"]
-    assert arm.statuses == ("failed",) * 3 and arm.reasons == ("failed at 16: RuntimeError: no data on 16",)
+    assert arm.statuses == ("ok", "failed", "failed")
+    assert arm.reasons == ("failed at 16: RuntimeError: no data on 16",)
     assert not outcome.report.failures and outcome.report.arms["fake-attention"].n == 3
     assert "transfer of fake-attention: failed at 16: RuntimeError: no data on 16" in analysis_errors(outcome.report)
 
