@@ -242,19 +242,29 @@ def one_column_with_an_empty_cell(row: int, n: int = 200) -> str:
     return "\n".join(lines) + "\n"
 
 
-@pytest.mark.parametrize(("text", "target", "inputs", "message"), [
-    (one_column_with_an_empty_cell(102), None, "target", "row 102 is empty (in a one-column file, a missing value)"),
-    ("value\n1\n2\n3\n\n", None, "target", "row 5 is empty"),
-    ("date,y\n2020-01-01,1\n,2\n2020-01-03,3\n", "y", "target", "row 3, column 'date': missing date"),
-    ("date,y\n2020-01-02,1\n2020-01-01,2\n", "y", "target",
-     "row 3, column 'date': '2020-01-01' does not come after '2020-01-02'; rows must be in time order"),
-    ("2020-01-01,1\n2020-01-01,2\n", "1", "target", "row 2, column '0': '2020-01-01' does not come after"),
-    ("year,y\n1959,1\n1961,2\n1960,3\n", "y", "target", "row 4, column 'year': '1960' does not come after '1961'"),
-    ("date,y\n2020-01-01,1\n2020-01-02,2\nsoon,3\n", "y", "target", "row 4, column 'date': 'soon' is not a date"),
-    ("date,y\n2020-01-01,1\n\n2020-01-02,2\n", "y", "target", "row 3 is empty"),
-    ("date,a,b\n2020-01-01,1,2\n,2,3\n", "b", "all", "row 3, column 'date': missing date"),
-    ("date,a,b\n2020-01-01,1,2\n\n2020-01-02,2,3\n", "b", "all", "row 3 is empty"),
-])
+ROW_PROBLEMS = {  # (file, target, inputs, message)
+    "one column, empty cell at row 102": (one_column_with_an_empty_cell(102), None, "target",
+                                          "row 102 is empty (in a one-column file, a missing value)"),
+    "one column, empty last row": ("value\n1\n2\n3\n\n", None, "target", "row 5 is empty"),
+    "univariate, missing date": ("date,y\n2020-01-01,1\n,2\n2020-01-03,3\n", "y", "target",
+                                 "row 3, column 'date': missing date"),
+    "univariate, dates out of order": ("date,y\n2020-01-02,1\n2020-01-01,2\n", "y", "target",
+                                       "row 3, column 'date': '2020-01-01' does not come after '2020-01-02'; rows "
+                                       "must be in time order"),
+    "univariate, no header, date repeated": ("2020-01-01,1\n2020-01-01,2\n", "1", "target",
+                                             "row 2, column '0': '2020-01-01' does not come after"),
+    "univariate, years out of order": ("year,y\n1959,1\n1961,2\n1960,3\n", "y", "target",
+                                       "row 4, column 'year': '1960' does not come after '1961'"),
+    "univariate, not a date": ("date,y\n2020-01-01,1\n2020-01-02,2\nsoon,3\n", "y", "target",
+                               "row 4, column 'date': 'soon' is not a date"),
+    "univariate, empty row": ("date,y\n2020-01-01,1\n\n2020-01-02,2\n", "y", "target", "row 3 is empty"),
+    "multivariate, missing date": ("date,a,b\n2020-01-01,1,2\n,2,3\n", "b", "all",
+                                   "row 3, column 'date': missing date"),
+    "multivariate, empty row": ("date,a,b\n2020-01-01,1,2\n\n2020-01-02,2,3\n", "b", "all", "row 3 is empty"),
+}
+
+
+@pytest.mark.parametrize(("text", "target", "inputs", "message"), list(ROW_PROBLEMS.values()), ids=list(ROW_PROBLEMS))
 def test_no_row_is_dropped_or_reordered_silently(tmp_path, text, target, inputs, message):
     path = tmp_path / "bad.csv"
     path.write_text(text)
