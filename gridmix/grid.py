@@ -12,8 +12,8 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-_ACCEPTED = "positive integers joined by 'x', e.g. '64', '32x32' or '8x16x16'"
-_SPEC = re.compile(r"^\s*\d+(\s*x\s*\d+)*\s*$", re.IGNORECASE)
+_ACCEPTED = "positive integers joined by 'x' with no spaces, e.g. '64', '32x32' or '8x16x16'"
+_SPEC = re.compile(r"[0-9]+(x[0-9]+)*", re.IGNORECASE)  # whole text only (fullmatch): no space is guessed away
 
 @dataclass(frozen=True)
 class Grid:
@@ -38,7 +38,7 @@ class Grid:
         if isinstance(spec, int):
             spec = str(spec)
         if isinstance(spec, str):
-            if not _SPEC.match(spec):
+            if not _SPEC.fullmatch(spec):
                 raise ValueError(f"invalid grid {spec!r}; expected {_ACCEPTED}")
             shape = tuple(int(part) for part in spec.lower().split("x"))
         elif isinstance(spec, Sequence):

@@ -234,3 +234,47 @@ def test_the_csv_track_derives_chance_from_its_data_and_offers_its_season(tmp_pa
     assert track.ceiling is None and track.seasons == (7,) and csv_sequence_track(path).seasons == ()
     budget = track.budget("default")
     assert budget.patience == 4 and budget.epochs == 20 and len(budget.lrs) >= 3
+
+
+def one_column_with_an_empty_cell(row: int, n: int = 200) -> str:
+    """A header and ``n`` values, one of them missing: its line (``row``, 1 = the header) is empty."""
+    lines = ["value"] + [f"{i % 7}.0" for i in range(n)]
+    lines[row - 1] = ""
+    return "\n".join(lines) + "\n"
+
+
+ROW_PROBLEMS = {  # (file, target, inputs, message)
+    "one column, empty cell at row 102": (one_column_with_an_empty_cell(102), None, "target",
+                                          "row 102 is empty (in a one-column file, a missing value)"),
+    "one column, empty last row": ("value\n1\n2\n3\n\n", None, "target", "row 5 is empty"),
+    "univariate, missing date": ("date,y\n2020-01-01,1\n,2\n2020-01-03,3\n", "y", "target",
+                                 "row 3, column 'date': missing date"),
+    "univariate, dates out of order": ("date,y\n2020-01-02,1\n2020-01-01,2\n", "y", "target",
+                                       "row 3, column 'date': '2020-01-01' does not come after '2020-01-02'; rows "
+                                       "must be in time order"),
+    "univariate, no header, date repeated": ("2020-01-01,1\n2020-01-01,2\n", "1", "target",
+                                             "row 2, column '0': '2020-01-01' does not come after"),
+    "univariate, years out of order": ("year,y\n1959,1\n1961,2\n1960,3\n", "y", "target",
+                                       "row 4, column 'year': '1960' does not come after '1961'"),
+    "univariate, not a date": ("date,y\n2020-01-01,1\n2020-01-02,2\nsoon,3\n", "y", "target",
+                               "row 4, column 'date': 'soon' is not a date"),
+    "univariate, empty row": ("date,y\n2020-01-01,1\n\n2020-01-02,2\n", "y", "target", "row 3 is empty"),
+    "multivariate, missing date": ("date,a,b\n2020-01-01,1,2\n,2,3\n", "b", "all",
+                                   "row 3, column 'date': missing date"),
+    "multivariate, empty row": ("date,a,b\n2020-01-01,1,2\n\n2020-01-02,2,3\n", "b", "all", "row 3 is empty"),
+}
+
+
+@pytest.mark.parametrize(("text", "target", "inputs", "message"), list(ROW_PROBLEMS.values()), ids=list(ROW_PROBLEMS))
+def test_no_row_is_dropped_or_reordered_silently(tmp_path, text, target, inputs, message):
+    path = tmp_path / "bad.csv"
+    path.write_text(text)
+    with pytest.raises(ValueError) as error:
+        read_csv_series(path, target, inputs=inputs)
+    assert message in str(error.value) and "\n" not in str(error.value)
+
+
+def test_a_univariate_first_column_of_plain_numbers_is_no_date_column(tmp_path):
+    path = tmp_path / "ids.csv"
+    path.write_text("id,y\n3,1\n1,2\n2,3\n")  # an unordered id column the models never read
+    assert read_csv_series(path, "y").values[:, 0].tolist() == [1.0, 2.0, 3.0]

@@ -147,8 +147,8 @@ def test_a_plain_study_asked_later_for_other_grids_is_run_again_with_the_same_nu
 
 
 def test_a_failing_evaluation_is_recorded_and_the_run_stands(tmp_path):
-    def broken(grid, seed, sizes):
-        if grid[0] == 16:
+    def broken(grid, seed, sizes):  # seed 0's data at 16 builds (the study's plan checks it), the others' fail
+        if grid[0] == 16 and seed > 0:
             raise RuntimeError("no data on 16")
         return fake_track.make_data(grid, seed, sizes)
 
@@ -156,7 +156,8 @@ def test_a_failing_evaluation_is_recorded_and_the_run_stands(tmp_path):
     load_registry(extra_plugins=[SimpleNamespace(gridmix_tracks=fake_track.hookimpl(lambda: [track]))], refresh=True)
     outcome = pipeline.run("fake", "8", out=tmp_path, eval_grids="16", **OPTIONS)
     arm = outcome.report.transfer.grids[0].arms["fake-attention"]
-    assert arm.statuses == ("failed",) * 3 and arm.reasons == ("failed at 16: RuntimeError: no data on 16",)
+    assert arm.statuses == ("ok", "failed", "failed")
+    assert arm.reasons == ("failed at 16: RuntimeError: no data on 16",)
     assert not outcome.report.failures and outcome.report.arms["fake-attention"].n == 3
     assert "transfer of fake-attention: failed at 16: RuntimeError: no data on 16" in analysis_errors(outcome.report)
 
@@ -165,7 +166,8 @@ def test_a_track_whose_task_is_not_defined_elsewhere_says_so_in_one_line(tmp_pat
     track = load_registry().track("fake")
     for reason in (UNDECLARED_GRIDS, "its files are cut at one length"):
         with pytest.raises(ValueError) as error:
-            choose_eval_grids(dataclasses.replace(track, fixed_grid=reason), Grid.parse("8"), "16")
+            choose_eval_grids(dataclasses.replace(track, fixed_grid=reason), Grid.parse("8"), "16",
+                              track.budget("smoke"))
         assert str(error.value) == f"--eval-grids: track 'fake' is not defined at other grids: {reason}"
     result = CliRunner().invoke(app, ["run", "--track", "sequence-csv", "--eval-grids", "32", "--out",
                                       str(tmp_path / "out")], env={"COLUMNS": "200"})
@@ -176,10 +178,11 @@ def test_a_track_whose_task_is_not_defined_elsewhere_says_so_in_one_line(tmp_pat
 def test_evaluation_grids_are_checked_against_the_track_and_the_training_grid_is_dropped():
     notes = []
     track = load_registry().track("fake")
-    assert choose_eval_grids(track, Grid.parse("8"), "16, 8,16,4", note=notes.append) == ("16", "4")
+    budget = track.budget("smoke")
+    assert choose_eval_grids(track, Grid.parse("8"), "16, 8,16,4", budget, note=notes.append) == ("16", "4")
     assert notes == ["--eval-grids: 8 is the training grid; its test metric is the study's own"]
     with pytest.raises(ValueError, match="--eval-grids 4x4: track 'fake' takes 1-d grids"):
-        choose_eval_grids(track, Grid.parse("8"), "4x4")
+        choose_eval_grids(track, Grid.parse("8"), "4x4", budget)
     assert pipeline.plan_study("fake", "8", **OPTIONS).study.to_dict().get("eval_grids") is None
 
 

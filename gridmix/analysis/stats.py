@@ -33,6 +33,7 @@ import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -332,7 +333,7 @@ def sign_flip_mde(
     _check_unit_interval(power, "power")
     d = _check_diffs(diffs)
     n, spread = d.size, float(d.std(ddof=1))
-    if 2.0 / 2.0**n >= alpha:
+    if math.ldexp(1.0, 1 - n) >= alpha:  # the floor 2/2^n, exact and without overflow at any n
         return None
     if spread == 0.0:
         return 0.0
@@ -364,11 +365,12 @@ def min_attainable_p(n_pairs: int, *, exact_max_n: int = 20, n_resamples: int = 
     """The smallest p :func:`sign_flip_test` can return for ``n_pairs`` pairs, whatever the data.
 
     Exact (n ≤ ``exact_max_n``): ``2/2^n`` (the observed pattern and its mirror are always as extreme).
-    Monte Carlo: ``1/(n_resamples + 1)``, or the exact floor where that is larger.
+    Monte Carlo: ``1/(n_resamples + 1)``, or the exact floor where that is larger. ``2/2^n`` is ``ldexp(1, 1 - n)``:
+    exact, and 0.0 rather than an overflow where it is below the smallest float (n > 1075).
     """
     if n_pairs < 2:
         raise ValueError(f"n_pairs is {n_pairs!r}; expected at least 2")
-    exact_floor = 2.0 / 2.0**n_pairs
+    exact_floor = math.ldexp(1.0, 1 - n_pairs)
     return exact_floor if n_pairs <= exact_max_n else max(exact_floor, 1.0 / (n_resamples + 1))
 
 
@@ -376,13 +378,15 @@ def exact_level(n_pairs: int, alpha: float = 0.05) -> float:
     """The exact sign-flip test's false-positive rate at ``p < alpha`` for n continuous pairs under H0.
 
     All ``2^n`` sign patterns are equally likely and p takes the values ``2k/2^n``, so the rate is the
-    largest such value below ``alpha``: 2/64 at n = 6, 6/128 at n = 7, 12/256 at n = 8.
+    largest such value below ``alpha``: 2/64 at n = 6, 6/128 at n = 7, 12/256 at n = 8. Computed in exact
+    integers (``alpha`` as the fraction its float is), so no n overflows.
     """
     _check_unit_interval(alpha, "alpha")
     if n_pairs < 2:
         raise ValueError(f"n_pairs is {n_pairs!r}; expected at least 2")
-    k = 2 * math.ceil(alpha * 2**n_pairs / 2) - 2  # the largest even count with k / 2^n < alpha
-    return k / 2**n_pairs
+    patterns = 2**n_pairs
+    k = 2 * math.ceil(Fraction(alpha) * patterns / 2) - 2  # the largest even count with k / 2^n < alpha
+    return k / patterns
 
 
 def seeds_needed(alpha: float = 0.05, *, comparisons: int = 1) -> int:

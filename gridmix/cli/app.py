@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from typer.core import TyperGroup
 
-from gridmix.tracks.budget import BUDGETS, describe
+from gridmix.tracks.budget import BUDGETS, MAX_SEEDS, describe
 from gridmix.version import __version__
 
 console = Console(stderr=True, soft_wrap=True)  # a log file gets whole lines, never wrapped at 80 columns
@@ -38,7 +38,7 @@ class _OneLineErrors(TyperGroup):
 BudgetName = Enum("BudgetName", [(name, name) for name in BUDGETS], type=str)  # smoke, default, full
 BUDGET_HELP = ("Run budget, before the track's changes (`gridmix budgets --track T`): "
                + "; ".join(f"{name}: {describe(budget)}" for name, budget in BUDGETS.items()) + ".")
-SEEDS_HELP = ("Paired comparison seeds, instead of the budget's ("
+SEEDS_HELP = (f"Paired comparison seeds, 2 to {MAX_SEEDS}, instead of the budget's ("
               + ", ".join(f"{name} {budget.seeds}" for name, budget in BUDGETS.items()) + ").")
 LRS_HELP = ("Learning rates to sweep, e.g. 1e-3,3e-3, instead of the budget's ("
             + "; ".join(f"{name} {','.join(f'{lr:g}' for lr in budget.lrs)}" for name, budget in BUDGETS.items())

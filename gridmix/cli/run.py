@@ -41,8 +41,11 @@ from gridmix.cli.app import (
 )
 from gridmix.cli.tables import Column, TextTable
 from gridmix.defaults import DEFAULT_MIN_EFFECT
+from gridmix.grid import Grid
+from gridmix.inputs import parse_grids, parse_names, parse_rates
 from gridmix.interrupt import Interrupted, stop_on_signals
 from gridmix.report.format import fmt, fmt_column
+from gridmix.tracks.budget import MAX_SEEDS
 
 if TYPE_CHECKING:  # the report's modules import torch; the command imports them when it runs
     from gridmix.report.types import Report
@@ -68,14 +71,13 @@ def stop_interrupted(error: KeyboardInterrupt, ledger: Path) -> NoReturn:
     raise typer.Exit(status) from None
 
 
-def parse_floats(text: str, name: str) -> tuple[float, ...]:
-    try:
-        values = tuple(float(part) for part in text.split(",") if part.strip())
-    except ValueError:
-        fail(f"{name} {text!r} is not a comma-separated list of numbers, e.g. '1e-3,3e-3'")
-    if not values or any(not v > 0 for v in values):
-        fail(f"{name} {text!r} must hold positive numbers, e.g. '1e-3,3e-3'")
-    return values
+def parse_jobs(jobs: str) -> int | str:
+    """``--jobs``: ``"auto"`` or a positive number of worker processes; ``ValueError`` in one line otherwise."""
+    if jobs == "auto":
+        return jobs
+    if not (jobs.isascii() and jobs.isdigit() and int(jobs) >= 1):
+        raise ValueError(f"--jobs {jobs!r}; expected 'auto' or a positive integer")
+    return int(jobs)
 
 
 DATA_ENV = {"image-folder": "GRIDMIX_IMAGE_FOLDER", "sequence-csv": "GRIDMIX_SEQUENCE_CSV"}
@@ -160,7 +162,7 @@ def run(
     baselines: str = typer.Option(None, help="Comma-separated registered mixers to add as secondary baselines "
                                              "(default: none)."),
     budget: BudgetName = typer.Option("default", help=BUDGET_HELP),
-    seeds: int = typer.Option(None, min=2, help=SEEDS_HELP),
+    seeds: int = typer.Option(None, min=2, max=MAX_SEEDS, help=SEEDS_HELP),
     lrs: str = typer.Option(None, help=LRS_HELP),
     epochs: int = typer.Option(None, min=1, help=EPOCHS_HELP),
     n_train: int = typer.Option(None, min=1, help=N_TRAIN_HELP),
@@ -197,19 +199,25 @@ def run(
                                                            "track's values)."),
 ) -> None:
     """Compare the idea model with its baselines on a track: paired seeds, LR sweep, exact statistics."""
+    try:  # the cheap checks, before torch and the plugins load (docs/guide.md, "Input checks")
+        grid = str(Grid.parse(grid)) if grid is not None else None
+        chosen_models = parse_names(models, "--models") if models is not None else None
+        extra = parse_names(baselines, "--baselines") if baselines is not None else ()
+        rates = parse_rates(lrs) if lrs is not None else None
+        others = tuple(map(str, parse_grids(eval_grids, "--eval-grids"))) if eval_grids is not None else ()
+        chosen_settings, jobs = parse_settings(settings or []), parse_jobs(jobs)
+    except ValueError as error:
+        fail(str(error))
     from gridmix.study import pipeline
 
     set_data_env(track, data=data, data_root=data_root, download=download)
     try:
-        jobs = int(jobs) if jobs.isdigit() else jobs
-        extra = tuple(name.strip() for name in baselines.split(",") if name.strip()) if baselines else ()
-        planned = pipeline.plan_study(track, grid, models=models, idea=idea, baselines=extra, budget=budget.value,
-                                      seeds=seeds, lrs=parse_floats(lrs, "--lrs") if lrs else None, epochs=epochs,
-                                      n_train=n_train, device=device.value,
-                                      precision=precision, jobs=jobs, threads=threads, scaling=scaling,
-                                      match_params=match_params, underpowered=underpowered, aa=aa,
-                                      settings=parse_settings(settings or []), eval_grids=eval_grids or (),
-                                      min_effect=min_effect, note=print_note)
+        planned = pipeline.plan_study(track, grid, models=chosen_models, idea=idea, baselines=extra,
+                                      budget=budget.value, seeds=seeds, lrs=rates, epochs=epochs, n_train=n_train,
+                                      device=device.value, precision=precision, jobs=jobs, threads=threads,
+                                      scaling=scaling, match_params=match_params, underpowered=underpowered, aa=aa,
+                                      settings=chosen_settings, eval_grids=others, min_effect=min_effect,
+                                      note=print_note)
     except ValueError as error:
         fail(str(error))
     study = planned.study
@@ -390,6 +398,7 @@ def report(directory: Path = typer.Argument(..., help="An output directory of `g
             if ledger.sweep() is not None:
                 swept = build_sweep_report(ledger)
                 paths += write_sweep_report(swept, directory)
+            unfinished, planned = unfinished_runs(ledger)
     except ValueError as error:
         fail(str(error))
     except (OSError, sqlite3.Error) as error:
@@ -401,3 +410,28 @@ def report(directory: Path = typer.Argument(..., help="An output directory of `g
     if swept is not None:
         sweep_table(swept).print(Console())
     console.print(f"wrote {', '.join(str(p) for p in paths)}", highlight=False)
+    if unfinished:
+        command = "gridmix sweep" if swept is not None else "gridmix run"
+        console.print(f"[yellow]unfinished:[/] {unfinished} of {planned} planned runs are missing or failed, so "
+                      f"this report covers only the runs done; the same `{command}` command resumes the study",
+                      highlight=False)
+
+
+def unfinished_runs(ledger) -> tuple[int, int]:
+    """``(runs missing or failed, runs planned)`` over the ledger's study and every point of its sweep
+    (:func:`gridmix.study.harness.study_progress`; a comparison not yet planned counts as ``models × seeds``)."""
+    from gridmix.study.harness import Study, study_progress
+
+    specs = [] if ledger.study() is None else [ledger.study()]
+    specs += [point["study"] for point in (ledger.sweep() or {}).get("points", ())]
+    rows = {row.key: row for row in ledger.rows()}
+    unfinished = planned = 0
+    for spec in specs:
+        try:
+            progress = study_progress(Study.from_dict(spec), rows)
+        except (KeyError, TypeError) as error:
+            raise ValueError(f"the study spec in {ledger.path} is incomplete or foreign ({type(error).__name__}: "
+                             f"{error})") from None
+        unfinished += sum(phase["missing"] + phase["failed"] for phase in progress.values())
+        planned += sum(phase["planned"] for phase in progress.values())
+    return unfinished, planned

@@ -18,6 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from gridmix.cli.app import DEFAULT_TRACK, DEVICE_HELP, DeviceName, app, console, fail
 from gridmix.cli.tables import Column, TextTable
 from gridmix.files import write_atomic
+from gridmix.inputs import parse_grids, parse_names
 from gridmix.report.format import fmt
 
 
@@ -73,24 +74,26 @@ def scale(
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout instead of tables."),
 ) -> None:
     """Measure time, FLOPs and peak memory of a track's models over grid sizes; fit exponents against N."""
+    try:  # the cheap checks, before torch and the plugins load (docs/guide.md, "Input checks")
+        given = parse_grids(grids, "--grids") if grids is not None else None
+        names = list(parse_names(models, "--models")) if models is not None else None
+    except ValueError as error:
+        fail(str(error))
     from gridmix.analysis.scaling import ScalingConfig, resolve_track, scale_track, scaling_grids
-    from gridmix.grid import Grid
     from gridmix.report.plots import plot_scaling
     from gridmix.study.train import resolve_device
 
     try:
         chosen = resolve_track(track)
-        parsed = ([chosen.check_grid(Grid.parse(g.strip())) for g in grids.split(",") if g.strip()] if grids
+        parsed = ([chosen.check_grid(g) for g in given] if given is not None
                   else scaling_grids(chosen.default_grid))
-        names = [m.strip() for m in models.split(",") if m.strip()] if models else [m.name for m in chosen.models]
+        names = names if names is not None else [m.name for m in chosen.models]
         for name in names:
             chosen.model(name)
         config = ScalingConfig(batch=batch, threads=threads, repeats=repeats, warmup=warmup,
                                device=resolve_device(device.value).type, memory=memory, track_ref=track)
     except ValueError as error:
         fail(str(error))
-    if not parsed:
-        fail(f"--grids {grids!r} names no grid; expected e.g. 16x16,32x32,64x64")
     out = out or Path("runs") / f"scale-{chosen.name}"
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                         console=console, disable=as_json or not console.is_terminal)

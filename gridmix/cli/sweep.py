@@ -37,14 +37,17 @@ from gridmix.cli.app import (
 from gridmix.cli.run import (
     _callbacks,
     _progress,
-    parse_floats,
+    parse_jobs,
     parse_settings,
     print_note,
     stop_interrupted,
     storage_error,
     sweep_table,
 )
+from gridmix.grid import Grid
+from gridmix.inputs import parse_names, parse_over, parse_rates
 from gridmix.interrupt import stop_on_signals
+from gridmix.tracks.budget import MAX_SEEDS
 
 
 @app.command("sweep")
@@ -61,7 +64,7 @@ def sweep(
     baselines: str = typer.Option(None, help="Comma-separated registered mixers to add as secondary baselines "
                                              "(default: none)."),
     budget: BudgetName = typer.Option("default", help=BUDGET_HELP + " At every point."),
-    seeds: int = typer.Option(None, min=2, help=SEEDS_HELP),
+    seeds: int = typer.Option(None, min=2, max=MAX_SEEDS, help=SEEDS_HELP),
     lrs: str = typer.Option(None, help=LRS_HELP),
     out: Path = typer.Option(None, help="Output directory (default: runs/TRACK-sweep-NAMES-BUDGET)."),
     device: DeviceName = typer.Option("auto", help=DEVICE_HELP),
@@ -74,18 +77,23 @@ def sweep(
     fresh: bool = typer.Option(False, "--fresh", help="Start afresh in --out even if it holds results on other data."),
 ) -> None:
     """How the verdict moves with size: the paired comparison at every point of a grid of sizes, one report."""
+    try:  # the cheap checks, before torch and the plugins load (docs/guide.md, "Input checks")
+        swept = parse_over(over)
+        grid = str(Grid.parse(grid)) if grid is not None else None
+        chosen_models = parse_names(models, "--models") if models is not None else None
+        extra = parse_names(baselines, "--baselines") if baselines is not None else ()
+        rates = parse_rates(lrs) if lrs is not None else None
+        chosen_settings, jobs = parse_settings(settings or []), parse_jobs(jobs)
+    except ValueError as error:
+        fail(str(error))
     from gridmix.study import pipeline
     from gridmix.study import sweep as sweeping
 
     try:
-        jobs = int(jobs) if jobs.isdigit() else jobs
-        extra = tuple(name.strip() for name in baselines.split(",") if name.strip()) if baselines else ()
-        planned = sweeping.plan_sweep(track, sweeping.parse_over(over), grid=grid,
-                                      settings=parse_settings(settings or []), models=models, idea=idea,
-                                      baselines=extra, budget=budget.value, seeds=seeds,
-                                      lrs=parse_floats(lrs, "--lrs") if lrs else None, device=device.value,
-                                      precision=precision, jobs=jobs, threads=threads, underpowered=underpowered,
-                                      note=print_note)
+        planned = sweeping.plan_sweep(track, swept, grid=grid, settings=chosen_settings, models=chosen_models,
+                                      idea=idea, baselines=extra, budget=budget.value, seeds=seeds, lrs=rates,
+                                      device=device.value, precision=precision, jobs=jobs, threads=threads,
+                                      underpowered=underpowered, note=print_note)
     except ValueError as error:
         fail(str(error))
     out = out or planned.default_out

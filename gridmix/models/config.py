@@ -24,6 +24,8 @@ class BackboneConfig:
     mlp_ratio: float = 2.0
 
     def __post_init__(self) -> None:
+        if self.embed_dim < 1 or self.num_heads < 1:
+            raise ValueError(f"embed_dim={self.embed_dim}, num_heads={self.num_heads}; expected positive integers")
         if self.embed_dim % self.num_heads != 0:
             raise ValueError(f"embed_dim={self.embed_dim} must be divisible by num_heads={self.num_heads}")
         if self.depth < 1 or self.mlp_ratio <= 0:

@@ -30,10 +30,10 @@ from gridmix.mixers.concentration.ops.native_build import cpu_facts, cpu_line
 from gridmix.study.ledger import Ledger, RunRow, run_key
 from gridmix.study.train import RunResult, resolve_device, train_run
 from gridmix.tracks import ROLES, DataSizes, ModelSpec, TrackData
-from gridmix.tracks.budget import Budget
+from gridmix.tracks.budget import MAX_SEEDS, Budget
 from gridmix.version import __version__
 
-SWEEP_SEED_OFFSET = 1000  # sweep seeds are 1000, 1001, …: never a comparison seed (those are 0 … seeds − 1)
+SWEEP_SEED_OFFSET = MAX_SEEDS  # sweep seeds are 1000, 1001, …: never a comparison seed (0 … seeds − 1 < MAX_SEEDS)
 AA_SUFFIX = "~aa"  # "vit~aa": the model "vit" initialised from another seed (an A/A study's second arm)
 AA_INIT_OFFSET = 500_000  # the copy's initialisation seed is seed + this; its data and batch order stay seed's
 

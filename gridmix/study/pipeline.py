@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from gridmix.analysis.references import chance_level
 from gridmix.grid import Grid
+from gridmix.inputs import parse_grids, parse_names
 from gridmix.mixers.causality import (
     MAX_PROBES,
     Uncheckable,
@@ -120,15 +121,15 @@ def choose_models(track: Track, grid: Grid, models: str | tuple[str, ...] | None
                   note: Callable[[str], None] = _ignore) -> tuple[str, ...]:
     """The models the study trains: ``models`` (comma-separated or a tuple; the idea is always added), else the
     track's default models, else all of them; each one the grid does not allow is left out with a ``note``."""
-    if models:
-        names = [m.strip() for m in models.split(",") if m.strip()] if isinstance(models, str) else list(models)
+    if models is not None:
+        names = list(parse_names(models, "--models") if isinstance(models, str) else models)
         for name in names:
             track.model(name)  # ValueError naming the models the track offers
         if track.idea.name not in names:
             names.insert(0, track.idea.name)
         if len(names) < 2:
-            raise ValueError(f"--models {models!r} leaves no baseline to compare with; track {track.name!r} offers "
-                             f"{[m.name for m in track.baselines]}")
+            raise ValueError(f"--models {','.join(names)!r} leaves no baseline to compare with; track "
+                             f"{track.name!r} offers {[m.name for m in track.baselines]}")
     else:
         names = list(track.default_models) or [m.name for m in track.models]
         if track.idea.name not in names:
@@ -241,11 +242,14 @@ def choose_settings(track: Track, settings: Mapping[str, object] | None) -> dict
     return {name: value for name, value in sorted(chosen.items()) if track.knobs[name] != value}
 
 
-def choose_eval_grids(track: Track, grid: Grid, eval_grids: str | Sequence[str], *,
+def choose_eval_grids(track: Track, grid: Grid, eval_grids: str | Sequence[str], budget, *,
                       note: Callable[[str], None] = _ignore) -> tuple[str, ...]:
-    """The grids every trained model is also tested on (comma-separated or a sequence), each checked against the
-    track; ``ValueError`` in one line when the track's task is not defined at other grids (``Track.fixed_grid``)."""
-    names = [g.strip() for g in eval_grids.split(",") if g.strip()] if isinstance(eval_grids, str) else eval_grids
+    """The grids every trained model is also tested on (comma-separated, by :func:`gridmix.inputs.split_list`'s
+    rule, or a sequence), each through the checks of the study's own grid: the track's (:meth:`Track.check_grid`)
+    and its data built there at ``budget``'s sizes (:func:`fingerprint`: a grid too large fails here, before any
+    training). ``ValueError`` in one line, also when the track's task is not defined at other grids
+    (``Track.fixed_grid``)."""
+    names = parse_grids(eval_grids, "--eval-grids") if isinstance(eval_grids, str) else eval_grids
     if not names:
         return ()
     if track.fixed_grid is not None:
@@ -254,6 +258,8 @@ def choose_eval_grids(track: Track, grid: Grid, eval_grids: str | Sequence[str],
     for name in names:
         try:
             other = track.check_grid(name)
+            if other != grid and str(other) not in chosen:
+                fingerprint(track, other, budget)
         except ValueError as error:
             raise ValueError(f"--eval-grids {name}: {error}") from None
         if other == grid:
@@ -292,9 +298,9 @@ def plan_study(track: str = "image", grid: str | None = None, *, models: str | t
     chosen_settings = choose_settings(registry.track(track), settings)
     chosen_track = registry.track(track, chosen_settings)
     chosen_grid = chosen_track.check_grid(grid if grid is not None else chosen_track.default_grid)
-    chosen_eval_grids = choose_eval_grids(chosen_track, chosen_grid, eval_grids, note=note)
     overrides = command_line_changes(seeds=seeds, lrs=lrs, epochs=epochs, n_train=n_train)
     chosen_budget = chosen_track.budget(budget, **overrides)
+    chosen_eval_grids = choose_eval_grids(chosen_track, chosen_grid, eval_grids, chosen_budget, note=note)
     resolved_device = resolve_device(device).type
     resolved_precision = resolve_precision(precision, resolved_device)
     power_note = check_power(chosen_budget.seeds, exploratory=chosen_budget.exploratory, underpowered=underpowered)

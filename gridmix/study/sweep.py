@@ -71,19 +71,6 @@ class SweepOutcome:
     seconds: float
 
 
-def parse_over(assignments: Sequence[str]) -> list[tuple[str, list[str]]]:
-    """``["grid=64,128", "embed_dim=32,64"]`` as ``[("grid", ["64", "128"]), ("embed_dim", ["32", "64"])]``; a malformed
-    one is a ``ValueError`` in one line."""
-    over = []
-    for text in assignments:
-        name, sep, values = text.partition("=")
-        parts = [value.strip() for value in values.split(",") if value.strip()]
-        if not sep or not name.strip() or not parts:
-            raise ValueError(f"--over {text!r}; expected NAME=V1,V2,…, e.g. --over grid=64,128,256")
-        over.append((name.strip(), parts))
-    return over
-
-
 def plan_sweep(track: str = "mqar", over: Sequence[tuple[str, Sequence[object]]] = (), *, grid: str | None = None,
                settings: Mapping[str, object] | None = None, note: Callable[[str], None] = _ignore,
                **options) -> PlannedSweep:

@@ -25,8 +25,14 @@ Sweep seeds are separate: the learning-rate sweep runs on ``sweep_seeds`` seeds 
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+# The most paired seeds a study takes: its comparison seeds 0 … 999 stay below the sweep seeds (1000, 1001, …;
+# gridmix.study.harness.SWEEP_SEED_OFFSET). Past 20 pairs the sign-flip test samples 100,000 sign patterns in
+# batches of 10,000 × seeds signs, 80 MB at this limit (docs/guide.md, "Input checks").
+MAX_SEEDS = 1000
 
 
 @dataclass(frozen=True)
@@ -59,12 +65,13 @@ class Budget:
         return DataSizes(n_train=self.n_train, n_val=self.n_val, n_test=self.n_test)
 
     def __post_init__(self) -> None:
-        if self.seeds < 2:
-            raise ValueError(f"budget {self.name!r}: seeds={self.seeds}; a paired comparison needs >= 2")
+        if not 2 <= self.seeds <= MAX_SEEDS:
+            raise ValueError(f"budget {self.name!r}: seeds={self.seeds}; a paired comparison needs 2 to "
+                             f"{MAX_SEEDS} (comparison seeds stay below the sweep seeds, {MAX_SEEDS} on)")
         if self.sweep_seeds < 1:
             raise ValueError(f"budget {self.name!r}: sweep_seeds={self.sweep_seeds}; expected >= 1")
-        if not self.lrs or any(not lr > 0 for lr in self.lrs):
-            raise ValueError(f"budget {self.name!r}: lrs={self.lrs}; expected positive learning rates")
+        if not self.lrs or any(not (math.isfinite(lr) and lr > 0) for lr in self.lrs):
+            raise ValueError(f"budget {self.name!r}: lrs={self.lrs}; expected finite positive learning rates")
         if self.patience is not None and self.patience < 1:
             raise ValueError(f"budget {self.name!r}: patience={self.patience}; expected None or >= 1")
 

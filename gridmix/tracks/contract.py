@@ -16,6 +16,7 @@ Shape legend:
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -441,23 +442,29 @@ class Track:
 
     def knob_value(self, name: str, value: object) -> int | float | str:
         """``value`` (a command line's text, or a number) as knob ``name`` takes it, in the type of its default;
-        ``ValueError`` in one line for an unknown knob (listing the track's) or a value of another type."""
+        ``ValueError`` in one line for an unknown knob (listing the track's), a value of another type or a float knob's
+        value that is not finite (``inf``, ``nan``). The value's range is the track's to check: :meth:`with_settings`
+        rebuilds the track, whose own checks refuse it (e.g. a backbone's ``embed_dim`` below 1)."""
         if name not in self.knobs:
             known = ", ".join(sorted(self.knobs)) or "none"
             raise ValueError(f"track {self.name!r} has no knob {name!r}; its knobs are {known} (and grid)")
         default = self.knobs[name]
         kind = type(default)
+        converted = None
         if isinstance(value, str) and kind is not str:
             try:
-                return kind(value.strip())  # int("3.5") refuses, as it should
+                converted = kind(value.strip())  # int("3.5") refuses, as it should
             except ValueError:
                 pass
         elif kind is float and type(value) in (int, float):
-            return float(value)
+            converted = float(value)
         elif type(value) is kind:
-            return value
-        raise ValueError(f"track {self.name!r}: knob {name}={value!r}; expected {kind.__name__} like its default "
-                         f"{default!r}")
+            converted = value
+        if converted is not None and (kind is not float or math.isfinite(converted)):
+            return converted
+        finite = "a finite " if kind is float else ""
+        raise ValueError(f"track {self.name!r}: knob {name}={value!r}; expected {finite}{kind.__name__} like its "
+                         f"default {default!r}")
 
     def with_settings(self, settings: dict) -> Track:
         """The track rebuilt with ``settings`` (knob → value, each converted by :meth:`knob_value`); ``self`` when

@@ -11,9 +11,12 @@ the track as needing data)::
 Univariate (the default, ``INPUTS=target``): the models read the target column's past only. Multivariate
 (``INPUTS=all``, the ETT / Weather / Electricity layout ``date,channel,…,target``): the first column must hold dates
 (:data:`DATE_FORMS`: ISO 8601, or a month, quarter or year) in increasing order, and the models read every other
-column over the window, the target's channel first. The file is read when the registry loads, so a bad file shows up
-in ``gridmix tracks`` as a broken ``sequence-csv`` plugin with a one-line error naming the row and column (missing
-values, non-numeric cells, no date column, dates out of order, a constant target). Chronological split without
+column over the window, the target's channel first. Univariate files with a date column first (a header in
+:data:`DATE_HEADERS`, or a first cell such as ``1959-01-31`` or ``1959-Q1``) have their dates checked the same way. No
+row is ever dropped or reordered: an empty row (in a one-column file, a missing value) is an error, not skipped. The
+file is read when the registry loads, so a bad file shows up in ``gridmix tracks`` as a broken ``sequence-csv`` plugin
+with a one-line error naming the row and column (missing values or dates, empty rows, non-numeric cells, no date
+column, dates out of order, a constant target). Chronological split without
 leakage: with ``n`` rows, training windows lie wholly inside the first 70 % of rows, validation targets inside the
 next 15 %, test targets inside the last 15 %; a window's input is the ``L`` rows right before its ``H`` target rows
 (a validation or test window may read earlier rows as its past, never a later split's rows). Each channel is
@@ -68,6 +71,9 @@ INPUTS_ENV, SEASON_ENV = "GRIDMIX_SEQUENCE_CSV_INPUTS", "GRIDMIX_SEQUENCE_CSV_SE
 INPUTS = ("target", "all")  # the models read the target's past only, or every channel but the date
 BOUNDARIES = (0.70, 0.85)  # fractions of rows where validation, then test targets begin
 MISSING = {"", "nan", "na", "n/a", "null", "none"}
+# Headers that name a univariate file's first column as its dates (checked in order); other first columns are dates
+# when their first cell is a date no number spells (a year alone, 1959, could be a value).
+DATE_HEADERS = {"date", "datetime", "time", "timestamp", "ds", "day", "week", "month", "quarter", "year", "period"}
 DATE_FORMS = ("ISO 8601 (1959-01-31, 1959-01-31T06:00), a month (1959-01), a quarter (1959-Q1, 1959Q1, 1959 Q1) "
               "or a year (1959)")
 _MONTH, _QUARTER, _YEAR = (re.compile(r"^(\d{4})-(\d{2})$"), re.compile(r"^(\d{4})[- ]?[Qq]([1-4])$"),
@@ -95,9 +101,11 @@ def read_csv_series(path: str | os.PathLike, target: str | None = None, *, input
     """The target column of a CSV file (``inputs="all"``: and every other channel but the date column).
 
     ``target`` is a header name or a 0-based index (``None``: the last column). The first row is a header when
-    one of its cells is neither a number nor a date. With ``inputs="all"`` the first column must be ISO 8601
-    dates, strictly increasing. ``ValueError`` names the row (1 = the file's first line) and column of a bad
-    cell.
+    one of its cells is neither a number nor a date. No row is ever skipped or reordered: an empty row (in a
+    one-column file, a missing value) is an error. With ``inputs="all"`` the first column must be dates
+    (:data:`DATE_FORMS`), strictly increasing; in univariate mode a first column that holds dates
+    (:func:`_is_date_column`) is checked the same way, though the models do not read it. ``ValueError`` names the
+    row (1 = the file's first line) and column of a bad cell.
     """
     if inputs not in INPUTS:
         raise ValueError(f"{INPUTS_ENV}={inputs!r}; expected one of {INPUTS}")
@@ -106,11 +114,15 @@ def read_csv_series(path: str | os.PathLike, target: str | None = None, *, input
         raise ValueError(f"{ENV}={str(path)!r}: no such file")
     try:
         with path.open(newline="") as handle:
-            rows = [(number, row) for number, row in enumerate(csv.reader(handle), start=1) if row]
+            rows = list(enumerate(csv.reader(handle), start=1))
     except (OSError, UnicodeDecodeError, csv.Error) as error:
         raise ValueError(f"{path}: cannot be read as CSV text ({type(error).__name__}: {error})") from None
     if not rows:
         raise ValueError(f"{path}: the file has no rows")
+    for number, row in rows:  # kept, never skipped: a skipped row would shift the series by one step
+        if not row:
+            raise ValueError(f"{path}: row {number} is empty (in a one-column file, a missing value); fill or "
+                             "delete it first, so that no row shifts")
     first = rows[0][1]
     header = first if any(_date(cell) is None and not _is_number(cell) for cell in first) else None
     body = rows[1:] if header is not None else rows
@@ -120,9 +132,12 @@ def read_csv_series(path: str | os.PathLike, target: str | None = None, *, input
         if index == 0:
             raise ValueError(f"{path}: the target {names[0]!r} is the date column; choose one of the channels "
                              f"{', '.join(names[1:])}")
-        _check_dates(body, names[0], path)
+        _check_dates(body, names[0], path, why=f"{INPUTS_ENV}=all needs a date column first (date,channel,…,target "
+                                                   "as ETT keeps it); ")
         channels = [index] + [i for i in range(1, len(names)) if i != index]
     else:
+        if index != 0 and _is_date_column(body, names[0]):
+            _check_dates(body, names[0], path, why="")
         channels = [index]
     values = np.empty((len(body), len(channels)))
     for i, (number, row) in enumerate(body):
@@ -144,15 +159,27 @@ def _cell_value(row: list[str], number: int, column: int, name: str, path: Path)
     return float(cell)
 
 
-def _check_dates(body: list[tuple[int, list[str]]], name: str, path: Path) -> None:
-    """The first column holds ISO 8601 dates, strictly increasing; ``ValueError`` names the first bad row."""
+def _is_date_column(body: list[tuple[int, list[str]]], name: str) -> bool:
+    """Whether a univariate file's first column (not its target) holds dates: its header is one of
+    :data:`DATE_HEADERS`, or its first cell is a date in a form no number takes (``1959-01-31``, ``1959-Q1``)."""
+    if name.lower() in DATE_HEADERS:
+        return True
+    cell = body[0][1][0].strip() if body and body[0][1] else ""
+    return _date(cell) is not None and not _is_number(cell)
+
+
+def _check_dates(body: list[tuple[int, list[str]]], name: str, path: Path, *, why: str) -> None:
+    """The first column holds dates (:data:`DATE_FORMS`), strictly increasing; ``ValueError`` names the first bad
+    row (a missing date, one that is not a date, one out of order or repeated) after ``why`` the file needs dates."""
     previous = None
     for number, row in body:
         cell = row[0].strip()
+        if not cell:
+            raise ValueError(f"{path}: {why}row {number}, column {name!r}: missing date; every row needs its date, "
+                             "in time order")
         when = _date(cell)
         if when is None:
-            raise ValueError(f"{path}: {INPUTS_ENV}=all needs a date column first (date,channel,…,target as ETT "
-                             f"keeps it); row {number}, column {name!r}: {cell!r} is not a date; accepted: "
+            raise ValueError(f"{path}: {why}row {number}, column {name!r}: {cell!r} is not a date; accepted: "
                              f"{DATE_FORMS}")
         try:
             in_order = previous is None or when > previous[1]
