@@ -13,7 +13,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "gridmix"
 # Lowest first. A module belongs to the layer of the longest prefix that names it.
 LAYERS = [
     ("core", ("gridmix.grid", "gridmix.suggest", "gridmix.version", "gridmix.deprecated", "gridmix.markers",
-              "gridmix.defaults", "gridmix.lazy")),
+              "gridmix.defaults", "gridmix.lazy", "gridmix.inputs", "gridmix.files", "gridmix.interrupt")),
     ("mixers", ("gridmix.mixers",)),
     ("models", ("gridmix.models",)),
     ("tracks", ("gridmix.tracks",)),
