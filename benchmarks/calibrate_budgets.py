@@ -7,7 +7,7 @@ For every track and every layout ``JOBSxTHREADS`` it runs ``gridmix run --track 
 fresh output folder, times the whole command (wall clock, from start to exit), and reads the report it wrote.
 The criteria (docs/plugins.md, "Budgets of the built-in tracks"):
 
-- no seed of the idea or of the matched baseline at chance (within the report's ``FLOOR_BAND`` of it);
+- no seed of the idea or of the matched baseline at chance (within ``FLOOR_BAND`` of gridmix.analysis.verdicts);
 - the no-mixing control worse than the matched baseline by more than the primary comparison's MDE;
 - the primary MDE at most 2 % of the matched baseline's mean;
 - the whole command in at most 300 s.
@@ -31,7 +31,7 @@ from pathlib import Path
 
 from bench_common import environment, gemm_gflops
 
-from gridmix.report.build import FLOOR_BAND
+from gridmix.analysis.verdicts import FLOOR_BAND
 from gridmix.report.types import Report
 
 GRIDS = {"image": "32x32"}  # the README's main command; every other track at its default grid

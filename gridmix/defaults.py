@@ -2,4 +2,4 @@
 the two directions a metric can be better in, and the default practical threshold of an effect."""
 
 DIRECTIONS = ("lower", "higher")  # which values of a metric are better
-DEFAULT_MIN_EFFECT = "1%"  # gridmix.analysis.stats.MinEffect: below it a significant effect is "negligible"
+DEFAULT_MIN_EFFECT = "1%"  # gridmix.analysis.verdicts.MinEffect: below it a significant effect is "negligible"

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from gridmix.analysis.stats import VERDICT_BETTER
+from gridmix.analysis.verdicts import VERDICT_BETTER
 from gridmix.cli.run import results_table
 from gridmix.report.build import build_report, write_report
 from gridmix.report.markdown import render_markdown

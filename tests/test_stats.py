@@ -1,4 +1,5 @@
-"""Tests for gridmix.analysis.stats: the reference report, the sign-flip test, Holm and the verdicts."""
+"""Tests for gridmix.analysis.stats (the reference report, the sign-flip test, Holm) and for the test verdicts of
+gridmix.analysis.verdicts.compare on them."""
 
 import itertools
 import json
@@ -10,12 +11,6 @@ import pytest
 from scipy import stats as sps
 
 from gridmix.analysis.stats import (
-    VERDICT_BETTER,
-    VERDICT_NONE,
-    VERDICT_WORSE,
-    MinEffect,
-    compare,
-    compare_many,
     holm,
     paired_differences,
     sign_flip_interval,
@@ -24,6 +19,7 @@ from gridmix.analysis.stats import (
     summarize,
     t_interval,
 )
+from gridmix.analysis.verdicts import VERDICT_BETTER, VERDICT_NONE, VERDICT_WORSE, MinEffect, compare, compare_many
 
 # The report of the one-off experiment gridmix grew from (8 seeds, sequence forecasting), kept in the repo.
 SEED_REPORT = Path(__file__).resolve().parent / "data" / "reference_report.json"

@@ -10,7 +10,8 @@ from torch import nn
 from typer.testing import CliRunner
 
 from gridmix import ConcentrationMixer, Grid, TokenwiseMixer
-from gridmix.analysis.stats import VERDICT_BETTER, VERDICT_UNREACHABLE, exact_level, seeds_needed
+from gridmix.analysis.stats import exact_level, seeds_needed
+from gridmix.analysis.verdicts import VERDICT_BETTER, VERDICT_UNREACHABLE
 from gridmix.cli import app
 from gridmix.study.calibration import aa_false_positive_rate
 from gridmix.study.harness import SWEEP_SEED_OFFSET, Study

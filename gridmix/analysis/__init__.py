@@ -1,7 +1,9 @@
 """The analyses every track goes through, one module each.
 
-- :mod:`~gridmix.analysis.stats`: paired-seed statistics (sign-flip test, its inverted interval, its MDE, Holm,
-  the practical threshold, verdicts);
+- :mod:`~gridmix.analysis.stats`: paired-seed statistics, numbers only (sign-flip test, its inverted interval, its
+  MDE, Holm);
+- :mod:`~gridmix.analysis.verdicts`: every rule that turns those numbers into words (α, the families, the practical
+  threshold, identical arms, the Holm floor, the floor/ceiling bands, the verdict strings), for every comparison;
 - :mod:`~gridmix.analysis.references`: the references a reviewer tries first, on every comparison seed's own split
   (is the model beating them?), fitted by :mod:`~gridmix.analysis.probes` (ridge, logistic probe, 1-NN);
 - :mod:`~gridmix.analysis.parity`: are the compared models of the same size?;

@@ -1,9 +1,10 @@
-"""Paired-seed statistics for comparing an idea against a baseline.
+"""Paired-seed statistics for comparing an idea against a baseline: numbers only.
 
 A benchmark trains the idea and the baseline on the same seeds, so the unit of
 analysis is the per-seed difference ``d_s = idea_s - baseline_s``. This module
-turns those differences into a p-value, a confidence interval, a minimum
-detectable effect and a verdict, with numpy and scipy only:
+turns those differences into a p-value, confidence intervals and a minimum
+detectable effect, with numpy and scipy only; :mod:`gridmix.analysis.verdicts`
+turns them into words (every rule of a verdict lives there):
 
 * Significance: the two-sided sign-flip (paired randomization) test, P. Good,
   *Permutation, Parametric and Bootstrap Tests of Hypotheses*, 3rd ed.,
@@ -17,8 +18,6 @@ detectable effect and a verdict, with numpy and scipy only:
   ``d - δ`` does not reject at ``alpha``; Hartigan 1969, "Using subsample values as typical values", JASA 64),
   which excludes 0 exactly when ``p < alpha``; beside it the Student t-interval
   ``mean(d) +- t_{1-a/2,n-1} s_d/sqrt(n)``, which need not agree with the test.
-* Practical size: a significant effect smaller than a threshold (:class:`MinEffect`, by default 1 % of
-  the compared arm's mean) is "significant but negligible".
 * Sensitivity: the minimum detectable effect (MDE) of the sign-flip test itself
   (the test the verdict uses), at the given power, for normal paired differences
   with the observed spread ``s_d``: a seeded simulation with common random numbers
@@ -29,24 +28,13 @@ detectable effect and a verdict, with numpy and scipy only:
 
 from __future__ import annotations
 
-import dataclasses
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
 
 import numpy as np
 from scipy import stats
-
-from gridmix.defaults import DIRECTIONS
-
-VERDICT_BETTER = "idea better (significant)"
-VERDICT_WORSE = "idea worse (significant)"
-VERDICT_NONE = "no significant difference"
-VERDICT_UNREACHABLE = "cannot reach α (too few seeds)"
-VERDICT_BETTER_NEGLIGIBLE = "idea better (significant but negligible)"  # significant, below the practical threshold
-VERDICT_WORSE_NEGLIGIBLE = "idea worse (significant but negligible)"
 
 # A sign pattern ties with the observed one when its |sum| is within this
 # fraction of sum(|d|): any signed sum of n values is off by at most about
@@ -105,92 +93,6 @@ class SignFlipInterval:
         return (self.low is not None and value < self.low) or (self.high is not None and value > self.high)
 
 
-@dataclass(frozen=True)
-class MinEffect:
-    """The practical threshold below which a significant effect is "negligible": ``value`` in the metric's units,
-    or with ``relative`` a fraction of the compared arm's mean (``|b|``, the baseline's in idea − baseline)."""
-
-    value: float
-    relative: bool = False
-
-    def __post_init__(self) -> None:
-        if not (math.isfinite(self.value) and self.value >= 0):
-            raise ValueError(f"min effect {self.value!r}; expected a finite number >= 0")
-
-    @classmethod
-    def parse(cls, text: str | float) -> MinEffect:
-        """``"1%"`` (relative to the compared arm's mean) or ``"0.005"`` (the metric's units); ``ValueError``
-        in one line otherwise."""
-        spelled = str(text).strip()
-        relative = spelled.endswith("%")
-        try:
-            value = float(spelled.removesuffix("%"))
-        except ValueError:
-            raise ValueError(f"min effect {spelled!r}; expected a number in the metric's units (e.g. 0.005) or a "
-                             "percentage of the compared arm's mean (e.g. 1%)") from None
-        return cls(value / 100 if relative else value, relative)
-
-    def threshold(self, baseline_mean: float) -> float:
-        """The threshold in the metric's units for a comparison against an arm with this mean."""
-        return self.value * abs(baseline_mean) if self.relative else self.value
-
-    @property
-    def spelled(self) -> str:
-        """The threshold as :meth:`parse` reads it: ``"1%"`` or ``"0.005"``."""
-        return f"{self.value * 100:g}%" if self.relative else f"{self.value:g}"
-
-
-@dataclass(frozen=True)
-class PairedComparison:
-    """Everything a report needs about one idea-versus-baseline comparison.
-
-    ``per_seed_diffs`` and ``delta_mean`` are idea minus baseline. ``p_holm`` is
-    ``p_value`` after Holm's adjustment over the comparisons made together (equal
-    to ``p_value`` for a lone comparison); ``verdict`` is decided on ``p_holm``.
-    ``ci_low``/``ci_high`` are the t-interval at level ``1 - alpha``; ``signflip_ci_low``/``signflip_ci_high``
-    the interval from inverting the sign-flip test at ``alpha`` (``None``: unbounded), which excludes 0 exactly
-    when ``p_value < alpha``. ``min_effect`` is the practical threshold in the metric's units (``None``: none);
-    a significant ``|delta_mean|`` below it is "significant but negligible". ``mde`` is the sign-flip
-    test's minimum detectable effect (:func:`sign_flip_mde`, estimated from the
-    observed spread) at 80% power unless asked otherwise, ``None`` when no effect
-    is detectable with this many pairs. The ``*_rel_pct`` fields are relative to
-    ``|baseline_mean|`` in percent, and None when the baseline mean is 0.
-
-    The reference report's ``mde`` is really the 95% t half-width (with t
-    rounded to 2.365) and its ``mde_rel_pct`` is that half-width relative to the
-    baseline mean. Here ``mde_rel_pct`` is the true MDE relative, and the
-    half-width relative is ``ci_half_width_rel_pct``.
-    """
-
-    n_pairs: int
-    per_seed_diffs: list[float]
-    delta_mean: float
-    idea_wins: int
-    ties: int
-    p_value: float
-    p_holm: float
-    p_method: str
-    n_patterns: int
-    ci_low: float
-    ci_high: float
-    ci_half_width: float
-    ci_half_width_rel_pct: float | None
-    mde: float | None
-    mde_rel_pct: float | None
-    baseline_mean: float
-    idea_mean: float
-    direction: str
-    alpha: float
-    verdict: str
-    signflip_ci_low: float | None = None
-    signflip_ci_high: float | None = None
-    min_effect: float | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """Return the fields as a JSON-ready dict of plain Python values."""
-        return dataclasses.asdict(self)
-
-
 def summarize(values: Sequence[float]) -> Summary:
     """Return mean, population std (ddof=0), the values and their count."""
     arr = _finite_vector(values, "values")
@@ -245,7 +147,7 @@ def sign_flip_test(
 
 def t_interval(diffs: Sequence[float], *, confidence: float = 0.95) -> TInterval:
     """Student t interval ``mean(d) +- t_{(1+confidence)/2, n-1} * s_d / sqrt(n)``, s_d with ddof=1."""
-    _check_unit_interval(confidence, "confidence")
+    check_unit_interval(confidence, "confidence")
     d = _check_diffs(diffs)
     mean = float(d.mean())
     t_crit = stats.t.ppf(0.5 + confidence / 2, d.size - 1)
@@ -269,7 +171,7 @@ def sign_flip_interval(
     Either way the interval excludes 0 exactly when the test at 0 rejects (an end within round-off of 0 is put at
     0 when the test at 0 does not reject). Unbounded (``None`` ends) when the test can never reject.
     """
-    _check_unit_interval(alpha, "alpha")
+    check_unit_interval(alpha, "alpha")
     d = _check_diffs(diffs)
     options = dict(exact_max_n=exact_max_n, n_resamples=n_resamples, rng_seed=rng_seed)
     exact = d.size <= exact_max_n
@@ -329,8 +231,8 @@ def sign_flip_mde(
     pattern up to n = 12, else 4,096 random patterns drawn from the same seed); bisection to 0.1% of
     ``s_d``. ``None`` when n pairs can never give ``p < alpha`` (``2/2^n >= alpha``).
     """
-    _check_unit_interval(alpha, "alpha")
-    _check_unit_interval(power, "power")
+    check_unit_interval(alpha, "alpha")
+    check_unit_interval(power, "power")
     d = _check_diffs(diffs)
     n, spread = d.size, float(d.std(ddof=1))
     if math.ldexp(1.0, 1 - n) >= alpha:  # the floor 2/2^n, exact and without overflow at any n
@@ -381,7 +283,7 @@ def exact_level(n_pairs: int, alpha: float = 0.05) -> float:
     largest such value below ``alpha``: 2/64 at n = 6, 6/128 at n = 7, 12/256 at n = 8. Computed in exact
     integers (``alpha`` as the fraction its float is), so no n overflows.
     """
-    _check_unit_interval(alpha, "alpha")
+    check_unit_interval(alpha, "alpha")
     if n_pairs < 2:
         raise ValueError(f"n_pairs is {n_pairs!r}; expected at least 2")
     patterns = 2**n_pairs
@@ -395,7 +297,7 @@ def seeds_needed(alpha: float = 0.05, *, comparisons: int = 1) -> int:
     Holm multiplies the smallest p by the number of comparisons, so the floor ``2/2^n`` must be below
     ``alpha / comparisons``: 6 pairs for one comparison at 0.05, 7 for two or three, 8 for four to six.
     """
-    _check_unit_interval(alpha, "alpha")
+    check_unit_interval(alpha, "alpha")
     if comparisons < 1:
         raise ValueError(f"comparisons is {comparisons!r}; expected at least 1")
     n = 2
@@ -425,103 +327,6 @@ def holm(p_values: Sequence[float]) -> np.ndarray:
     return adjusted
 
 
-def compare(
-    idea: Sequence[float],
-    baseline: Sequence[float],
-    *,
-    direction: str,
-    alpha: float = 0.05,
-    power: float = 0.8,
-    exact_max_n: int = 20,
-    n_resamples: int = 100_000,
-    rng_seed: int = 0,
-    min_effect: MinEffect | None = None,
-) -> PairedComparison:
-    """Compare per-seed ``idea`` against ``baseline`` results (same seeds, same order).
-
-    ``direction`` says which values are better, "lower" or "higher". The test,
-    intervals and MDE all use ``alpha``; the verdict is significant when p < alpha,
-    and "significant but negligible" when ``|mean(d)|`` is below ``min_effect``'s
-    threshold for the baseline's mean.
-    """
-    _check_direction(direction)
-    _check_unit_interval(alpha, "alpha")
-    d = paired_differences(idea, baseline)
-    test = sign_flip_test(d, exact_max_n=exact_max_n, n_resamples=n_resamples, rng_seed=rng_seed)
-    interval = t_interval(d, confidence=1 - alpha)
-    inverted = sign_flip_interval(d, alpha=alpha, exact_max_n=exact_max_n, n_resamples=n_resamples,
-                                  rng_seed=rng_seed)
-    mde = sign_flip_mde(d, alpha=alpha, power=power, rng_seed=rng_seed)
-    baseline_mean = float(np.mean(baseline))
-    delta_mean = float(d.mean())
-    threshold = None if min_effect is None else min_effect.threshold(baseline_mean)
-    return PairedComparison(
-        n_pairs=int(d.size),
-        per_seed_diffs=d.tolist(),
-        delta_mean=delta_mean,
-        idea_wins=int(np.count_nonzero(d < 0 if direction == "lower" else d > 0)),
-        ties=int(np.count_nonzero(d == 0)),
-        p_value=test.p_value,
-        p_holm=test.p_value,
-        p_method=test.method,
-        n_patterns=test.n_patterns,
-        ci_low=interval.low,
-        ci_high=interval.high,
-        ci_half_width=interval.half_width,
-        ci_half_width_rel_pct=_relative_pct(interval.half_width, baseline_mean),
-        mde=mde,
-        mde_rel_pct=None if mde is None else _relative_pct(mde, baseline_mean),
-        baseline_mean=baseline_mean,
-        idea_mean=float(np.mean(idea)),
-        direction=direction,
-        alpha=alpha,
-        verdict=_verdict(delta_mean, test.p_value, alpha=alpha, direction=direction, min_effect=threshold),
-        signflip_ci_low=inverted.low,
-        signflip_ci_high=inverted.high,
-        min_effect=threshold,
-    )
-
-
-def compare_many(
-    comparisons: Mapping[str, tuple[Sequence[float], Sequence[float]]],
-    *,
-    direction: str,
-    alpha: float = 0.05,
-    **options: Any,
-) -> dict[str, PairedComparison]:
-    """Run :func:`compare` on each ``name -> (idea, baseline)`` and Holm-adjust across them.
-
-    Each result keeps its raw ``p_value``, gains ``p_holm`` and takes its verdict
-    from ``p_holm``. ``options`` are passed on to :func:`compare`.
-    """
-    if not comparisons:
-        raise ValueError("comparisons is empty; expected at least one name -> (idea, baseline) entry")
-    raw = {
-        name: compare(idea, baseline, direction=direction, alpha=alpha, **options)
-        for name, (idea, baseline) in comparisons.items()
-    }
-    adjusted = holm([result.p_value for result in raw.values()])
-    return {
-        name: dataclasses.replace(
-            result,
-            p_holm=float(p_holm),
-            verdict=_verdict(result.delta_mean, float(p_holm), alpha=alpha, direction=direction,
-                             min_effect=result.min_effect),
-        )
-        for (name, result), p_holm in zip(raw.items(), adjusted, strict=True)
-    }
-
-
-def _verdict(delta_mean: float, p: float, *, alpha: float, direction: str, min_effect: float | None = None) -> str:
-    if p >= alpha:
-        return VERDICT_NONE
-    idea_lower = delta_mean < 0
-    better = idea_lower == (direction == "lower")
-    if min_effect is not None and abs(delta_mean) < min_effect:
-        return VERDICT_BETTER_NEGLIGIBLE if better else VERDICT_WORSE_NEGLIGIBLE
-    return VERDICT_BETTER if better else VERDICT_WORSE
-
-
 def _finite_vector(values: Sequence[float], name: str) -> np.ndarray:
     arr = np.asarray(values, dtype=np.float64)
     if arr.ndim != 1:
@@ -539,21 +344,11 @@ def _check_diffs(diffs: Sequence[float]) -> np.ndarray:
     return d
 
 
-def _check_direction(direction: str) -> None:
-    if direction not in DIRECTIONS:
-        raise ValueError(
-            f"direction is {direction!r}; expected one of {DIRECTIONS!r} (which values are better)"
-        )
-
-
-def _check_unit_interval(value: float, name: str) -> None:
+def check_unit_interval(value: float, name: str) -> None:
+    """``ValueError`` in one line unless ``0 < value < 1`` (a level, a confidence, a power)."""
     if not 0 < value < 1:
         raise ValueError(f"{name} is {value!r}; expected a number strictly between 0 and 1")
 
 
 def _standard_error(d: np.ndarray) -> float:
     return float(d.std(ddof=1) / np.sqrt(d.size))
-
-
-def _relative_pct(value: float, baseline_mean: float) -> float | None:
-    return None if baseline_mean == 0 else 100.0 * value / abs(baseline_mean)

@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING
 from gridmix.lazy import lazy_names
 
 if TYPE_CHECKING:  # the same names, for type checkers and readers (and the layer test, which reads imports)
-    from gridmix.report.build import ALPHA, TIMING_KEYS, build_report, write_report
+    from gridmix.report.build import TIMING_KEYS, build_report, write_report
     from gridmix.report.types import Arm, Comparison, Report
 
-_SOURCES = {**dict.fromkeys(("ALPHA", "TIMING_KEYS", "build_report", "write_report"), "gridmix.report.build"),
+_SOURCES = {**dict.fromkeys(("TIMING_KEYS", "build_report", "write_report"), "gridmix.report.build"),
             **dict.fromkeys(("Arm", "Comparison", "Report"), "gridmix.report.types")}
 
-__all__ = ["ALPHA", "TIMING_KEYS", "Arm", "Comparison", "Report", "build_report", "write_report"]
+__all__ = ["TIMING_KEYS", "Arm", "Comparison", "Report", "build_report", "write_report"]
 
 
 __getattr__, __dir__ = lazy_names("gridmix.report", _SOURCES, globals())

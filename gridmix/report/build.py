@@ -29,21 +29,20 @@ from pathlib import Path
 import numpy as np
 
 from gridmix.analysis.references import with_model_metrics
-from gridmix.analysis.stats import (
-    VERDICT_UNREACHABLE,
+from gridmix.analysis.stats import min_attainable_p, seeds_needed, summarize
+from gridmix.analysis.verdicts import (
+    ALPHA,
+    MIN_PAIRS,
+    VERDICT_NOT_COMPARED,
     MinEffect,
-    PairedComparison,
-    compare_many,
-    min_attainable_p,
-    seeds_needed,
-    summarize,
+    ablation_verdict,
+    bound_flag,
+    holm_floor,
+    judge_family,
 )
 from gridmix.defaults import DEFAULT_MIN_EFFECT
 from gridmix.files import write_atomic
 from gridmix.report.types import (
-    CAP_REACHED,
-    VERDICT_CAP_INACTIVE,
-    VERDICT_IDENTICAL,
     Arm,
     Comparison,
     FailedRun,
@@ -55,20 +54,13 @@ from gridmix.report.types import (
     Transfer,
     TransferArm,
     TransferGrid,
-    naming_arm,
 )
 from gridmix.study.harness import Study, choose_learning_rates
 from gridmix.study.ledger import Ledger, RunRow
 from gridmix.tracks import ROLES
 
 BENCH_VERSION = 3
-ALPHA = 0.05  # every test's level; the primary comparison is tested alone at it
 TIMING_KEYS = ("timings", "scaling")  # measured wall-clock: differs between two runs of the same command
-
-
-FLOOR_BAND = 0.05  # an arm is "at chance" when every seed is within 5% of |ceiling − chance| of the chance level
-CEILING_BAND = 0.005  # … and "at ceiling" when every seed is within 0.5% of that range of the ceiling
-NOISE_SDS = 2  # … and its mean is within this many of its seed standard deviations (ddof=1) of that level
 
 
 def _final_rows(study: Study, rows: dict[str, RunRow], model: str, lr: float | None) -> list[RunRow | None]:
@@ -88,45 +80,12 @@ def _arm(study: Study, rows: dict[str, RunRow], model: str, lr: float | None, sw
                train_loss=tuple(tuple(row.train_loss) if row else () for row in finals),
                val=tuple(tuple(row.val_curve) if row else () for row in finals),
                per_seed=tuple(summary.per_seed) if summary else (), mean=summary.mean if summary else None,
-               std=summary.std if summary else None, flag=_bound_flag(study, ok), constant_seeds=constant)
+               std=summary.std if summary else None, flag=_flag(study, ok), constant_seeds=constant)
 
 
-def _bound_flag(study: Study, values: list[float]) -> str | None:
-    """``"at chance"`` / ``"at ceiling"`` when the arm sits there, else None.
-
-    At a level: every seed within the band (FLOOR_BAND, CEILING_BAND of |ceiling − chance|, or of |chance| without a
-    ceiling) of it, and the arm's mean within NOISE_SDS seed standard deviations (ddof=1) of it, so an arm whose
-    seeds all stay off the level by more than their own spread is not at it, however wide the band. A seed (or the
-    mean) worse than chance counts as at chance."""
-    if not values or study.chance is None:
-        return None
-    span = abs(study.ceiling - study.chance) if study.ceiling is not None else abs(study.chance)
-    if span == 0:
-        return None
-    noise = NOISE_SDS * float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
-    mean = float(np.mean(values))
-    if (all(abs(v - study.chance) <= FLOOR_BAND * span or _beyond(study, v, study.chance) for v in values)
-            and (abs(mean - study.chance) <= noise or _beyond(study, mean, study.chance))):
-        return "at chance"
-    if (study.ceiling is not None and all(abs(v - study.ceiling) <= CEILING_BAND * span for v in values)
-            and abs(mean - study.ceiling) <= noise):
-        return "at ceiling"
-    return None
-
-
-def _uninformative(flags: tuple[str | None, str | None], result: PairedComparison) -> str | None:
-    """``"uninformative: both arms …"`` when both arms carry the same flag and their mean difference is within the
-    comparison's MDE (an unreachable MDE bounds nothing); None when a difference the test can detect separates them."""
-    if flags[0] is None or flags[0] != flags[1]:
-        return None
-    if result.mde is not None and abs(result.delta_mean) > result.mde:
-        return None
-    return f"uninformative: both arms {flags[0]}"
-
-
-def _beyond(study: Study, value: float, chance: float) -> bool:
-    """Whether ``value`` is worse than chance (an arm below the floor is at the floor, too)."""
-    return value < chance if study.direction == "higher" else value > chance
+def _flag(study: Study, values: list[float]) -> str | None:
+    """The arm's floor or ceiling flag (:func:`gridmix.analysis.verdicts.bound_flag`) at the study's levels."""
+    return bound_flag(values, chance=study.chance, ceiling=study.ceiling, direction=study.direction)
 
 
 def _pairs(study, rows, chosen, a: str, b: str) -> tuple[list[float], list[float], list[int]]:
@@ -141,44 +100,25 @@ def _pairs(study, rows, chosen, a: str, b: str) -> tuple[list[float], list[float
 
 def _family(study, rows, chosen, arms: dict[str, Arm], family: str,
             pairs: dict[str, tuple[str, str]]) -> dict[str, Comparison]:
-    """Compare each ``name -> (a, b)`` (a − b per seed), Holm-adjusted within the family, with its verdict (a
-    family of one is a test alone at α), said of ``a`` by its role ("baseline better" when ``a`` is one).
-
-    The verdicts :func:`_judged` overrules the test with: identical arms, arms both at chance (or the ceiling),
-    a Holm floor (family size × the smallest attainable p) not below α.
-    """
+    """Each ``name -> (a, b)`` (a − b per seed) judged as one Holm family
+    (:func:`gridmix.analysis.verdicts.judge_family`), said of ``a`` by its role."""
     values, results = {}, {}
     for name, (a, b) in pairs.items():
         a_values, b_values, seeds = _pairs(study, rows, chosen, a, b)
-        if len(seeds) >= 2:
+        if len(seeds) >= MIN_PAIRS:
             values[name] = (a_values, b_values)
         else:
-            results[name] = Comparison(a=a, b=b, family=family, verdict="not compared",
-                                       reason=f"only {len(seeds)} seed(s) where both models finished; a paired test "
-                                              "needs 2")
-    compared = (compare_many(values, direction=study.direction, alpha=ALPHA, min_effect=_min_effect(study))
-                if values else {})
-    for name, result in compared.items():
+            results[name] = Comparison(a=a, b=b, family=family, verdict=VERDICT_NOT_COMPARED,
+                                       reason=f"only {len(seeds)} seed(s) where both models finished; a paired "
+                                              f"test needs {MIN_PAIRS}")
+    judged = judge_family(values, direction=study.direction, min_effect=_min_effect(study),
+                          roles={name: study.role(pairs[name][0]) for name in values},
+                          flags={name: (arms[pairs[name][0]].flag, arms[pairs[name][1]].flag) for name in values})
+    for name, result in judged.items():
         a, b = pairs[name]
-        results[name] = _judged(result, a=a, b=b, family=family, role=study.role(a), holm_over=len(values),
-                                flags=(arms[a].flag, arms[b].flag))
+        results[name] = Comparison(a=a, b=b, family=family, verdict=result.verdict, holm_over=len(values),
+                                   result=result)
     return {name: results[name] for name in pairs}
-
-
-def _judged(result: PairedComparison, *, a: str, b: str, family: str, role: str, holm_over: int,
-            flags: tuple[str | None, str | None]) -> Comparison:
-    """The comparison with its report verdict: "identical" when a and b agree on every seed, "uninformative" when
-    both carry the same floor/ceiling flag and differ by no more than the MDE, "cannot reach α" below the Holm
-    floor, else the test's (named by ``role``)."""
-    verdict = naming_arm(result.verdict, role)
-    if not any(result.per_seed_diffs):
-        verdict = VERDICT_IDENTICAL
-    elif uninformative := _uninformative(flags, result):
-        verdict = uninformative
-    elif holm_over * min_attainable_p(result.n_pairs) >= ALPHA:
-        verdict = VERDICT_UNREACHABLE
-    return Comparison(a=a, b=b, family=family, verdict=verdict, holm_over=holm_over,
-                      result=dataclasses.replace(result, verdict=verdict))
 
 
 def _min_effect(study: Study) -> MinEffect:
@@ -200,24 +140,17 @@ def _reference_comparisons(study: Study, arms: dict[str, Arm], references: dict 
     for name, arm in arms.items():
         pairs = [(value, by_seed[study.comparison_seeds[i]] if stored else values[best])
                  for i, value in arm.by_seed.items() if not stored or study.comparison_seeds[i] in by_seed]
-        if len(pairs) < 2:
-            comparisons[name] = Comparison(a=name, b=best, family="reference", verdict="not compared",
-                                           reason=f"only {len(pairs)} seed(s) with both values; a paired test needs 2")
+        if len(pairs) < MIN_PAIRS:
+            comparisons[name] = Comparison(a=name, b=best, family="reference", verdict=VERDICT_NOT_COMPARED,
+                                           reason=f"only {len(pairs)} seed(s) with both values; a paired test "
+                                                  f"needs {MIN_PAIRS}")
             continue
         model, reference = zip(*pairs)
-        result = compare_many({name: (model, reference)}, direction=study.direction, alpha=ALPHA,
-                              min_effect=_min_effect(study))[name]
-        comparisons[name] = _judged(result, a=name, b=best, family="reference", role=arm.role, holm_over=1,
-                                    flags=(arm.flag, None))
+        result = judge_family({name: (model, reference)}, direction=study.direction, min_effect=_min_effect(study),
+                              roles={name: arm.role}, flags={name: (arm.flag, None)})[name]
+        comparisons[name] = Comparison(a=name, b=best, family="reference", verdict=result.verdict, holm_over=1,
+                                       result=result)
     return comparisons
-
-
-def _cap_inactive(signature: dict | None) -> bool:
-    """Whether the idea's largest learned factor singular value (over every seed) stayed below CAP_REACHED of its
-    bound: the cap never bound, so removing it (the ablation) cannot show what it does."""
-    if not signature or "error" in signature or "observed_max_factor_singular" not in signature:
-        return False
-    return signature["observed_max_factor_singular"] < CAP_REACHED * signature["predicted_factor_bound"]
 
 
 def _power(study: Study, n_secondary: int) -> Power:
@@ -226,7 +159,7 @@ def _power(study: Study, n_secondary: int) -> Power:
     min_p = min_attainable_p(n)
     secondary = None
     if n_secondary:
-        min_p_holm = min(1.0, n_secondary * min_p)
+        min_p_holm = holm_floor(n, n_secondary)
         secondary = SecondaryPower(comparisons=n_secondary, min_p_holm=min_p_holm, reachable=min_p_holm < ALPHA,
                                    seeds_needed=seeds_needed(ALPHA, comparisons=n_secondary))
     return Power(alpha=ALPHA, n_seeds=n, underpowered_run=study.underpowered, secondary=secondary,
@@ -297,11 +230,10 @@ def study_report(spec: dict, rows: dict[str, RunRow], *, where: str, analyses: d
     mechanism = {name: _family(study, rows, chosen, arms, "mechanism", {name: pair})[name]  # each question alone
                  for name, pair in questions.items()}
     signature = _mechanism(study, rows, chosen[study.idea])
-    if "ablation" in mechanism and mechanism["ablation"].result is not None and _cap_inactive(signature):
+    if "ablation" in mechanism and mechanism["ablation"].result is not None:
         question = mechanism["ablation"]
-        mechanism["ablation"] = dataclasses.replace(question, verdict=VERDICT_CAP_INACTIVE,
-                                                    result=dataclasses.replace(question.result,
-                                                                               verdict=VERDICT_CAP_INACTIVE))
+        result = ablation_verdict(question.result, signature)
+        mechanism["ablation"] = dataclasses.replace(question, verdict=result.verdict, result=result)
     references = dict(references or {}) or None
     reference_seconds = references.pop("seconds", None) if references else None  # a timing, reported as one
     if references:
@@ -376,25 +308,20 @@ def _transfer_arm(model: str, finals: list[RunRow | None], grid: str) -> Transfe
 
 
 def _transfer_comparison(study: Study, grid: str, arms: dict[str, TransferArm], a: str, b: str) -> Comparison:
-    """``a − b`` at an evaluation grid over the seeds where both ran, alone at α (family ``"transfer"``)."""
+    """``a − b`` at an evaluation grid over the seeds where both ran, alone at α (family ``"transfer"``), judged
+    by the primary's rules (:func:`gridmix.analysis.verdicts.judge_family`) with the arms' flags there."""
     by_a, by_b = arms[a].by_seed, arms[b].by_seed
     both = sorted(set(by_a) & set(by_b))
-    if len(both) < 2:
+    if len(both) < MIN_PAIRS:
         why = "; ".join(f"{name} {arms[name].reasons[0]}" for name in (a, b)
                         if not arms[name].per_seed and arms[name].reasons)
-        return Comparison(a=a, b=b, family="transfer", verdict="not compared",
+        return Comparison(a=a, b=b, family="transfer", verdict=VERDICT_NOT_COMPARED,
                           reason=why or f"only {len(both)} seed(s) where both models ran at {grid}; a paired test "
-                                        "needs 2")
+                                        f"needs {MIN_PAIRS}")
     a_values, b_values = [by_a[i] for i in both], [by_b[i] for i in both]
-    result = compare_many({b: (a_values, b_values)}, direction=study.direction, alpha=ALPHA)[b]
-    verdict = naming_arm(result.verdict, study.role(a))
-    if min_attainable_p(result.n_pairs) >= ALPHA:
-        verdict = VERDICT_UNREACHABLE
-    uninformative = _uninformative((_bound_flag(study, a_values), _bound_flag(study, b_values)), result)
-    if uninformative:
-        verdict = uninformative
-    return Comparison(a=a, b=b, family="transfer", verdict=verdict, holm_over=1,
-                      result=dataclasses.replace(result, verdict=verdict))
+    result = judge_family({b: (a_values, b_values)}, direction=study.direction, min_effect=_min_effect(study),
+                          roles={b: study.role(a)}, flags={b: (_flag(study, a_values), _flag(study, b_values))})[b]
+    return Comparison(a=a, b=b, family="transfer", verdict=result.verdict, holm_over=1, result=result)
 
 
 def _study_keys(study: Study, chosen: dict) -> set[str]:

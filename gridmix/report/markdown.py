@@ -13,6 +13,13 @@ docs/analysis.md defines every figure.
 from __future__ import annotations
 
 from gridmix.analysis.parity import parameter_warning
+from gridmix.analysis.verdicts import (
+    CAP_REACHED,
+    VERDICT_CAP_INACTIVE,
+    VERDICT_IDENTICAL,
+    negligible,
+    significant,
+)
 from gridmix.grid import Grid
 from gridmix.report.format import fmt, fmt_column
 from gridmix.report.references import (
@@ -23,7 +30,7 @@ from gridmix.report.references import (
     training_flags,
     training_lines,
 )
-from gridmix.report.types import CAP_REACHED, VERDICT_CAP_INACTIVE, VERDICT_IDENTICAL, Comparison, Report, TransferArm
+from gridmix.report.types import Comparison, Report, TransferArm
 
 
 def render_markdown(report: Report, *, figures: list[str] = ()) -> str:
@@ -186,7 +193,7 @@ def _seeds(seeds) -> str:
 
 def _negligible_words(comparison: Comparison) -> str:
     r = comparison.result
-    if "negligible" not in comparison.verdict or r.min_effect is None:
+    if not negligible(comparison.verdict) or r.min_effect is None:
         return ""
     return (f" The effect |Δ| = {fmt(abs(r.delta_mean))} is below the practical threshold {fmt(r.min_effect)} "
             "(`--min-effect`): significant but negligible.")
@@ -195,7 +202,7 @@ def _negligible_words(comparison: Comparison) -> str:
 def _training_words(report: Report, comparison: Comparison) -> str:
     """On a significant primary verdict, the training checks that fire for its two arms."""
     flags = training_flags(report, [comparison.a, comparison.b])
-    if "(significant" not in comparison.verdict or not flags:
+    if not significant(comparison.verdict) or not flags:
         return ""
     return " ⚠ This verdict was reached while training checks fire: " + "; ".join(flags) + "."
 

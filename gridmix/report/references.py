@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gridmix.analysis.verdicts import VERDICT_IDENTICAL, VERDICT_UNREACHABLE, negligible, side
 from gridmix.report.format import fmt
 from gridmix.report.types import Comparison, Report
 
@@ -223,11 +224,11 @@ def _fate(comparison: Comparison) -> str:
     if comparison.a_better is not None:
         return ("beats it" if comparison.a_better else "loses to it") + delta
     verdict = comparison.verdict
-    if verdict.startswith("identical"):
+    if verdict == VERDICT_IDENTICAL:
         return "is identical to it on every seed"
-    if "negligible" in verdict:
+    if negligible(verdict):
         return f"differs from it by a negligible amount{delta}"
-    if verdict.startswith("cannot reach"):
+    if verdict == VERDICT_UNREACHABLE:
         return f"cannot be told from it with these seeds{delta}"
     return f"does not beat it{delta}, no significant difference"
 
@@ -294,19 +295,16 @@ def _model_table(report: Report, extra_names: list[str], model_extras: dict) -> 
     return lines
 
 
-REFERENCE_LABELS = {  # a model − reference verdict's suffix -> its label in plain words (no arm's role in it)
-    " better (significant)": "model beats reference (significant)",
-    " worse (significant)": "reference beats model (significant)",
-    " better (significant but negligible)": "model beats reference by a negligible amount",
-    " worse (significant but negligible)": "reference beats model by a negligible amount",
-}
+WINNERS = dict(better="model beats reference", worse="reference beats model")  # a significant verdict's side
 
 
 def reference_label(comparison: Comparison) -> str:
     """A model's verdict against the reference said of the model and the reference ("model beats reference"), not
     in the arm-against-arm words of the other tables ("control better"); other verdicts as they are."""
-    return next((label for suffix, label in REFERENCE_LABELS.items() if comparison.verdict.endswith(suffix)),
-                comparison.verdict)
+    verdict = comparison.verdict
+    if side(verdict) is None:
+        return verdict
+    return WINNERS[side(verdict)] + (" by a negligible amount" if negligible(verdict) else " (significant)")
 
 
 def interval(result) -> str:

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from gridmix.analysis.stats import VERDICT_NONE
+from gridmix.analysis.verdicts import VERDICT_NONE
 from gridmix.files import write_atomic
 from gridmix.grid import Grid
 from gridmix.report.build import study_report

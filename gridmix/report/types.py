@@ -16,31 +16,15 @@ from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from gridmix.analysis.verdicts import FAMILIES, FLAGS, VERDICT_NOT_COMPARED, a_better
 from gridmix.defaults import DEFAULT_MIN_EFFECT
 from gridmix.tracks import ROLES
 
 if TYPE_CHECKING:
-    from gridmix.analysis.stats import PairedComparison
+    from gridmix.analysis.verdicts import PairedComparison
 
-# the primary alone at α; secondary Holm; each mechanism question, each transfer grid and each reference test alone
-FAMILIES = ("primary", "secondary", "mechanism", "transfer", "reference")
 TRANSFER_STATUSES = ("ok", "cannot", "failed", "missing")  # a seed's evaluation at a grid; missing: the run did not
-FLAGS = ("at chance", "at ceiling")
 MECHANISM_NAMES = ("ablation", "idea_vs_control", "baseline_vs_control")
-BETTER_SUFFIX, WORSE_SUFFIX = " better (significant)", " worse (significant)"
-VERDICT_IDENTICAL = "identical: the comparison says nothing"  # both arms gave the same value on every seed
-VERDICT_CAP_INACTIVE = "untestable: the cap was inactive"  # the idea's eigenvalues never came near the cap
-CAP_REACHED = 0.98  # the cap counts as reached when the largest factor singular value is within 2 % of its bound
-NEGLIGIBLE_SUFFIXES = (" better (significant but negligible)", " worse (significant but negligible)")
-
-
-def naming_arm(verdict: str, label: str) -> str:
-    """``verdict`` of a comparison ``a − b`` said of ``a`` as ``label`` ("idea better (significant)" is the
-    statistics' wording, made for the idea; a mechanism question may ask it of the baseline)."""
-    for suffix in (BETTER_SUFFIX, WORSE_SUFFIX, *NEGLIGIBLE_SUFFIXES):
-        if verdict == "idea" + suffix:
-            return label + suffix
-    return verdict
 
 
 @dataclass(frozen=True)
@@ -103,9 +87,7 @@ class Comparison:
     def a_better(self) -> bool | None:
         """True when ``a`` is significantly better, False when significantly worse, None without a verdict (or
         with a significant but negligible one)."""
-        if self.verdict.endswith(BETTER_SUFFIX):
-            return True
-        return False if self.verdict.endswith(WORSE_SUFFIX) else None
+        return a_better(self.verdict)
 
     def to_dict(self) -> dict:
         if self.result is None:
@@ -114,7 +96,7 @@ class Comparison:
 
     @classmethod
     def from_dict(cls, data: Mapping) -> Comparison:
-        from gridmix.analysis.stats import PairedComparison
+        from gridmix.analysis.verdicts import PairedComparison
 
         common = dict(a=data["a"], b=data["b"], family=data["family"], verdict=data["verdict"])
         if "reason" in data:
@@ -376,7 +358,7 @@ class Transfer:
         return cls(trained_grid=data["trained_grid"], grids=tuple(TransferGrid.from_dict(g) for g in data["grids"]))
 
 
-NOT_COMPARED = dict(verdict="not compared", reason="no baseline")  # the JSON's primary comparison without one
+NOT_COMPARED = dict(verdict=VERDICT_NOT_COMPARED, reason="no baseline")  # the JSON's primary comparison without one
 _KEYS = ("bench_version", "track", "grid", "model", "metric", "metric_direction", "n_seeds", "seeds", "fixed_split",
          "chance", "ceiling", "baseline", "idea", "baselines", "primary_baseline", "comparison", "comparisons",
          "holm_adjusted_over", "power", "mechanism", "mechanism_signature", "budget", "failures", "timings",
@@ -392,7 +374,7 @@ class Report:
     ``analyses`` holds the analyses the run stored (``parity``, ``scaling``), each as its module's dict or
     ``{"error": ...}``; ``plot_errors`` the plots that could not be drawn. ``reference_comparisons`` holds, per arm,
     its comparison (arm − reference, family ``"reference"``) with the best reference; ``min_effect`` the practical
-    threshold the verdicts used (:class:`gridmix.analysis.stats.MinEffect`'s spelling).
+    threshold the verdicts used (:class:`gridmix.analysis.verdicts.MinEffect`'s spelling).
     """
 
     bench_version: int

@@ -16,14 +16,15 @@ from pathlib import Path
 
 from scipy import stats as scipy_stats
 
-from gridmix.analysis.stats import (
+from gridmix.analysis.stats import exact_level
+from gridmix.analysis.verdicts import (
+    ALPHA,
     VERDICT_BETTER,
     VERDICT_BETTER_NEGLIGIBLE,
     VERDICT_WORSE,
     VERDICT_WORSE_NEGLIGIBLE,
-    exact_level,
 )
-from gridmix.report.build import ALPHA, build_report
+from gridmix.report.build import build_report
 from gridmix.report.types import Comparison
 from gridmix.study.executors import InProcessExecutor
 from gridmix.study.harness import Runner, Study, aa_study

@@ -135,7 +135,7 @@ class Study:
     settings: dict = field(default_factory=dict)  # the track's knob values off their defaults (Track.knobs)
     eval_grids: tuple[str, ...] = ()  # other grids every final run's trained model is tested on (transfer)
     overrides: dict = field(default_factory=dict)  # budget fields the command line changed (--epochs, …), by name
-    min_effect: str | None = None  # the practical threshold (gridmix.analysis.stats.MinEffect; None: its default)
+    min_effect: str | None = None  # the practical threshold (gridmix.analysis.verdicts.MinEffect; None: its default)
     causality: dict = field(default_factory=dict)  # the leak check's record (pipeline.check_causality); {}: none ran
 
     def __post_init__(self) -> None:

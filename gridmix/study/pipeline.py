@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gridmix.analysis.references import chance_level
+from gridmix.analysis.verdicts import ALPHA
 from gridmix.grid import Grid
 from gridmix.inputs import parse_grids, parse_names
 from gridmix.mixers.causality import (
@@ -33,7 +34,7 @@ from gridmix.mixers.causality import (
 from gridmix.mixers.causality import describe as describe_leak
 from gridmix.mixers.causality import describe_model as describe_model_leak
 from gridmix.mixers.registry import MixerTable
-from gridmix.report.build import ALPHA, build_report, write_report
+from gridmix.report.build import build_report, write_report
 from gridmix.report.types import Report
 from gridmix.study.harness import Phase, Runner, RunTask, Study, aa_study
 from gridmix.study.ledger import Ledger, RunRow
@@ -290,7 +291,7 @@ def plan_study(track: str = "image", grid: str | None = None, *, models: str | t
     of the compared arm's mean, or a number in the metric's units; default
     :data:`gridmix.defaults.DEFAULT_MIN_EFFECT`).
     """
-    from gridmix.analysis.stats import MinEffect
+    from gridmix.analysis.verdicts import MinEffect
     from gridmix.defaults import DEFAULT_MIN_EFFECT
 
     threshold = MinEffect.parse(DEFAULT_MIN_EFFECT if min_effect is None else min_effect)  # ValueError in one line
