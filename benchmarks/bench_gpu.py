@@ -39,7 +39,7 @@ from bench_common import markdown_table, write_json
 from timm.models.vision_transformer import Attention, VisionTransformer
 
 import gridmix
-from gridmix import ConcentrationMixer
+from gridmix import ConcentrationMixer, mixer_layer
 
 BATCH, DIM, HEADS, RANK, CLASSES = 8, 64, 4, 16, 10
 GRIDS = ("32x32", "64x64", "128x128", "256x256", "16x32x32", "16x64x64")
@@ -106,7 +106,7 @@ def layer_step(case: str, grid: str, device: torch.device):
 def vit_step(case: str, side: int, device: torch.device):
     """A zero-argument bf16-autocast training step of the ViT with ``case`` (mixer, mixer-compiled, attention)."""
     torch.manual_seed(0)
-    extra = dict(attn_layer=ConcentrationMixer.configure((side, side), rank=RANK)) if case.startswith("mixer") else {}
+    extra = dict(attn_layer=mixer_layer("concentration", (side, side), rank=RANK)) if case.startswith("mixer") else {}
     net = VisionTransformer(img_size=side, patch_size=1, in_chans=3, num_classes=CLASSES, embed_dim=DIM, depth=4,
                             num_heads=HEADS, class_token=False, global_pool="avg", **extra).to(device)
     forward = torch.compile(net, fullgraph=True) if case.endswith("compiled") else net

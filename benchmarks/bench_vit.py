@@ -4,7 +4,7 @@
 
 Both models are timm's ``VisionTransformer`` (patch size 1 on images of the grid's size, embed_dim 64,
 depth 4, 4 heads, ``class_token=False``, ``global_pool="avg"``), differing only in ``attn_layer``
-(docs/design.md section 3): ``ConcentrationMixer.configure(grid)`` (rank 16) or timm's ``Attention`` (fused
+(docs/design.md section 3): ``mixer_layer("concentration", grid)`` (rank 16) or timm's ``Attention`` (fused
 SDPA). A step is forward, cross-entropy, backward and an AdamW update at batch 8, timed interleaved
 (``bench_common.interleaved``) at grids 16x16, 32x32, 64x64, with peak memory in a fresh subprocess.
 
@@ -37,7 +37,7 @@ from bench_common import (
 )
 from timm.models.vision_transformer import VisionTransformer
 
-from gridmix import ConcentrationMixer
+from gridmix import mixer_layer
 from gridmix.analysis.measure import dry_run
 from gridmix.analysis.memory import MemoryMeasurementError, peak_memory
 from gridmix.study.precision import autocast
@@ -49,7 +49,7 @@ MEMORY_TARGET = "bench_vit:train_step"
 
 
 def build(model: str, side: int) -> VisionTransformer:
-    layer = dict(attn_layer=ConcentrationMixer.configure((side, side))) if model == "mixer" else {}
+    layer = dict(attn_layer=mixer_layer("concentration", (side, side))) if model == "mixer" else {}
     return VisionTransformer(img_size=side, patch_size=1, in_chans=3, num_classes=CLASSES, embed_dim=DIM, depth=DEPTH,
                              num_heads=HEADS, class_token=False, global_pool="avg", **layer)
 

@@ -33,7 +33,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and readers (and the laye
     from gridmix.suggest import did_you_mean
     from gridmix.tracks import Backbone, ContractError, DataSizes, ModelSpec, Split, Track, TrackData
     from gridmix.tracks.hookspecs import hookimpl
-    from gridmix.tracks.registry import BrokenPlugin, Registry, load_registry, validate_data
+    from gridmix.tracks.registry import BrokenPlugin, Registry, load_registry, mixer_layer, validate_data
 
 _SOURCES = {  # public name -> the module that defines it
     "Grid": "gridmix.grid", "GridLike": "gridmix.grid",
@@ -51,7 +51,8 @@ _SOURCES = {  # public name -> the module that defines it
     **dict.fromkeys(("Backbone", "ContractError", "DataSizes", "ModelSpec", "Split", "Track", "TrackData"),
                     "gridmix.tracks"),
     "hookimpl": "gridmix.tracks.hookspecs",
-    **dict.fromkeys(("BrokenPlugin", "Registry", "load_registry", "validate_data"), "gridmix.tracks.registry"),
+    **dict.fromkeys(("BrokenPlugin", "Registry", "load_registry", "mixer_layer", "validate_data"),
+                    "gridmix.tracks.registry"),
 }
 
 __all__ = [
@@ -83,6 +84,7 @@ __all__ = [
     "did_you_mean",
     "hookimpl",
     "load_registry",
+    "mixer_layer",
     "semiseparable_kernel",
     "semiseparable_mode_product",
     "set_native",

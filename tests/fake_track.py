@@ -7,7 +7,7 @@ import torch
 from timm.layers import Attention
 from torch import nn
 
-from gridmix import ConcentrationMixer, Grid
+from gridmix import Grid, mixer_layer
 from gridmix.tracks import DataSizes, ModelSpec, Split, Track, TrackData
 from gridmix.tracks.hookspecs import hookimpl
 
@@ -73,9 +73,9 @@ def make_track(dim: int = 8) -> Track:
         name="fake", description="tiny 1-D regression for harness tests", ndim=1, default_grid=Grid((8,)),
         make_data=make_data, loss=nn.functional.mse_loss, metric=_mse, metric_name="test MSE", direction="lower",
         models=(
-            ModelSpec("fake-mixer", lambda grid: Net(grid, ConcentrationMixer(dim, grid, num_heads=2, rank=4), dim),
-                      role="idea"),
-            ModelSpec("fake-attention", lambda grid: Net(grid, Attention(dim, num_heads=2), dim)),
+            ModelSpec("fake-mixer", lambda grid: Net(grid, mixer_layer("concentration", grid, rank=4)(dim, num_heads=2),
+                                                     dim), role="idea"),
+            ModelSpec("fake-attention", lambda grid: Net(grid, mixer_layer("attention", grid)(dim, num_heads=2), dim)),
             ModelSpec("fake-fragile", Fragile),
         ),
         matched_baseline="fake-attention", fixed_grid=None, knobs={"dim": dim}, rebuild=make_track,

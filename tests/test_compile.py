@@ -10,7 +10,7 @@ import pytest
 import torch
 from timm.models.vision_transformer import VisionTransformer
 
-from gridmix import ConcentrationMixer, set_native
+from gridmix import ConcentrationMixer, mixer_layer, set_native
 
 CASES = {
     "2d-native": ("6x5", {}),
@@ -75,6 +75,6 @@ def test_inductor_compiles_the_native_kernel_path():
 def test_a_vit_built_with_the_mixer_compiles_in_one_graph():
     torch.manual_seed(0)
     model = VisionTransformer(img_size=8, patch_size=1, embed_dim=16, depth=2, num_heads=2, num_classes=3,
-                              attn_layer=ConcentrationMixer.configure("8x8", rank=3), class_token=False,
+                              attn_layer=mixer_layer("concentration", "8x8", rank=3), class_token=False,
                               global_pool="avg")
     _assert_compiled_matches_eager(model, torch.randn(2, 3, 8, 8), rtol=1e-4, atol=1e-5)

@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from gridmix import ConcentrationMixer, tucker_flops
+from gridmix import ConcentrationMixer, mixer_layer, tucker_flops
 from gridmix.analysis.measure import (
     FLOP_FORMULAS,
     count_flops,
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")  # see conftest.py
 def tiny_vit(side: int, *, mixer: bool, dim: int = 16) -> torch.nn.Module:
     from timm.models.vision_transformer import VisionTransformer  # here: the memory subprocesses import this module
 
-    layer = dict(attn_layer=ConcentrationMixer.configure((side, side), rank=4)) if mixer else {}
+    layer = dict(attn_layer=mixer_layer("concentration", (side, side), rank=4)) if mixer else {}
     return VisionTransformer(img_size=side, patch_size=1, in_chans=1, embed_dim=dim, depth=1, num_heads=2,
                              num_classes=3, class_token=False, global_pool="avg", **layer)
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 from timm.models.vision_transformer import VisionTransformer
 
-from gridmix import ConcentrationMixer
+from gridmix import ConcentrationMixer, mixer_layer
 from gridmix.mixers.concentration.mechanism import block_lipschitz, combine_signatures, mechanism_signature
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # see conftest.py
@@ -19,7 +19,7 @@ SEED_KEYS = {"factor_largest_singular_values", "predicted_factor_bound", "observ
 
 def idea_vit(grid=(4, 6), *, causal_axes=(), depth=2, seed=0) -> VisionTransformer:
     torch.manual_seed(seed)
-    layer = ConcentrationMixer.configure(grid, rank=2, causal_axes=causal_axes)
+    layer = mixer_layer("concentration", grid, rank=2, causal_axes=causal_axes)
     model = VisionTransformer(img_size=grid, patch_size=1, in_chans=1, embed_dim=16, depth=depth, num_heads=2,
                               num_classes=3, class_token=False, global_pool="avg", attn_layer=layer)
     with torch.no_grad():  # move the factors off their initialisation, as training would

@@ -10,7 +10,7 @@ import pytest
 import torch
 from timm.models.vision_transformer import VisionTransformer
 
-from gridmix import ConcentrationMixer
+from gridmix import ConcentrationMixer, mixer_layer
 
 CASES = {
     "1d": ("64", {}),
@@ -79,7 +79,7 @@ def test_the_certificate_is_float32_when_bf16_would_round_it_to_one():
 def test_a_vit_training_step_under_autocast(dtype):
     torch.manual_seed(0)
     model = VisionTransformer(img_size=16, patch_size=2, embed_dim=32, depth=2, num_heads=4, num_classes=3,
-                              attn_layer=ConcentrationMixer.configure("8x8", rank=4), class_token=False,
+                              attn_layer=mixer_layer("concentration", "8x8", rank=4), class_token=False,
                               global_pool="avg")
     x, y = torch.randn(4, 3, 16, 16), torch.randint(0, 3, (4,))
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)

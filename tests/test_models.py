@@ -10,8 +10,11 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from gridmix import ConcentrationMixer
 from gridmix.grid import Grid
+from gridmix.mixers.builtin import BUILTIN
+from gridmix.mixers.registry import MIXER_TAG
 from gridmix.models import BackboneConfig, GridTransformer, MixerConfig, build_mlp_mixer, mlp_mixer_supports
 from gridmix.tracks import DataSizes
+from gridmix.tracks.registry import load_registry
 
 TRACKS = [(sequence_track(), Grid((16,))), (image_track(), Grid((8, 8))), (video_track(), Grid((4, 4, 4)))]
 MODELS = [(track, grid, spec) for track, grid in TRACKS for spec in track.models]
@@ -94,28 +97,47 @@ def test_video_mixer_time_axis_is_symmetric_for_clip_classification():
 
 
 def test_grid_transformer_checks_its_arguments_and_input():
-    with pytest.raises(ValueError, match="token_mixer='conv'; expected one of"):
-        GridTransformer(Grid((4,)), in_chans=1, num_outputs=1, backbone=BackboneConfig(), token_mixer="conv")
-    with pytest.raises(ValueError, match="divided space-time attention needs a grid with time and space axes"):
-        GridTransformer(Grid((4,)), in_chans=1, num_outputs=1, backbone=BackboneConfig(), token_mixer="divided")
+    with pytest.raises(ValueError, match="readout='max'; expected one of"):
+        GridTransformer(Grid((4,)), in_chans=1, num_outputs=1, backbone=BackboneConfig(),
+                        attn_layer=MixerConfig().attn_layer("4"), readout="max")
     with pytest.raises(ValueError, match="embed_dim=30 must be divisible by num_heads=4"):
         BackboneConfig(embed_dim=30, num_heads=4)
-    model = GridTransformer(Grid((4, 5)), in_chans=2, num_outputs=3, backbone=BackboneConfig(), token_mixer="mixer")
+    model = GridTransformer(Grid((4, 5)), in_chans=2, num_outputs=3, backbone=BackboneConfig(),
+                            attn_layer=MixerConfig().attn_layer("4x5"))
     assert model(torch.randn(2, 2, 4, 5)).shape == (2, 3)
     with pytest.raises(ValueError, match=r"expected input \(B, 2, 4, 5\); got \(2, 2, 5, 4\)"):
         model(torch.randn(2, 2, 5, 4))
 
 
-def test_divided_attention_mixes_time_per_location_then_space_per_frame():
-    model = GridTransformer(Grid((3, 2, 2)), in_chans=1, num_outputs=1, backbone=BackboneConfig(depth=1),
-                            token_mixer="divided")
-    block = model.blocks[0]
-    x = torch.randn(1, 12, 32, requires_grad=True)
-    t = x.reshape(1, 3, 4, 32).transpose(1, 2).reshape(4, 3, 32)
-    out = block.attn_time(block.norm_time(t))  # location 0 only sees its own 3 frames
-    out[0].sum().backward()
-    touched = x.grad.reshape(3, 4, 32).abs().sum(-1) > 0
-    assert touched[:, 0].all() and not touched[:, 1:].any()
+def test_divided_attention_is_the_registered_mixer_on_every_track_that_offers_it():
+    # `--idea divided-attention` trains the same registered mixer everywhere: on video (the track's own model of
+    # that name) as on every other track whose backbone takes it, each built by the registered builder.
+    registry, spec = load_registry(), BUILTIN["divided-attention"]
+    grids = {"image": Grid((8, 8)), "video": Grid((4, 4, 4))}
+    built = {}
+    for name, grid in grids.items():
+        track = registry.track(name)
+        model = track.model_for_mixer("divided-attention").build(grid)
+        mixers = [m for m in model.modules() if getattr(m, MIXER_TAG, None) is not None]
+        direct = spec.build(32, grid, num_heads=2, qkv_bias=True)
+        assert mixers and all(getattr(m, MIXER_TAG) == "divided-attention" for m in mixers), name
+        assert all(type(m) is type(direct) for m in mixers), name
+        shapes = [[tuple(p.shape) for p in m.parameters()] for m in mixers]
+        assert shapes == [[tuple(p.shape) for p in direct.parameters()]] * len(mixers), name
+        built[name] = model
+    assert registry.track("video").model("divided-attention").mixer == "divided-attention"
+    assert len(built["video"].blocks) == 2
+
+
+def test_every_built_in_model_naming_a_mixer_is_built_from_it():
+    # A model that names a registered mixer is built through MixerSpec.layer: its mixer modules carry that name.
+    registry = load_registry()
+    for track, grid in TRACKS:
+        for spec in registry.track(track.name).models:
+            if spec.mixer is None:
+                continue
+            names = {getattr(m, MIXER_TAG) for m in spec.build(grid).modules() if hasattr(m, MIXER_TAG)}
+            assert names == {spec.mixer}, (track.name, spec.name, names)
 
 
 def test_image_vits_normalise_tokens_before_pooling_and_mixers_start_at_the_mean():

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from timm.models.vision_transformer import Attention
 
 from gridmix import ConcentrationMixer
 from gridmix.grid import Grid
 from gridmix.mixers.builtin import MIXERS
 from gridmix.mixers.registry import MIXER_TAG
+from gridmix.models import MixerConfig
 from gridmix.models.regrid import CannotRegrid, mixer_name, regrid_model, resample_positions
 from gridmix.tracks.registry import load_registry
 
@@ -155,12 +155,12 @@ def test_a_forecasting_head_over_every_token_cannot_change_grid():
         regrid_model(model, spec.build(Grid.parse("64")), "32", "64", regrids=REGRIDS)
 
 
-def test_mixers_are_found_by_their_tag_or_their_built_in_class():
+def test_mixers_are_found_by_the_tag_the_one_construction_path_sets():
     spec = next(m for m in MIXERS if m.name == "global-filter")
     assert getattr(spec.layer("4x4")(8, num_heads=2), MIXER_TAG) == "global-filter"
     assert mixer_name(spec.layer("4x4")(8, num_heads=2)) == "global-filter"
-    assert mixer_name(ConcentrationMixer(8, "4x4", num_heads=2)) == "concentration"
-    assert mixer_name(Attention(8, num_heads=2)) == "attention"
+    assert mixer_name(MixerConfig(kind="tokenwise").attn_layer("4x4")(8, num_heads=2)) == "tokenwise"
+    assert mixer_name(ConcentrationMixer(8, "4x4", num_heads=2)) is None  # built by hand, not by a registered mixer
     assert mixer_name(torch.nn.Linear(2, 2)) is None
 
 

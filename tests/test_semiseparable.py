@@ -7,7 +7,7 @@ import pytest
 import torch
 from timm.models.vision_transformer import VisionTransformer
 
-from gridmix import ConcentrationMixer, Grid
+from gridmix import ConcentrationMixer, Grid, mixer_layer
 from gridmix.mixers.concentration.factors import CausalFactor, SemiseparableFactor, SymmetricFactor
 from gridmix.mixers.concentration.mechanism import mechanism_signature
 from gridmix.mixers.concentration.ops.causal import causal_mode_product_dense
@@ -253,7 +253,7 @@ def test_bad_config_values_are_value_errors(options, message):
 
 def test_mechanism_analysis_reports_a_semiseparable_axis_as_causal_and_certified():
     torch.manual_seed(7)
-    layer = ConcentrationMixer.configure((4, 6), rank=2, causal_axes=(0,), causal_form="semiseparable", terms=3)
+    layer = mixer_layer("concentration", (4, 6), rank=2, causal_axes=(0,), causal_form="semiseparable", terms=3)
     model = VisionTransformer(img_size=(4, 6), patch_size=1, in_chans=1, embed_dim=16, depth=1, num_heads=2,
                               num_classes=3, class_token=False, global_pool="avg", attn_layer=layer)
     signature = mechanism_signature(model, torch.randn(2, 1, 4, 6))

@@ -1,9 +1,12 @@
 """The mechanism analysis after training: every trained idea model is analysed by its own mixer's declared analysis
 (``MixerSpec.mechanism``; for the concentration mixer, :mod:`gridmix.mixers.concentration.mechanism`, the check that
-the trained factors keep their certificate). Whether the mechanism *helps* is the ablation comparison in the report
-(docs/analysis.md, "Mechanism")."""
+the trained factors keep their certificate), and the seeds' analyses are merged into the study's by the same mixer's
+``MixerSpec.combine_mechanism``: the report reaches a mixer's own analysis only through these two declarations.
+Whether the mechanism *helps* is the ablation comparison in the report (docs/analysis.md, "Mechanism")."""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from torch import nn
 
@@ -11,6 +14,11 @@ from gridmix.mixers.concentration.layer import ConcentrationMixer
 from gridmix.mixers.registry import MixerSpec
 from gridmix.tracks import ModelSpec, TrackData
 from gridmix.tracks.registry import load_registry
+
+# The row extra naming the registered mixer whose analysis the row's "mechanism" is. Ledgers written before it was
+# recorded hold the concentration mixer's (then the only mixer with a mechanism analysis): LEGACY_MECHANISM_MIXER.
+MECHANISM_MIXER = "mechanism_mixer"
+LEGACY_MECHANISM_MIXER = "concentration"
 
 
 def idea_mixer(spec: ModelSpec, model: nn.Module | None = None) -> MixerSpec | None:
@@ -32,4 +40,13 @@ def idea_mechanism(spec: ModelSpec, model: nn.Module, data: TrackData) -> dict:
     if mixer is None or mixer.mechanism is None:
         return {}
     device = next(model.parameters()).device
-    return {"mechanism": mixer.mechanism(model, data.val.inputs[:8].to(device))}
+    return {"mechanism": mixer.mechanism(model, data.val.inputs[:8].to(device)), MECHANISM_MIXER: mixer.name}
+
+
+def combine_mechanism(mixer: str, per_seed: Mapping[int, dict]) -> dict:
+    """The study's mechanism analysis: every seed's (``{seed: analysis}``) merged by the registered ``mixer``'s
+    declared ``combine_mechanism``; ``ValueError`` in one line when ``mixer`` is not registered or declares none."""
+    spec = load_registry().mixers[mixer]
+    if spec.combine_mechanism is None:
+        raise ValueError(f"mixer {mixer!r} declares no combine_mechanism; expected one to merge its seeds' analyses")
+    return spec.combine_mechanism(per_seed)

@@ -1,37 +1,27 @@
 """The built-in token mixers, registered through the ``gridmix_mixers`` hook like any plugin's (the ``mixers`` entry
 point of the gridmix distribution): attention, the concentration mixer, its ablation and the no-mixing control,
-and the structured peers, each with its paper and declared capabilities (docs/mixers.md)."""
+and the structured peers, each with its paper and declared capabilities (docs/mixers.md). :data:`BUILTIN` is their
+table, from which the built-in tracks and :class:`~gridmix.models.config.MixerConfig` build their models."""
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
 
-from timm.models.vision_transformer import Attention
 from torch import nn
 
 from gridmix.grid import Grid
 from gridmix.markers import hookimpl
 from gridmix.mixers.attention import build_attention
-from gridmix.mixers.axial import (
-    AxialAttention,
-    DividedAttention,
-    build_axial_attention,
-    build_divided_attention,
-    regrid_lines,
-)
+from gridmix.mixers.axial import build_axial_attention, build_divided_attention, regrid_lines
 from gridmix.mixers.concentration.layer import ConcentrationMixer
-from gridmix.mixers.concentration.mechanism import mechanism_signature
-from gridmix.mixers.global_filter import GlobalFilterMixer, build_global_filter, regrid_global_filter
-from gridmix.mixers.linear_attention import LinearAttention, build_linear_attention, regrid_linear_attention
-from gridmix.mixers.neighbourhood import (
-    NeighbourhoodAttention,
-    build_neighbourhood_attention,
-    regrid_neighbourhood_attention,
-)
-from gridmix.mixers.registry import MixerSpec
-from gridmix.mixers.s4nd import S4NDMixer, build_s4nd, regrid_s4nd
-from gridmix.mixers.token_mlp import MAX_TOKENS, TokenMLPMixer, build_token_mlp
+from gridmix.mixers.concentration.mechanism import combine_signatures, mechanism_signature
+from gridmix.mixers.global_filter import build_global_filter, regrid_global_filter
+from gridmix.mixers.linear_attention import build_linear_attention, regrid_linear_attention
+from gridmix.mixers.neighbourhood import build_neighbourhood_attention, regrid_neighbourhood_attention
+from gridmix.mixers.registry import MixerSpec, MixerTable
+from gridmix.mixers.s4nd import build_s4nd, regrid_s4nd
+from gridmix.mixers.token_mlp import MAX_TOKENS, build_token_mlp
 from gridmix.mixers.tokenwise import TokenwiseMixer
 
 
@@ -70,16 +60,17 @@ def _regrid_tokenwise(module: TokenwiseMixer, grid: Grid) -> TokenwiseMixer:
     return moved
 
 
-CONCENTRATION = dict(grid_ranks=None, causal="any", prefix_tokens=True, regrid=_regrid_concentration)
+CONCENTRATION = dict(grid_ranks=None, causal="any", prefix_tokens=True, regrid=_regrid_concentration,
+                     mechanism=mechanism_signature, combine_mechanism=combine_signatures)
 
 MIXERS = (
     MixerSpec("attention", build_attention, description="multi-head softmax attention over every token (timm, fused)",
               reference="Vaswani et al. 2017", causal="first", prefix_tokens=True, regrid=_regrid_free),
     MixerSpec("concentration", build_concentration, description="Kronecker product of per-axis factors U diag(λ) Uᵀ, "
               "certified ‖M‖₂ < 1", reference="gridmix (docs/design.md section 2)", ablation="concentration-uncapped",
-              mechanism=mechanism_signature, **CONCENTRATION),
+              **CONCENTRATION),
     MixerSpec("concentration-uncapped", build_uncapped, description="the concentration mixer without its eigenvalue "
-              "cap (its ablation)", reference="gridmix", mechanism=mechanism_signature, **CONCENTRATION),
+              "cap (its ablation)", reference="gridmix", **CONCENTRATION),
     MixerSpec("tokenwise", build_tokenwise, description="no token mixing, W_o W_v per token (the control)",
               reference="gridmix", causal="any", prefix_tokens=True, regrid=_regrid_tokenwise),
     MixerSpec("global-filter", build_global_filter, description="N-d FFT, a learned complex filter per channel and "
@@ -103,14 +94,7 @@ MIXERS = (
               regrid=regrid_linear_attention),
 )
 
-# The registered mixer each built-in class is, for models that build these classes directly rather than through
-# MixerSpec.layer (which tags its modules): how gridmix.models.regrid finds a trained model's mixers.
-MIXER_CLASSES: dict[type, str] = {
-    Attention: "attention", ConcentrationMixer: "concentration", TokenwiseMixer: "tokenwise",
-    GlobalFilterMixer: "global-filter", S4NDMixer: "s4nd", TokenMLPMixer: "token-mlp",
-    NeighbourhoodAttention: "neighbourhood-attention", AxialAttention: "axial-attention",
-    DividedAttention: "divided-attention", LinearAttention: "linear-attention",
-}
+BUILTIN = MixerTable({spec.name: spec for spec in MIXERS})
 
 
 @hookimpl

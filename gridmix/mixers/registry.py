@@ -18,7 +18,14 @@ training (:meth:`MixerSpec.unfit`): the grid ranks it takes (``None``: any), its
 ``"none"`` sees every token, ``"first"`` is exactly causal along the first grid axis, ``"any"`` along any set of
 axes), whether it takes prefix tokens, a token limit, and whether it changes resolution (``regrid``: the same
 parameters on another grid). Optionally it names its ablation (another registered mixer, the idea with its
-mechanism removed) and a mechanism analysis (``mechanism(model, inputs) -> dict`` of a trained model).
+mechanism removed) and a mechanism analysis (``mechanism(model, inputs) -> dict`` of a trained model), with the
+hook that merges every seed's analysis into the study's (``combine_mechanism(per_seed) -> dict``): the report reaches
+a mixer's own analysis only through these two.
+
+**The one construction path.** :meth:`MixerSpec.layer` is the only way from a registered mixer to a model: it checks
+the capabilities, binds the grid and the builder's keyword arguments, and returns timm's ``attn_layer``; every module
+it builds carries the mixer's name in :data:`MIXER_TAG`, which is how a trained model's mixers are found again
+(:mod:`gridmix.models.regrid`). A track's :class:`~gridmix.tracks.contract.Backbone` puts that layer in its network.
 
 **The registry.** Mixers reach gridmix through the ``gridmix_mixers`` hook (:mod:`gridmix.tracks.hookspecs`), the
 built-in ones too (:mod:`gridmix.mixers.builtin`); :class:`MixerTable` is what the plugin registry keeps of them.
@@ -38,7 +45,7 @@ from gridmix.suggest import did_you_mean
 
 CAUSAL = ("none", "first", "any")
 NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9-]*$")
-MIXER_TAG = "gridmix_mixer"  # attribute naming the registered mixer a module was built as (MixerSpec.layer sets it)
+MIXER_TAG = "gridmix_mixer"  # the registered mixer a module was built as (MixerSpec.layer sets it)
 
 
 def check_input(x: torch.Tensor, attn_mask, is_causal: bool, *, causal: bool, prefix: int, grid: Grid,
@@ -63,7 +70,8 @@ class MixerSpec:
     takes prefix tokens. ``max_tokens``: the most grid tokens it is built for (``None``: no limit). ``regrid``:
     ``regrid(module, grid) -> module`` gives the same mixer (its parameters) on another grid; ``None`` when it
     cannot change resolution. ``ablation``: another mixer's name. ``mechanism``: an analysis of a trained model
-    holding the mixer. ``plugin`` and ``plugin_version`` are filled in by the plugin registry.
+    holding the mixer; ``combine_mechanism``: every seed's analysis (``{seed: analysis}``) merged into the study's,
+    required with ``mechanism``. ``plugin`` and ``plugin_version`` are filled in by the plugin registry.
     """
 
     name: str
@@ -77,6 +85,7 @@ class MixerSpec:
     regrid: Callable[[nn.Module, Grid], nn.Module] | None = None
     ablation: str | None = None
     mechanism: Callable[..., dict] | None = None
+    combine_mechanism: Callable[[Mapping[int, dict]], dict] | None = None
     plugin: str = ""
     plugin_version: str = ""
 
@@ -93,9 +102,12 @@ class MixerSpec:
             raise ValueError(f"{where}: causal {self.causal!r}; expected one of {CAUSAL}")
         if self.max_tokens is not None and (not isinstance(self.max_tokens, int) or self.max_tokens < 1):
             raise ValueError(f"{where}: max_tokens {self.max_tokens!r}; expected None or a positive integer")
-        for name in ("regrid", "mechanism"):
+        for name in ("regrid", "mechanism", "combine_mechanism"):
             if getattr(self, name) is not None and not callable(getattr(self, name)):
                 raise ValueError(f"{where}: {name} is {getattr(self, name)!r}; expected None or a callable")
+        if (self.mechanism is None) != (self.combine_mechanism is None):
+            raise ValueError(f"{where}: mechanism {self.mechanism!r} with combine_mechanism "
+                             f"{self.combine_mechanism!r}; expected both or neither")
         if self.ablation is not None and (not isinstance(self.ablation, str) or self.ablation == self.name):
             raise ValueError(f"{where}: ablation {self.ablation!r}; expected None or another mixer's name")
 

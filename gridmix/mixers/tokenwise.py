@@ -42,8 +42,6 @@ class TokenwiseMixer(nn.Module):
         if device is not None or dtype is not None:
             self.to(device=device, dtype=dtype)
 
-    configure = classmethod(ConcentrationMixer.configure.__func__)
-
     def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None = None, is_causal: bool = False) -> torch.Tensor:
         """``x``: (B, P + N, C) → (B, P + N, C); every token on its own, so it is causal on any axis."""
         if attn_mask is not None:

@@ -7,14 +7,12 @@ are always built by the same function with a different token mixer (docs/design.
 
 from gridmix.models.attention import CausalAttention
 from gridmix.models.config import BackboneConfig, MixerConfig
-from gridmix.models.grid_transformer import TOKEN_MIXERS, DividedSpaceTimeBlock, GridTransformer
+from gridmix.models.grid_transformer import GridTransformer
 from gridmix.models.vit import build_mlp_mixer, build_vit, mlp_mixer_supports
 
 __all__ = [
-    "TOKEN_MIXERS",
     "BackboneConfig",
     "CausalAttention",
-    "DividedSpaceTimeBlock",
     "GridTransformer",
     "MixerConfig",
     "build_mlp_mixer",

@@ -5,13 +5,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gridmix.grid import Grid
-from gridmix.mixers.concentration.factors import STARTS
-from gridmix.mixers.concentration.layer import CAUSAL_FORMS, ConcentrationMixer
-from gridmix.mixers.tokenwise import TokenwiseMixer
+from torch import nn
 
-# The idea, its ablation (no eigenvalue cap) and the no-mixing control: a track builds all three from one config.
-MIXER_KINDS = ("concentration", "uncapped", "tokenwise")
+from gridmix.grid import Grid
+from gridmix.mixers.builtin import BUILTIN
+from gridmix.mixers.concentration.factors import STARTS
+from gridmix.mixers.concentration.layer import CAUSAL_FORMS
+
+# The idea, its ablation (no eigenvalue cap) and the no-mixing control, by the registered mixer each kind is.
+KIND_MIXERS = {"concentration": "concentration", "uncapped": "concentration-uncapped", "tokenwise": "tokenwise"}
+MIXER_KINDS = tuple(KIND_MIXERS)
 
 
 @dataclass(frozen=True)
@@ -65,10 +68,8 @@ class MixerConfig:
         """These settings as builder knobs of the registered ``concentration`` mixers (a track's ``Backbone``)."""
         return dict(rank=self.rank, start=self.start, causal_form=self.causal_form, terms=self.terms)
 
-    def attn_layer(self, grid: Grid | Sequence[int]) -> type[ConcentrationMixer] | type[TokenwiseMixer]:
-        """The mixer class bound to ``grid``, constructible as timm's ``attn_layer``."""
-        if self.kind == "tokenwise":
-            return TokenwiseMixer.configure(grid, rank=self.rank, causal_axes=self.causal_axes)
-        spectrum = "capped" if self.kind == "concentration" else "uncapped"
-        return ConcentrationMixer.configure(grid, rank=self.rank, causal_axes=self.causal_axes, spectrum=spectrum,
-                                            start=self.start, causal_form=self.causal_form, terms=self.terms)
+    def attn_layer(self, grid: Grid | Sequence[int]) -> type[nn.Module]:
+        """timm's ``attn_layer`` on ``grid``: the registered mixer of this ``kind`` (:data:`KIND_MIXERS`) by its
+        :meth:`~gridmix.mixers.registry.MixerSpec.layer`, with these settings (the control takes none)."""
+        knobs = {} if self.kind == "tokenwise" else self.mixer_knobs()
+        return BUILTIN[KIND_MIXERS[self.kind]].layer(grid, causal_axes=self.causal_axes, **knobs)

@@ -5,11 +5,11 @@ positions resampled, everything else carried over unchanged.
 that follows the grid, a ViT's patch grid, a transformer's token count, a mask, is the new grid's) and moves the
 trained state into the fresh one:
 
-- every token mixer, found by the registered mixer's name a module carries (``MixerSpec.layer`` tags what it builds,
-  :data:`gridmix.mixers.registry.MIXER_TAG`) or by its class when it is a built-in one built directly
-  (:data:`gridmix.mixers.builtin.MIXER_CLASSES`), is replaced by the trained mixer moved with that mixer's declared
-  ``regrid(module, grid)`` (the concentration mixer's is :meth:`~gridmix.ConcentrationMixer.regrid`); a mixer that
-  declares none cannot change grid, and neither can the model;
+- every token mixer, found by the registered mixer's name a module carries (``MixerSpec.layer``, the one way from a
+  registered mixer to a model, tags what it builds: :data:`gridmix.mixers.registry.MIXER_TAG`), is replaced by the
+  trained mixer moved with that mixer's declared ``regrid(module, grid)`` (the concentration mixer's is
+  :meth:`~gridmix.ConcentrationMixer.regrid`); a mixer that declares none cannot change grid, and neither can the
+  model;
 - a learned parameter named ``pos_embed`` (timm's name for learned absolute positions, of shape ``(1, P + N, C)``
   with ``P`` prefix tokens first) whose token count changes is resampled by :func:`resample_positions`;
 - every other parameter and buffer is copied as it is; one whose shape differs between the two grids (a head over
@@ -36,7 +36,6 @@ from timm.layers import resample_abs_pos_embed
 from torch import nn
 
 from gridmix.grid import Grid, GridLike
-from gridmix.mixers.builtin import MIXER_CLASSES
 from gridmix.mixers.registry import MIXER_TAG
 
 POSITIONS = "pos_embed"  # the name (last component) of a learned absolute-position parameter
@@ -79,12 +78,10 @@ def resample_positions(positions: torch.Tensor, old: GridLike, new: GridLike, *,
 
 
 def mixer_name(module: nn.Module) -> str | None:
-    """The registered mixer ``module`` is: its tag, else its built-in class's mixer (the most derived class first);
-    ``None`` for a module that is no token mixer gridmix knows."""
+    """The registered mixer ``module`` was built as (its :data:`MIXER_TAG`); ``None`` for a module no registered mixer
+    built."""
     tagged = getattr(module, MIXER_TAG, None)
-    if isinstance(tagged, str):
-        return tagged
-    return next((MIXER_CLASSES[cls] for cls in type(module).__mro__ if cls in MIXER_CLASSES), None)
+    return tagged if isinstance(tagged, str) else None
 
 
 def regrid_model(trained: nn.Module, fresh: nn.Module, old: GridLike, new: GridLike, *,

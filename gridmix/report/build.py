@@ -167,14 +167,18 @@ def _power(study: Study, n_secondary: int) -> Power:
 
 
 def _mechanism(study: Study, rows: dict[str, RunRow], idea_lr: float | None) -> dict | None:
-    from gridmix.mixers.concentration.mechanism import combine_signatures
+    """The idea's seeds' mechanism analyses merged by the hook its mixer declares (``combine_mechanism``)."""
+    from gridmix.analysis.mechanism import LEGACY_MECHANISM_MIXER, MECHANISM_MIXER, combine_mechanism
 
-    per_seed = {}
+    per_seed, mixers = {}, set()
     for seed, row in zip(study.comparison_seeds, _final_rows(study, rows, study.idea, idea_lr)):
         if row is not None and row.status == "ok" and "mechanism" in row.extras:
             per_seed[seed] = row.extras["mechanism"]
+            mixers.add(row.extras.get(MECHANISM_MIXER, LEGACY_MECHANISM_MIXER))
     try:
-        return combine_signatures(per_seed) if per_seed else None
+        if len(mixers) > 1:
+            raise ValueError(f"the seeds' analyses come from mixers {sorted(mixers)}; expected one")
+        return combine_mechanism(mixers.pop(), per_seed) if per_seed else None
     except Exception as error:  # recorded and rendered as failed; the comparison stands
         return {"error": f"{type(error).__name__}: {error}"}
 

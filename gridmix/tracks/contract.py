@@ -26,6 +26,7 @@ from torch import nn
 
 from gridmix.defaults import DIRECTIONS
 from gridmix.grid import Grid
+from gridmix.mixers.registry import MixerSpec
 from gridmix.tracks.budget import Budget, DataSizes, resolve_budget
 
 ROLES = ("idea", "baseline", "ablation", "control")
@@ -193,7 +194,9 @@ class Backbone:
     (``width_knob``). Models are named ``f"{prefix}-{mixer}"`` (the mixer's name alone when ``prefix`` is empty)
     unless the track already offers a model built around that mixer (``ModelSpec.mixer``). ``causal_axes`` and
     ``num_prefix_tokens`` are what every mixer must serve in this network; ``mixer_knobs`` the builder knobs the
-    track sets per mixer name (e.g. ``{"concentration": {"rank": 16}}``).
+    track sets per mixer name (e.g. ``{"concentration": {"rank": 16}}``). :meth:`around` is the one way a model is
+    built around a registered mixer, and :meth:`model` declares such a model: every built-in track's models that
+    name a registered mixer, and those the registry adds, are built by it.
     """
 
     build: Callable[..., nn.Module]
@@ -213,6 +216,25 @@ class Backbone:
 
     def model_name(self, mixer: str) -> str:
         return f"{self.prefix}-{mixer}" if self.prefix else mixer
+
+    def around(self, mixer: MixerSpec) -> Callable[..., nn.Module]:
+        """A model builder ``(grid, **knobs) -> nn.Module``: this network with the registered ``mixer`` as every
+        block's token mixer, built by :meth:`MixerSpec.layer` (so each mixer module carries its name) with this
+        backbone's causal axes, prefix tokens and the knobs it sets for that mixer."""
+        knobs = dict(self.mixer_knobs.get(mixer.name, {}))
+
+        def build(grid: Grid, **model_knobs) -> nn.Module:
+            grid = Grid.parse(grid)
+            layer = mixer.layer(grid, causal_axes=self.causal_axes, num_prefix_tokens=self.num_prefix_tokens,
+                                **knobs)
+            return self.build(grid, layer, **model_knobs)
+
+        return build
+
+    def model(self, name: str, mixer: MixerSpec, **fields) -> ModelSpec:
+        """The track's model ``name`` built :meth:`around` the registered ``mixer``, naming it (``ModelSpec.mixer``);
+        ``fields`` are the spec's others (``role``, ``description``, ``width_knob``, …)."""
+        return ModelSpec(name, self.around(mixer), mixer=mixer.name, **fields)
 
 
 def _always_at_hand() -> str | None:

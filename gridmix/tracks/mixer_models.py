@@ -25,21 +25,15 @@ def mixer_model(track: Track, mixer: MixerSpec) -> ModelSpec:
     if backbone is None:
         raise ValueError(f"track {track.name!r} declares no backbone, so it builds no model around mixer "
                          f"{mixer.name!r}; it offers {[m.name for m in track.models]}")
-    knobs = dict(backbone.mixer_knobs.get(mixer.name, {}))
-
-    def build(grid: Grid, **model_knobs):
-        layer = mixer.layer(grid, causal_axes=backbone.causal_axes, num_prefix_tokens=backbone.num_prefix_tokens,
-                            **knobs)
-        return backbone.build(Grid.parse(grid), layer, **model_knobs)
 
     def supports(grid: Grid) -> str | None:
         return mixer.unfit(grid, causal_axes=backbone.causal_axes, num_prefix_tokens=backbone.num_prefix_tokens)
 
     reference = f"; {mixer.reference}" if mixer.reference else ""
-    return ModelSpec(backbone.model_name(mixer.name), build, description=f"the {track.matched_baseline} network with "
-                     f"{mixer.name} as token mixer ({mixer.description}{reference})", supports=supports,
-                     width_knob=backbone.width_knob, mixer=mixer.name, plugin=mixer.plugin,
-                     plugin_version=mixer.plugin_version)
+    description = (f"the {track.matched_baseline} network with {mixer.name} as token mixer "
+                   f"({mixer.description}{reference})")
+    return backbone.model(backbone.model_name(mixer.name), mixer, description=description, supports=supports,
+                          width_knob=backbone.width_knob, plugin=mixer.plugin, plugin_version=mixer.plugin_version)
 
 
 def with_mixer_models(track: Track, mixers: MixerTable) -> Track:

@@ -26,14 +26,15 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
 from types import ModuleType
 
 import pluggy
+from torch import nn
 
-from gridmix.grid import Grid
+from gridmix.grid import Grid, GridLike
 from gridmix.mixers.registry import MixerSpec, MixerTable
 from gridmix.suggest import did_you_mean
 from gridmix.tracks import hookspecs
@@ -122,6 +123,15 @@ def load_registry(*, refresh: bool = False, extra_plugins: Iterable[object] = ()
     if refresh or extra_plugins or "registry" not in _CACHE:
         _CACHE["registry"] = build_registry(extra_plugins=extra_plugins, environ=os.environ)
     return _CACHE["registry"]
+
+
+def mixer_layer(mixer: str, grid: GridLike, *, causal_axes: Sequence[int] = (), num_prefix_tokens: int = 0,
+                **knobs) -> type[nn.Module]:
+    """timm's ``attn_layer`` for the registered ``mixer`` on ``grid`` (``mixer_layer("concentration", "8x8",
+    rank=8)``): its :meth:`~gridmix.mixers.registry.MixerSpec.layer`, the one way from a registered mixer to a
+    model, so every module it builds carries the mixer's name."""
+    return load_registry().mixers[mixer].layer(grid, causal_axes=causal_axes, num_prefix_tokens=num_prefix_tokens,
+                                               **knobs)
 
 
 def build_registry(*, extra_plugins: Iterable[object] = (), environ: Mapping[str, str]) -> Registry:

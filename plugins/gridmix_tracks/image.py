@@ -72,6 +72,7 @@ import torch
 
 from gridmix import hookimpl
 from gridmix.grid import Grid
+from gridmix.mixers.builtin import BUILTIN
 from gridmix.models import BackboneConfig, MixerConfig, build_mlp_mixer, build_vit, mlp_mixer_supports
 from gridmix.tracks import Backbone, DataSizes, ModelSpec, Split, Track, TrackData
 from gridmix_tracks.common import binary_entropy, cross_entropy, generated_data, mean_cross_entropy
@@ -125,30 +126,14 @@ class ImageModels:
     mixer: MixerConfig = field(default_factory=MixerConfig)
     fc_norm: bool | None = None  # timm's: None puts a LayerNorm after the pooling, False before it (per token)
 
-    def vit(self, grid: Grid, *, mlp_ratio: float | None = None) -> torch.nn.Module:
-        return build_vit(grid, in_chans=self.in_chans, num_outputs=self.num_classes, backbone=self._backbone(mlp_ratio),
-                         fc_norm=self.fc_norm)
-
-    def vit_concentration(self, grid: Grid, *, mlp_ratio: float | None = None, kind: str = "concentration"
-                          ) -> torch.nn.Module:
-        mixer = dataclasses.replace(self.mixer, kind=kind)
-        return build_vit(grid, in_chans=self.in_chans, num_outputs=self.num_classes,
-                         backbone=self._backbone(mlp_ratio), attn_layer=mixer.attn_layer(grid), fc_norm=self.fc_norm)
-
-    def vit_uncapped(self, grid: Grid, *, mlp_ratio: float | None = None) -> torch.nn.Module:
-        return self.vit_concentration(grid, mlp_ratio=mlp_ratio, kind="uncapped")
-
-    def vit_nomix(self, grid: Grid, *, mlp_ratio: float | None = None) -> torch.nn.Module:
-        return self.vit_concentration(grid, mlp_ratio=mlp_ratio, kind="tokenwise")
-
     def vit_with(self, grid: Grid, attn_layer: type[torch.nn.Module], *, mlp_ratio: float | None = None
                  ) -> torch.nn.Module:
-        """The same ViT with any registered mixer's ``attn_layer`` (the track's :class:`Backbone`)."""
+        """This ViT with a registered mixer's ``attn_layer`` as token mixer (the track's :class:`Backbone`)."""
         return build_vit(grid, in_chans=self.in_chans, num_outputs=self.num_classes,
                          backbone=self._backbone(mlp_ratio), attn_layer=attn_layer, fc_norm=self.fc_norm)
 
     def backbone_spec(self) -> Backbone:
-        """How the track builds ``vit-<mixer>`` for every registered mixer: this ViT, the mixer as ``attn_layer``."""
+        """How the track builds a model around a registered mixer: this ViT, the mixer as ``attn_layer``."""
         knobs = self.mixer.mixer_knobs()
         return Backbone(self.vit_with, prefix="vit", width_knob="mlp_ratio",
                         mixer_knobs={"concentration": knobs, "concentration-uncapped": knobs})
@@ -161,24 +146,22 @@ class ImageModels:
         return self.backbone if mlp_ratio is None else dataclasses.replace(self.backbone, mlp_ratio=mlp_ratio)
 
     def specs(self) -> tuple[ModelSpec, ...]:
-        b = self.backbone
+        """The track's models; each that names a registered mixer is built around it (``Backbone.model``)."""
+        b, model = self.backbone, self.backbone_spec().model
         pool = "avg pool" if self.fc_norm is False else "avg pool, LayerNorm after it"
         size = f"dim {b.embed_dim}, depth {b.depth}, {b.num_heads} heads, MLP x{b.mlp_ratio:g}, patch 1, {pool}"
         return (
-            ModelSpec("vit", self.vit, description=f"timm VisionTransformer, dense attention ({size})",
-                      mixer="attention"),
-            ModelSpec("vit-concentration", self.vit_concentration, role="idea", width_knob="mlp_ratio",
-                      description=f"the same timm VisionTransformer with ConcentrationMixer "
-                                  f"(rank {self.mixer.rank}) as attn_layer", mixer="concentration"),
+            model("vit", BUILTIN["attention"], description=f"timm VisionTransformer, dense attention ({size})"),
+            model("vit-concentration", BUILTIN["concentration"], role="idea", width_knob="mlp_ratio",
+                  description=f"the same timm VisionTransformer with ConcentrationMixer (rank {self.mixer.rank}) "
+                              "as attn_layer"),
             ModelSpec("mlp-mixer", self.mlp_mixer, supports=mlp_mixer_supports,
                       description=f"timm MlpMixer (dim {b.embed_dim}, depth {b.depth}, token MLP x0.5, "
                                   f"channel MLP x{b.mlp_ratio:g})"),
-            ModelSpec("vit-concentration-uncapped", self.vit_uncapped, role="ablation",
-                      description="the idea without its eigenvalue cap (softplus eigenvalues), same everything else",
-                      mixer="concentration-uncapped"),
-            ModelSpec("vit-nomix", self.vit_nomix, role="control",
-                      description="the same ViT with no token mixing (TokenwiseMixer: W_o W_v per token)",
-                      mixer="tokenwise"),
+            model("vit-concentration-uncapped", BUILTIN["concentration-uncapped"], role="ablation",
+                  description="the idea without its eigenvalue cap (softplus eigenvalues), same everything else"),
+            model("vit-nomix", BUILTIN["tokenwise"], role="control",
+                  description="the same ViT with no token mixing (TokenwiseMixer: W_o W_v per token)"),
         )
 
 

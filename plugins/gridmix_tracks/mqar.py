@@ -91,7 +91,8 @@ from torch import nn
 
 from gridmix import hookimpl
 from gridmix.grid import Grid
-from gridmix.models import BackboneConfig, CausalAttention, MixerConfig
+from gridmix.mixers.builtin import BUILTIN
+from gridmix.models import BackboneConfig, MixerConfig
 from gridmix.tracks import Backbone, DataSizes, ModelSpec, Split, Track, TrackData
 from gridmix_tracks.common import generated_data
 
@@ -200,46 +201,29 @@ class RecallModels:
     def _backbone(self, mlp_ratio: float | None) -> BackboneConfig:
         return self.backbone if mlp_ratio is None else dataclasses.replace(self.backbone, mlp_ratio=mlp_ratio)
 
-    def transformer(self, grid: Grid, *, mlp_ratio: float | None = None) -> CausalLM:
-        return CausalLM(grid, vocab=self.vocab, backbone=self._backbone(mlp_ratio), attn_layer=CausalAttention)
-
-    def transformer_concentration(self, grid: Grid, *, mlp_ratio: float | None = None,
-                                  kind: str = "concentration") -> CausalLM:
-        mixer = dataclasses.replace(self.mixer, kind=kind)
-        return CausalLM(grid, vocab=self.vocab, backbone=self._backbone(mlp_ratio),
-                        attn_layer=mixer.attn_layer(Grid.parse(grid)))
-
     def with_mixer(self, grid: Grid, attn_layer: type[nn.Module], *, mlp_ratio: float | None = None) -> CausalLM:
-        """The same causal LM with any registered mixer's ``attn_layer``, causal on the sequence axis (the track's
+        """This causal LM with a registered mixer's ``attn_layer``, causal on the sequence axis (the track's
         :class:`Backbone`)."""
         return CausalLM(grid, vocab=self.vocab, backbone=self._backbone(mlp_ratio), attn_layer=attn_layer)
 
     def backbone_spec(self) -> Backbone:
         """How the track builds ``transformer-<mixer>`` for every registered mixer that is causal on axis 0."""
         knobs = self.mixer.mixer_knobs()
-        return Backbone(self.with_mixer, prefix="transformer", causal_axes=(0,), width_knob="mlp_ratio",
-                        mixer_knobs={"concentration": knobs, "concentration-uncapped": knobs})
-
-    def transformer_uncapped(self, grid: Grid, *, mlp_ratio: float | None = None) -> CausalLM:
-        return self.transformer_concentration(grid, mlp_ratio=mlp_ratio, kind="uncapped")
-
-    def transformer_nomix(self, grid: Grid, *, mlp_ratio: float | None = None) -> CausalLM:
-        return self.transformer_concentration(grid, mlp_ratio=mlp_ratio, kind="tokenwise")
+        return Backbone(self.with_mixer, prefix="transformer", causal_axes=self.mixer.causal_axes,
+                        width_knob="mlp_ratio", mixer_knobs={"concentration": knobs, "concentration-uncapped": knobs})
 
     def specs(self) -> tuple[ModelSpec, ...]:
-        b = self.backbone
+        """The track's models, each built around a registered mixer (``Backbone.model``)."""
+        b, model = self.backbone, self.backbone_spec().model
         size = f"dim {b.embed_dim}, depth {b.depth}, {b.num_heads} heads, MLP x{b.mlp_ratio:g}"
         return (
-            ModelSpec("transformer", self.transformer, description=f"causal transformer, causal attention ({size})",
-                      mixer="attention"),
-            ModelSpec("transformer-concentration", self.transformer_concentration, role="idea",
-                      width_knob="mlp_ratio", description="the same transformer with ConcentrationMixer, "
-                                                          "sequence axis causal, as token mixer",
-                      mixer="concentration"),
-            ModelSpec("transformer-concentration-uncapped", self.transformer_uncapped, role="ablation",
-                      description="the idea without its eigenvalue cap (ablation)", mixer="concentration-uncapped"),
-            ModelSpec("transformer-nomix", self.transformer_nomix, role="control", mixer="tokenwise",
-                      description="the same transformer with no token mixing (TokenwiseMixer; control)"),
+            model("transformer", BUILTIN["attention"], description=f"causal transformer, causal attention ({size})"),
+            model("transformer-concentration", BUILTIN["concentration"], role="idea", width_knob="mlp_ratio",
+                  description="the same transformer with ConcentrationMixer, sequence axis causal, as token mixer"),
+            model("transformer-concentration-uncapped", BUILTIN["concentration-uncapped"], role="ablation",
+                  description="the idea without its eigenvalue cap (ablation)"),
+            model("transformer-nomix", BUILTIN["tokenwise"], role="control",
+                  description="the same transformer with no token mixing (TokenwiseMixer; control)"),
         )
 
 

@@ -79,6 +79,7 @@ import torch
 
 from gridmix import hookimpl
 from gridmix.grid import Grid
+from gridmix.mixers.builtin import BUILTIN
 from gridmix.models import BackboneConfig, GridTransformer, MixerConfig
 from gridmix.tracks import Backbone, DataSizes, ModelSpec, Split, Track, TrackData
 from gridmix_tracks.common import generated_data, mse, mse_loss
@@ -169,19 +170,9 @@ class SequenceModels:
     backbone: BackboneConfig = BackboneConfig(embed_dim=32, depth=2, num_heads=2, mlp_ratio=2.0)
     mixer: MixerConfig = field(default_factory=MixerConfig)
 
-    def build(self, grid: Grid, *, token_mixer: str, mlp_ratio: float | None = None,
-              kind: str = "concentration") -> GridTransformer:
-        backbone = self.backbone if mlp_ratio is None else dataclasses.replace(self.backbone, mlp_ratio=mlp_ratio)
-        return GridTransformer(Grid.parse(grid), in_chans=self.in_chans, num_outputs=self.horizon, backbone=backbone,
-                               token_mixer=token_mixer, mixer=dataclasses.replace(self.mixer, kind=kind),
-                               readout="flatten")
-
-    def transformer(self, grid: Grid, *, mlp_ratio: float | None = None) -> GridTransformer:
-        return self.build(grid, token_mixer="attention", mlp_ratio=mlp_ratio)
-
     def transformer_with(self, grid: Grid, attn_layer: type[torch.nn.Module], *,
                          mlp_ratio: float | None = None) -> GridTransformer:
-        """The same transformer with any registered mixer's ``attn_layer`` (the track's :class:`Backbone`)."""
+        """This transformer with a registered mixer's ``attn_layer`` as token mixer (the track's :class:`Backbone`)."""
         backbone = self.backbone if mlp_ratio is None else dataclasses.replace(self.backbone, mlp_ratio=mlp_ratio)
         return GridTransformer(Grid.parse(grid), in_chans=self.in_chans, num_outputs=self.horizon, backbone=backbone,
                                attn_layer=attn_layer, readout="flatten")
@@ -192,31 +183,18 @@ class SequenceModels:
         return Backbone(self.transformer_with, prefix="transformer", width_knob="mlp_ratio",
                         mixer_knobs={"concentration": knobs, "concentration-uncapped": knobs})
 
-    def transformer_concentration(self, grid: Grid, *, mlp_ratio: float | None = None) -> GridTransformer:
-        return self.build(grid, token_mixer="mixer", mlp_ratio=mlp_ratio)
-
-    def transformer_uncapped(self, grid: Grid, *, mlp_ratio: float | None = None) -> GridTransformer:
-        return self.build(grid, token_mixer="mixer", mlp_ratio=mlp_ratio, kind="uncapped")
-
-    def transformer_nomix(self, grid: Grid, *, mlp_ratio: float | None = None) -> GridTransformer:
-        return self.build(grid, token_mixer="mixer", mlp_ratio=mlp_ratio, kind="tokenwise")
-
     def specs(self) -> tuple[ModelSpec, ...]:
-        b = self.backbone
+        """The track's models, each built around a registered mixer (``Backbone.model``)."""
+        b, model = self.backbone, self.backbone_spec().model
         size = f"dim {b.embed_dim}, depth {b.depth}, {b.num_heads} heads, MLP x{b.mlp_ratio:g}, flatten head"
         return (
-            ModelSpec("transformer", self.transformer, description=f"pre-norm transformer, dense attention ({size})",
-                      mixer="attention"),
-            ModelSpec("transformer-concentration", self.transformer_concentration, role="idea",
-                      width_knob="mlp_ratio", description=f"the same transformer with ConcentrationMixer "
-                                                          f"(rank {self.mixer.rank}) as token mixer",
-                      mixer="concentration"),
-            ModelSpec("transformer-concentration-uncapped", self.transformer_uncapped, role="ablation",
-                      description="the idea without its eigenvalue cap (softplus eigenvalues), same everything else",
-                      mixer="concentration-uncapped"),
-            ModelSpec("transformer-nomix", self.transformer_nomix, role="control",
-                      description="the same transformer with no token mixing (TokenwiseMixer: W_o W_v per token)",
-                      mixer="tokenwise"),
+            model("transformer", BUILTIN["attention"], description=f"pre-norm transformer, dense attention ({size})"),
+            model("transformer-concentration", BUILTIN["concentration"], role="idea", width_knob="mlp_ratio",
+                  description=f"the same transformer with ConcentrationMixer (rank {self.mixer.rank}) as token mixer"),
+            model("transformer-concentration-uncapped", BUILTIN["concentration-uncapped"], role="ablation",
+                  description="the idea without its eigenvalue cap (softplus eigenvalues), same everything else"),
+            model("transformer-nomix", BUILTIN["tokenwise"], role="control",
+                  description="the same transformer with no token mixing (TokenwiseMixer: W_o W_v per token)"),
         )
 
 

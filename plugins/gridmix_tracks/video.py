@@ -91,6 +91,7 @@ import torch
 
 from gridmix import hookimpl
 from gridmix.grid import Grid
+from gridmix.mixers.builtin import BUILTIN
 from gridmix.models import BackboneConfig, GridTransformer, MixerConfig
 from gridmix.tracks import Backbone, DataSizes, ModelSpec, Split, Track, TrackData
 from gridmix_tracks.common import binary_entropy, cross_entropy, generated_data, mean_cross_entropy
@@ -153,56 +154,35 @@ class VideoModels:
     # attention's uniform start (docs/mixer.md, "Where the mixer starts").
     mixer: MixerConfig = field(default_factory=lambda: MixerConfig(start="global"))
 
-    def build(self, grid: Grid, *, token_mixer: str, mlp_ratio: float | None = None,
-              kind: str = "concentration") -> GridTransformer:
-        backbone = self.backbone if mlp_ratio is None else dataclasses.replace(self.backbone, mlp_ratio=mlp_ratio)
-        return GridTransformer(Grid.parse(grid), in_chans=1, num_outputs=self.num_classes, backbone=backbone,
-                               token_mixer=token_mixer, mixer=dataclasses.replace(self.mixer, kind=kind),
-                               readout="mean")
-
-    def dense_attention(self, grid: Grid, *, mlp_ratio: float | None = None) -> GridTransformer:
-        return self.build(grid, token_mixer="attention", mlp_ratio=mlp_ratio)
-
     def with_mixer(self, grid: Grid, attn_layer: type[torch.nn.Module], *,
                    mlp_ratio: float | None = None) -> GridTransformer:
-        """The same network with any registered mixer's ``attn_layer`` (the track's :class:`Backbone`)."""
+        """This network with a registered mixer's ``attn_layer`` as token mixer (the track's :class:`Backbone`)."""
         backbone = self.backbone if mlp_ratio is None else dataclasses.replace(self.backbone, mlp_ratio=mlp_ratio)
         return GridTransformer(Grid.parse(grid), in_chans=1, num_outputs=self.num_classes, backbone=backbone,
                                attn_layer=attn_layer, readout="mean")
 
     def backbone_spec(self) -> Backbone:
-        """How the track builds a model around every registered mixer, named as the mixer (``global-filter``)."""
+        """How the track builds a model around a registered mixer, named as the mixer (``global-filter``)."""
         knobs = self.mixer.mixer_knobs()
         return Backbone(self.with_mixer, width_knob="mlp_ratio",
                         mixer_knobs={"concentration": knobs, "concentration-uncapped": knobs})
 
-    def divided_attention(self, grid: Grid, *, mlp_ratio: float | None = None) -> GridTransformer:
-        return self.build(grid, token_mixer="divided", mlp_ratio=mlp_ratio)
-
-    def concentration(self, grid: Grid, *, mlp_ratio: float | None = None) -> GridTransformer:
-        return self.build(grid, token_mixer="mixer", mlp_ratio=mlp_ratio)
-
-    def uncapped(self, grid: Grid, *, mlp_ratio: float | None = None) -> GridTransformer:
-        return self.build(grid, token_mixer="mixer", mlp_ratio=mlp_ratio, kind="uncapped")
-
-    def nomix(self, grid: Grid, *, mlp_ratio: float | None = None) -> GridTransformer:
-        return self.build(grid, token_mixer="mixer", mlp_ratio=mlp_ratio, kind="tokenwise")
-
     def specs(self) -> tuple[ModelSpec, ...]:
-        b = self.backbone
+        """The track's models, each built around a registered mixer (``Backbone.model``)."""
+        b, model = self.backbone, self.backbone_spec().model
         size = f"dim {b.embed_dim}, depth {b.depth}, {b.num_heads} heads, MLP x{b.mlp_ratio:g}, mean-pool head"
         return (
-            ModelSpec("dense-attention", self.dense_attention,
-                      description=f"joint space-time attention over all T·H·W tokens ({size})", mixer="attention"),
-            ModelSpec("divided-attention", self.divided_attention, mixer="divided-attention",
-                      description="TimeSformer-style divided attention: over time per location, then over space"),
-            ModelSpec("concentration", self.concentration, role="idea", width_knob="mlp_ratio",
-                      description=f"the same network with ConcentrationMixer (rank {self.mixer.rank}, "
-                                  f"time axis symmetric) as token mixer", mixer="concentration"),
-            ModelSpec("concentration-uncapped", self.uncapped, role="ablation", mixer="concentration-uncapped",
-                      description="the idea without its eigenvalue cap (softplus eigenvalues), same everything else"),
-            ModelSpec("nomix", self.nomix, role="control", mixer="tokenwise",
-                      description="the same network with no token mixing (TokenwiseMixer: W_o W_v per token)"),
+            model("dense-attention", BUILTIN["attention"],
+                  description=f"joint space-time attention over all T·H·W tokens ({size})"),
+            model("divided-attention", BUILTIN["divided-attention"],
+                  description="TimeSformer-style divided attention: over time per location, then over space"),
+            model("concentration", BUILTIN["concentration"], role="idea", width_knob="mlp_ratio",
+                  description=f"the same network with ConcentrationMixer (rank {self.mixer.rank}, time axis "
+                              "symmetric) as token mixer"),
+            model("concentration-uncapped", BUILTIN["concentration-uncapped"], role="ablation",
+                  description="the idea without its eigenvalue cap (softplus eigenvalues), same everything else"),
+            model("nomix", BUILTIN["tokenwise"], role="control",
+                  description="the same network with no token mixing (TokenwiseMixer: W_o W_v per token)"),
         )
 
 

@@ -66,7 +66,8 @@ def _per_axis(value, grid: Grid, name: str) -> tuple:
 
 
 class ConcentrationMixer(nn.Module):
-    """Drop-in token mixer for a grid; also constructible as timm's ``attn_layer`` (see :meth:`configure`).
+    """Drop-in token mixer for a grid; as timm's ``attn_layer`` through the registry
+    (:func:`gridmix.mixer_layer`, ``mixer_layer("concentration", grid, rank=8)``).
 
     Args:
         dim: channels ``C``.
@@ -188,19 +189,6 @@ class ConcentrationMixer(nn.Module):
                               stacklevel=3)
         if timm_kwargs:
             raise TypeError(f"ConcentrationMixer got unexpected arguments {sorted(timm_kwargs)}")
-
-    @classmethod
-    def configure(cls, grid: Grid | str | int | Sequence[int], **fixed) -> type[ConcentrationMixer]:
-        """A subclass with ``grid`` (and any other keyword) bound, for ``VisionTransformer(attn_layer=…)``.
-
-        timm builds ``attn_layer(dim, num_heads=…, qkv_bias=…, …)`` and requires a class, not a partial.
-        """
-        grid = Grid.parse(grid)
-
-        def __init__(self, dim: int, **kwargs) -> None:
-            cls.__init__(self, dim, grid, **{**fixed, **kwargs})
-
-        return type(f"{cls.__name__}_{grid}", (cls,), {"__init__": __init__, "__module__": cls.__module__})
 
     # ---------------------------------------------------------------- the operator
 
