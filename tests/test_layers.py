@@ -20,7 +20,7 @@ LAYERS = [
     ("study", ("gridmix.study",)),
     ("analysis", ("gridmix.analysis",)),
     ("report", ("gridmix.report",)),
-    ("orchestration", ("gridmix.study.pipeline", "gridmix.study.calibration", "gridmix.study.sweep")),  # to a report
+    ("orchestrate", ("gridmix.orchestrate",)),
     ("cli", ("gridmix.cli", "gridmix.__main__")),
     ("api", ("gridmix", "gridmix.budget", "gridmix.fingerprint", "gridmix.hookspecs", "gridmix.plugins")),
 ]

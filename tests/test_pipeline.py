@@ -6,9 +6,9 @@ import json
 import pytest
 from typer.testing import CliRunner
 
+from gridmix import orchestrate
 from gridmix.cli import app
 from gridmix.report.build import TIMING_KEYS
-from gridmix.study import pipeline
 from gridmix.tracks.registry import load_registry
 from tests import fake_track
 
@@ -29,9 +29,9 @@ def test_gridmix_run_equals_the_pipeline_called_from_python(tmp_path):
                                       "--no-scaling", "--out", str(tmp_path / "cli")], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     done, notes, analyses = [], [], []
-    callbacks = pipeline.Callbacks(note=notes.append, done=lambda task, row: done.append(task.key),
+    callbacks = orchestrate.Callbacks(note=notes.append, done=lambda task, row: done.append(task.key),
                                    analysis=analyses.append)
-    outcome = pipeline.run("fake", out=tmp_path / "python", budget="smoke", seeds=3, threads=1, scaling=False,
+    outcome = orchestrate.run("fake", out=tmp_path / "python", budget="smoke", seeds=3, threads=1, scaling=False,
                            callbacks=callbacks)
     assert comparable(tmp_path / "cli") == comparable(tmp_path / "python")
     assert outcome.report.to_dict() == json.loads((tmp_path / "python" / "bench_report.json").read_text())
@@ -48,14 +48,14 @@ def test_gridmix_run_equals_the_pipeline_called_from_python(tmp_path):
 ])
 def test_a_user_mistake_is_a_one_line_value_error_before_any_run(tmp_path, options, message):
     with pytest.raises(ValueError, match=message) as error:
-        pipeline.run(out=tmp_path / "out", **options)
+        orchestrate.run(out=tmp_path / "out", **options)
     assert "\n" not in str(error.value)
     assert not (tmp_path / "out").exists()
 
 
 def test_an_underpowered_run_is_noted_not_refused():
     notes = []
-    planned = pipeline.plan_study("fake", budget="default", seeds=3, underpowered=True, note=notes.append)
+    planned = orchestrate.plan_study("fake", budget="default", seeds=3, underpowered=True, note=notes.append)
     assert planned.study.underpowered and notes[0].startswith("--underpowered: 3 seeds cannot reach α")
 
 
@@ -68,8 +68,8 @@ def test_a_resumed_study_with_its_analyses_stored_starts_no_memory_server(tmp_pa
     runs = []
     for _ in range(2):
         analyses = []
-        pipeline.run("fake", out=tmp_path, budget="smoke", seeds=3, threads=1,
-                     callbacks=pipeline.Callbacks(analysis=analyses.append))
+        orchestrate.run("fake", out=tmp_path, budget="smoke", seeds=3, threads=1,
+                     callbacks=orchestrate.Callbacks(analysis=analyses.append))
         runs.append((len(started), analyses))
     assert runs == [(1, ["references", "parity and scaling"]), (1, ["references"])]
 
@@ -77,7 +77,7 @@ def test_a_resumed_study_with_its_analyses_stored_starts_no_memory_server(tmp_pa
 def test_the_report_says_which_cpu_its_run_times_were_measured_on(tmp_path):
     from gridmix.mixers.concentration.ops.native_build import cpu_facts, cpu_line
 
-    outcome = pipeline.run("fake", out=tmp_path, budget="smoke", seeds=3, threads=1, scaling=False)
+    outcome = orchestrate.run("fake", out=tmp_path, budget="smoke", seeds=3, threads=1, scaling=False)
     machine = cpu_line(cpu_facts())  # e.g. "AMD EPYC … (family 25, model 1), CPU avx2, torch kernels AVX2"
     assert outcome.report.timings["machines"] == [machine]
     assert f"measured on {machine}." in (tmp_path / "report.md").read_text()

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from gridmix import ConcentrationMixer, Grid, TokenwiseMixer
 from gridmix.analysis.stats import VERDICT_BETTER, VERDICT_UNREACHABLE, exact_level, seeds_needed
 from gridmix.cli import app
-from gridmix.study.calibration import aa_false_positive_rate
+from gridmix.orchestrate.calibration import aa_false_positive_rate
 from gridmix.study.harness import SWEEP_SEED_OFFSET, Study
 from gridmix.study.ledger import Ledger
 from gridmix.tracks import DataSizes, ModelSpec, Split, Track, TrackData

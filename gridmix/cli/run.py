@@ -208,11 +208,11 @@ def run(
         chosen_settings, jobs = parse_settings(settings or []), parse_jobs(jobs)
     except ValueError as error:
         fail(str(error))
-    from gridmix.study import pipeline
+    from gridmix import orchestrate
 
     set_data_env(track, data=data, data_root=data_root, download=download)
     try:
-        planned = pipeline.plan_study(track, grid, models=chosen_models, idea=idea, baselines=extra,
+        planned = orchestrate.plan_study(track, grid, models=chosen_models, idea=idea, baselines=extra,
                                       budget=budget.value, seeds=seeds, lrs=rates, epochs=epochs, n_train=n_train,
                                       device=device.value, precision=precision, jobs=jobs, threads=threads,
                                       scaling=scaling, match_params=match_params, underpowered=underpowered, aa=aa,
@@ -223,11 +223,11 @@ def run(
     study = planned.study
     out = out or planned.default_out
     try:
-        ledger = pipeline.open_ledger(out, planned, fresh=fresh)
+        ledger = orchestrate.open_ledger(out, planned, fresh=fresh)
     except (ValueError, OSError, sqlite3.Error) as error:
         fail(str(error) if isinstance(error, ValueError) else storage_error(error, out))
     try:
-        chosen_executor = pipeline.make_executor(executor.value, jobs=planned.jobs, address=address)
+        chosen_executor = orchestrate.make_executor(executor.value, jobs=planned.jobs, address=address)
     except ValueError as error:
         ledger.close()
         fail(str(error))
@@ -242,7 +242,7 @@ def run(
     try:
         with stop_on_signals(), _progress() as progress:
             callbacks = _callbacks(progress, study, ledger, jobs=planned.jobs)
-            outcome = pipeline.run_study(planned, ledger, chosen_executor, out, callbacks=callbacks)
+            outcome = orchestrate.run_study(planned, ledger, chosen_executor, out, callbacks=callbacks)
     except KeyboardInterrupt as error:
         stop_interrupted(error, ledger.path)
     except (OSError, sqlite3.Error) as error:
@@ -301,9 +301,9 @@ def _callbacks(progress: Progress, study, ledger, *, jobs: int = 1, studies=None
     """The pipeline's callbacks drawing ``progress``: a bar over all runs (with the time left, once a run has
     finished: :mod:`gridmix.study.eta`; over every one of ``studies``, a sweep's points, where given), one for the
     current run's epochs."""
+    from gridmix.orchestrate import Callbacks
     from gridmix.study.eta import RunClock, format_duration
     from gridmix.study.harness import pending_models
-    from gridmix.study.pipeline import Callbacks
 
     rows, studies = {row.key: row for row in ledger.rows()}, studies or [study]
     pending, clock = [model for each in studies for model in pending_models(each, rows)], RunClock(jobs=jobs)

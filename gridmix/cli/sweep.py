@@ -1,8 +1,8 @@
 """``gridmix sweep``: quality against scale, one paired-seed study per point of a grid of sizes, one report.
 
 ``gridmix sweep --track mqar --over grid=64,128,256 --over embed_dim=32,64,128`` runs the study ``gridmix run`` would
-run at every combination of the swept values (:mod:`gridmix.study.sweep`), all in one ledger in ``--out`` (re-running
-resumes; a point a plain ``gridmix run`` already trained there is reused), and writes ``sweep.md``,
+run at every combination of the swept values (:mod:`gridmix.orchestrate.sweeping`), all in one ledger in ``--out``
+(re-running resumes; a point a plain ``gridmix run`` already trained there is reused), and writes ``sweep.md``,
 ``sweep_report.json`` and ``sweep_points.png`` (:mod:`gridmix.report.sweep`).
 """
 
@@ -86,11 +86,10 @@ def sweep(
         chosen_settings, jobs = parse_settings(settings or []), parse_jobs(jobs)
     except ValueError as error:
         fail(str(error))
-    from gridmix.study import pipeline
-    from gridmix.study import sweep as sweeping
+    from gridmix import orchestrate
 
     try:
-        planned = sweeping.plan_sweep(track, swept, grid=grid, settings=chosen_settings, models=chosen_models,
+        planned = orchestrate.plan_sweep(track, swept, grid=grid, settings=chosen_settings, models=chosen_models,
                                       idea=idea, baselines=extra, budget=budget.value, seeds=seeds, lrs=rates,
                                       device=device.value, precision=precision, jobs=jobs, threads=threads,
                                       underpowered=underpowered, note=print_note)
@@ -98,11 +97,12 @@ def sweep(
         fail(str(error))
     out = out or planned.default_out
     try:
-        ledger = sweeping.open_sweep_ledger(out, planned, fresh=fresh)
+        ledger = orchestrate.open_sweep_ledger(out, planned, fresh=fresh)
     except (ValueError, OSError, sqlite3.Error) as error:
         fail(str(error) if isinstance(error, ValueError) else storage_error(error, out))
     try:
-        chosen_executor = pipeline.make_executor(executor.value, jobs=planned.points[0].planned.jobs, address=address)
+        chosen_executor = orchestrate.make_executor(executor.value, jobs=planned.points[0].planned.jobs,
+                                                    address=address)
     except ValueError as error:
         ledger.close()
         fail(str(error))
@@ -115,7 +115,7 @@ def sweep(
         with stop_on_signals(), _progress() as progress:
             callbacks = _callbacks(progress, first, ledger, jobs=planned.points[0].planned.jobs,
                                    studies=[point.planned.study for point in planned.points])
-            outcome = sweeping.run_sweep(planned, ledger, chosen_executor, out, callbacks=callbacks,
+            outcome = orchestrate.run_sweep(planned, ledger, chosen_executor, out, callbacks=callbacks,
                                          on_point=lambda point: console.print(f"point {point.label}", highlight=False,
                                                                               markup=False))
     except KeyboardInterrupt as error:

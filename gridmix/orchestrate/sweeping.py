@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gridmix.grid import Grid
+from gridmix.orchestrate.plan import Callbacks, PlannedStudy, choose_settings, plan_study
 from gridmix.report.sweep import SweepReport, build_sweep_report, write_sweep_report
 from gridmix.study.harness import Runner
 from gridmix.study.ledger import Ledger
-from gridmix.study.pipeline import Callbacks, PlannedStudy, choose_settings, plan_study
 from gridmix.tracks.registry import load_registry
 
 GRID = "grid"  # the swept name that is the study's grid, not a track knob
@@ -148,7 +148,7 @@ def sweep(track: str = "mqar", over: Sequence[tuple[str, Sequence[object]]] = ()
           callbacks: Callbacks = QUIET, **options) -> SweepOutcome:
     """``gridmix sweep`` from Python: :func:`plan_sweep`, its ledger in ``out`` (default
     ``runs/TRACK-sweep-NAMES-BUDGET``), the executor and :func:`run_sweep`."""
-    from gridmix.study.pipeline import make_executor
+    from gridmix.orchestrate.plan import make_executor
 
     planned = plan_sweep(track, over, note=callbacks.note, **options)
     out = Path(out) if out is not None else planned.default_out
