@@ -1,11 +1,13 @@
-"""``gridmix run`` is ``gridmix.study.pipeline`` called from Python: the same study on the fake track gives the same
-report (timings aside), the callbacks see every run, and user mistakes are one-line ``ValueError``s."""
+"""``gridmix run`` is ``gridmix.run`` called from Python (the front door, :mod:`gridmix.orchestrate.front_door`): the
+same study on the fake track gives the same report (timings aside), the callbacks see every run, user mistakes are
+one-line ``ValueError``s, and the command line goes through the front door."""
 
 import json
 
 import pytest
 from typer.testing import CliRunner
 
+import gridmix
 from gridmix import orchestrate
 from gridmix.cli import app
 from gridmix.report.build import TIMING_KEYS
@@ -24,18 +26,20 @@ def comparable(out) -> dict:
     return {key: value for key, value in report.items() if key not in TIMING_KEYS}
 
 
-def test_gridmix_run_equals_the_pipeline_called_from_python(tmp_path):
+def test_gridmix_run_equals_the_front_door_called_from_python(tmp_path):
     result = CliRunner().invoke(app, ["run", "--track", "fake", "--budget", "smoke", "--seeds", "3", "--threads", "1",
                                       "--no-scaling", "--out", str(tmp_path / "cli")], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
-    done, notes, analyses = [], [], []
-    callbacks = orchestrate.Callbacks(note=notes.append, done=lambda task, row: done.append(task.key),
-                                   analysis=analyses.append)
-    outcome = orchestrate.run("fake", out=tmp_path / "python", budget="smoke", seeds=3, threads=1, scaling=False,
-                           callbacks=callbacks)
+    done, notes, analyses, begun, finished = [], [], [], [], []
+    callbacks = gridmix.Callbacks(note=notes.append, done=lambda task, row: done.append(task.key),
+                                  analysis=analyses.append, begin=lambda planned, ledger: begun.append(ledger.path),
+                                  finished=finished.append)
+    report = gridmix.run("fake", out=tmp_path / "python", budget="smoke", seeds=3, threads=1, scaling=False,
+                         callbacks=callbacks)
     assert comparable(tmp_path / "cli") == comparable(tmp_path / "python")
-    assert outcome.report.to_dict() == json.loads((tmp_path / "python" / "bench_report.json").read_text())
-    assert outcome.paths[0] == tmp_path / "python" / "bench_report.json"
+    assert report.to_dict() == json.loads((tmp_path / "python" / "bench_report.json").read_text())
+    assert begun == [tmp_path / "python" / "ledger.sqlite"]
+    assert finished[0].report is report and finished[0].paths[0] == tmp_path / "python" / "bench_report.json"
     assert len(done) == len(set(done)) == 3 * 2 + 3 * 3  # the sweep (one seed, two rates) and three seeds, 3 models
     assert analyses == ["references"] and notes == []
 
@@ -69,7 +73,7 @@ def test_a_resumed_study_with_its_analyses_stored_starts_no_memory_server(tmp_pa
     for _ in range(2):
         analyses = []
         orchestrate.run("fake", out=tmp_path, budget="smoke", seeds=3, threads=1,
-                     callbacks=orchestrate.Callbacks(analysis=analyses.append))
+                        callbacks=orchestrate.Callbacks(analysis=analyses.append))
         runs.append((len(started), analyses))
     assert runs == [(1, ["references", "parity and scaling"]), (1, ["references"])]
 
@@ -77,7 +81,7 @@ def test_a_resumed_study_with_its_analyses_stored_starts_no_memory_server(tmp_pa
 def test_the_report_says_which_cpu_its_run_times_were_measured_on(tmp_path):
     from gridmix.mixers.concentration.ops.native_build import cpu_facts, cpu_line
 
-    outcome = orchestrate.run("fake", out=tmp_path, budget="smoke", seeds=3, threads=1, scaling=False)
+    report = orchestrate.run("fake", out=tmp_path, budget="smoke", seeds=3, threads=1, scaling=False)
     machine = cpu_line(cpu_facts())  # e.g. "AMD EPYC … (family 25, model 1), CPU avx2, torch kernels AVX2"
-    assert outcome.report.timings["machines"] == [machine]
+    assert report.timings["machines"] == [machine]
     assert f"measured on {machine}." in (tmp_path / "report.md").read_text()

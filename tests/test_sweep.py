@@ -66,7 +66,7 @@ def test_every_point_is_a_separate_plain_run(tmp_path):
         grid, dim = point.values["grid"], point.values["dim"]
         plain = orchestrate.run("fake", grid, out=tmp_path / f"plain-{grid}-{dim}", settings={"dim": dim},
                              scaling=False, **OPTIONS)
-        assert numbers(point.report) == numbers(plain.report), point.label
+        assert numbers(point.report) == numbers(plain), point.label
     dims = {point.values["dim"]: point.report.arms["fake-attention"].per_seed for point in outcome.report.points}
     assert dims[4] != dims[8]  # the knob reached the model
     document = json.loads((tmp_path / "sweep" / "sweep_report.json").read_text())
@@ -80,12 +80,12 @@ def test_a_point_a_plain_run_trained_in_the_directory_is_reused(tmp_path):
     executor = Counting()
     outcome = run_sweep(tmp_path, [("grid", ["8", "16"])], executor)
     assert executor.ran and {grid for grid, *_ in executor.ran} == {"16"}  # nothing retrained on 8
-    assert numbers(outcome.report.points[0].report) == numbers(plain.report)
+    assert numbers(outcome.report.points[0].report) == numbers(plain)
     result = CliRunner().invoke(app, ["report", str(tmp_path)], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     assert "fake sweep" in result.output and (tmp_path / "report.md").exists() and (tmp_path / "sweep.md").exists()
     later = orchestrate.run("fake", "8", out=tmp_path, scaling=False, **OPTIONS)  # the plain study still runs there
-    assert numbers(later.report) == numbers(plain.report)
+    assert numbers(later) == numbers(plain)
 
 
 def test_an_interrupted_sweep_resumes_without_retraining_finished_points(tmp_path):

@@ -50,7 +50,7 @@ def studies(tmp_path_factory):
     root = tmp_path_factory.mktemp("transfer")
     plain = orchestrate.run("fake", "8", out=root / "plain", **OPTIONS)
     moved = orchestrate.run("fake", "8", out=root / "moved", eval_grids="4,16", **OPTIONS)
-    return root, plain.report, moved.report
+    return root, plain, moved
 
 
 def test_testing_elsewhere_leaves_the_study_s_own_numbers_as_a_plain_run_s(studies):
@@ -154,12 +154,12 @@ def test_a_failing_evaluation_is_recorded_and_the_run_stands(tmp_path):
 
     track = dataclasses.replace(fake_track.TRACK, make_data=broken, rebuild=None, knobs={})
     load_registry(extra_plugins=[SimpleNamespace(gridmix_tracks=fake_track.hookimpl(lambda: [track]))], refresh=True)
-    outcome = orchestrate.run("fake", "8", out=tmp_path, eval_grids="16", **OPTIONS)
-    arm = outcome.report.transfer.grids[0].arms["fake-attention"]
+    report = orchestrate.run("fake", "8", out=tmp_path, eval_grids="16", **OPTIONS)
+    arm = report.transfer.grids[0].arms["fake-attention"]
     assert arm.statuses == ("ok", "failed", "failed")
     assert arm.reasons == ("failed at 16: RuntimeError: no data on 16",)
-    assert not outcome.report.failures and outcome.report.arms["fake-attention"].n == 3
-    assert "transfer of fake-attention: failed at 16: RuntimeError: no data on 16" in analysis_errors(outcome.report)
+    assert not report.failures and report.arms["fake-attention"].n == 3
+    assert "transfer of fake-attention: failed at 16: RuntimeError: no data on 16" in analysis_errors(report)
 
 
 def test_a_track_whose_task_is_not_defined_elsewhere_says_so_in_one_line(tmp_path):
