@@ -85,3 +85,57 @@ def test_the_report_says_which_cpu_its_run_times_were_measured_on(tmp_path):
     machine = cpu_line(cpu_facts())  # e.g. "AMD EPYC … (family 25, model 1), CPU avx2, torch kernels AVX2"
     assert report.timings["machines"] == [machine]
     assert f"measured on {machine}." in (tmp_path / "report.md").read_text()
+
+
+def test_gridmix_run_from_the_package_runs_a_study_and_returns_its_report(tmp_path):
+    report = gridmix.run(track="image", grid="8x8", budget="smoke", out=tmp_path, scaling=False, threads=1, jobs=1)
+    assert isinstance(report, gridmix.Report) and (report.track, report.grid) == ("image", "8x8")
+    assert report.to_dict() == json.loads((tmp_path / "bench_report.json").read_text())
+    assert report.idea_arm.n == report.baseline.n > 0  # trained and compared, not an empty report
+
+
+def test_a_storage_error_is_one_line_naming_the_path(tmp_path, monkeypatch):
+    import sqlite3
+
+    from gridmix.study.ledger import Ledger
+
+    def full_disk(self, row):
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(Ledger, "record", full_disk)
+    with pytest.raises(orchestrate.StorageError) as error:
+        gridmix.run("fake", out=tmp_path / "out", budget="smoke", seeds=3, threads=1, scaling=False)
+    assert str(error.value) == f"{tmp_path / 'out'}: SQLite error: database or disk is full"
+    assert isinstance(error.value, OSError)
+
+
+@pytest.mark.parametrize(("command", "door"), [(["run", "--track", "fake", "--budget", "smoke", "--seeds", "3"], "run"),
+                                               (["sweep", "--track", "fake", "--over", "grid=8,16"], "sweep")])
+def test_the_commands_call_the_front_door_once(monkeypatch, command, door):
+    from gridmix.orchestrate import front_door
+
+    assert getattr(gridmix, door) is getattr(front_door, door)
+    calls = []
+
+    def refuse(*args, **options):
+        calls.append(options)
+        raise ValueError("the front door was reached")
+
+    monkeypatch.setattr(front_door, door, refuse)
+    result = CliRunner().invoke(app, command)
+    assert result.exit_code == 2 and "error: the front door was reached" in result.output, result.output
+    assert len(calls) == 1 and calls[0]["track"] == "fake" and isinstance(calls[0]["callbacks"], gridmix.Callbacks)
+
+
+@pytest.mark.parametrize("name", ["run", "sweep"])
+def test_the_command_functions_are_30_lines_or_fewer(name):
+    """A command parses its options (its signature, :func:`typer.Option` each) and calls the front door: the body
+    below its docstring is at most 30 lines."""
+    import ast
+    import importlib
+    import inspect
+    import textwrap
+
+    function = getattr(importlib.import_module(f"gridmix.cli.{name}"), name)
+    body = ast.parse(textwrap.dedent(inspect.getsource(function))).body[0].body[1:]  # below the docstring
+    assert body[-1].end_lineno - body[0].lineno + 1 <= 30
