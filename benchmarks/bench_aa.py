@@ -3,7 +3,8 @@
     python benchmarks/bench_aa.py --out DIR [--replicates 200] [--seeds 6]
 
 Each replicate trains a small attention model against a copy of itself initialised from another seed, on
-the same data, over ``--seeds`` comparison seeds of its own (:func:`gridmix.study.calibration.aa_false_positive_rate`).
+the same data, over ``--seeds`` comparison seeds of its own
+(:func:`gridmix.orchestrate.calibration.aa_false_positive_rate`).
 Writes ``DIR/aa.json`` (rate, the exact test's level, a binomial p for "the rate exceeds the level", every
 p-value) and prints one line. A tiny track keeps a replicate well under a second; the harness is the real one.
 """
@@ -22,7 +23,7 @@ from timm.layers import Attention
 from torch import nn
 
 from gridmix import ConcentrationMixer, DataSizes, Grid, ModelSpec, Split, Track, TrackData, load_registry
-from gridmix.study.calibration import aa_false_positive_rate
+from gridmix.orchestrate.calibration import aa_false_positive_rate
 from gridmix.study.harness import Study
 from gridmix.tracks.budget import BUDGETS
 from gridmix.tracks.hookspecs import hookimpl

@@ -24,10 +24,10 @@ from pathlib import Path
 import torch
 from bench_common import environment, markdown_table, write_json
 
+from gridmix import orchestrate
 from gridmix.analysis.measure import dry_run
 from gridmix.grid import Grid
 from gridmix.report.format import fmt
-from gridmix.study import pipeline
 from gridmix.tracks.registry import load_registry
 
 
@@ -72,11 +72,10 @@ def main() -> None:
             row["role"] = "matched baseline"
             continue
         began = time.perf_counter()
-        outcome = pipeline.run(args.track, out=args.out / "ledger", idea=mixer, budget=args.budget, scaling=False,
-                               jobs=int(args.jobs) if args.jobs.isdigit() else args.jobs)
+        report = orchestrate.run(args.track, out=args.out / "ledger", idea=mixer, budget=args.budget,
+                                 scaling=False, jobs=int(args.jobs) if args.jobs.isdigit() else args.jobs)
         shutil.copytree(args.out / "ledger", args.out / mixer, dirs_exist_ok=True, ignore=shutil.ignore_patterns(
             "*.sqlite*", ".gridmix.lock"))
-        report = outcome.report
         arm, comparison = report.idea_arm, report.comparison
         result = comparison.result if comparison else None
         row.update(mean=arm.mean, std=arm.std, n=arm.n, flag=arm.flag, seconds=time.perf_counter() - began,

@@ -69,9 +69,9 @@ def main() -> None:
     args = parser.parse_args()
 
     from gridmix.grid import Grid
+    from gridmix.orchestrate.plan import choose_settings
     from gridmix.study.executors import WorkerPoolExecutor
     from gridmix.study.harness import RunTask
-    from gridmix.study.pipeline import choose_settings
     from gridmix.tracks.registry import load_registry
 
     try:

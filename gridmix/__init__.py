@@ -28,6 +28,8 @@ if TYPE_CHECKING:  # the same names, for type checkers and readers (and the laye
     from gridmix.mixers.concentration.ops.semiseparable import semiseparable_kernel, semiseparable_mode_product
     from gridmix.mixers.config import set_native, set_triton
     from gridmix.mixers.registry import MixerSpec
+    from gridmix.orchestrate.callbacks import Callbacks
+    from gridmix.orchestrate.front_door import run, sweep
     from gridmix.report.types import Arm, Comparison, Report
     from gridmix.study.fingerprint import data_fingerprint
     from gridmix.suggest import did_you_mean
@@ -45,6 +47,8 @@ _SOURCES = {  # public name -> the module that defines it
     "semiseparable_mode_product": "gridmix.mixers.concentration.ops.semiseparable",
     "set_native": "gridmix.mixers.config", "set_triton": "gridmix.mixers.config",
     "MixerSpec": "gridmix.mixers.registry",
+    "Callbacks": "gridmix.orchestrate.callbacks",
+    "run": "gridmix.orchestrate.front_door", "sweep": "gridmix.orchestrate.front_door",
     **dict.fromkeys(("Arm", "Comparison", "Report"), "gridmix.report.types"),
     "data_fingerprint": "gridmix.study.fingerprint",
     "did_you_mean": "gridmix.suggest",
@@ -59,6 +63,7 @@ __all__ = [
     "Arm",
     "Backbone",
     "BrokenPlugin",
+    "Callbacks",
     "CausalFactor",
     "Comparison",
     "ConcentrationMixer",
@@ -85,10 +90,12 @@ __all__ = [
     "hookimpl",
     "load_registry",
     "mixer_layer",
+    "run",
     "semiseparable_kernel",
     "semiseparable_mode_product",
     "set_native",
     "set_triton",
+    "sweep",
     "tucker_flops",
     "validate_data",
 ]

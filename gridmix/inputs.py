@@ -1,4 +1,4 @@
-"""What a user types as a list or a number (a command line option, :func:`gridmix.study.pipeline.plan_study`'s
+"""What a user types as a list or a number (a command line option, :func:`gridmix.orchestrate.plan.plan_study`'s
 comma-separated strings), checked before anything heavy loads: this module imports no torch, so the command line
 refuses a bad value in a fraction of a second (docs/guide.md, "Input checks").
 

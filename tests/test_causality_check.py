@@ -14,14 +14,13 @@ from gridmix_tracks import mqar
 from torch import nn
 from typer.testing import CliRunner
 
-from gridmix import MixerSpec, hookimpl
+from gridmix import MixerSpec, hookimpl, orchestrate
 from gridmix.cli import app
 from gridmix.grid import Grid
 from gridmix.mixers.causality import check_grid, first_leak, thresholds
 from gridmix.report.build import build_report
 from gridmix.report.markdown import render_markdown
 from gridmix.report.types import Report
-from gridmix.study import pipeline
 from gridmix.study.ledger import Ledger
 from gridmix.tracks.registry import load_registry
 from tests import report_example
@@ -103,7 +102,7 @@ def test_a_mixer_adding_the_input_8_steps_ahead_is_refused_before_training(regis
     with pytest.raises(ValueError, match=r"^mixer 'lookahead' leaks the future on causal axes \(0,\): on the check "
                                          r"grid 32 its output at \(0,\) has gradient .* with respect to the later "
                                          r"input at \(8,\);"):
-        pipeline.plan_study("mqar", budget="smoke", idea="lookahead")
+        orchestrate.plan_study("mqar", budget="smoke", idea="lookahead")
     result = CliRunner().invoke(app, ["run", "--track", "mqar", "--idea", "lookahead", "--budget", "smoke",
                                       "--out", str(tmp_path / "out")], env={"COLUMNS": "300"})
     errors = [line for line in result.output.splitlines() if line.startswith("error:")]  # after the study's notes
@@ -113,8 +112,8 @@ def test_a_mixer_adding_the_input_8_steps_ahead_is_refused_before_training(regis
 
 def test_a_centred_dilated_convolution_is_refused_and_a_left_padded_one_accepted(registry):
     with pytest.raises(ValueError, match=r"mixer 'centred' leaks .* output at \(0,\) .* later input at \(2,\)"):
-        pipeline.plan_study("mqar", budget="smoke", baselines=("centred",))
-    study = pipeline.plan_study("mqar", budget="smoke", baselines=("dilated",)).study
+        orchestrate.plan_study("mqar", budget="smoke", baselines=("centred",))
+    study = orchestrate.plan_study("mqar", budget="smoke", baselines=("dilated",)).study
     assert study.causality["axes"] == [0]
     assert study.causality["mixers"]["dilated"] == {"grid": "32", "probes": 31, "result": "passed"}
     assert set(study.causality["models"]) == set(study.models)
@@ -126,7 +125,7 @@ def test_a_model_that_reads_ahead_outside_its_mixer_is_refused(registry):
     with pytest.raises(ValueError, match=r"^model 'transformer-concentration' leaks the future on causal axes "
                                          r"\(0,\): on grid 32 its prediction at \(0,\) changes by .* when only the "
                                          r"inputs after position 0 on axis 0 change"):
-        pipeline.plan_study("mqar-peek", budget="smoke")
+        orchestrate.plan_study("mqar-peek", budget="smoke")
 
 
 def test_the_probes_see_every_offset_from_the_early_outputs_at_a_bounded_count():
@@ -148,7 +147,7 @@ def _report_with(tmp_path, causality: dict) -> Report:
 
 
 def test_the_report_says_what_the_check_checked(registry, tmp_path):
-    causality = pipeline.plan_study("mqar", budget="smoke", baselines=("dilated",)).study.causality
+    causality = orchestrate.plan_study("mqar", budget="smoke", baselines=("dilated",)).study.causality
     report = _report_with(tmp_path, causality)
     written = json.loads(json.dumps(report.to_dict()))
     assert written["causality"] == causality and Report.from_dict(written) == report

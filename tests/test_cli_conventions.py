@@ -19,11 +19,11 @@ import typer
 from rich.console import Console
 from typer.testing import CliRunner
 
+from gridmix import orchestrate
 from gridmix.cli import app
 from gridmix.cli.run import results_table
 from gridmix.cli.tracks import registry_summary
 from gridmix.report.build import build_report
-from gridmix.study import pipeline
 from gridmix.study.ledger import Ledger
 from gridmix.tracks.budget import BUDGETS, describe
 from gridmix.tracks.hookspecs import hookimpl
@@ -106,8 +106,8 @@ def test_budgets_lists_each_budgets_contents_and_a_tracks_changes(registry):
 
 
 def test_epochs_and_n_train_change_the_budget_the_run_keys_and_the_report(registry, tmp_path):
-    planned = pipeline.plan_study("fake", budget="smoke", epochs=3, n_train=48)
-    plain = pipeline.plan_study("fake", budget="smoke")
+    planned = orchestrate.plan_study("fake", budget="smoke", epochs=3, n_train=48)
+    plain = orchestrate.plan_study("fake", budget="smoke")
     assert (planned.study.budget.epochs, planned.study.budget.n_train) == (3, 48)
     assert planned.study.overrides == {"epochs": 3, "n_train": 48} and plain.study.overrides == {}
     task, before = planned.study.sweep_tasks()[0], plain.study.sweep_tasks()[0]

@@ -9,10 +9,10 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
+from gridmix import orchestrate
 from gridmix.analysis.stats import exact_level, min_attainable_p
 from gridmix.cli import app
 from gridmix.inputs import parse_over, parse_rates, split_list
-from gridmix.study import pipeline
 from gridmix.tracks.budget import BUDGETS, MAX_SEEDS, resolve_budget
 from gridmix.tracks.registry import load_registry
 from tests import fake_track
@@ -134,11 +134,11 @@ def fake_registry():
 
 def test_report_on_an_unfinished_study_says_how_many_runs_are_missing(fake_registry, tmp_path):
     options = dict(budget="smoke", seeds=3, threads=1, scaling=False)
-    pipeline.open_ledger(tmp_path, pipeline.plan_study("fake", "8", **options)).close()  # planned, nothing run
+    orchestrate.open_ledger(tmp_path, orchestrate.plan_study("fake", "8", **options)).close()  # planned, nothing run
     result = CliRunner().invoke(app, ["report", str(tmp_path)], env={"COLUMNS": "300"})
     assert result.exit_code == 0, result.output
     assert ("unfinished: 15 of 15 planned runs are missing or failed, so this report covers only the runs done; "
             "the same `gridmix run` command resumes the study") in result.output
-    pipeline.run("fake", "8", out=tmp_path, **options)
+    orchestrate.run("fake", "8", out=tmp_path, **options)
     finished = CliRunner().invoke(app, ["report", str(tmp_path)], env={"COLUMNS": "300"})
     assert finished.exit_code == 0 and "unfinished:" not in finished.output, finished.output

@@ -7,8 +7,8 @@ import multiprocessing
 
 import pytest
 
-from gridmix.study import pipeline
-from gridmix.study.pipeline import Callbacks
+from gridmix import orchestrate
+from gridmix.orchestrate import Callbacks
 from gridmix.tracks.registry import load_registry
 from tests.installed import install
 
@@ -29,8 +29,8 @@ def per_seed(out) -> dict:
 
 def test_one_worker_and_two_give_the_same_numbers_at_one_thread_per_run(fake_installed, tmp_path):
     options = dict(budget="smoke", seeds=3, threads=1, scaling=False)
-    pipeline.run("fake", out=tmp_path / "one", jobs=1, **options)
-    pipeline.run("fake", out=tmp_path / "two", jobs=2, **options)
+    orchestrate.run("fake", out=tmp_path / "one", jobs=1, **options)
+    orchestrate.run("fake", out=tmp_path / "two", jobs=2, **options)
     one, two = per_seed(tmp_path / "one"), per_seed(tmp_path / "two")
     assert one == two and len(one) == 3
     assert len(one["fake-mixer"][1]) == 3  # the idea finished every seed: there are numbers to compare
@@ -43,7 +43,7 @@ def test_a_study_keeps_one_set_of_workers_from_its_sweep_to_its_comparison(fake_
         workers.update(child.pid for child in multiprocessing.active_children())
         phases.append(task.sweep)
 
-    pipeline.run("fake", out=tmp_path / "out", jobs=2, budget="smoke", seeds=3, threads=1, scaling=False,
+    orchestrate.run("fake", out=tmp_path / "out", jobs=2, budget="smoke", seeds=3, threads=1, scaling=False,
                  callbacks=Callbacks(done=done))
     assert True in phases and False in phases  # both phases ran in workers
     assert len(workers) == 2  # a pool per phase would have started four

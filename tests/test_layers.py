@@ -1,5 +1,6 @@
 """The package's layers (docs/design.md section 9): each module's imports, read with ``ast`` (those inside
-functions too), may point only to its own layer or lower ones, and no modules import each other in a circle."""
+functions too), may point only to its own layer or lower ones, no modules import each other in a circle, and no two
+subpackages import each other (counting every module inside each)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "gridmix"
 
-# Lowest first. A module belongs to the layer of the longest prefix that names it.
+# Lowest first, the one declaration of the layer order: each layer a subpackage, but for the core's top-level modules
+# and the public API's. A module belongs to the layer of the longest prefix that names it.
 LAYERS = [
     ("core", ("gridmix.grid", "gridmix.suggest", "gridmix.version", "gridmix.deprecated", "gridmix.markers",
               "gridmix.defaults", "gridmix.lazy", "gridmix.inputs", "gridmix.files", "gridmix.interrupt")),
@@ -20,7 +22,7 @@ LAYERS = [
     ("study", ("gridmix.study",)),
     ("analysis", ("gridmix.analysis",)),
     ("report", ("gridmix.report",)),
-    ("orchestration", ("gridmix.study.pipeline", "gridmix.study.calibration", "gridmix.study.sweep")),  # to a report
+    ("orchestrate", ("gridmix.orchestrate",)),
     ("cli", ("gridmix.cli", "gridmix.__main__")),
     ("api", ("gridmix", "gridmix.budget", "gridmix.fingerprint", "gridmix.hookspecs", "gridmix.plugins")),
 ]
@@ -103,6 +105,19 @@ def circles(edges: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+def subpackage_pairs(edges: dict[str, set[str]], root: Path = PACKAGE) -> list[tuple[str, str]]:
+    """The pairs of the package's subpackages (its folders) that import each other, any module of one importing
+    any module of the other."""
+    folders = {path.parent.name for path in root.glob("*/__init__.py")}
+
+    def folder(module: str) -> str | None:
+        parts = module.split(".")
+        return parts[1] if len(parts) > 1 and parts[1] in folders else None
+
+    imported = {(folder(a), folder(b)) for a, targets in edges.items() for b in targets}
+    return sorted((a, b) for a, b in imported if a and b and a < b and (b, a) in imported)
+
+
 def test_every_module_is_in_a_layer():
     for name in modules():
         layer_of(name)
@@ -114,6 +129,18 @@ def test_no_module_imports_a_higher_layer():
 
 def test_no_modules_import_each_other_in_a_circle():
     assert circles(graph(modules())) == []
+
+
+def test_no_two_subpackages_import_each_other():
+    assert subpackage_pairs(graph(modules())) == []
+
+
+def test_a_layer_names_subpackages_and_top_level_modules_never_a_file_inside_a_subpackage():
+    for name, prefixes in LAYERS:
+        for prefix in prefixes:
+            path = PACKAGE.parent / prefix.replace(".", "/")
+            top_level = prefix == "gridmix" or (prefix.count(".") == 1 and path.with_suffix(".py").exists())
+            assert top_level or (path / "__init__.py").exists(), f"layer {name}: {prefix}"
 
 
 def test_the_checks_catch_a_circle_and_an_upward_import(tmp_path):
@@ -128,6 +155,12 @@ def test_the_checks_catch_a_circle_and_an_upward_import(tmp_path):
     assert upward_imports(edges) == ["gridmix.grid (core) imports gridmix.tracks.contract (tracks)",
                                      "gridmix.tracks.contract (tracks) imports gridmix.cli (cli)"]
     assert circles(edges) == [["gridmix.cli", "gridmix.grid", "gridmix.tracks.contract"]]
+    (package / "study").mkdir()
+    (package / "study" / "__init__.py").write_text("")
+    (package / "study" / "harness.py").write_text("from gridmix.tracks import contract\n")
+    (package / "tracks" / "registry.py").write_text("import gridmix.study.harness\n")  # folders, not a circle
+    edges = graph(modules(package))
+    assert subpackage_pairs(edges, package) == [("study", "tracks")]
     with pytest.raises(KeyError, match="gridmix_extra is in no layer"):
         layer_of("gridmix_extra")
 

@@ -13,11 +13,10 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from gridmix import MixerSpec, hookimpl
+from gridmix import MixerSpec, hookimpl, orchestrate
 from gridmix.cli import app
 from gridmix.grid import Grid
 from gridmix.mixers.causality import check_grid, first_leak
-from gridmix.study import pipeline
 from gridmix.tracks.registry import load_registry
 from tests.installed import install
 
@@ -111,7 +110,7 @@ def test_the_leak_check_refuses_a_leaking_mixer_naming_the_first_position(regist
     assert leak.output == (0,) and leak.later == (1,)
     with pytest.raises(ValueError, match=r"mixer 'leaky' leaks the future on causal axes \(0,\): on the check grid 32 "
                                          r"its output at \(0,\) has gradient"):
-        pipeline.plan_study("mqar", budget="smoke", idea="leaky")
+        orchestrate.plan_study("mqar", budget="smoke", idea="leaky")
 
 
 @pytest.mark.parametrize("grid,axes", [(Grid((8,)), (0,)), (Grid((4, 5)), (0,))])
@@ -126,7 +125,7 @@ def test_every_built_in_causal_mixer_passes_the_leak_check(grid, axes):
 
 def test_the_idea_is_any_registered_mixer_with_its_declared_ablation_and_the_control(example_installed):
     notes = []
-    planned = pipeline.plan_study("image", budget="smoke", idea="pooling", baselines=("concentration",),
+    planned = orchestrate.plan_study("image", budget="smoke", idea="pooling", baselines=("concentration",),
                                   note=notes.append)
     study = planned.study
     assert study.idea == "vit-pooling" and study.models == ("vit-pooling", "vit", "vit-nomix", "vit-concentration")
@@ -136,9 +135,9 @@ def test_the_idea_is_any_registered_mixer_with_its_declared_ablation_and_the_con
                      "is left out", "the idea's mixer 'pooling' declares no mechanism analysis: the parametrisation "
                      "check does not apply"] == list(study.notes)
     assert planned.track.idea.name == "vit-pooling" and planned.track.model("vit-concentration").role == "baseline"
-    default = pipeline.plan_study("image", budget="smoke").study  # the default study is today's
+    default = orchestrate.plan_study("image", budget="smoke").study  # the default study is today's
     assert default.models == ("vit-concentration", "vit", "vit-concentration-uncapped", "vit-nomix")
-    with_ablation = pipeline.plan_study("sequence", budget="smoke", idea="concentration").study
+    with_ablation = orchestrate.plan_study("sequence", budget="smoke", idea="concentration").study
     assert with_ablation.roles["transformer-concentration-uncapped"] == "ablation" and not with_ablation.notes
 
 

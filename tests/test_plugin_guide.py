@@ -14,9 +14,9 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
+from gridmix import orchestrate
 from gridmix.analysis.parity import parity_report
 from gridmix.cli import app
-from gridmix.study import pipeline
 from gridmix.tracks.registry import ALLOW_ENV, DISABLE_AUTOLOAD_ENV, load_registry
 
 GUIDE = Path(__file__).resolve().parents[1] / "docs" / "plugins.md"
@@ -80,7 +80,7 @@ def test_the_guides_plugin_loads_with_its_track_baseline_and_mixer(installed):
     image = registry.track("image")
     assert image.model("vit-wide").plugin == "halves"
     assert "grid-mean" in [mixer.name for mixer in registry.mixers]
-    planned = pipeline.plan_study("halves", budget="smoke", idea="grid-mean")
+    planned = orchestrate.plan_study("halves", budget="smoke", idea="grid-mean")
     assert planned.study.idea == "vit-grid-mean" and "vit" in planned.study.models
     model = planned.track.model("vit-grid-mean").build(halves.default_grid)
     assert model(torch.randn(3, 1, *halves.default_grid)).shape == (3, 2)

@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from gridmix import orchestrate
 from gridmix.cli import app
 from gridmix.cli.run import DELTA_HEADER, results_table
 from gridmix.report.build import build_report
 from gridmix.report.format import column_decimals, fmt, fmt_column
 from gridmix.report.markdown import render_markdown
-from gridmix.study import pipeline
 from gridmix.study.ledger import Ledger
 from gridmix.tracks.hookspecs import hookimpl
 from gridmix.tracks.registry import load_registry
@@ -147,4 +147,4 @@ def test_the_docs_say_exactly_what_smoke_prints(at_chance_registry, tmp_path):
     assert "it never gives a verdict" not in guide and "always reports" not in (DOCS / "analysis.md").read_text()
     for verdict in printed.values():
         assert f"`{verdict}`" in guide, verdict
-    assert pipeline.plan_study("fake", budget="smoke").study.budget.exploratory
+    assert orchestrate.plan_study("fake", budget="smoke").study.budget.exploratory

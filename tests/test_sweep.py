@@ -11,11 +11,11 @@ from types import SimpleNamespace
 import pytest
 from typer.testing import CliRunner
 
+from gridmix import orchestrate
 from gridmix.analysis.mechanism import idea_mechanism
 from gridmix.cli import app
 from gridmix.report.build import TIMING_KEYS
 from gridmix.report.sweep import transitions
-from gridmix.study import pipeline, sweep
 from gridmix.study.executors import InProcessExecutor
 from gridmix.study.ledger import Ledger, LedgerError
 from gridmix.tracks.registry import load_registry
@@ -53,9 +53,9 @@ def numbers(report) -> dict:
 
 
 def run_sweep(out, over, executor=None, **options):
-    planned = sweep.plan_sweep("fake", over, **{**OPTIONS, **options})
-    ledger = sweep.open_sweep_ledger(out, planned)
-    return sweep.run_sweep(planned, ledger, executor or Counting(), out)
+    planned = orchestrate.plan_sweep("fake", over, **{**OPTIONS, **options})
+    ledger = orchestrate.open_sweep_ledger(out, planned)
+    return orchestrate.run_sweep(planned, ledger, executor or Counting(), out)
 
 
 def test_every_point_is_a_separate_plain_run(tmp_path):
@@ -64,9 +64,9 @@ def test_every_point_is_a_separate_plain_run(tmp_path):
                                                                  "grid=16, dim=8"]
     for point in outcome.report.points:
         grid, dim = point.values["grid"], point.values["dim"]
-        plain = pipeline.run("fake", grid, out=tmp_path / f"plain-{grid}-{dim}", settings={"dim": dim},
+        plain = orchestrate.run("fake", grid, out=tmp_path / f"plain-{grid}-{dim}", settings={"dim": dim},
                              scaling=False, **OPTIONS)
-        assert numbers(point.report) == numbers(plain.report), point.label
+        assert numbers(point.report) == numbers(plain), point.label
     dims = {point.values["dim"]: point.report.arms["fake-attention"].per_seed for point in outcome.report.points}
     assert dims[4] != dims[8]  # the knob reached the model
     document = json.loads((tmp_path / "sweep" / "sweep_report.json").read_text())
@@ -76,16 +76,16 @@ def test_every_point_is_a_separate_plain_run(tmp_path):
 
 
 def test_a_point_a_plain_run_trained_in_the_directory_is_reused(tmp_path):
-    plain = pipeline.run("fake", "8", out=tmp_path, scaling=False, **OPTIONS)
+    plain = orchestrate.run("fake", "8", out=tmp_path, scaling=False, **OPTIONS)
     executor = Counting()
     outcome = run_sweep(tmp_path, [("grid", ["8", "16"])], executor)
     assert executor.ran and {grid for grid, *_ in executor.ran} == {"16"}  # nothing retrained on 8
-    assert numbers(outcome.report.points[0].report) == numbers(plain.report)
+    assert numbers(outcome.report.points[0].report) == numbers(plain)
     result = CliRunner().invoke(app, ["report", str(tmp_path)], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     assert "fake sweep" in result.output and (tmp_path / "report.md").exists() and (tmp_path / "sweep.md").exists()
-    later = pipeline.run("fake", "8", out=tmp_path, scaling=False, **OPTIONS)  # the plain study still runs there
-    assert numbers(later.report) == numbers(plain.report)
+    later = orchestrate.run("fake", "8", out=tmp_path, scaling=False, **OPTIONS)  # the plain study still runs there
+    assert numbers(later) == numbers(plain)
 
 
 def test_an_interrupted_sweep_resumes_without_retraining_finished_points(tmp_path):
@@ -121,15 +121,15 @@ def test_an_unknown_knob_is_refused_in_one_line_listing_the_track_s_knobs(tmp_pa
 ])
 def test_a_bad_sweep_is_a_one_line_value_error(over, message):
     with pytest.raises(ValueError, match=message) as error:
-        sweep.plan_sweep("fake", over, **OPTIONS)
+        orchestrate.plan_sweep("fake", over, **OPTIONS)
     assert "\n" not in str(error.value)
 
 
 def test_a_directory_holds_one_track_s_studies(tmp_path):
-    pipeline.run("fake", "8", out=tmp_path, scaling=False, **OPTIONS)
-    planned = sweep.plan_sweep("mqar", [("grid", ["32", "64"])], budget="smoke", threads=1)
+    orchestrate.run("fake", "8", out=tmp_path, scaling=False, **OPTIONS)
+    planned = orchestrate.plan_sweep("mqar", [("grid", ["32", "64"])], budget="smoke", threads=1)
     with pytest.raises(LedgerError, match="holds the study of track 'fake' on grid 8; it cannot also hold a sweep of"):
-        sweep.open_sweep_ledger(tmp_path, planned)
+        orchestrate.open_sweep_ledger(tmp_path, planned)
     with Ledger(tmp_path / "swept") as ledger:
         ledger.set_sweep(dict(track="mqar", over=[], points=[]))
         with pytest.raises(LedgerError, match="holds a sweep of track 'mqar'"):
@@ -137,9 +137,9 @@ def test_a_directory_holds_one_track_s_studies(tmp_path):
 
 
 def test_the_knob_values_enter_the_run_key_only_off_their_default():
-    plain = pipeline.plan_study("fake", "8", **OPTIONS).study
-    default = pipeline.plan_study("fake", "8", settings={"dim": "8"}, **OPTIONS).study
-    other = pipeline.plan_study("fake", "8", settings={"dim": 4}, **OPTIONS).study
+    plain = orchestrate.plan_study("fake", "8", **OPTIONS).study
+    default = orchestrate.plan_study("fake", "8", settings={"dim": "8"}, **OPTIONS).study
+    other = orchestrate.plan_study("fake", "8", settings={"dim": 4}, **OPTIONS).study
     key = lambda study: study.task("fake-mixer", 1e-3, 0).key  # noqa: E731
     assert key(plain) == key(default) != key(other)
     assert other.settings == {"dim": 4} and "settings" not in plain.to_dict()

@@ -14,16 +14,16 @@ import torch
 from timm.layers import Attention
 from typer.testing import CliRunner
 
+from gridmix import orchestrate
 from gridmix.analysis.mechanism import idea_mechanism
 from gridmix.cli import app
 from gridmix.cli.run import analysis_errors
 from gridmix.grid import Grid
+from gridmix.orchestrate import choose_eval_grids
 from gridmix.report.build import TIMING_KEYS
 from gridmix.report.types import Report
-from gridmix.study import pipeline
 from gridmix.study.executors import InProcessExecutor
 from gridmix.study.harness import Study
-from gridmix.study.pipeline import choose_eval_grids
 from gridmix.study.train import train_run
 from gridmix.tracks import UNDECLARED_GRIDS
 from gridmix.tracks.registry import load_registry
@@ -48,9 +48,9 @@ def studies(tmp_path_factory):
     """The fake track on 8, once plain and once also tested on 4 and 16."""
     load_registry(extra_plugins=[fake_track], refresh=True)
     root = tmp_path_factory.mktemp("transfer")
-    plain = pipeline.run("fake", "8", out=root / "plain", **OPTIONS)
-    moved = pipeline.run("fake", "8", out=root / "moved", eval_grids="4,16", **OPTIONS)
-    return root, plain.report, moved.report
+    plain = orchestrate.run("fake", "8", out=root / "plain", **OPTIONS)
+    moved = orchestrate.run("fake", "8", out=root / "moved", eval_grids="4,16", **OPTIONS)
+    return root, plain, moved
 
 
 def test_testing_elsewhere_leaves_the_study_s_own_numbers_as_a_plain_run_s(studies):
@@ -133,16 +133,16 @@ class Counting(InProcessExecutor):
 
 
 def test_a_plain_study_asked_later_for_other_grids_is_run_again_with_the_same_numbers(tmp_path):
-    pipeline.run("fake", "8", out=tmp_path, **OPTIONS)
+    orchestrate.run("fake", "8", out=tmp_path, **OPTIONS)
     before = headline(tmp_path)
     executor = Counting()
-    planned = pipeline.plan_study("fake", "8", eval_grids="16", **OPTIONS)
-    outcome = pipeline.run_study(planned, pipeline.open_ledger(tmp_path, planned), executor, tmp_path)
+    planned = orchestrate.plan_study("fake", "8", eval_grids="16", **OPTIONS)
+    outcome = orchestrate.run_study(planned, orchestrate.open_ledger(tmp_path, planned), executor, tmp_path)
     assert len(executor.ran) == 2 * 3  # the final runs, not the learning-rate sweep's
     assert headline(tmp_path) == before
     assert outcome.report.transfer.grids[0].arms["fake-mixer"].statuses == ("ok",) * 3
     executor.ran.clear()
-    pipeline.run_study(planned, pipeline.open_ledger(tmp_path, planned), executor, tmp_path)
+    orchestrate.run_study(planned, orchestrate.open_ledger(tmp_path, planned), executor, tmp_path)
     assert executor.ran == []  # evaluated once, kept in the ledger
 
 
@@ -154,12 +154,12 @@ def test_a_failing_evaluation_is_recorded_and_the_run_stands(tmp_path):
 
     track = dataclasses.replace(fake_track.TRACK, make_data=broken, rebuild=None, knobs={})
     load_registry(extra_plugins=[SimpleNamespace(gridmix_tracks=fake_track.hookimpl(lambda: [track]))], refresh=True)
-    outcome = pipeline.run("fake", "8", out=tmp_path, eval_grids="16", **OPTIONS)
-    arm = outcome.report.transfer.grids[0].arms["fake-attention"]
+    report = orchestrate.run("fake", "8", out=tmp_path, eval_grids="16", **OPTIONS)
+    arm = report.transfer.grids[0].arms["fake-attention"]
     assert arm.statuses == ("ok", "failed", "failed")
     assert arm.reasons == ("failed at 16: RuntimeError: no data on 16",)
-    assert not outcome.report.failures and outcome.report.arms["fake-attention"].n == 3
-    assert "transfer of fake-attention: failed at 16: RuntimeError: no data on 16" in analysis_errors(outcome.report)
+    assert not report.failures and report.arms["fake-attention"].n == 3
+    assert "transfer of fake-attention: failed at 16: RuntimeError: no data on 16" in analysis_errors(report)
 
 
 def test_a_track_whose_task_is_not_defined_elsewhere_says_so_in_one_line(tmp_path):
@@ -183,11 +183,11 @@ def test_evaluation_grids_are_checked_against_the_track_and_the_training_grid_is
     assert notes == ["--eval-grids: 8 is the training grid; its test metric is the study's own"]
     with pytest.raises(ValueError, match="--eval-grids 4x4: track 'fake' takes 1-d grids"):
         choose_eval_grids(track, Grid.parse("8"), "4x4", budget)
-    assert pipeline.plan_study("fake", "8", **OPTIONS).study.to_dict().get("eval_grids") is None
+    assert orchestrate.plan_study("fake", "8", **OPTIONS).study.to_dict().get("eval_grids") is None
 
 
 def test_the_study_spec_keeps_the_evaluation_grids():
-    study = pipeline.plan_study("fake", "8", eval_grids="16", **OPTIONS).study
+    study = orchestrate.plan_study("fake", "8", eval_grids="16", **OPTIONS).study
     assert study.to_dict()["eval_grids"] == ("16",)
     assert Study.from_dict(json.loads(json.dumps(study.to_dict()))) == study
     assert all(task.eval_grids == () for task in study.sweep_tasks())  # only the comparison seeds' runs are tested

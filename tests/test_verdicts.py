@@ -13,7 +13,7 @@ from gridmix import ConcentrationMixer, Grid, TokenwiseMixer
 from gridmix.analysis.stats import exact_level, seeds_needed
 from gridmix.analysis.verdicts import VERDICT_BETTER, VERDICT_UNREACHABLE
 from gridmix.cli import app
-from gridmix.study.calibration import aa_false_positive_rate
+from gridmix.orchestrate.calibration import aa_false_positive_rate
 from gridmix.study.harness import SWEEP_SEED_OFFSET, Study
 from gridmix.study.ledger import Ledger
 from gridmix.tracks import DataSizes, ModelSpec, Split, Track, TrackData

@@ -11,12 +11,11 @@ from __future__ import annotations
 import os
 import sqlite3
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from gridmix.cli.app import (
     ADDRESS_HELP,
@@ -39,36 +38,17 @@ from gridmix.cli.app import (
     console,
     fail,
 )
+from gridmix.cli.progress import drive
 from gridmix.cli.tables import Column, TextTable
 from gridmix.defaults import DEFAULT_MIN_EFFECT
 from gridmix.grid import Grid
 from gridmix.inputs import parse_grids, parse_names, parse_rates
-from gridmix.interrupt import Interrupted, stop_on_signals
 from gridmix.report.format import fmt, fmt_column
-from gridmix.tracks.budget import MAX_SEEDS
+from gridmix.tracks.budget import MAX_SEEDS, describe
 
 if TYPE_CHECKING:  # the report's modules import torch; the command imports them when it runs
-    from gridmix.report.types import Report
-
-if TYPE_CHECKING:
     from gridmix.report.sweep import SweepReport
-
-
-def storage_error(error: OSError | sqlite3.Error, path: Path) -> str:
-    """One line naming the path an ``OSError`` or SQLite error is about."""
-    if isinstance(error, OSError):
-        where = error.filename if error.filename is not None else path
-        return f"{where}: {error.strerror or error} ({type(error).__name__})"
-    return f"{path}: SQLite error: {error}"
-
-
-def stop_interrupted(error: KeyboardInterrupt, ledger: Path) -> NoReturn:
-    """End a command that SIGINT, SIGTERM or SIGHUP stopped (:mod:`gridmix.interrupt`): one line saying so and how to
-    resume, exit status 128 + the signal's number (130 for Ctrl-C)."""
-    name, status = (error.name, error.status) if isinstance(error, Interrupted) else ("SIGINT", 130)
-    console.print(f"interrupted by {name}: the finished runs are saved in {ledger}; re-run the same command to "
-                  "resume where it stopped", highlight=False)
-    raise typer.Exit(status) from None
+    from gridmix.report.types import Report
 
 
 def parse_jobs(jobs: str) -> int | str:
@@ -199,54 +179,48 @@ def run(
                                                            "track's values)."),
 ) -> None:
     """Compare the idea model with its baselines on a track: paired seeds, LR sweep, exact statistics."""
-    try:  # the cheap checks, before torch and the plugins load (docs/guide.md, "Input checks")
-        grid = str(Grid.parse(grid)) if grid is not None else None
-        chosen_models = parse_names(models, "--models") if models is not None else None
-        extra = parse_names(baselines, "--baselines") if baselines is not None else ()
-        rates = parse_rates(lrs) if lrs is not None else None
-        others = tuple(map(str, parse_grids(eval_grids, "--eval-grids"))) if eval_grids is not None else ()
-        chosen_settings, jobs = parse_settings(settings or []), parse_jobs(jobs)
+    arguments = run_arguments(**locals())  # every option, checked before torch loads
+    from gridmix.orchestrate import front_door
+
+    print_run(drive(front_door.run, run_header, arguments))  # gridmix.run
+
+
+def run_arguments(*, track: str, grid: str | None, models: str | None, baselines: str | None, budget: BudgetName,
+                  lrs: str | None, device: DeviceName, executor: ExecutorName, jobs: str, eval_grids: str | None,
+                  settings: list[str] | None, data: Path | None, data_root: Path | None, download: bool,
+                  **options) -> dict:
+    """:func:`gridmix.run`'s keyword arguments from ``gridmix run``'s options: the cheap checks done before torch and
+    the plugins load (one line, exit 2; docs/guide.md, "Input checks"), the data plugins told where their data is
+    (:func:`set_data_env`); ``options``: those passed on as they are."""
+    try:
+        arguments = dict(track=track, grid=str(Grid.parse(grid)) if grid is not None else None,
+                         models=parse_names(models, "--models") if models is not None else None,
+                         baselines=parse_names(baselines, "--baselines") if baselines is not None else (),
+                         lrs=parse_rates(lrs) if lrs is not None else None,
+                         eval_grids=() if eval_grids is None else tuple(map(str, parse_grids(eval_grids,
+                                                                                             "--eval-grids"))),
+                         settings=parse_settings(settings or []), jobs=parse_jobs(jobs), budget=budget.value,
+                         device=device.value, executor=executor.value, **options)
     except ValueError as error:
         fail(str(error))
-    from gridmix.study import pipeline
-
     set_data_env(track, data=data, data_root=data_root, download=download)
-    try:
-        planned = pipeline.plan_study(track, grid, models=chosen_models, idea=idea, baselines=extra,
-                                      budget=budget.value, seeds=seeds, lrs=rates, epochs=epochs, n_train=n_train,
-                                      device=device.value, precision=precision, jobs=jobs, threads=threads,
-                                      scaling=scaling, match_params=match_params, underpowered=underpowered, aa=aa,
-                                      settings=chosen_settings, eval_grids=others, min_effect=min_effect,
-                                      note=print_note)
-    except ValueError as error:
-        fail(str(error))
-    study = planned.study
-    out = out or planned.default_out
-    try:
-        ledger = pipeline.open_ledger(out, planned, fresh=fresh)
-    except (ValueError, OSError, sqlite3.Error) as error:
-        fail(str(error) if isinstance(error, ValueError) else storage_error(error, out))
-    try:
-        chosen_executor = pipeline.make_executor(executor.value, jobs=planned.jobs, address=address)
-    except ValueError as error:
-        ledger.close()
-        fail(str(error))
-    from gridmix.tracks.budget import describe
+    return arguments
 
+
+def run_header(planned, ledger) -> None:
+    """The line ``gridmix run`` prints as the study begins: what it trains, on what, with what, where."""
+    study = planned.study
     changed = f", changed by {', '.join(f'--{k.replace(chr(95), chr(45))}' for k in study.overrides)}" \
         if study.overrides else ""
     console.print(f"[bold]gridmix run[/] {escape(study.track)} {study.grid}: models {escape(', '.join(study.models))}; "
                   f"budget {study.budget.name} ({describe(study.budget)}{changed}); {study.device} {study.precision}, "
                   f"{planned.jobs} worker(s) × {study.threads} thread(s); data {study.data['hash']}; "
                   f"ledger {escape(str(ledger.path))}", highlight=False)
-    try:
-        with stop_on_signals(), _progress() as progress:
-            callbacks = _callbacks(progress, study, ledger, jobs=planned.jobs)
-            outcome = pipeline.run_study(planned, ledger, chosen_executor, out, callbacks=callbacks)
-    except KeyboardInterrupt as error:
-        stop_interrupted(error, ledger.path)
-    except (OSError, sqlite3.Error) as error:
-        fail(storage_error(error, out))
+
+
+def print_run(outcome) -> None:
+    """The finished study on the console: the results table, the transfer lines, the verdict and the report's path;
+    exit status 1 when a run or an analysis failed (never because the idea lost)."""
     report = outcome.report
     results_table(report).print(Console())
     for line in transfer_lines(report):
@@ -291,83 +265,6 @@ def transfer_lines(report: Report) -> list[str]:
     return lines
 
 
-def print_note(message: str) -> None:
-    """A note of the pipeline (a model skipped, an underpowered run, the parity match), its head in yellow."""
-    head, sep, rest = message.partition(": ")
-    console.print(f"[yellow]{escape(head + sep.rstrip())}[/]{' ' if sep else ''}{escape(rest)}", highlight=False)
-
-
-def _callbacks(progress: Progress, study, ledger, *, jobs: int = 1, studies=None):
-    """The pipeline's callbacks drawing ``progress``: a bar over all runs (with the time left, once a run has
-    finished: :mod:`gridmix.study.eta`; over every one of ``studies``, a sweep's points, where given), one for the
-    current run's epochs."""
-    from gridmix.study.eta import RunClock, format_duration
-    from gridmix.study.harness import pending_models
-    from gridmix.study.pipeline import Callbacks
-
-    rows, studies = {row.key: row for row in ledger.rows()}, studies or [study]
-    pending, clock = [model for each in studies for model in pending_models(each, rows)], RunClock(jobs=jobs)
-    models = {model for each in studies for model in each.models}
-    for row in rows.values():  # the studies' runs resumed from the ledger count with their recorded times
-        if row.model in models and row.status != "failed":
-            clock.record(row.model, row.wall_s)
-    overall = progress.add_task("runs", total=0)
-    current = progress.add_task("current run", total=study.budget.epochs, visible=False)
-    analysis = progress.add_task("", total=None, visible=False)
-
-    def plan(n):
-        progress.update(overall, total=(progress.tasks[overall].total or 0) + n)
-
-    def start(task):
-        progress.update(current, description=task.label, completed=0, visible=True)
-
-    def epoch(task, epoch, loss, val):
-        progress.update(current, completed=epoch + 1, description=f"{task.label} val={fmt(val)}")
-
-    def done(task, row):
-        clock.record(task.model, row.wall_s)
-        if task.model in pending:
-            pending.remove(task.model)
-        left = clock.remaining_s(pending)
-        estimate = f"about {format_duration(left)} left" if left is not None and pending else ""
-        if estimate and (untimed := clock.untimed(pending)):
-            estimate += f" ({', '.join(untimed)} not timed yet: counted at the median run so far)"
-        progress.update(overall, description=f"runs ({estimate})" if estimate else "runs")
-        progress.advance(overall)
-        if not console.is_terminal:  # a log file: one plain line per finished run
-            line = run_line(task, row, study.metric_name) + (f"; {estimate}" if estimate else "")
-            console.print(line, highlight=False, markup=False)
-        elif row.status != "ok":
-            progress.console.print(f"[yellow]{escape(task.label)}: {row.status}[/] {escape(row.error)}",
-                                   highlight=False)
-
-    def analyse(name):
-        progress.update(current, visible=False)
-        progress.update(analysis, description=name, visible=name != "references")
-
-    def phase(phase):
-        progress.console.print(str(phase), highlight=False, markup=False)
-
-    def resume(done, total):
-        progress.console.print(f"{done} of {total} runs already in the ledger", highlight=False, markup=False)
-
-    return Callbacks(note=print_note, plan=plan, start=start, epoch=epoch, done=done, analysis=analyse, phase=phase,
-                     resume=resume)
-
-
-def run_line(task, row, metric_name: str) -> str:
-    """One finished run as a plain log line: model, learning rate, seed, status, metrics, seconds."""
-    line = (f"done {task.label}: {row.status}, val {fmt(row.val_metric)}, {metric_name} {fmt(row.test_metric)}, "
-            f"{fmt(row.wall_s)} s")
-    return line + (f"; {row.error}" if row.error else "")
-
-
-def _progress() -> Progress:
-    """Live bars on a terminal; elsewhere (a pipe, a log file) none: ``done`` prints a line per run."""
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    console=console, disable=not console.is_terminal)
-
-
 def analysis_errors(report: Report) -> list[str]:
     """What went wrong in the study itself (never that the idea lost): failed runs and failed analyses."""
     errors = [f"run {f.model} lr={f.lr:g} {'sweep seed' if f.seed in report.sweep_seeds else 'seed'} {f.seed} "
@@ -385,6 +282,7 @@ def analysis_errors(report: Report) -> list[str]:
 def report(directory: Path = typer.Argument(..., help="An output directory of `gridmix run` or `gridmix sweep`.")
            ) -> None:
     """Re-render bench_report.json, report.md and the plots (and a sweep's sweep.md) from a directory's ledger."""
+    from gridmix.orchestrate.front_door import storage_error
     from gridmix.report.build import build_report, write_report
     from gridmix.report.sweep import build_sweep_report, write_sweep_report
     from gridmix.study.ledger import Ledger

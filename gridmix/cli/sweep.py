@@ -1,14 +1,13 @@
 """``gridmix sweep``: quality against scale, one paired-seed study per point of a grid of sizes, one report.
 
 ``gridmix sweep --track mqar --over grid=64,128,256 --over embed_dim=32,64,128`` runs the study ``gridmix run`` would
-run at every combination of the swept values (:mod:`gridmix.study.sweep`), all in one ledger in ``--out`` (re-running
-resumes; a point a plain ``gridmix run`` already trained there is reused), and writes ``sweep.md``,
+run at every combination of the swept values (:mod:`gridmix.orchestrate.sweeping`), all in one ledger in ``--out``
+(re-running resumes; a point a plain ``gridmix run`` already trained there is reused), and writes ``sweep.md``,
 ``sweep_report.json`` and ``sweep_points.png`` (:mod:`gridmix.report.sweep`).
 """
 
 from __future__ import annotations
 
-import sqlite3
 import sys
 from pathlib import Path
 
@@ -34,19 +33,10 @@ from gridmix.cli.app import (
     console,
     fail,
 )
-from gridmix.cli.run import (
-    _callbacks,
-    _progress,
-    parse_jobs,
-    parse_settings,
-    print_note,
-    stop_interrupted,
-    storage_error,
-    sweep_table,
-)
+from gridmix.cli.progress import drive
+from gridmix.cli.run import parse_jobs, parse_settings, sweep_table
 from gridmix.grid import Grid
 from gridmix.inputs import parse_names, parse_over, parse_rates
-from gridmix.interrupt import stop_on_signals
 from gridmix.tracks.budget import MAX_SEEDS
 
 
@@ -77,51 +67,40 @@ def sweep(
     fresh: bool = typer.Option(False, "--fresh", help="Start afresh in --out even if it holds results on other data."),
 ) -> None:
     """How the verdict moves with size: the paired comparison at every point of a grid of sizes, one report."""
-    try:  # the cheap checks, before torch and the plugins load (docs/guide.md, "Input checks")
-        swept = parse_over(over)
-        grid = str(Grid.parse(grid)) if grid is not None else None
-        chosen_models = parse_names(models, "--models") if models is not None else None
-        extra = parse_names(baselines, "--baselines") if baselines is not None else ()
-        rates = parse_rates(lrs) if lrs is not None else None
-        chosen_settings, jobs = parse_settings(settings or []), parse_jobs(jobs)
-    except ValueError as error:
-        fail(str(error))
-    from gridmix.study import pipeline
-    from gridmix.study import sweep as sweeping
+    arguments = sweep_arguments(**locals())  # every option, checked before torch loads
+    from gridmix.orchestrate import front_door
 
+    print_sweep(drive(front_door.sweep, sweep_header, arguments))  # gridmix.sweep
+
+
+def sweep_arguments(*, over: list[str], grid: str | None, settings: list[str] | None, models: str | None,
+                    baselines: str | None, budget: BudgetName, lrs: str | None, device: DeviceName,
+                    executor: ExecutorName, jobs: str, **options) -> dict:
+    """:func:`gridmix.sweep`'s keyword arguments from ``gridmix sweep``'s options, the cheap checks done before torch
+    and the plugins load (one line, exit 2; docs/guide.md, "Input checks"); ``options``: those passed on as they
+    are."""
     try:
-        planned = sweeping.plan_sweep(track, swept, grid=grid, settings=chosen_settings, models=chosen_models,
-                                      idea=idea, baselines=extra, budget=budget.value, seeds=seeds, lrs=rates,
-                                      device=device.value, precision=precision, jobs=jobs, threads=threads,
-                                      underpowered=underpowered, note=print_note)
+        return dict(over=parse_over(over), grid=str(Grid.parse(grid)) if grid is not None else None,
+                    settings=parse_settings(settings or []),
+                    models=parse_names(models, "--models") if models is not None else None,
+                    baselines=parse_names(baselines, "--baselines") if baselines is not None else (),
+                    lrs=parse_rates(lrs) if lrs is not None else None, jobs=parse_jobs(jobs), budget=budget.value,
+                    device=device.value, executor=executor.value, **options)
     except ValueError as error:
         fail(str(error))
-    out = out or planned.default_out
-    try:
-        ledger = sweeping.open_sweep_ledger(out, planned, fresh=fresh)
-    except (ValueError, OSError, sqlite3.Error) as error:
-        fail(str(error) if isinstance(error, ValueError) else storage_error(error, out))
-    try:
-        chosen_executor = pipeline.make_executor(executor.value, jobs=planned.points[0].planned.jobs, address=address)
-    except ValueError as error:
-        ledger.close()
-        fail(str(error))
-    first = planned.points[0].planned.study
+
+
+def sweep_header(planned, ledger) -> None:
+    """The line ``gridmix sweep`` prints as the sweep begins: its points, models, budget and ledger."""
+    first = planned.studies[0]
     swept = ", ".join(f"{name}=" + ",".join(map(str, values)) for name, values in planned.over)
     console.print(f"[bold]gridmix sweep[/] {planned.track}: {len(planned.points)} points over {swept}; models "
                   f"{', '.join(first.models)}; budget {first.budget.name} ({first.budget.seeds} seeds); ledger "
                   f"{ledger.path}", highlight=False)
-    try:
-        with stop_on_signals(), _progress() as progress:
-            callbacks = _callbacks(progress, first, ledger, jobs=planned.points[0].planned.jobs,
-                                   studies=[point.planned.study for point in planned.points])
-            outcome = sweeping.run_sweep(planned, ledger, chosen_executor, out, callbacks=callbacks,
-                                         on_point=lambda point: console.print(f"point {point.label}", highlight=False,
-                                                                              markup=False))
-    except KeyboardInterrupt as error:
-        stop_interrupted(error, ledger.path)
-    except (OSError, sqlite3.Error) as error:
-        fail(storage_error(error, out))
+
+
+def print_sweep(outcome) -> None:
+    """The finished sweep on the console: its table and the report's path; exit status 1 when a run failed."""
     Console(width=None if sys.stdout.isatty() else 160).print(sweep_table(outcome.report))
     console.print(f"report: {outcome.paths[1]} ({outcome.seconds:.0f} s)", highlight=False)
     failed = [f"{point.label}: run {f.model} lr={f.lr:g} seed={f.seed} failed: {f.error}"

@@ -24,8 +24,8 @@ noise), and its predictions at ``<= p`` must not change. A model whose predictio
 cannot be checked token-wise: :class:`Uncheckable` says so.
 
 **Cost.** A mixer: one forward and at most ``MAX_PROBES + log2 N + 2`` backward passes of one layer, batch 1, at
-:data:`~gridmix.study.pipeline.CHECK_DIM` channels, on at most ``MAX_CHECK_TOKENS`` tokens. A model: forward passes
-only (no gradient), of at most ``MAX_PROBES + 1`` samples, fewer on long grids (:func:`model_probes`: the probes
+:data:`~gridmix.orchestrate.leak_check.CHECK_DIM` channels, on at most ``MAX_CHECK_TOKENS`` tokens. A model: forward
+passes only (no gradient), of at most ``MAX_PROBES + 1`` samples, fewer on long grids (:func:`model_probes`: the probes
 perturb at most :data:`MODEL_TOKENS` tokens, half a training batch of 32 at 1,024 tokens), in batches of at most
 ``MAX_CHECK_TOKENS`` tokens.
 

@@ -1,8 +1,9 @@
 """The sweep's report (``gridmix sweep``): every model's test metric against the swept values, the primary comparison
 at every point, and where along a swept name the verdict changes; rebuilt from the ledger alone.
 
-:func:`build_sweep_report` reads the sweep's document (every point's study spec, :mod:`gridmix.study.sweep`) and the
-runs, and builds each point's full :class:`~gridmix.report.types.Report` (:func:`gridmix.report.build.study_report`);
+:func:`build_sweep_report` reads the sweep's document (every point's study spec,
+:mod:`gridmix.orchestrate.sweeping`) and the runs, and builds each point's full
+:class:`~gridmix.report.types.Report` (:func:`gridmix.report.build.study_report`);
 :class:`SweepReport` keeps them (:class:`PointReport`) with the :class:`Transition` s found along each swept name.
 :func:`write_sweep_report` writes ``sweep_report.json``, ``sweep.md`` and ``sweep_points.png``
 (:func:`gridmix.report.plots.plot_sweep_points`; ``sweep.png`` is a study's learning-rate sweep).

@@ -411,7 +411,7 @@ class Report:
     plot_errors: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()  # what the study left out and why (an idea mixer without an ablation, say)
     transfer: Transfer | None = None  # the models tested on other grids (--eval-grids), secondary to the headline
-    causality: dict | None = None  # the leak check's record (gridmix.study.pipeline.check_causality); None: none ran
+    causality: dict | None = None  # the leak check's record (orchestrate.leak_check.check_causality); None: none ran
 
     def __post_init__(self) -> None:
         if self.direction not in ("lower", "higher"):

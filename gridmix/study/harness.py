@@ -136,7 +136,7 @@ class Study:
     eval_grids: tuple[str, ...] = ()  # other grids every final run's trained model is tested on (transfer)
     overrides: dict = field(default_factory=dict)  # budget fields the command line changed (--epochs, …), by name
     min_effect: str | None = None  # the practical threshold (gridmix.analysis.verdicts.MinEffect; None: its default)
-    causality: dict = field(default_factory=dict)  # the leak check's record (pipeline.check_causality); {}: none ran
+    causality: dict = field(default_factory=dict)  # the leak check's record (leak_check.check_causality); {}: none ran
 
     def __post_init__(self) -> None:
         if self.idea not in self.models:

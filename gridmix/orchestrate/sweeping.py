@@ -19,14 +19,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gridmix.grid import Grid
+from gridmix.orchestrate.callbacks import QUIET, Callbacks
+from gridmix.orchestrate.plan import PlannedStudy, choose_settings, plan_study
 from gridmix.report.sweep import SweepReport, build_sweep_report, write_sweep_report
-from gridmix.study.harness import Runner
+from gridmix.study.harness import Runner, Study
 from gridmix.study.ledger import Ledger
-from gridmix.study.pipeline import Callbacks, PlannedStudy, choose_settings, plan_study
 from gridmix.tracks.registry import load_registry
 
 GRID = "grid"  # the swept name that is the study's grid, not a track knob
-QUIET = Callbacks()  # no progress reported
 
 
 def _ignore(*args) -> None:
@@ -54,6 +54,16 @@ class PlannedSweep:
     over: tuple[tuple[str, tuple], ...]
     points: tuple[PlannedPoint, ...]
     default_out: Path
+
+    @property
+    def studies(self) -> tuple[Study, ...]:
+        """Every point's study, in order."""
+        return tuple(point.planned.study for point in self.points)
+
+    @property
+    def jobs(self) -> int:
+        """The local worker processes that train every point (one set for the whole sweep)."""
+        return self.points[0].planned.jobs
 
     def document(self) -> dict:
         """What the ledger keeps of the sweep (:meth:`gridmix.study.ledger.Ledger.set_sweep`)."""
@@ -126,32 +136,22 @@ def open_sweep_ledger(out: str | Path, planned: PlannedSweep, *, fresh: bool = F
 
 
 def run_sweep(planned: PlannedSweep, ledger: Ledger, executor, out: str | Path, *,
-              callbacks: Callbacks = QUIET, on_point: Callable[[PlannedPoint], None] = _ignore) -> SweepOutcome:
-    """Train every point's runs the ledger lacks, point after point (``on_point`` as each starts), then write the
-    sweep's report into ``out``."""
+              callbacks: Callbacks = QUIET) -> SweepOutcome:
+    """Train every point's runs the ledger lacks, point after point (``callbacks.point`` as each starts), then write
+    the sweep's report into ``out``; the executor is closed when the runs end."""
     started = time.perf_counter()
     with ledger:
         try:
+            callbacks.begin(planned, ledger)
             for point in planned.points:
-                on_point(point)
+                callbacks.point(point)
                 Runner(point.planned.study, ledger, executor, on_plan=callbacks.plan, on_start=callbacks.start,
                        on_epoch=callbacks.epoch, on_done=callbacks.done, record_study=False).run()
         finally:
             executor.close()  # one set of workers for every point
         report = build_sweep_report(ledger)
         paths = write_sweep_report(report, Path(out))
-    return SweepOutcome(report=report, paths=tuple(paths), seconds=time.perf_counter() - started)
+    outcome = SweepOutcome(report=report, paths=tuple(paths), seconds=time.perf_counter() - started)
+    callbacks.finished(outcome)
+    return outcome
 
-
-def sweep(track: str = "mqar", over: Sequence[tuple[str, Sequence[object]]] = (), *, out: str | Path | None = None,
-          fresh: bool = False, executor: str = "local", address: str | None = None,
-          callbacks: Callbacks = QUIET, **options) -> SweepOutcome:
-    """``gridmix sweep`` from Python: :func:`plan_sweep`, its ledger in ``out`` (default
-    ``runs/TRACK-sweep-NAMES-BUDGET``), the executor and :func:`run_sweep`."""
-    from gridmix.study.pipeline import make_executor
-
-    planned = plan_sweep(track, over, note=callbacks.note, **options)
-    out = Path(out) if out is not None else planned.default_out
-    ledger = open_sweep_ledger(out, planned, fresh=fresh)
-    return run_sweep(planned, ledger, make_executor(executor, jobs=planned.points[0].planned.jobs, address=address),
-                     out, callbacks=callbacks)

@@ -1,80 +1,36 @@
-"""What ``gridmix run`` does between parsing its options and printing its results, callable from Python.
+"""Planning a study: from what ``gridmix run`` is given (a track, a grid, a budget, models, …) to a
+:class:`PlannedStudy` ready to run, every cheap and every costly check done before any training.
 
-:func:`plan_study` builds the study from a track (grid, budget, models, devices, the data fingerprint),
-:func:`open_ledger` opens its ledger, :func:`make_executor` the executor that trains it, and :func:`run_study`
-trains what the ledger lacks, stores the references and the parity and scaling analyses, and builds and writes
-the report. :func:`run` does all four, as ``gridmix run`` does; progress reaches the caller through
-:class:`Callbacks`. A user mistake (an unknown track, model or budget, a grid the track refuses, seeds that
-cannot reach α) is a ``ValueError`` whose message is one line; the command line prints it and exits 2.
+:func:`plan_study` resolves the track with its settings, the grid, the budget and its changes, the device and
+precision, the models (:func:`choose_models`), the evaluation grids, the seeds' power (:func:`check_power`), the
+leak check (:mod:`.leak_check`), the worker processes (:func:`resolve_jobs`) and the data fingerprint. A user
+mistake (an unknown track, model or budget, a grid the track refuses, seeds that cannot reach α) is a
+``ValueError`` whose message is one line; the command line prints it and exits 2.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from gridmix.analysis.references import chance_level
 from gridmix.analysis.verdicts import ALPHA
 from gridmix.grid import Grid
 from gridmix.inputs import parse_grids, parse_names
-from gridmix.mixers.causality import (
-    MAX_PROBES,
-    Uncheckable,
-    check_grid,
-    first_leak,
-    first_model_leak,
-    model_probes,
-    thresholds,
-)
-from gridmix.mixers.causality import describe as describe_leak
-from gridmix.mixers.causality import describe_model as describe_model_leak
-from gridmix.mixers.registry import MixerTable
-from gridmix.report.build import build_report, write_report
-from gridmix.report.types import Report
-from gridmix.study.harness import Phase, Runner, RunTask, Study, aa_study
-from gridmix.study.ledger import Ledger, RunRow
+from gridmix.orchestrate.leak_check import check_causality
+from gridmix.study.harness import Study, aa_study
 from gridmix.study.precision import resolve_precision
 from gridmix.study.train import resolve_device
-from gridmix.tracks import DataSizes, Track
+from gridmix.tracks import Track
 from gridmix.tracks.budget import command_line_changes
 from gridmix.tracks.mixer_models import choose_mixers
 from gridmix.tracks.registry import load_registry
 
-if TYPE_CHECKING:
-    from gridmix.analysis.memory import MemoryProbe
-
-CHECK_DIM = 8  # channels of the leak check's mixer (two heads of four)
-
 
 def _ignore(*args) -> None:
     return None
-
-
-@dataclass(frozen=True)
-class Callbacks:
-    """How a study reports its progress; every one is optional.
-
-    ``note(message)``: a line worth showing (a model skipped on this grid, an underpowered run). ``resume(done,
-    total)``: the ledger already holds ``done`` of the study's ``total`` runs (called once, only when it holds some).
-    ``phase(phase)``: the sweep or the comparison starts (:class:`gridmix.study.harness.Phase`; ``str(phase)`` is its
-    log line). ``plan(n)``: n more runs are planned. ``start(task)``, ``epoch(task, epoch, train_loss,
-    val_metric)``, ``done(task, row)``: a run starts, finishes an epoch, is in the ledger. ``analysis(name)``: an
-    analysis (``"references"``, ``"parity and scaling"``) starts.
-    """
-
-    note: Callable[[str], None] = _ignore
-    resume: Callable[[int, int], None] = _ignore
-    phase: Callable[[Phase], None] = _ignore
-    plan: Callable[[int], None] = _ignore
-    start: Callable[[RunTask], None] = _ignore
-    epoch: Callable[[RunTask, int, float, float], None] = _ignore
-    done: Callable[[RunTask, RunRow], None] = _ignore
-    analysis: Callable[[str], None] = _ignore
 
 
 @dataclass(frozen=True)
@@ -92,14 +48,10 @@ class PlannedStudy:
     jobs: int = 1
 
 
-@dataclass(frozen=True)
-class Outcome:
-    """A finished study: its report, the files written (``bench_report.json``, ``report.md``, plots) and the
-    seconds it took."""
-
-    report: Report
-    paths: tuple[Path, ...]
-    seconds: float
+    @property
+    def studies(self) -> tuple[Study, ...]:
+        """The studies it runs: its one (a sweep has one per point)."""
+        return (self.study,)
 
 
 def check_power(seeds: int, *, exploratory: bool, underpowered: bool) -> str | None:
@@ -166,58 +118,6 @@ def fingerprint(track: Track, grid: Grid, budget) -> dict:
         message = str(error).strip().splitlines()[0] if str(error).strip() else ""
         raise ValueError(f"track {track.name!r} (plugin {track.plugin!r}) could not build its data on grid {grid}: "
                          f"{type(error).__name__}: {message}") from None
-
-
-def check_causality(track: Track, names: tuple[str, ...], grid: Grid, mixers: MixerTable) -> dict:
-    """Refuse (``ValueError``, one line), before any training, a model that leaks the future on the track's causal
-    axes, or whose registered mixer does (:mod:`gridmix.mixers.causality`), and return what was checked: ``axes``,
-    then per mixer and per model the ``grid`` it was checked on, the number of ``probes`` and the ``result``
-    (``"passed"``, or why it could not be checked). Empty when the track's backbone declares no causal axes."""
-    backbone = track.backbone
-    if backbone is None or not backbone.causal_axes:
-        return {}
-    axes = backbone.causal_axes
-    record: dict = {"axes": list(axes), "mixers": {}, "models": {}}
-    for name in names:
-        mixer_name = track.model(name).mixer
-        if mixer_name is None or mixer_name not in mixers or mixer_name in record["mixers"]:
-            continue
-        mixer, small = mixers[mixer_name], check_grid(grid, axes)
-        layer = mixer.layer(small, causal_axes=axes, **backbone.mixer_knobs.get(mixer_name, {}))
-        try:
-            leak = first_leak(lambda dtype, layer=layer: layer(CHECK_DIM, num_heads=2, qkv_bias=True, dtype=dtype),
-                              small, axes, dim=CHECK_DIM)
-        except Uncheckable as error:
-            record["mixers"][mixer_name] = _checked(small, axes, MAX_PROBES, f"not checked: {error}")
-            continue
-        if leak is not None:
-            raise ValueError(describe_leak(mixer_name, leak, axes, small))
-        record["mixers"][mixer_name] = _checked(small, axes, MAX_PROBES, "passed")
-    try:
-        inputs = track.make_data(grid, 0, DataSizes(n_train=8, n_val=1, n_test=1)).train.inputs  # (S, …, *grid)
-    except Exception as error:  # the fingerprint, next, refuses the study with the plugin's own message
-        inputs, missing = None, f"not checked: its data could not be built ({type(error).__name__})"
-    for name in names:
-        spec = track.model(name)
-        if inputs is None:
-            record["models"][name] = _checked(grid, axes, model_probes(grid), missing)
-            continue
-        try:
-            leak = first_model_leak(lambda dtype, spec=spec: spec.build(grid).to(dtype), inputs[:1], grid, axes,
-                                    values=None if inputs.is_floating_point() else inputs.unique())
-        except Uncheckable as error:
-            record["models"][name] = _checked(grid, axes, model_probes(grid), f"not checked: {error}")
-            continue
-        if leak is not None:
-            raise ValueError(describe_model_leak(name, leak, axes, grid))
-        record["models"][name] = _checked(grid, axes, model_probes(grid), "passed")
-    return record
-
-
-def _checked(grid: Grid, axes: tuple[int, ...], budget: int, result: str) -> dict:
-    """One line of the causality record: the grid checked on, the number of threshold probes, the result."""
-    return {"grid": str(grid), "probes": len(thresholds(grid, axes, budget)), "result": result}
-
 
 def resolve_jobs(jobs: int | str, threads: int | None, device: str, *, workers_can_load: bool = True
                  ) -> tuple[int, int]:
@@ -346,121 +246,3 @@ def plan_study(track: str = "image", grid: str | None = None, *, models: str | t
                         default_out=default_out, jobs=jobs)
 
 
-def open_ledger(out: str | Path, planned: PlannedStudy, *, fresh: bool = False) -> Ledger:
-    """The study's ledger in ``out``, locked, holding ``planned``'s specification (``ValueError`` when ``out`` holds
-    another study or something else; ``OSError`` or ``sqlite3.Error`` when the file system refuses)."""
-    ledger = Ledger(out, lock=True)
-    try:
-        if fresh:
-            ledger.start_fresh()
-        ledger.set_study(planned.study.to_dict())
-    except BaseException:
-        ledger.close()
-        raise
-    return ledger
-
-
-def make_executor(kind: str = "local", *, jobs: int = 1, address: str | None = None):
-    """The executor ``--executor`` names (``local`` or ``ray``), handing every run the idea's mechanism analysis."""
-    from gridmix.analysis.mechanism import idea_mechanism
-    from gridmix.study.executors import InProcessExecutor, WorkerPoolExecutor
-
-    if kind == "local":
-        if jobs == 1:
-            return InProcessExecutor(after_training=idea_mechanism)
-        return WorkerPoolExecutor(jobs, after_training=idea_mechanism)
-    if kind != "ray":
-        raise ValueError(f"executor {kind!r}; expected 'local' or 'ray'")
-    try:
-        from gridmix.study.executors_ray import RayExecutor
-    except ImportError as error:
-        raise ValueError(f"--executor ray needs Ray: pip install 'gridmix[ray]' ({error})") from None
-    return RayExecutor(address=address, after_training=idea_mechanism)
-
-
-def run_study(planned: PlannedStudy, ledger: Ledger, executor, out: str | Path, *,
-              callbacks: Callbacks = Callbacks()) -> Outcome:
-    """Train what the ledger lacks, store the references and (with ``planned.scaling``) parity and scaling, and
-    write the report into ``out``."""
-    from gridmix.analysis.scaling import memory_probe
-
-    started = time.perf_counter()
-    with ledger:
-        try:
-            Runner(planned.study, ledger, executor, on_plan=callbacks.plan, on_start=callbacks.start,
-                   on_epoch=callbacks.epoch, on_done=callbacks.done, on_phase=callbacks.phase,
-                   on_resume=callbacks.resume).run()
-        finally:
-            executor.close()  # the workers are gone before the analyses time anything
-        measure_analyses = planned.scaling and not analyses_stored(ledger, planned.knobs)
-        with memory_probe().start() if measure_analyses else contextlib.nullcontext() as probe:
-            # the scaling's memory server imports torch on the core the references leave idle
-            callbacks.analysis("references")
-            store_references(ledger, planned.track, planned.grid, planned.study)
-            if measure_analyses:
-                callbacks.analysis("parity and scaling")
-                store_analyses(ledger, planned.track, planned.grid, planned.study.models, planned.study.budget,
-                               planned.knobs, probe=probe)
-        report = build_report(ledger)
-        paths = write_report(report, Path(out))
-    return Outcome(report=report, paths=tuple(paths), seconds=time.perf_counter() - started)
-
-
-def analyses_stored(ledger: Ledger, knobs: dict) -> bool:
-    """Whether an earlier run of this study stored its parity and scaling for these ``knobs``."""
-    stored = ledger.fetch("analyses")
-    return stored is not None and stored.get("parity", {}).get("knobs") == knobs
-
-
-def store_analyses(ledger: Ledger, track: Track, grid: Grid, names, budget, knobs: dict, *,
-                   probe: MemoryProbe | None = None) -> None:
-    """Parity and scaling, measured and kept in the ledger for ``gridmix report`` (:func:`run_study` skips this when
-    :func:`analyses_stored`, so a resumed study measures them once); ``probe``: the
-    scaling's memory server, if the caller started it (:func:`gridmix.analysis.scaling.scale_track`).
-
-    A failing analysis is stored as ``{"error": …}`` and reported; the study's results are kept.
-    """
-    from gridmix.analysis.parity import parity_report
-    from gridmix.analysis.scaling import ScalingConfig, scale_track, scaling_grids
-
-    smoke = budget.name == "smoke"
-    grids = [g for g in scaling_grids(grid, count=2 if smoke else 3) if track.supports(g) is None]
-    config = ScalingConfig(repeats=2 if smoke else 3, warmup=1)
-    analyses = {}
-    measures = (("parity", lambda: parity_report(track, grid, models=names, knobs=knobs)),
-                ("scaling", lambda: scale_track(track, grids, models=names, config=config, probe=probe).to_dict()))
-    for name, measure in measures:
-        try:
-            analyses[name] = measure()
-        except Exception as error:  # recorded and reported; the finished runs stay valid
-            analyses[name] = {"error": f"{type(error).__name__}: {error}"}
-    ledger.put("analyses", analyses)
-
-
-def store_references(ledger: Ledger, track: Track, grid: Grid, study: Study) -> None:
-    """The references (:mod:`gridmix.analysis.references`) on every comparison seed's own test split, kept in the
-    ledger; references stored for the same seeds and data are kept (a resumed study computes them once)."""
-    from gridmix.analysis.references import VERSION, study_references
-
-    stored = ledger.fetch("references") or {}
-    data = study.data.get("hash", "")
-    if (stored.get("version"), stored.get("seeds"), stored.get("data")) == (VERSION, study.comparison_seeds, data):
-        return
-    try:
-        references = study_references(track, grid, study.budget.sizes, study.comparison_seeds,
-                                      fixed_split=study.fixed_split)
-        ledger.put("references", dict(references, data=data))
-    except Exception as error:  # recorded; the finished runs stay valid
-        ledger.put("references", {"kind": "none", "values": {}, "error": f"{type(error).__name__}: {error}"})
-
-
-def run(track: str = "image", grid: str | None = None, *, out: str | Path | None = None, fresh: bool = False,
-        executor: str = "local", address: str | None = None, callbacks: Callbacks = Callbacks(),
-        **options) -> Outcome:
-    """``gridmix run`` from Python: :func:`plan_study` with ``options`` (its keyword arguments), then the ledger in
-    ``out`` (default ``runs/TRACK-GRID-BUDGET``), the executor, and :func:`run_study`."""
-    planned = plan_study(track, grid, note=callbacks.note, **options)
-    out = Path(out) if out is not None else planned.default_out
-    ledger = open_ledger(out, planned, fresh=fresh)
-    return run_study(planned, ledger, make_executor(executor, jobs=planned.jobs, address=address), out,
-                     callbacks=callbacks)
