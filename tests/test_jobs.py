@@ -15,8 +15,10 @@ from tests.installed import install
 
 @pytest.fixture
 def fake_installed(tmp_path, monkeypatch):
-    """The fake track as an installed plugin (a dist-info folder on sys.path), so spawned workers load it too."""
-    yield install(monkeypatch, tmp_path, {"gridmix-fake-track": {"fake": "tests.fake_track"}}, allow="fake")
+    """The fake track as an installed plugin (a dist-info folder on sys.path), so spawned workers load it too, with
+    the built-in mixers its models are built from."""
+    yield install(monkeypatch, tmp_path, {"gridmix-fake-track": {"fake": "tests.fake_track"}},
+                  allow="fake,builtin-mixers")
     monkeypatch.undo()
     load_registry(refresh=True)
 
