@@ -14,7 +14,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "gridmix"
 # Lowest first, the one declaration of the layer order: each layer a subpackage, but for the core's top-level modules
 # and the public API's. A module belongs to the layer of the longest prefix that names it.
 LAYERS = [
-    ("core", ("gridmix.grid", "gridmix.suggest", "gridmix.version", "gridmix.deprecated", "gridmix.markers",
+    ("core", ("gridmix.grid", "gridmix.suggest", "gridmix.version", "gridmix.markers",
               "gridmix.defaults", "gridmix.lazy", "gridmix.inputs", "gridmix.files", "gridmix.interrupt")),
     ("mixers", ("gridmix.mixers",)),
     ("models", ("gridmix.models",)),
@@ -24,7 +24,7 @@ LAYERS = [
     ("report", ("gridmix.report",)),
     ("orchestrate", ("gridmix.orchestrate",)),
     ("cli", ("gridmix.cli", "gridmix.__main__")),
-    ("api", ("gridmix", "gridmix.budget", "gridmix.fingerprint", "gridmix.hookspecs", "gridmix.plugins")),
+    ("api", ("gridmix",)),
 ]
 
 
@@ -163,17 +163,3 @@ def test_the_checks_catch_a_circle_and_an_upward_import(tmp_path):
     assert subpackage_pairs(edges, package) == [("study", "tracks")]
     with pytest.raises(KeyError, match="gridmix_extra is in no layer"):
         layer_of("gridmix_extra")
-
-
-@pytest.mark.parametrize(("old", "new"), [("gridmix.budget", "gridmix.tracks.budget"),
-                                          ("gridmix.fingerprint", "gridmix.study.fingerprint"),
-                                          ("gridmix.hookspecs", "gridmix.tracks.hookspecs"),
-                                          ("gridmix.plugins", "gridmix.tracks.registry")])
-def test_an_old_public_path_warns_and_is_the_new_module(monkeypatch, old, new):
-    import importlib
-    import sys
-
-    monkeypatch.delitem(sys.modules, old, raising=False)
-    with pytest.warns(DeprecationWarning, match=f"{old} moved to {new}"):
-        module = importlib.import_module(old)
-    assert module is importlib.import_module(new)
