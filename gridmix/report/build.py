@@ -57,6 +57,7 @@ from gridmix.report.types import (
 )
 from gridmix.study.harness import Study, choose_learning_rates
 from gridmix.study.ledger import Ledger, RunRow
+from gridmix.study.transfer import TRANSFER_MISSING
 from gridmix.tracks import ROLES
 
 BENCH_VERSION = 3
@@ -300,7 +301,7 @@ def _transfer_arm(model: str, finals: list[RunRow | None], grid: str) -> Transfe
     """One model at ``grid``: each final run's evaluation there (``extras["transfer"]``, gridmix.study.transfer)."""
     outcomes = [(row.extras.get("transfer") or {}).get(grid) if row is not None and row.status == "ok" else None
                 for row in finals]
-    statuses = tuple(outcome["status"] if outcome else "missing" for outcome in outcomes)
+    statuses = tuple(outcome["status"] if outcome else TRANSFER_MISSING for outcome in outcomes)
     values = [outcome["test_metric"] for outcome in outcomes if outcome and outcome["status"] == "ok"]
     summary = summarize(values) if values else None
     reasons = tuple(dict.fromkeys(f"{'cannot run' if outcome['status'] == 'cannot' else 'failed'} at {grid}: "

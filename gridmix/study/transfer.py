@@ -27,7 +27,8 @@ from gridmix.models.regrid import CannotRegrid, regrid_model
 from gridmix.study.train import predict
 from gridmix.tracks import ModelSpec, Track, TrackData
 
-TRANSFER_STATUSES = ("ok", "cannot", "failed")
+TRANSFER_STATUSES = ("ok", "cannot", "failed")  # a seed's evaluation at a grid, as its run records it
+TRANSFER_MISSING = "missing"  # the report's addition: the seed's run did not finish, so it has no evaluation
 
 
 def evaluate_transfer(track: Track, spec: ModelSpec, model: torch.nn.Module, *, grid: str, eval_grids: tuple[str, ...],
