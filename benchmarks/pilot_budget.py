@@ -72,7 +72,7 @@ def main() -> None:
     from gridmix.orchestrate.plan import choose_settings
     from gridmix.study.executors import WorkerPoolExecutor
     from gridmix.study.harness import RunTask
-    from gridmix.tracks.registry import load_registry
+    from gridmix.tracks.plugin_loader import load_registry
 
     try:
         track = load_registry().track(args.track)

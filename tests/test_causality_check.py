@@ -22,7 +22,7 @@ from gridmix.report.build import build_report
 from gridmix.report.markdown import render_markdown
 from gridmix.report.types import Report
 from gridmix.study.ledger import Ledger
-from gridmix.tracks.registry import load_registry
+from gridmix.tracks.plugin_loader import load_registry
 from tests import report_example
 
 

@@ -27,7 +27,7 @@ from gridmix.report.build import build_report
 from gridmix.study.ledger import Ledger
 from gridmix.tracks.budget import BUDGETS, describe
 from gridmix.tracks.hookspecs import hookimpl
-from gridmix.tracks.registry import load_registry
+from gridmix.tracks.plugin_loader import load_registry
 from gridmix.version import __version__
 from tests import fake_track
 

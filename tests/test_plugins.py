@@ -16,7 +16,7 @@ from gridmix.grid import Grid
 from gridmix.suggest import did_you_mean
 from gridmix.tracks import ContractError, DataSizes, ModelSpec, Split, Track, TrackData, hookspecs
 from gridmix.tracks.hookspecs import hookimpl
-from gridmix.tracks.registry import (
+from gridmix.tracks.plugin_loader import (
     ALLOW_ENV,
     DISABLE_AUTOLOAD_ENV,
     _call,

@@ -19,7 +19,7 @@ from gridmix.report.markdown import render_markdown
 from gridmix.study.ledger import Ledger
 from gridmix.tracks import DataSizes, ModelSpec, Split, Track, TrackData
 from gridmix.tracks.hookspecs import hookimpl
-from gridmix.tracks.registry import load_registry
+from gridmix.tracks.plugin_loader import load_registry
 from tests import report_example
 
 N = 8  # features per sample

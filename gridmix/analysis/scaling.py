@@ -191,7 +191,7 @@ def resolve_track(ref: str) -> Track:
     """
     module, sep, name = ref.partition(":")
     if not sep:
-        from gridmix.tracks.registry import load_registry
+        from gridmix.tracks.plugin_loader import load_registry
 
         return load_registry().track(ref)
     expected = "expected a registered name or MODULE:ATTRIBUTE naming a Track or a function returning one"

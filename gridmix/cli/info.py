@@ -16,7 +16,7 @@ def machine_summary() -> dict:
     import torch
 
     from gridmix.mixers.concentration.ops.native_build import cpu_facts, native_build_info
-    from gridmix.mixers.config import native_enabled
+    from gridmix.mixers.switches import native_enabled
     from gridmix.version import __version__
 
     build = native_build_info()

@@ -21,7 +21,7 @@ from gridmix.orchestrate.callbacks import QUIET, Callbacks
 from gridmix.orchestrate.execute import make_executor, open_ledger, run_study
 from gridmix.orchestrate.plan import plan_study
 from gridmix.orchestrate.sweeping import open_sweep_ledger, plan_sweep, run_sweep
-from gridmix.report.sweep import SweepReport
+from gridmix.report.sweep_report import SweepReport
 from gridmix.report.types import Report
 
 

@@ -17,7 +17,7 @@ from gridmix.mixers.causality import (
 )
 from gridmix.mixers.causality import describe as describe_leak
 from gridmix.mixers.causality import describe_model as describe_model_leak
-from gridmix.mixers.registry import MixerTable
+from gridmix.mixers.contract import MixerTable
 from gridmix.tracks import DataSizes, Track
 
 CHECK_DIM = 8  # channels of the leak check's mixer (two heads of four)

@@ -26,7 +26,7 @@ from gridmix.study.train import resolve_device
 from gridmix.tracks import Track
 from gridmix.tracks.budget import command_line_changes
 from gridmix.tracks.mixer_models import choose_mixers
-from gridmix.tracks.registry import load_registry
+from gridmix.tracks.plugin_loader import load_registry
 
 
 def _ignore(*args) -> None:

@@ -169,7 +169,7 @@ def _power(study: Study, n_secondary: int) -> Power:
 
 def _mechanism(study: Study, rows: dict[str, RunRow], idea_lr: float | None) -> dict | None:
     """The idea's seeds' mechanism analyses merged by the hook its mixer declares (``combine_mechanism``)."""
-    from gridmix.analysis.mechanism import LEGACY_MECHANISM_MIXER, MECHANISM_MIXER, combine_mechanism
+    from gridmix.analysis.idea_mechanism import LEGACY_MECHANISM_MIXER, MECHANISM_MIXER, combine_mechanism
 
     per_seed, mixers = {}, set()
     for seed, row in zip(study.comparison_seeds, _final_rows(study, rows, study.idea, idea_lr)):

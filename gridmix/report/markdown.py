@@ -22,7 +22,7 @@ from gridmix.analysis.verdicts import (
 )
 from gridmix.grid import Grid
 from gridmix.report.format import fmt, fmt_column
-from gridmix.report.references import (
+from gridmix.report.reference_lines import (
     interval,
     intervals,
     reference_headline,

@@ -35,7 +35,7 @@ def evaluate_transfer(track: Track, spec: ModelSpec, model: torch.nn.Module, *, 
                       data_at: Callable[[str], TrackData], knobs: dict, batch_size: int, precision: str) -> dict:
     """Per grid of ``eval_grids``, the outcome of testing ``model`` (trained on ``grid``) there (module docstring);
     ``data_at(grid)`` makes the track's data on a grid for the run's seed and sizes."""
-    from gridmix.tracks.registry import load_registry
+    from gridmix.tracks.plugin_loader import load_registry
 
     regrids = {mixer.name: mixer.regrid for mixer in load_registry().mixers}
     device = next(model.parameters()).device

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gridmix.grid import Grid
-from gridmix.mixers.registry import MixerSpec, MixerTable
+from gridmix.mixers.contract import MixerSpec, MixerTable
 from gridmix.tracks.contract import ModelSpec, Track
 
 

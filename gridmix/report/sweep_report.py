@@ -27,7 +27,7 @@ from gridmix.files import write_atomic
 from gridmix.grid import Grid
 from gridmix.report.build import study_report
 from gridmix.report.format import fmt
-from gridmix.report.references import interval
+from gridmix.report.reference_lines import interval
 from gridmix.report.types import Comparison, Report
 from gridmix.study.ledger import Ledger
 
