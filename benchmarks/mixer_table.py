@@ -26,7 +26,7 @@ from bench_common import environment, markdown_table, write_json
 
 from gridmix import orchestrate
 from gridmix.analysis.measure import dry_run
-from gridmix.grid import Grid
+from gridmix.core.grid import Grid
 from gridmix.report.format import fmt
 from gridmix.tracks.plugin_loader import load_registry
 

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gridmix.lazy import lazy_names
-from gridmix.version import __version__
+from gridmix.core.lazy import lazy_names
+from gridmix.core.version import __version__
 
 if TYPE_CHECKING:  # the same names, for type checkers and readers (and the layer test, which reads imports)
-    from gridmix.grid import Grid, GridLike
+    from gridmix.core.grid import Grid, GridLike
+    from gridmix.core.suggest import did_you_mean
     from gridmix.mixers import (
         CausalFactor,
         ConcentrationMixer,
@@ -32,13 +33,12 @@ if TYPE_CHECKING:  # the same names, for type checkers and readers (and the laye
     from gridmix.orchestrate.front_door import run, sweep
     from gridmix.report.types import Arm, Comparison, Report
     from gridmix.study.fingerprint import data_fingerprint
-    from gridmix.suggest import did_you_mean
     from gridmix.tracks import Backbone, ContractError, DataSizes, ModelSpec, Split, Track, TrackData
     from gridmix.tracks.hookspecs import hookimpl
     from gridmix.tracks.plugin_loader import BrokenPlugin, Registry, load_registry, mixer_layer, validate_data
 
 _SOURCES = {  # public name -> the module that defines it
-    "Grid": "gridmix.grid", "GridLike": "gridmix.grid",
+    "Grid": "gridmix.core.grid", "GridLike": "gridmix.core.grid",
     **dict.fromkeys(("CausalFactor", "ConcentrationMixer", "SemiseparableFactor", "SymmetricFactor", "TokenwiseMixer",
                      "dct_basis", "tucker_flops"), "gridmix.mixers"),
     "causal_mode_product": "gridmix.mixers.concentration.ops.causal",
@@ -51,7 +51,7 @@ _SOURCES = {  # public name -> the module that defines it
     "run": "gridmix.orchestrate.front_door", "sweep": "gridmix.orchestrate.front_door",
     **dict.fromkeys(("Arm", "Comparison", "Report"), "gridmix.report.types"),
     "data_fingerprint": "gridmix.study.fingerprint",
-    "did_you_mean": "gridmix.suggest",
+    "did_you_mean": "gridmix.core.suggest",
     **dict.fromkeys(("Backbone", "ContractError", "DataSizes", "ModelSpec", "Split", "Track", "TrackData"),
                     "gridmix.tracks"),
     "hookimpl": "gridmix.tracks.hookspecs",

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from gridmix import MixerSpec, hookimpl, orchestrate
 from gridmix.cli import app
-from gridmix.grid import Grid
+from gridmix.core.grid import Grid
 from gridmix.mixers.causality import check_grid, first_leak, thresholds
 from gridmix.report.build import build_report
 from gridmix.report.markdown import render_markdown

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from gridmix.analysis.references import chance_level, naive_references
 from gridmix.cli import app
-from gridmix.grid import Grid
+from gridmix.core.grid import Grid
 from gridmix.tracks import DataSizes
 from gridmix.tracks.plugin_loader import load_registry, validate_data
 

@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from gridmix.cli import app
-from gridmix.grid import Grid
+from gridmix.core.grid import Grid
 from gridmix.study.fingerprint import data_fingerprint, describe_change
 from gridmix.study.harness import Study
 from gridmix.tracks.budget import BUDGETS

@@ -9,7 +9,7 @@ from timm.models.vision_transformer import VisionTransformer
 from torch.utils.flop_counter import FlopCounterMode
 
 from gridmix import ConcentrationMixer
-from gridmix.grid import Grid
+from gridmix.core.grid import Grid
 from gridmix.mixers.builtin import BUILTIN
 from gridmix.mixers.contract import MIXER_TAG
 from gridmix.models import BackboneConfig, GridTransformer, MixerConfig, build_mlp_mixer, mlp_mixer_supports

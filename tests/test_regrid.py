@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from gridmix import ConcentrationMixer
-from gridmix.grid import Grid
+from gridmix.core.grid import Grid
 from gridmix.mixers.builtin import MIXERS
 from gridmix.mixers.contract import MIXER_TAG
 from gridmix.models import MixerConfig

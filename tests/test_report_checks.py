@@ -165,7 +165,7 @@ def test_the_references_table_says_model_beats_reference_not_arm_better(tmp_path
 def test_the_data_section_names_the_forecast_column_and_the_input_channels(tmp_path, monkeypatch):
     from gridmix_tracks.sequence_csv import csv_sequence_track
 
-    from gridmix.grid import Grid
+    from gridmix.core.grid import Grid
     from gridmix.study.fingerprint import data_fingerprint
     from gridmix.tracks import DataSizes
 

@@ -13,7 +13,7 @@ from torch import nn
 from typer.testing import CliRunner
 
 from gridmix.cli import app
-from gridmix.grid import Grid
+from gridmix.core.grid import Grid
 from gridmix.report.build import build_report
 from gridmix.report.markdown import render_markdown
 from gridmix.study.ledger import Ledger

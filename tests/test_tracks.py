@@ -18,7 +18,7 @@ from gridmix_tracks.video import CutTask
 from gridmix_tracks.video import make_track as video_track
 from PIL import Image
 
-from gridmix.grid import Grid
+from gridmix.core.grid import Grid
 from gridmix.tracks import DataSizes
 from gridmix.tracks.plugin_loader import load_registry, validate_data
 

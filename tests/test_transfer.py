@@ -18,7 +18,7 @@ from gridmix import orchestrate
 from gridmix.analysis.idea_mechanism import idea_mechanism
 from gridmix.cli import app
 from gridmix.cli.run import analysis_errors
-from gridmix.grid import Grid
+from gridmix.core.grid import Grid
 from gridmix.orchestrate import choose_eval_grids
 from gridmix.report.build import TIMING_KEYS
 from gridmix.report.types import Report

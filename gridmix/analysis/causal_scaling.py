@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from gridmix.grid import Grid
+from gridmix.core.grid import Grid
 from gridmix.mixers.attention import CausalAttention
 from gridmix.mixers.concentration.layer import ConcentrationMixer
 from gridmix.tracks import DataSizes, ModelSpec, Split, Track, TrackData

@@ -35,7 +35,7 @@ from gridmix.analysis.probes import (
     nearest_neighbour_logits,
     ridge_forecasts,
 )
-from gridmix.grid import Grid
+from gridmix.core.grid import Grid
 from gridmix.tracks import DataSizes, Split, Track, TrackData
 
 SEASONS = (4, 7, 12, 24, 52)

@@ -43,7 +43,7 @@ from gridmix.analysis.measure import (
     time_fn,
 )
 from gridmix.analysis.memory import Memory, MemoryMeasurementError, MemoryProbe
-from gridmix.grid import Grid, GridLike
+from gridmix.core.grid import Grid, GridLike
 from gridmix.tracks import DataSizes, ModelSpec, Track
 
 MEMORY_TARGET = "gridmix.analysis.scaling:memory_step"

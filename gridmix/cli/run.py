@@ -40,9 +40,9 @@ from gridmix.cli.app import (
 )
 from gridmix.cli.progress import drive
 from gridmix.cli.tables import Column, TextTable
-from gridmix.defaults import DEFAULT_MIN_EFFECT
-from gridmix.grid import Grid
-from gridmix.inputs import parse_grids, parse_names, parse_rates
+from gridmix.core.defaults import DEFAULT_MIN_EFFECT
+from gridmix.core.grid import Grid
+from gridmix.core.inputs import parse_grids, parse_names, parse_rates
 from gridmix.report.format import fmt, fmt_column
 from gridmix.tracks.budget import MAX_SEEDS, describe
 

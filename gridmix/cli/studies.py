@@ -21,7 +21,7 @@ from rich.markup import escape
 
 from gridmix.cli.app import app, console, fail
 from gridmix.cli.tables import Column, TextTable
-from gridmix.files import write_atomic
+from gridmix.core.files import write_atomic
 from gridmix.report.format import fmt
 from gridmix.tracks.budget import BUDGETS
 

@@ -35,8 +35,8 @@ from gridmix.cli.app import (
 )
 from gridmix.cli.progress import drive
 from gridmix.cli.run import parse_jobs, parse_settings, sweep_table
-from gridmix.grid import Grid
-from gridmix.inputs import parse_names, parse_over, parse_rates
+from gridmix.core.grid import Grid
+from gridmix.core.inputs import parse_names, parse_over, parse_rates
 from gridmix.tracks.budget import MAX_SEEDS
 
 

@@ -32,7 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from gridmix.grid import Grid, GridLike
+from gridmix.core.grid import Grid, GridLike
 from gridmix.mixers.contract import check_input
 from gridmix.mixers.projections import AttentionProjections, check_heads, check_probability
 

@@ -10,8 +10,8 @@ from collections.abc import Sequence
 
 from torch import nn
 
-from gridmix.grid import Grid
-from gridmix.markers import hookimpl
+from gridmix.core.grid import Grid
+from gridmix.core.markers import hookimpl
 from gridmix.mixers.attention import build_attention
 from gridmix.mixers.axial import build_axial_attention, build_divided_attention, regrid_lines
 from gridmix.mixers.concentration.layer import ConcentrationMixer

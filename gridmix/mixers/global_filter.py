@@ -28,7 +28,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from gridmix.grid import Grid
+from gridmix.core.grid import Grid
 from gridmix.mixers.contract import check_input
 
 INIT_SCALE = 0.02  # GFNet: complex_weight = randn(...) * 0.02

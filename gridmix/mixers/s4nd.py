@@ -41,7 +41,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from gridmix.grid import Grid
+from gridmix.core.grid import Grid
 from gridmix.mixers.concentration.ops.causal import causal_mode_product
 from gridmix.mixers.contract import check_input
 

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from gridmix.grid import Grid
+from gridmix.core.grid import Grid
 from gridmix.mixers.contract import check_input
 
 MAX_TOKENS = 4096  # above this the N × hidden weights (N² · token_ratio) do not scale

@@ -18,7 +18,7 @@ from timm.layers import trunc_normal_
 from timm.models.vision_transformer import Block
 from torch import nn
 
-from gridmix.grid import Grid
+from gridmix.core.grid import Grid
 from gridmix.models.mixer_config import BackboneConfig
 
 READOUTS = ("mean", "flatten")

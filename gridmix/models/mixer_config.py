@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from torch import nn
 
-from gridmix.grid import Grid
+from gridmix.core.grid import Grid
 from gridmix.mixers.builtin import BUILTIN
 from gridmix.mixers.concentration.factors import STARTS
 from gridmix.mixers.concentration.layer import CAUSAL_FORMS

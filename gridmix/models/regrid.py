@@ -35,7 +35,7 @@ import torch.nn.functional as F
 from timm.layers import resample_abs_pos_embed
 from torch import nn
 
-from gridmix.grid import Grid, GridLike
+from gridmix.core.grid import Grid, GridLike
 from gridmix.mixers.contract import MIXER_TAG
 
 POSITIONS = "pos_embed"  # the name (last component) of a learned absolute-position parameter

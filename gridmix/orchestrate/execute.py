@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gridmix.grid import Grid
+from gridmix.core.grid import Grid
 from gridmix.orchestrate.callbacks import QUIET, Callbacks
 from gridmix.orchestrate.plan import PlannedStudy
 from gridmix.report.build import build_report, write_report

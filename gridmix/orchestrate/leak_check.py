@@ -5,7 +5,7 @@ chooses what to probe, at which size, and keeps the record the report shows).
 
 from __future__ import annotations
 
-from gridmix.grid import Grid
+from gridmix.core.grid import Grid
 from gridmix.mixers.causality import (
     MAX_PROBES,
     Uncheckable,

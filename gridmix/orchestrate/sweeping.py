@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from gridmix.grid import Grid
+from gridmix.core.grid import Grid
 from gridmix.orchestrate.callbacks import QUIET, Callbacks
 from gridmix.orchestrate.plan import PlannedStudy, choose_settings, plan_study
 from gridmix.report.sweep_report import SweepReport, build_sweep_report, write_sweep_report

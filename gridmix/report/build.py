@@ -40,8 +40,8 @@ from gridmix.analysis.verdicts import (
     holm_floor,
     judge_family,
 )
-from gridmix.defaults import DEFAULT_MIN_EFFECT
-from gridmix.files import write_atomic
+from gridmix.core.defaults import DEFAULT_MIN_EFFECT
+from gridmix.core.files import write_atomic
 from gridmix.report.types import (
     Arm,
     Comparison,

@@ -17,7 +17,7 @@ from dataclasses import MISSING, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from gridmix.analysis.verdicts import FAMILIES, FLAGS, VERDICT_NOT_COMPARED, a_better
-from gridmix.defaults import DEFAULT_MIN_EFFECT
+from gridmix.core.defaults import DEFAULT_MIN_EFFECT
 from gridmix.study.transfer import TRANSFER_MISSING, TRANSFER_STATUSES
 from gridmix.tracks import ROLES
 

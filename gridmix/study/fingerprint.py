@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from gridmix.grid import Grid
+from gridmix.core.grid import Grid
 from gridmix.tracks import SPLIT_NAMES, DataSizes, Track, TrackData
 
 _CHUNK = 1 << 20

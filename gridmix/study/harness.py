@@ -25,13 +25,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from gridmix.grid import Grid
+from gridmix.core.grid import Grid
+from gridmix.core.version import __version__
 from gridmix.mixers.concentration.ops.native_build import cpu_facts, cpu_line
 from gridmix.study.ledger import Ledger, RunRow, run_key
 from gridmix.study.train import RunResult, resolve_device, train_run
 from gridmix.tracks import ROLES, DataSizes, ModelSpec, TrackData
 from gridmix.tracks.budget import MAX_SEEDS, Budget
-from gridmix.version import __version__
 
 SWEEP_SEED_OFFSET = MAX_SEEDS  # sweep seeds are 1000, 1001, …: never a comparison seed (0 … seeds − 1 < MAX_SEEDS)
 AA_SUFFIX = "~aa"  # "vit~aa": the model "vit" initialised from another seed (an A/A study's second arm)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from gridmix.grid import Grid
+from gridmix.core.grid import Grid
 from gridmix.study.early_stopping import EarlyStopping
 from gridmix.study.precision import autocast, grad_scaler
 from gridmix.tracks import ModelSpec, Split, Track, TrackData

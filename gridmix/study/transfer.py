@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 import torch
 
-from gridmix.grid import Grid
+from gridmix.core.grid import Grid
 from gridmix.models.regrid import CannotRegrid, regrid_model
 from gridmix.study.train import predict
 from gridmix.tracks import ModelSpec, Track, TrackData

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gridmix.lazy import lazy_names
+from gridmix.core.lazy import lazy_names
 from gridmix.tracks.budget import BUDGETS, Budget, DataSizes, resolve_budget
 
 if TYPE_CHECKING:  # the same names, for type checkers and readers (and the layer test, which reads imports)

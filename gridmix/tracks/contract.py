@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from gridmix.defaults import DIRECTIONS
-from gridmix.grid import Grid
+from gridmix.core.defaults import DIRECTIONS
+from gridmix.core.grid import Grid
 from gridmix.mixers.contract import MixerSpec
 from gridmix.tracks.budget import Budget, DataSizes, resolve_budget
 

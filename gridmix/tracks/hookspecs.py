@@ -23,7 +23,7 @@ plugin. Every hook below must have a docstring: a test fails otherwise.
 
 from __future__ import annotations
 
-from gridmix.markers import ENTRY_POINT_GROUP, PROJECT_NAME, hookimpl, hookspec
+from gridmix.core.markers import ENTRY_POINT_GROUP, PROJECT_NAME, hookimpl, hookspec
 from gridmix.mixers.contract import MixerSpec
 from gridmix.tracks.contract import ModelSpec, Track
 

@@ -34,9 +34,9 @@ from types import ModuleType
 import pluggy
 from torch import nn
 
-from gridmix.grid import Grid, GridLike
+from gridmix.core.grid import Grid, GridLike
+from gridmix.core.suggest import did_you_mean
 from gridmix.mixers.contract import MixerSpec, MixerTable
-from gridmix.suggest import did_you_mean
 from gridmix.tracks import hookspecs
 from gridmix.tracks.contract import ContractError, ModelSpec, Track, TrackData, short
 from gridmix.tracks.mixer_models import with_mixer_models

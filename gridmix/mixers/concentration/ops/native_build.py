@@ -42,7 +42,7 @@ from pathlib import Path
 
 import torch
 
-from gridmix.files import write_atomic
+from gridmix.core.files import write_atomic
 from gridmix.mixers.switches import native_enabled
 
 _SOURCES = tuple(Path(__file__).with_name(name)
