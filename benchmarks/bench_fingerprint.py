@@ -22,7 +22,7 @@ from bench_common import environment, write_json
 
 from gridmix.study.fingerprint import tensor_hash
 from gridmix.study.harness import RunTask, execute
-from gridmix.tracks.registry import load_registry
+from gridmix.tracks.plugin_loader import load_registry
 
 
 def measure(track_name: str, budget_name: str, *, repeats: int, threads: int) -> dict:

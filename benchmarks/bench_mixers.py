@@ -35,7 +35,7 @@ from torch import nn
 from gridmix import Grid
 from gridmix.analysis.measure import available_memory, dry_run
 from gridmix.analysis.memory import MemoryMeasurementError, peak_memory
-from gridmix.tracks.registry import load_registry
+from gridmix.tracks.plugin_loader import load_registry
 
 BATCH, DIM, HEADS = 8, 64, 4
 POINTS = [("32x32", ()), ("64x64", ()), ("128x128", ()), ("16x32x32", ()), ("4096", (0,)), ("16384", (0,))]

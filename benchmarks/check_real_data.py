@@ -24,7 +24,7 @@ import torch
 from gridmix_tracks.image_folder import image_folder_track
 from PIL import Image
 
-from gridmix.grid import Grid
+from gridmix.core.grid import Grid
 from gridmix.report.types import Report
 from gridmix.tracks import TrackData
 

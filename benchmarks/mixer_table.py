@@ -26,9 +26,9 @@ from bench_common import environment, markdown_table, write_json
 
 from gridmix import orchestrate
 from gridmix.analysis.measure import dry_run
-from gridmix.grid import Grid
+from gridmix.core.grid import Grid
 from gridmix.report.format import fmt
-from gridmix.tracks.registry import load_registry
+from gridmix.tracks.plugin_loader import load_registry
 
 
 def model_cost(track, spec, grid: Grid, budget) -> tuple[int, float]:

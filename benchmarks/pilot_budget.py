@@ -68,11 +68,11 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True, help="JSON lines, appended to")
     args = parser.parse_args()
 
-    from gridmix.grid import Grid
+    from gridmix.core.grid import Grid
     from gridmix.orchestrate.plan import choose_settings
     from gridmix.study.executors import WorkerPoolExecutor
     from gridmix.study.harness import RunTask
-    from gridmix.tracks.registry import load_registry
+    from gridmix.tracks.plugin_loader import load_registry
 
     try:
         track = load_registry().track(args.track)

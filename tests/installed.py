@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gridmix.tracks.registry import ALLOW_ENV, DISABLE_AUTOLOAD_ENV, Registry, load_registry
+from gridmix.tracks.plugin_loader import ALLOW_ENV, DISABLE_AUTOLOAD_ENV, Registry, load_registry
 
 
 def dist_info(root: Path, name: str, version: str, entry_points: dict[str, str]) -> None:

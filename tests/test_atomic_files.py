@@ -1,4 +1,4 @@
-"""Every file gridmix writes is written whole or not at all (``gridmix.files``): a disk that fills mid-write leaves
+"""Every file gridmix writes is written whole or not at all (``gridmix.core.files``): a disk that fills mid-write leaves
 the previous file, or none, never a truncated one, and no temporary file behind."""
 
 import builtins
@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from gridmix.cli import app
-from gridmix.files import replacing, write_atomic
+from gridmix.core.files import replacing, write_atomic
 from tests import report_example
 
 

@@ -16,13 +16,13 @@ from typer.testing import CliRunner
 
 from gridmix import MixerSpec, hookimpl, orchestrate
 from gridmix.cli import app
-from gridmix.grid import Grid
+from gridmix.core.grid import Grid
 from gridmix.mixers.causality import check_grid, first_leak, thresholds
 from gridmix.report.build import build_report
 from gridmix.report.markdown import render_markdown
 from gridmix.report.types import Report
 from gridmix.study.ledger import Ledger
-from gridmix.tracks.registry import load_registry
+from gridmix.tracks.plugin_loader import load_registry
 from tests import report_example
 
 

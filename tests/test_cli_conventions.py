@@ -23,12 +23,12 @@ from gridmix import orchestrate
 from gridmix.cli import app
 from gridmix.cli.run import results_table
 from gridmix.cli.tracks import registry_summary
+from gridmix.core.version import __version__
 from gridmix.report.build import build_report
 from gridmix.study.ledger import Ledger
 from gridmix.tracks.budget import BUDGETS, describe
 from gridmix.tracks.hookspecs import hookimpl
-from gridmix.tracks.registry import load_registry
-from gridmix.version import __version__
+from gridmix.tracks.plugin_loader import load_registry
 from tests import fake_track
 
 SUFFIX = "-with-a-rather-long-descriptive-name"

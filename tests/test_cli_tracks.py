@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from gridmix.cli import app
 from gridmix.cli.tracks import registry_summary
 from gridmix.tracks.hookspecs import hookimpl
-from gridmix.tracks.registry import ALLOW_ENV, DISABLE_AUTOLOAD_ENV, load_registry
+from gridmix.tracks.plugin_loader import ALLOW_ENV, DISABLE_AUTOLOAD_ENV, load_registry
 
 
 @pytest.fixture

@@ -16,9 +16,9 @@ from typer.testing import CliRunner
 
 from gridmix.analysis.references import chance_level, naive_references
 from gridmix.cli import app
-from gridmix.grid import Grid
+from gridmix.core.grid import Grid
 from gridmix.tracks import DataSizes
-from gridmix.tracks.registry import load_registry, validate_data
+from gridmix.tracks.plugin_loader import load_registry, validate_data
 
 SIZES = DataSizes(n_train=64, n_val=32, n_test=32)
 ENVS = (sequence_csv.ENV, sequence_csv.TARGET_ENV, sequence_csv.INPUTS_ENV, sequence_csv.SEASON_ENV)

@@ -9,11 +9,11 @@ import pytest
 from typer.testing import CliRunner
 
 from gridmix.cli import app
-from gridmix.grid import Grid
+from gridmix.core.grid import Grid
 from gridmix.study.fingerprint import data_fingerprint, describe_change
 from gridmix.study.harness import Study
 from gridmix.tracks.budget import BUDGETS
-from gridmix.tracks.registry import load_registry
+from gridmix.tracks.plugin_loader import load_registry
 from tests import fake_track
 
 SIZES = BUDGETS["smoke"].sizes

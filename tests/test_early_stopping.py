@@ -9,7 +9,7 @@ import torch
 
 from gridmix.study.early_stopping import EarlyStopping
 from gridmix.study.train import train_run
-from gridmix.tracks.registry import load_registry
+from gridmix.tracks.plugin_loader import load_registry
 
 
 def test_stops_after_patience_and_restores_the_best_weights():

@@ -33,7 +33,7 @@ def test_a_piped_gridmix_run_prints_the_time_left_after_each_run(tmp_path):
     from typer.testing import CliRunner
 
     from gridmix.cli import app
-    from gridmix.tracks.registry import load_registry
+    from gridmix.tracks.plugin_loader import load_registry
     from tests import fake_track
 
     load_registry(extra_plugins=[fake_track], refresh=True)

@@ -14,9 +14,9 @@ import pytest
 import torch
 from gridmix_tracks.torchvision_sets import DATASETS
 
-from gridmix.grid import Grid
+from gridmix.core.grid import Grid
 from gridmix.study.train import train_run
-from gridmix.tracks.registry import load_registry, validate_data
+from gridmix.tracks.plugin_loader import load_registry, validate_data
 from tests.installed import install
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "plugins" / "gridmix-example-track"

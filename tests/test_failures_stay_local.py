@@ -20,7 +20,7 @@ from gridmix.report import markdown as report_markdown
 from gridmix.report import plots as report_plots
 from gridmix.study.ledger import Ledger
 from gridmix.tracks.hookspecs import hookimpl
-from gridmix.tracks.registry import load_registry
+from gridmix.tracks.plugin_loader import load_registry
 from tests import fake_track
 from tests.test_ledger_files import RUN, study_spec
 

@@ -6,13 +6,13 @@ import json
 
 import pytest
 
-from gridmix.analysis.mechanism import idea_mechanism
+from gridmix.analysis.idea_mechanism import idea_mechanism
 from gridmix.report.build import build_report, write_report
 from gridmix.study.executors import Executor, InProcessExecutor, WorkerPoolExecutor
 from gridmix.study.harness import Runner, Study
 from gridmix.study.ledger import Ledger
 from gridmix.tracks.budget import BUDGETS
-from gridmix.tracks.registry import load_registry
+from gridmix.tracks.plugin_loader import load_registry
 from tests import fake_track
 
 BUDGET = dataclasses.replace(BUDGETS["smoke"], seeds=3, sweep_seeds=1, lrs=(1e-3, 3e-3), epochs=2, n_train=128)

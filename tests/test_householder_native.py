@@ -16,7 +16,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from gridmix import ConcentrationMixer
 from gridmix.mixers.concentration.factors import _OrthogonalColumns, dct_basis, orthogonal_columns
 from gridmix.mixers.concentration.ops.householder_native import MAX_BASIS_FLOATS, NativeOrthogonalColumns
-from gridmix.mixers.config import set_native
+from gridmix.mixers.switches import set_native
 from tests.test_tucker_native import assert_close_to_scale
 
 pytestmark = pytest.mark.skipif(shutil.which(os.environ.get("CC", "cc")) is None, reason="no C compiler on PATH")

@@ -18,7 +18,7 @@ import torch
 from gridmix_tracks.image_folder import image_folder_track
 
 from gridmix.analysis.references import naive_references
-from gridmix.grid import Grid
+from gridmix.core.grid import Grid
 from gridmix.study.train import train_run
 
 CHECK = Path(__file__).resolve().parents[1] / "benchmarks" / "check_real_data.py"

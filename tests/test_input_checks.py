@@ -12,9 +12,9 @@ from typer.testing import CliRunner
 from gridmix import orchestrate
 from gridmix.analysis.stats import exact_level, min_attainable_p
 from gridmix.cli import app
-from gridmix.inputs import parse_over, parse_rates, split_list
+from gridmix.core.inputs import parse_over, parse_rates, split_list
 from gridmix.tracks.budget import BUDGETS, MAX_SEEDS, resolve_budget
-from gridmix.tracks.registry import load_registry
+from gridmix.tracks.plugin_loader import load_registry
 from tests import fake_track
 
 RUN = ("run", "--track", "image", "--grid", "8x8", "--budget", "smoke", "--threads", "1", "--no-scaling")

@@ -6,7 +6,7 @@ import torch
 from gridmix_tracks.instance_norm import RevIN
 from gridmix_tracks.sequence_csv import csv_sequence_track
 
-from gridmix.grid import Grid
+from gridmix.core.grid import Grid
 
 
 def test_forecasts_are_equivariant_to_the_windows_level_and_scale():

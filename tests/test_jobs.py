@@ -9,7 +9,7 @@ import pytest
 
 from gridmix import orchestrate
 from gridmix.orchestrate import Callbacks
-from gridmix.tracks.registry import load_registry
+from gridmix.tracks.plugin_loader import load_registry
 from tests.installed import install
 
 

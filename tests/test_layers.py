@@ -11,11 +11,11 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "gridmix"
 
-# Lowest first, the one declaration of the layer order: each layer a subpackage, but for the core's top-level modules
-# and the public API's. A module belongs to the layer of the longest prefix that names it.
+# Lowest first, the one declaration of the layer order: each layer a subpackage, but for the public API's
+# (gridmix/__init__.py) and the command's entry (__main__). A module belongs to the layer of the longest prefix
+# that names it.
 LAYERS = [
-    ("core", ("gridmix.grid", "gridmix.suggest", "gridmix.version", "gridmix.deprecated", "gridmix.markers",
-              "gridmix.defaults", "gridmix.lazy", "gridmix.inputs", "gridmix.files", "gridmix.interrupt")),
+    ("core", ("gridmix.core",)),
     ("mixers", ("gridmix.mixers",)),
     ("models", ("gridmix.models",)),
     ("tracks", ("gridmix.tracks",)),
@@ -24,7 +24,7 @@ LAYERS = [
     ("report", ("gridmix.report",)),
     ("orchestrate", ("gridmix.orchestrate",)),
     ("cli", ("gridmix.cli", "gridmix.__main__")),
-    ("api", ("gridmix", "gridmix.budget", "gridmix.fingerprint", "gridmix.hookspecs", "gridmix.plugins")),
+    ("api", ("gridmix",)),
 ]
 
 
@@ -149,12 +149,14 @@ def test_the_checks_catch_a_circle_and_an_upward_import(tmp_path):
     (package / "__init__.py").write_text("")
     (package / "tracks" / "__init__.py").write_text("")
     (package / "tracks" / "contract.py").write_text("def f():\n    from gridmix.cli import app\n")  # inside a function
-    (package / "cli.py").write_text("from gridmix.tracks import contract\nfrom gridmix.grid import Grid\n")
-    (package / "grid.py").write_text("from .tracks import contract\n")  # relative
+    (package / "cli.py").write_text("from gridmix.tracks import contract\nfrom gridmix.core.grid import Grid\n")
+    (package / "core").mkdir()
+    (package / "core" / "__init__.py").write_text("")
+    (package / "core" / "grid.py").write_text("from ..tracks import contract\n")  # relative
     edges = graph(modules(package))
-    assert upward_imports(edges) == ["gridmix.grid (core) imports gridmix.tracks.contract (tracks)",
+    assert upward_imports(edges) == ["gridmix.core.grid (core) imports gridmix.tracks.contract (tracks)",
                                      "gridmix.tracks.contract (tracks) imports gridmix.cli (cli)"]
-    assert circles(edges) == [["gridmix.cli", "gridmix.grid", "gridmix.tracks.contract"]]
+    assert circles(edges) == [["gridmix.cli", "gridmix.core.grid", "gridmix.tracks.contract"]]
     (package / "study").mkdir()
     (package / "study" / "__init__.py").write_text("")
     (package / "study" / "harness.py").write_text("from gridmix.tracks import contract\n")
@@ -163,17 +165,3 @@ def test_the_checks_catch_a_circle_and_an_upward_import(tmp_path):
     assert subpackage_pairs(edges, package) == [("study", "tracks")]
     with pytest.raises(KeyError, match="gridmix_extra is in no layer"):
         layer_of("gridmix_extra")
-
-
-@pytest.mark.parametrize(("old", "new"), [("gridmix.budget", "gridmix.tracks.budget"),
-                                          ("gridmix.fingerprint", "gridmix.study.fingerprint"),
-                                          ("gridmix.hookspecs", "gridmix.tracks.hookspecs"),
-                                          ("gridmix.plugins", "gridmix.tracks.registry")])
-def test_an_old_public_path_warns_and_is_the_new_module(monkeypatch, old, new):
-    import importlib
-    import sys
-
-    monkeypatch.delitem(sys.modules, old, raising=False)
-    with pytest.warns(DeprecationWarning, match=f"{old} moved to {new}"):
-        module = importlib.import_module(old)
-    assert module is importlib.import_module(new)

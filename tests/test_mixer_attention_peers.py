@@ -13,9 +13,9 @@ from timm.models.vision_transformer import Attention, Block
 from torch import nn
 
 from gridmix.mixers.axial import build_axial_attention, build_divided_attention
+from gridmix.mixers.contract import MixerSpec
 from gridmix.mixers.linear_attention import build_linear_attention
 from gridmix.mixers.neighbourhood import build_neighbourhood_attention, neighbourhood_mask
-from gridmix.mixers.registry import MixerSpec
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

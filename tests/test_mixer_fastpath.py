@@ -20,7 +20,7 @@ from gridmix.mixers.concentration.factors import (
     symmetric_bases,
 )
 from gridmix.mixers.concentration.ops.tucker import tucker
-from gridmix.mixers.config import set_native
+from gridmix.mixers.switches import set_native
 
 F64 = dict(rtol=1e-10, atol=1e-10)
 

@@ -12,9 +12,9 @@ import torch
 from scipy.special import erf
 from torch import nn
 
-from gridmix.grid import Grid
+from gridmix.core.grid import Grid
+from gridmix.mixers.contract import MixerSpec
 from gridmix.mixers.global_filter import GlobalFilterMixer, build_global_filter, regrid_global_filter
-from gridmix.mixers.registry import MixerSpec
 from gridmix.mixers.s4nd import S4NDMixer, build_s4nd, regrid_s4nd
 from gridmix.mixers.token_mlp import MAX_TOKENS, TokenMLPMixer, build_token_mlp
 

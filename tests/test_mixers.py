@@ -15,9 +15,9 @@ from typer.testing import CliRunner
 
 from gridmix import MixerSpec, hookimpl, orchestrate
 from gridmix.cli import app
-from gridmix.grid import Grid
+from gridmix.core.grid import Grid
 from gridmix.mixers.causality import check_grid, first_leak
-from gridmix.tracks.registry import load_registry
+from gridmix.tracks.plugin_loader import load_registry
 from tests.installed import install
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "plugins" / "gridmix-example-mixer"

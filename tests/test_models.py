@@ -9,12 +9,12 @@ from timm.models.vision_transformer import VisionTransformer
 from torch.utils.flop_counter import FlopCounterMode
 
 from gridmix import ConcentrationMixer
-from gridmix.grid import Grid
+from gridmix.core.grid import Grid
 from gridmix.mixers.builtin import BUILTIN
-from gridmix.mixers.registry import MIXER_TAG
+from gridmix.mixers.contract import MIXER_TAG
 from gridmix.models import BackboneConfig, GridTransformer, MixerConfig, build_mlp_mixer, mlp_mixer_supports
 from gridmix.tracks import DataSizes
-from gridmix.tracks.registry import load_registry
+from gridmix.tracks.plugin_loader import load_registry
 
 TRACKS = [(sequence_track(), Grid((16,))), (image_track(), Grid((8, 8))), (video_track(), Grid((4, 4, 4)))]
 MODELS = [(track, grid, spec) for track, grid in TRACKS for spec in track.models]

@@ -9,7 +9,7 @@ import pytest
 import torch
 from gridmix_tracks.mqar import IGNORE, RecallTask, answer_accuracy, answer_cross_entropy, answer_loss, make_track
 
-from gridmix.grid import Grid
+from gridmix.core.grid import Grid
 from gridmix.tracks import DataSizes
 from gridmix.tracks.budget import BUDGETS
 

@@ -11,7 +11,7 @@ import gridmix
 from gridmix import orchestrate
 from gridmix.cli import app
 from gridmix.report.build import TIMING_KEYS
-from gridmix.tracks.registry import load_registry
+from gridmix.tracks.plugin_loader import load_registry
 from tests import fake_track
 
 

@@ -13,7 +13,7 @@ from matplotlib.colors import to_rgba
 from gridmix.report import plots
 from gridmix.report.build import build_report
 from gridmix.report.format import fmt
-from gridmix.report.references import interval
+from gridmix.report.reference_lines import interval
 from gridmix.study.ledger import Ledger
 from tests import report_example
 

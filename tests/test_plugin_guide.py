@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from gridmix import orchestrate
 from gridmix.analysis.parity import parity_report
 from gridmix.cli import app
-from gridmix.tracks.registry import ALLOW_ENV, DISABLE_AUTOLOAD_ENV, load_registry
+from gridmix.tracks.plugin_loader import ALLOW_ENV, DISABLE_AUTOLOAD_ENV, load_registry
 
 GUIDE = Path(__file__).resolve().parents[1] / "docs" / "plugins.md"
 

@@ -12,11 +12,11 @@ import torch
 from gridmix_tracks.torchvision_sets import DATASETS
 
 import gridmix
-from gridmix.grid import Grid
-from gridmix.suggest import did_you_mean
+from gridmix.core.grid import Grid
+from gridmix.core.suggest import did_you_mean
 from gridmix.tracks import ContractError, DataSizes, ModelSpec, Split, Track, TrackData, hookspecs
 from gridmix.tracks.hookspecs import hookimpl
-from gridmix.tracks.registry import (
+from gridmix.tracks.plugin_loader import (
     ALLOW_ENV,
     DISABLE_AUTOLOAD_ENV,
     _call,

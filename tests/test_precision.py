@@ -11,7 +11,7 @@ from gridmix.study.harness import Runner, Study
 from gridmix.study.ledger import Ledger
 from gridmix.study.precision import resolve_precision
 from gridmix.tracks.budget import BUDGETS
-from gridmix.tracks.registry import load_registry
+from gridmix.tracks.plugin_loader import load_registry
 from tests import fake_track
 
 BUDGET = dataclasses.replace(BUDGETS["smoke"], seeds=2, sweep_seeds=1, lrs=(1e-3,), epochs=2, n_train=64)

@@ -14,9 +14,9 @@ from gridmix_tracks.sequence_csv import csv_sequence_track
 
 from gridmix.analysis.probes import LOGISTIC_L2, RIDGE_ALPHAS
 from gridmix.analysis.references import chance_level, naive_references, seed_references, study_references
-from gridmix.grid import Grid
+from gridmix.core.grid import Grid
 from gridmix.report.build import build_report
-from gridmix.report.references import reference_headline, reference_lines
+from gridmix.report.reference_lines import reference_headline, reference_lines
 from gridmix.study.ledger import Ledger
 from gridmix.tracks import DataSizes, Split, TrackData
 from tests import report_example

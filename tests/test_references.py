@@ -14,8 +14,8 @@ from gridmix_tracks.sequence_csv import csv_sequence_track
 
 from gridmix.analysis.probes import RIDGE_ALPHAS, dominant_period
 from gridmix.analysis.references import SEASONS, naive_references, seed_references, study_references, with_model_metrics
-from gridmix.grid import Grid
-from gridmix.report.references import edge_learning_rates, improving_at_cap, overfitting, training_lines
+from gridmix.core.grid import Grid
+from gridmix.report.reference_lines import edge_learning_rates, improving_at_cap, overfitting, training_lines
 from gridmix.report.types import Arm
 from gridmix.tracks import DataSizes, Split, TrackData
 

@@ -10,12 +10,12 @@ import torch
 import torch.nn.functional as F
 
 from gridmix import ConcentrationMixer
-from gridmix.grid import Grid
+from gridmix.core.grid import Grid
 from gridmix.mixers.builtin import MIXERS
-from gridmix.mixers.registry import MIXER_TAG
+from gridmix.mixers.contract import MIXER_TAG
 from gridmix.models import MixerConfig
 from gridmix.models.regrid import CannotRegrid, mixer_name, regrid_model, resample_positions
-from gridmix.tracks.registry import load_registry
+from gridmix.tracks.plugin_loader import load_registry
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 REGRIDS = {mixer.name: mixer.regrid for mixer in MIXERS}

@@ -8,7 +8,7 @@ import dataclasses
 
 from gridmix.report.build import build_report
 from gridmix.report.markdown import render_markdown
-from gridmix.report.references import training_flags, training_lines
+from gridmix.report.reference_lines import training_flags, training_lines
 from gridmix.study.ledger import Ledger
 from tests import report_example
 
@@ -153,7 +153,7 @@ def test_small_validation_and_test_sets_are_warned_about(tmp_path, monkeypatch):
 
 
 def test_the_references_table_says_model_beats_reference_not_arm_better(tmp_path, monkeypatch):
-    from gridmix.report.references import reference_lines
+    from gridmix.report.reference_lines import reference_lines
 
     report = build(tmp_path, monkeypatch, ceiling=0.0)
     rows = {line.split(" | ")[0].strip("| "): line for line in reference_lines(report) if line.startswith("| ")}
@@ -165,7 +165,7 @@ def test_the_references_table_says_model_beats_reference_not_arm_better(tmp_path
 def test_the_data_section_names_the_forecast_column_and_the_input_channels(tmp_path, monkeypatch):
     from gridmix_tracks.sequence_csv import csv_sequence_track
 
-    from gridmix.grid import Grid
+    from gridmix.core.grid import Grid
     from gridmix.study.fingerprint import data_fingerprint
     from gridmix.tracks import DataSizes
 

@@ -19,7 +19,7 @@ from gridmix.report.format import column_decimals, fmt, fmt_column
 from gridmix.report.markdown import render_markdown
 from gridmix.study.ledger import Ledger
 from gridmix.tracks.hookspecs import hookimpl
-from gridmix.tracks.registry import load_registry
+from gridmix.tracks.plugin_loader import load_registry
 from tests import fake_track, report_example
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"

@@ -13,13 +13,13 @@ from torch import nn
 from typer.testing import CliRunner
 
 from gridmix.cli import app
-from gridmix.grid import Grid
+from gridmix.core.grid import Grid
 from gridmix.report.build import build_report
 from gridmix.report.markdown import render_markdown
 from gridmix.study.ledger import Ledger
 from gridmix.tracks import DataSizes, ModelSpec, Split, Track, TrackData
 from gridmix.tracks.hookspecs import hookimpl
-from gridmix.tracks.registry import load_registry
+from gridmix.tracks.plugin_loader import load_registry
 from tests import report_example
 
 N = 8  # features per sample

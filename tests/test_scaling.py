@@ -26,7 +26,7 @@ from gridmix.analysis.scaling import (
 )
 from gridmix.cli import app
 from gridmix.tracks import DataSizes, ModelSpec, Split, Track, TrackData
-from gridmix.tracks.registry import load_registry
+from gridmix.tracks.plugin_loader import load_registry
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # see conftest.py
 

@@ -24,7 +24,7 @@ from gridmix.mixers.concentration.ops.semiseparable_native import (
     semiseparable_scan,
     semiseparable_scan_backward,
 )
-from gridmix.mixers.config import set_native
+from gridmix.mixers.switches import set_native
 
 pytestmark = pytest.mark.skipif(shutil.which(os.environ.get("CC", "cc")) is None, reason="no C compiler on PATH")
 

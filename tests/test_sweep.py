@@ -12,13 +12,13 @@ import pytest
 from typer.testing import CliRunner
 
 from gridmix import orchestrate
-from gridmix.analysis.mechanism import idea_mechanism
+from gridmix.analysis.idea_mechanism import idea_mechanism
 from gridmix.cli import app
 from gridmix.report.build import TIMING_KEYS
-from gridmix.report.sweep import transitions
+from gridmix.report.sweep_report import transitions
 from gridmix.study.executors import InProcessExecutor
 from gridmix.study.ledger import Ledger, LedgerError
-from gridmix.tracks.registry import load_registry
+from gridmix.tracks.plugin_loader import load_registry
 from tests import fake_track
 
 OPTIONS = dict(budget="smoke", seeds=3, threads=1, models="fake-attention")

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from gridmix.cli.app import app
 from gridmix.tracks import DataSizes
-from gridmix.tracks.registry import load_registry
+from gridmix.tracks.plugin_loader import load_registry
 
 SPECS = {spec.track: spec for spec in DATASETS}
 SIZES = DataSizes(n_train=100, n_val=100, n_test=100)

@@ -18,9 +18,9 @@ from gridmix_tracks.video import CutTask
 from gridmix_tracks.video import make_track as video_track
 from PIL import Image
 
-from gridmix.grid import Grid
+from gridmix.core.grid import Grid
 from gridmix.tracks import DataSizes
-from gridmix.tracks.registry import load_registry, validate_data
+from gridmix.tracks.plugin_loader import load_registry, validate_data
 
 SIZES = DataSizes(n_train=12, n_val=6, n_test=6)
 CASES = [  # track, small grid, input shape per sample, target shape per sample, target dtype
@@ -199,7 +199,7 @@ def test_video_default_budget_sweeps_three_gentle_rates():
 
 
 def test_every_built_in_track_sweeps_at_least_three_rates_by_default():
-    from gridmix.tracks.registry import load_registry
+    from gridmix.tracks.plugin_loader import load_registry
 
     tracks = load_registry(refresh=True).tracks
     for track in tracks.values():

@@ -15,10 +15,10 @@ from timm.layers import Attention
 from typer.testing import CliRunner
 
 from gridmix import orchestrate
-from gridmix.analysis.mechanism import idea_mechanism
+from gridmix.analysis.idea_mechanism import idea_mechanism
 from gridmix.cli import app
 from gridmix.cli.run import analysis_errors
-from gridmix.grid import Grid
+from gridmix.core.grid import Grid
 from gridmix.orchestrate import choose_eval_grids
 from gridmix.report.build import TIMING_KEYS
 from gridmix.report.types import Report
@@ -26,7 +26,7 @@ from gridmix.study.executors import InProcessExecutor
 from gridmix.study.harness import Study
 from gridmix.study.train import train_run
 from gridmix.tracks import UNDECLARED_GRIDS
-from gridmix.tracks.registry import load_registry
+from gridmix.tracks.plugin_loader import load_registry
 from tests import fake_track
 
 OPTIONS = dict(budget="smoke", seeds=3, threads=1, scaling=False, models="fake-attention")

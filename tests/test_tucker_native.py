@@ -31,7 +31,7 @@ from gridmix.mixers.concentration.ops.tucker_native import (
     tucker_chain,
     tucker_chain_backward,
 )
-from gridmix.mixers.config import set_native
+from gridmix.mixers.switches import set_native
 
 F32 = dict(rtol=2e-5, atol=2e-5)
 

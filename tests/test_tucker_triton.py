@@ -15,7 +15,7 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 
 from gridmix.mixers.concentration.ops.tucker import _scale, _Tucker, tucker  # noqa: E402
 from gridmix.mixers.concentration.ops.tucker_triton import triton_chain, triton_fits  # noqa: E402
-from gridmix.mixers.config import set_triton  # noqa: E402
+from gridmix.mixers.switches import set_triton  # noqa: E402
 
 pytestmark = pytest.mark.skipif(os.environ["TRITON_INTERPRET"] != "1" and not torch.cuda.is_available(),
                                 reason="TRITON_INTERPRET is off and there is no GPU to run the kernel")

@@ -18,7 +18,7 @@ from gridmix.study.harness import SWEEP_SEED_OFFSET, Study
 from gridmix.study.ledger import Ledger
 from gridmix.tracks import DataSizes, ModelSpec, Split, Track, TrackData
 from gridmix.tracks.hookspecs import hookimpl
-from gridmix.tracks.registry import load_registry
+from gridmix.tracks.plugin_loader import load_registry
 from tests import fake_track
 
 N = 8  # grid length

@@ -8,10 +8,10 @@ symmetric) time three single layers on random tokens, forward+backward with a me
   Toeplitz factor, :mod:`gridmix.mixers.concentration.ops.causal`), the other axes symmetric;
 - ``mixer-causal-ss``: the same with the semiseparable causal factor (``causal_form="semiseparable"``,
   :mod:`gridmix.mixers.concentration.ops.semiseparable`);
-- ``sdpa-causal`` (the matched baseline): :class:`gridmix.models.CausalAttention` (timm's ``Attention``: query,
-  key, value and output projections around ``F.scaled_dot_product_attention(is_causal=True)``) over the flattened
-  grid (row-major, so the first axis is the slowest: causal in the flattened order is causal in time, and
-  stricter within a frame);
+- ``sdpa-causal`` (the matched baseline): :class:`gridmix.mixers.attention.CausalAttention` (timm's
+  ``Attention``: query, key, value and output projections around
+  ``F.scaled_dot_product_attention(is_causal=True)``) over the flattened grid (row-major, so the first axis is
+  the slowest: causal in the flattened order is causal in time, and stricter within a frame);
 - ``mixer`` (a baseline): the all-symmetric mixer, the speed a causal axis is compared with.
 
 Not registered plugins (nothing to train: the data is noise and the metric only reports the loss); the
@@ -29,9 +29,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from gridmix.grid import Grid
+from gridmix.core.grid import Grid
+from gridmix.mixers.attention import CausalAttention
 from gridmix.mixers.concentration.layer import ConcentrationMixer
-from gridmix.models import CausalAttention
 from gridmix.tracks import DataSizes, ModelSpec, Split, Track, TrackData
 
 DIM, HEADS, RANK = 64, 4, 16  # the mixer benchmark's operator (benchmarks/bench_mixer.py)

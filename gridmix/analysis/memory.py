@@ -33,7 +33,7 @@ from gridmix.analysis.measure import MB
 _CAN_FORK = hasattr(os, "fork")  # else one request per server (module docstring)
 _REPLY_MARK = "GRIDMIX_MEMORY "
 # Imported by the server before its first fork: what every child would otherwise import again.
-SERVER_MODULES = ("torch", "timm", "gridmix.tracks.registry")
+SERVER_MODULES = ("torch", "timm", "gridmix.tracks.plugin_loader")
 
 
 @dataclass(frozen=True)

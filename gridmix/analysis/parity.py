@@ -21,7 +21,7 @@ from torch import nn
 
 from gridmix.analysis.measure import count_flops
 from gridmix.analysis.scaling import prepare
-from gridmix.grid import Grid, GridLike
+from gridmix.core.grid import Grid, GridLike
 from gridmix.tracks import ModelSpec, Track
 
 TOLERANCE = 0.10

@@ -1,6 +1,6 @@
 """References a reviewer checks first, computed on every comparison seed's own split and scored with the track's own
 metric, so that the report tests each model against them seed by seed (what the report says of them:
-:mod:`gridmix.report.references`; the fitted ones: :mod:`gridmix.analysis.probes`).
+:mod:`gridmix.report.reference_lines`; the fitted ones: :mod:`gridmix.analysis.probes`).
 
 Classification (int64 class labels ``(S,)``): the majority class of the training split (predicted as the smoothed
 training class frequencies, so an accuracy scores the majority class and a cross-entropy the class prior); with
@@ -35,7 +35,7 @@ from gridmix.analysis.probes import (
     nearest_neighbour_logits,
     ridge_forecasts,
 )
-from gridmix.grid import Grid
+from gridmix.core.grid import Grid
 from gridmix.tracks import DataSizes, Split, Track, TrackData
 
 SEASONS = (4, 7, 12, 24, 52)

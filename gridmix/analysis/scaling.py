@@ -43,7 +43,7 @@ from gridmix.analysis.measure import (
     time_fn,
 )
 from gridmix.analysis.memory import Memory, MemoryMeasurementError, MemoryProbe
-from gridmix.grid import Grid, GridLike
+from gridmix.core.grid import Grid, GridLike
 from gridmix.tracks import DataSizes, ModelSpec, Track
 
 MEMORY_TARGET = "gridmix.analysis.scaling:memory_step"
@@ -191,7 +191,7 @@ def resolve_track(ref: str) -> Track:
     """
     module, sep, name = ref.partition(":")
     if not sep:
-        from gridmix.tracks.registry import load_registry
+        from gridmix.tracks.plugin_loader import load_registry
 
         return load_registry().track(ref)
     expected = "expected a registered name or MODULE:ATTRIBUTE naming a Track or a function returning one"

@@ -44,7 +44,7 @@ from gridmix.analysis.stats import (
     sign_flip_test,
     t_interval,
 )
-from gridmix.defaults import DIRECTIONS
+from gridmix.core.defaults import DIRECTIONS
 
 ALPHA = 0.05  # every test's level
 # the primary alone at α; secondary Holm; each mechanism question, transfer grid and reference alone

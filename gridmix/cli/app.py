@@ -12,8 +12,8 @@ from rich.console import Console
 from rich.markup import escape
 from typer.core import TyperGroup
 
+from gridmix.core.version import __version__
 from gridmix.tracks.budget import BUDGETS, MAX_SEEDS, describe
-from gridmix.version import __version__
 
 console = Console(stderr=True, soft_wrap=True)  # a log file gets whole lines, never wrapped at 80 columns
 

@@ -15,9 +15,9 @@ def machine_summary() -> dict:
     """The facts ``gridmix info`` prints, as JSON-ready data (benchmarks record the same)."""
     import torch
 
+    from gridmix.core.version import __version__
     from gridmix.mixers.concentration.ops.native_build import cpu_facts, native_build_info
-    from gridmix.mixers.config import native_enabled
-    from gridmix.version import __version__
+    from gridmix.mixers.switches import native_enabled
 
     build = native_build_info()
     return dict(gridmix=__version__, python=platform.python_version(), torch=torch.__version__,

@@ -19,7 +19,7 @@ CAUSAL_WORDS = {"none": "no (sees every token)", "first": "first axis", "any": "
 
 def mixers_summary() -> dict:
     """The registered mixers and the broken plugins as JSON-ready data (what ``gridmix mixers --json`` prints)."""
-    from gridmix.tracks.registry import load_registry
+    from gridmix.tracks.plugin_loader import load_registry
 
     registry = load_registry()
     return {"mixers": [dict(name=m.name, description=m.description, reference=m.reference, plugin=m.plugin,

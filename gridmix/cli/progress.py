@@ -15,7 +15,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from gridmix.cli.app import console, fail
-from gridmix.interrupt import Interrupted
+from gridmix.core.interrupt import Interrupted
 from gridmix.orchestrate.callbacks import Callbacks
 from gridmix.report.format import fmt
 
@@ -34,8 +34,8 @@ def run_line(task, row, metric_name: str) -> str:
 
 
 def stop_interrupted(error: KeyboardInterrupt, ledger: Path) -> NoReturn:
-    """End a command that SIGINT, SIGTERM or SIGHUP stopped (:mod:`gridmix.interrupt`): one line saying so and how to
-    resume, exit status 128 + the signal's number (130 for Ctrl-C)."""
+    """End a command that SIGINT, SIGTERM or SIGHUP stopped (:mod:`gridmix.core.interrupt`): one line saying so and
+    how to resume, exit status 128 + the signal's number (130 for Ctrl-C)."""
     name, status = (error.name, error.status) if isinstance(error, Interrupted) else ("SIGINT", 130)
     console.print(f"interrupted by {name}: the finished runs are saved in {ledger}; re-run the same command to "
                   "resume where it stopped", highlight=False)

@@ -40,14 +40,14 @@ from gridmix.cli.app import (
 )
 from gridmix.cli.progress import drive
 from gridmix.cli.tables import Column, TextTable
-from gridmix.defaults import DEFAULT_MIN_EFFECT
-from gridmix.grid import Grid
-from gridmix.inputs import parse_grids, parse_names, parse_rates
+from gridmix.core.defaults import DEFAULT_MIN_EFFECT
+from gridmix.core.grid import Grid
+from gridmix.core.inputs import parse_grids, parse_names, parse_rates
 from gridmix.report.format import fmt, fmt_column
 from gridmix.tracks.budget import MAX_SEEDS, describe
 
 if TYPE_CHECKING:  # the report's modules import torch; the command imports them when it runs
-    from gridmix.report.sweep import SweepReport
+    from gridmix.report.sweep_report import SweepReport
     from gridmix.report.types import Report
 
 
@@ -78,7 +78,7 @@ def set_data_env(track: str, *, data: Path | None, data_root: Path | None, downl
     if download:
         os.environ["GRIDMIX_DOWNLOAD"] = "1"
     if data is not None or data_root is not None or download:
-        from gridmix.tracks.registry import load_registry
+        from gridmix.tracks.plugin_loader import load_registry
 
         load_registry(refresh=True)  # the plugins read the variables when the registry is built
 
@@ -284,7 +284,7 @@ def report(directory: Path = typer.Argument(..., help="An output directory of `g
     """Re-render bench_report.json, report.md and the plots (and a sweep's sweep.md) from a directory's ledger."""
     from gridmix.orchestrate.front_door import storage_error
     from gridmix.report.build import build_report, write_report
-    from gridmix.report.sweep import build_sweep_report, write_sweep_report
+    from gridmix.report.sweep_report import build_sweep_report, write_sweep_report
     from gridmix.study.ledger import Ledger
 
     rebuilt, swept, paths = None, None, []

@@ -17,8 +17,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from gridmix.cli.app import DEFAULT_TRACK, DEVICE_HELP, DeviceName, app, console, fail
 from gridmix.cli.tables import Column, TextTable
-from gridmix.files import write_atomic
-from gridmix.inputs import parse_grids, parse_names
+from gridmix.core.files import write_atomic
+from gridmix.core.inputs import parse_grids, parse_names
 from gridmix.report.format import fmt
 
 

@@ -21,7 +21,7 @@ from rich.markup import escape
 
 from gridmix.cli.app import app, console, fail
 from gridmix.cli.tables import Column, TextTable
-from gridmix.files import write_atomic
+from gridmix.core.files import write_atomic
 from gridmix.report.format import fmt
 from gridmix.tracks.budget import BUDGETS
 
@@ -45,7 +45,7 @@ def budgets(track: str = typer.Option(None, help="Show the budgets as this track
     if track is None:
         chosen, title, owner = dict(BUDGETS), "gridmix budgets (built in; a track may change them)", None
     else:
-        from gridmix.tracks.registry import load_registry
+        from gridmix.tracks.plugin_loader import load_registry
 
         try:
             owner = load_registry().track(track)

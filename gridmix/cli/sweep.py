@@ -3,7 +3,7 @@
 ``gridmix sweep --track mqar --over grid=64,128,256 --over embed_dim=32,64,128`` runs the study ``gridmix run`` would
 run at every combination of the swept values (:mod:`gridmix.orchestrate.sweeping`), all in one ledger in ``--out``
 (re-running resumes; a point a plain ``gridmix run`` already trained there is reused), and writes ``sweep.md``,
-``sweep_report.json`` and ``sweep_points.png`` (:mod:`gridmix.report.sweep`).
+``sweep_report.json`` and ``sweep_points.png`` (:mod:`gridmix.report.sweep_report`).
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ from gridmix.cli.app import (
 )
 from gridmix.cli.progress import drive
 from gridmix.cli.run import parse_jobs, parse_settings, sweep_table
-from gridmix.grid import Grid
-from gridmix.inputs import parse_names, parse_over, parse_rates
+from gridmix.core.grid import Grid
+from gridmix.core.inputs import parse_names, parse_over, parse_rates
 from gridmix.tracks.budget import MAX_SEEDS
 
 

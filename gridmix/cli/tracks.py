@@ -15,7 +15,7 @@ from gridmix.cli.tables import Column, TextTable
 
 if TYPE_CHECKING:  # the registry imports torch; the command imports it when it runs
     from gridmix.tracks import Track
-    from gridmix.tracks.registry import Registry
+    from gridmix.tracks.plugin_loader import Registry
 
 
 def registry_summary(registry: Registry) -> dict:
@@ -79,7 +79,7 @@ def _model_label(track: Track, name: str, role: str, plugin: str) -> str:
 @app.command("tracks")
 def tracks(as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON, not tables.")) -> None:
     """List installed tracks (grid, metric, models, data, plugin of origin) and plugins that failed to load."""
-    from gridmix.tracks.registry import load_registry
+    from gridmix.tracks.plugin_loader import load_registry
 
     registry = load_registry()
     if as_json:

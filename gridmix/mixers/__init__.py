@@ -1,4 +1,5 @@
-"""Every token mixer gridmix builds, one module or folder each, and their fast-path switches (:mod:`.config`).
+"""Every token mixer gridmix builds, one module or folder each, the mixer contract they meet (:mod:`.contract`) and
+their fast-path switches (:mod:`.switches`).
 
 ``concentration/`` is the concentration mixer (the layer, its factors, and ``ops/``: the Tucker chain, the causal
 forms and the native kernels); :mod:`.tokenwise` is the control that mixes no tokens.
@@ -13,7 +14,7 @@ from gridmix.mixers.concentration import (
     dct_basis,
     tucker_flops,
 )
-from gridmix.mixers.config import native_enabled, set_native, set_triton, triton_enabled
+from gridmix.mixers.switches import native_enabled, set_native, set_triton, triton_enabled
 from gridmix.mixers.tokenwise import TokenwiseMixer
 
 __all__ = [

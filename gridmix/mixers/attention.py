@@ -14,7 +14,7 @@ import torch
 from timm.models.vision_transformer import Attention
 from torch import nn
 
-from gridmix.grid import Grid
+from gridmix.core.grid import Grid
 
 _ATTENTION_KWARGS = frozenset(inspect.signature(Attention.__init__).parameters) - {"self", "dim", "num_heads"}
 

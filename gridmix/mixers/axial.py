@@ -32,9 +32,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from gridmix.grid import Grid, GridLike
+from gridmix.core.grid import Grid, GridLike
+from gridmix.mixers.contract import check_input
 from gridmix.mixers.projections import AttentionProjections, check_heads, check_probability
-from gridmix.mixers.registry import check_input
 
 
 def _check(dim: int, grid: GridLike, num_heads: int, causal_axes: Sequence[int], num_prefix_tokens: int,
@@ -156,7 +156,7 @@ def build_axial_attention(dim: int, grid: GridLike, *, num_heads: int, causal_ax
                           scale_norm: bool = False, proj_bias: bool = True, attn_drop: float = 0.0,
                           proj_drop: float = 0.0, norm_layer: type[nn.Module] | None = None, device=None,
                           dtype=None, **unused) -> AxialAttention:
-    """The mixer builder (:mod:`gridmix.mixers.registry`): :class:`AxialAttention`; timm's other keyword arguments
+    """The mixer builder (:mod:`gridmix.mixers.contract`): :class:`AxialAttention`; timm's other keyword arguments
     (``depth`` …) are ignored."""
     return AxialAttention(dim, grid, num_heads=num_heads, causal_axes=causal_axes,
                           num_prefix_tokens=num_prefix_tokens, qkv_bias=qkv_bias, qk_norm=qk_norm,
@@ -169,7 +169,7 @@ def build_divided_attention(dim: int, grid: GridLike, *, num_heads: int, causal_
                             scale_norm: bool = False, proj_bias: bool = True, attn_drop: float = 0.0,
                             proj_drop: float = 0.0, norm_layer: type[nn.Module] | None = None, device=None,
                             dtype=None, **unused) -> DividedAttention:
-    """The mixer builder (:mod:`gridmix.mixers.registry`): :class:`DividedAttention`; timm's other keyword arguments
+    """The mixer builder (:mod:`gridmix.mixers.contract`): :class:`DividedAttention`; timm's other keyword arguments
     (``depth`` …) are ignored."""
     return DividedAttention(dim, grid, num_heads=num_heads, causal_axes=causal_axes,
                             num_prefix_tokens=num_prefix_tokens, qkv_bias=qkv_bias, qk_norm=qk_norm,

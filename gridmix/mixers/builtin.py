@@ -1,7 +1,7 @@
 """The built-in token mixers, registered through the ``gridmix_mixers`` hook like any plugin's (the ``mixers`` entry
 point of the gridmix distribution): attention, the concentration mixer, its ablation and the no-mixing control,
 and the structured peers, each with its paper and declared capabilities (docs/mixers.md). :data:`BUILTIN` is their
-table, from which the built-in tracks and :class:`~gridmix.models.config.MixerConfig` build their models."""
+table, from which the built-in tracks and :class:`~gridmix.models.mixer_config.MixerConfig` build their models."""
 
 from __future__ import annotations
 
@@ -10,16 +10,16 @@ from collections.abc import Sequence
 
 from torch import nn
 
-from gridmix.grid import Grid
-from gridmix.markers import hookimpl
+from gridmix.core.grid import Grid
+from gridmix.core.markers import hookimpl
 from gridmix.mixers.attention import build_attention
 from gridmix.mixers.axial import build_axial_attention, build_divided_attention, regrid_lines
 from gridmix.mixers.concentration.layer import ConcentrationMixer
 from gridmix.mixers.concentration.mechanism import combine_signatures, mechanism_signature
+from gridmix.mixers.contract import MixerSpec, MixerTable
 from gridmix.mixers.global_filter import build_global_filter, regrid_global_filter
 from gridmix.mixers.linear_attention import build_linear_attention, regrid_linear_attention
 from gridmix.mixers.neighbourhood import build_neighbourhood_attention, regrid_neighbourhood_attention
-from gridmix.mixers.registry import MixerSpec, MixerTable
 from gridmix.mixers.s4nd import build_s4nd, regrid_s4nd
 from gridmix.mixers.token_mlp import MAX_TOKENS, build_token_mlp
 from gridmix.mixers.tokenwise import TokenwiseMixer

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from gridmix.grid import Grid
+from gridmix.core.grid import Grid
 
 CHECK_SIDE = 6  # tokens per non-causal axis of a mixer's check grid (fewer where the study grid is smaller)
 MAX_CHECK_TOKENS = 2048  # tokens of a check grid (a mixer's) or a check batch (a model's), at most

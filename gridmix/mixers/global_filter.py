@@ -28,8 +28,8 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from gridmix.grid import Grid
-from gridmix.mixers.registry import check_input
+from gridmix.core.grid import Grid
+from gridmix.mixers.contract import check_input
 
 INIT_SCALE = 0.02  # GFNet: complex_weight = randn(...) * 0.02
 
@@ -145,7 +145,7 @@ def regrid_global_filter(module: GlobalFilterMixer, grid: Grid | str | int | Seq
 def build_global_filter(dim: int, grid: Grid | str | int | Sequence[int], *, num_heads: int,
                         causal_axes: Sequence[int] = (), num_prefix_tokens: int = 0, device=None, dtype=None,
                         **unused) -> GlobalFilterMixer:
-    """The registry's builder (:mod:`gridmix.mixers.registry`): a :class:`GlobalFilterMixer`.
+    """The registry's builder (:mod:`gridmix.mixers.contract`): a :class:`GlobalFilterMixer`.
 
     ``num_heads`` is accepted and unused (the filter is per channel); timm's other keyword arguments (``qkv_bias``,
     ``attn_drop``, ``norm_layer`` …) are accepted and ignored. ``causal_axes`` must be empty: the filter is a circular

@@ -33,9 +33,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from gridmix.grid import Grid, GridLike
+from gridmix.core.grid import Grid, GridLike
+from gridmix.mixers.contract import check_input
 from gridmix.mixers.projections import AttentionProjections
-from gridmix.mixers.registry import check_input
 
 
 def _feature_map(x: torch.Tensor) -> torch.Tensor:
@@ -149,7 +149,7 @@ def build_linear_attention(dim: int, grid: GridLike, *, num_heads: int, causal_a
                            chunk_size: int = 64, qk_norm: bool = False, scale_norm: bool = False,
                            proj_bias: bool = True, proj_drop: float = 0.0, norm_layer: type[nn.Module] | None = None,
                            device=None, dtype=None, **unused) -> LinearAttention:
-    """The mixer builder (:mod:`gridmix.mixers.registry`): :class:`LinearAttention`; timm's other keyword arguments
+    """The mixer builder (:mod:`gridmix.mixers.contract`): :class:`LinearAttention`; timm's other keyword arguments
     (``attn_drop``, ``depth`` …) are ignored."""
     return LinearAttention(dim, grid, num_heads=num_heads, causal_axes=causal_axes,
                            num_prefix_tokens=num_prefix_tokens, eps=eps, chunk_size=chunk_size, qkv_bias=qkv_bias,

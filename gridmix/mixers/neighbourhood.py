@@ -35,9 +35,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from gridmix.grid import Grid, GridLike
+from gridmix.core.grid import Grid, GridLike
+from gridmix.mixers.contract import check_input
 from gridmix.mixers.projections import AttentionProjections, check_probability
-from gridmix.mixers.registry import check_input
 
 
 def _causal_set(causal_axes: Sequence[int], grid: Grid) -> tuple[int, ...]:
@@ -169,7 +169,7 @@ def build_neighbourhood_attention(dim: int, grid: GridLike, *, num_heads: int, c
                                   proj_bias: bool = True, attn_drop: float = 0.0, proj_drop: float = 0.0,
                                   norm_layer: type[nn.Module] | None = None, device=None, dtype=None,
                                   **unused) -> NeighbourhoodAttention:
-    """The mixer builder (:mod:`gridmix.mixers.registry`): :class:`NeighbourhoodAttention`; timm's other keyword
+    """The mixer builder (:mod:`gridmix.mixers.contract`): :class:`NeighbourhoodAttention`; timm's other keyword
     arguments (``depth`` …) are ignored."""
     return NeighbourhoodAttention(dim, grid, num_heads=num_heads, kernel_size=kernel_size, causal_axes=causal_axes,
                                   num_prefix_tokens=num_prefix_tokens, qkv_bias=qkv_bias, qk_norm=qk_norm,

@@ -41,9 +41,9 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from gridmix.grid import Grid
+from gridmix.core.grid import Grid
 from gridmix.mixers.concentration.ops.causal import causal_mode_product
-from gridmix.mixers.registry import check_input
+from gridmix.mixers.contract import check_input
 
 DT_MIN, DT_MAX = 0.001, 0.1  # S4D: log_dt uniform in [log 0.001, log 0.1]
 
@@ -211,7 +211,7 @@ def regrid_s4nd(module: S4NDMixer, grid: Grid | str | int | Sequence[int]) -> S4
 
 def build_s4nd(dim: int, grid: Grid | str | int | Sequence[int], *, num_heads: int, causal_axes: Sequence[int] = (),
                num_prefix_tokens: int = 0, d_state: int = 16, device=None, dtype=None, **unused) -> S4NDMixer:
-    """The registry's builder (:mod:`gridmix.mixers.registry`): an :class:`S4NDMixer`.
+    """The registry's builder (:mod:`gridmix.mixers.contract`): an :class:`S4NDMixer`.
 
     ``num_heads`` is accepted and unused (the kernels are per channel); ``proj_bias`` is the output projection's bias;
     timm's other keyword arguments (``qkv_bias``, ``attn_drop``, ``norm_layer`` …) are accepted and ignored.

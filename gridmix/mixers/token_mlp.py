@@ -19,8 +19,8 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from gridmix.grid import Grid
-from gridmix.mixers.registry import check_input
+from gridmix.core.grid import Grid
+from gridmix.mixers.contract import check_input
 
 MAX_TOKENS = 4096  # above this the N × hidden weights (N² · token_ratio) do not scale
 
@@ -82,7 +82,7 @@ class TokenMLPMixer(nn.Module):
 def build_token_mlp(dim: int, grid: Grid | str | int | Sequence[int], *, num_heads: int,
                     causal_axes: Sequence[int] = (), num_prefix_tokens: int = 0, token_ratio: float = 0.5,
                     device=None, dtype=None, **unused) -> TokenMLPMixer:
-    """The registry's builder (:mod:`gridmix.mixers.registry`): a :class:`TokenMLPMixer`.
+    """The registry's builder (:mod:`gridmix.mixers.contract`): a :class:`TokenMLPMixer`.
 
     ``num_heads`` is accepted and unused; timm's other keyword arguments (``qkv_bias``, ``attn_drop``, ``norm_layer``
     …) are accepted and ignored. ``causal_axes`` must be empty: the MLP mixes the whole grid.

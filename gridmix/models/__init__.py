@@ -5,14 +5,12 @@ harness can count parameters and FLOPs of any model the same way. The idea model
 are always built by the same function with a different token mixer (docs/design.md section 3).
 """
 
-from gridmix.models.attention import CausalAttention
-from gridmix.models.config import BackboneConfig, MixerConfig
 from gridmix.models.grid_transformer import GridTransformer
+from gridmix.models.mixer_config import BackboneConfig, MixerConfig
 from gridmix.models.vit import build_mlp_mixer, build_vit, mlp_mixer_supports
 
 __all__ = [
     "BackboneConfig",
-    "CausalAttention",
     "GridTransformer",
     "MixerConfig",
     "build_mlp_mixer",

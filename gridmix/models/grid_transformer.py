@@ -3,7 +3,7 @@
 Used where timm has no ready-made model: 1-D sequences and 3-D videos. Every input position is one
 token (a per-token linear embedding, i.e. patch size 1), plus learned positional parameters of shape
 (N, C); then ``depth`` timm ``Block`` modules whose token mixer is ``attn_layer`` (a registered mixer's,
-:meth:`gridmix.mixers.registry.MixerSpec.layer`, through a track's
+:meth:`gridmix.mixers.contract.MixerSpec.layer`, through a track's
 :meth:`~gridmix.tracks.contract.Backbone.around`), a final norm and a read-out. Everything but the token mixer
 (embedding, positions, depth, width, MLP, norms, read-out) is the same for every mixer.
 
@@ -18,8 +18,8 @@ from timm.layers import trunc_normal_
 from timm.models.vision_transformer import Block
 from torch import nn
 
-from gridmix.grid import Grid
-from gridmix.models.config import BackboneConfig
+from gridmix.core.grid import Grid
+from gridmix.models.mixer_config import BackboneConfig
 
 READOUTS = ("mean", "flatten")
 

@@ -6,7 +6,7 @@ that follows the grid, a ViT's patch grid, a transformer's token count, a mask, 
 trained state into the fresh one:
 
 - every token mixer, found by the registered mixer's name a module carries (``MixerSpec.layer``, the one way from a
-  registered mixer to a model, tags what it builds: :data:`gridmix.mixers.registry.MIXER_TAG`), is replaced by the
+  registered mixer to a model, tags what it builds: :data:`gridmix.mixers.contract.MIXER_TAG`), is replaced by the
   trained mixer moved with that mixer's declared ``regrid(module, grid)`` (the concentration mixer's is
   :meth:`~gridmix.ConcentrationMixer.regrid`); a mixer that declares none cannot change grid, and neither can the
   model;
@@ -35,8 +35,8 @@ import torch.nn.functional as F
 from timm.layers import resample_abs_pos_embed
 from torch import nn
 
-from gridmix.grid import Grid, GridLike
-from gridmix.mixers.registry import MIXER_TAG
+from gridmix.core.grid import Grid, GridLike
+from gridmix.mixers.contract import MIXER_TAG
 
 POSITIONS = "pos_embed"  # the name (last component) of a learned absolute-position parameter
 

@@ -14,8 +14,8 @@ from timm.models.mlp_mixer import MlpMixer
 from timm.models.vision_transformer import VisionTransformer
 from torch import nn
 
-from gridmix.grid import Grid
-from gridmix.models.config import BackboneConfig
+from gridmix.core.grid import Grid
+from gridmix.models.mixer_config import BackboneConfig
 
 MLP_MIXER_MAX_TOKENS = 4096  # its token MLP holds two dense N × N/2 matrices per block
 

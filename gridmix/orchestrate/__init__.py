@@ -6,7 +6,7 @@ steps it takes are :mod:`.plan` (a study planned and checked, with :mod:`.leak_c
 ledger, its executor, its runs and report) and :mod:`.sweeping` (the same for a sweep, one study per point);
 :mod:`.callbacks` is how they report progress. :mod:`.calibration` measures the harness's A/A false-positive rate.
 
-The names load on first use (:func:`gridmix.lazy.lazy_names`): the command line imports :mod:`.callbacks` (no
+The names load on first use (:func:`gridmix.core.lazy.lazy_names`): the command line imports :mod:`.callbacks` (no
 torch) before its cheap checks, and the rest only once they pass.
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gridmix.lazy import lazy_names
+from gridmix.core.lazy import lazy_names
 
 if TYPE_CHECKING:  # the same names, for type checkers and readers
     from gridmix.orchestrate.calibration import aa_false_positive_rate

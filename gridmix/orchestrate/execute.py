@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gridmix.grid import Grid
+from gridmix.core.grid import Grid
 from gridmix.orchestrate.callbacks import QUIET, Callbacks
 from gridmix.orchestrate.plan import PlannedStudy
 from gridmix.report.build import build_report, write_report
@@ -49,7 +49,7 @@ def open_ledger(out: str | Path, planned: PlannedStudy, *, fresh: bool = False) 
 
 def make_executor(kind: str = "local", *, jobs: int = 1, address: str | None = None):
     """The executor ``--executor`` names (``local`` or ``ray``), handing every run the idea's mechanism analysis."""
-    from gridmix.analysis.mechanism import idea_mechanism
+    from gridmix.analysis.idea_mechanism import idea_mechanism
     from gridmix.study.executors import InProcessExecutor, WorkerPoolExecutor
 
     if kind == "local":

@@ -5,7 +5,7 @@ command line alike.
 Both return the report and tell their progress through :class:`~gridmix.orchestrate.callbacks.Callbacks`. What
 can go wrong is said the same way for every caller: a user mistake is a ``ValueError`` in one line (before any
 training where it can be); SIGINT, SIGTERM and SIGHUP while the runs go on raise
-:class:`gridmix.interrupt.Interrupted` once the workers are ended and the finished runs kept (re-running resumes);
+:class:`gridmix.core.interrupt.Interrupted` once the workers are ended and the finished runs kept (re-running resumes);
 a file system or SQLite error on the ledger or the report is a :class:`StorageError` naming the path.
 """
 
@@ -16,12 +16,12 @@ import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-from gridmix.interrupt import stop_on_signals
+from gridmix.core.interrupt import stop_on_signals
 from gridmix.orchestrate.callbacks import QUIET, Callbacks
 from gridmix.orchestrate.execute import make_executor, open_ledger, run_study
 from gridmix.orchestrate.plan import plan_study
 from gridmix.orchestrate.sweeping import open_sweep_ledger, plan_sweep, run_sweep
-from gridmix.report.sweep import SweepReport
+from gridmix.report.sweep_report import SweepReport
 from gridmix.report.types import Report
 
 

@@ -5,7 +5,7 @@ chooses what to probe, at which size, and keeps the record the report shows).
 
 from __future__ import annotations
 
-from gridmix.grid import Grid
+from gridmix.core.grid import Grid
 from gridmix.mixers.causality import (
     MAX_PROBES,
     Uncheckable,
@@ -17,7 +17,7 @@ from gridmix.mixers.causality import (
 )
 from gridmix.mixers.causality import describe as describe_leak
 from gridmix.mixers.causality import describe_model as describe_model_leak
-from gridmix.mixers.registry import MixerTable
+from gridmix.mixers.contract import MixerTable
 from gridmix.tracks import DataSizes, Track
 
 CHECK_DIM = 8  # channels of the leak check's mixer (two heads of four)

@@ -17,8 +17,8 @@ from pathlib import Path
 
 from gridmix.analysis.references import chance_level
 from gridmix.analysis.verdicts import ALPHA
-from gridmix.grid import Grid
-from gridmix.inputs import parse_grids, parse_names
+from gridmix.core.grid import Grid
+from gridmix.core.inputs import parse_grids, parse_names
 from gridmix.orchestrate.leak_check import check_causality
 from gridmix.study.harness import Study, aa_study
 from gridmix.study.precision import resolve_precision
@@ -26,7 +26,7 @@ from gridmix.study.train import resolve_device
 from gridmix.tracks import Track
 from gridmix.tracks.budget import command_line_changes
 from gridmix.tracks.mixer_models import choose_mixers
-from gridmix.tracks.registry import load_registry
+from gridmix.tracks.plugin_loader import load_registry
 
 
 def _ignore(*args) -> None:
@@ -145,7 +145,7 @@ def choose_settings(track: Track, settings: Mapping[str, object] | None) -> dict
 
 def choose_eval_grids(track: Track, grid: Grid, eval_grids: str | Sequence[str], budget, *,
                       note: Callable[[str], None] = _ignore) -> tuple[str, ...]:
-    """The grids every trained model is also tested on (comma-separated, by :func:`gridmix.inputs.split_list`'s
+    """The grids every trained model is also tested on (comma-separated, by :func:`gridmix.core.inputs.split_list`'s
     rule, or a sequence), each through the checks of the study's own grid: the track's (:meth:`Track.check_grid`)
     and its data built there at ``budget``'s sizes (:func:`fingerprint`: a grid too large fails here, before any
     training). ``ValueError`` in one line, also when the track's task is not defined at other grids
@@ -189,10 +189,10 @@ def plan_study(track: str = "image", grid: str | None = None, *, models: str | t
     says so) and ``epochs`` and ``n_train`` enter every run's key.
     ``min_effect`` is the practical threshold below which a significant effect is reported as negligible (``"1%"``
     of the compared arm's mean, or a number in the metric's units; default
-    :data:`gridmix.defaults.DEFAULT_MIN_EFFECT`).
+    :data:`gridmix.core.defaults.DEFAULT_MIN_EFFECT`).
     """
     from gridmix.analysis.verdicts import MinEffect
-    from gridmix.defaults import DEFAULT_MIN_EFFECT
+    from gridmix.core.defaults import DEFAULT_MIN_EFFECT
 
     threshold = MinEffect.parse(DEFAULT_MIN_EFFECT if min_effect is None else min_effect)  # ValueError in one line
     registry = load_registry()

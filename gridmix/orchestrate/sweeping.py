@@ -7,7 +7,7 @@ grid, any other name one of the track's knobs (:attr:`gridmix.tracks.Track.knobs
 that lists them. Every point's runs go into the same ledger under their own run keys, so a sweep killed at any point
 resumes where it stopped, a point already trained by a plain ``gridmix run`` (or an earlier sweep) into the same
 directory is reused, not retrained, and the ledger keeps the sweep's document (every point's study spec) for ``gridmix
-report``. The report (:mod:`gridmix.report.sweep`) reads the ledger alone.
+report``. The report (:mod:`gridmix.report.sweep_report`) reads the ledger alone.
 """
 
 from __future__ import annotations
@@ -18,13 +18,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from gridmix.grid import Grid
+from gridmix.core.grid import Grid
 from gridmix.orchestrate.callbacks import QUIET, Callbacks
 from gridmix.orchestrate.plan import PlannedStudy, choose_settings, plan_study
-from gridmix.report.sweep import SweepReport, build_sweep_report, write_sweep_report
+from gridmix.report.sweep_report import SweepReport, build_sweep_report, write_sweep_report
 from gridmix.study.harness import Runner, Study
 from gridmix.study.ledger import Ledger
-from gridmix.tracks.registry import load_registry
+from gridmix.tracks.plugin_loader import load_registry
 
 GRID = "grid"  # the swept name that is the study's grid, not a track knob
 

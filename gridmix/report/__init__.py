@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gridmix.lazy import lazy_names
+from gridmix.core.lazy import lazy_names
 
 if TYPE_CHECKING:  # the same names, for type checkers and readers (and the layer test, which reads imports)
     from gridmix.report.build import TIMING_KEYS, build_report, write_report

@@ -40,8 +40,8 @@ from gridmix.analysis.verdicts import (
     holm_floor,
     judge_family,
 )
-from gridmix.defaults import DEFAULT_MIN_EFFECT
-from gridmix.files import write_atomic
+from gridmix.core.defaults import DEFAULT_MIN_EFFECT
+from gridmix.core.files import write_atomic
 from gridmix.report.types import (
     Arm,
     Comparison,
@@ -57,6 +57,7 @@ from gridmix.report.types import (
 )
 from gridmix.study.harness import Study, choose_learning_rates
 from gridmix.study.ledger import Ledger, RunRow
+from gridmix.study.transfer import TRANSFER_MISSING
 from gridmix.tracks import ROLES
 
 BENCH_VERSION = 3
@@ -168,7 +169,7 @@ def _power(study: Study, n_secondary: int) -> Power:
 
 def _mechanism(study: Study, rows: dict[str, RunRow], idea_lr: float | None) -> dict | None:
     """The idea's seeds' mechanism analyses merged by the hook its mixer declares (``combine_mechanism``)."""
-    from gridmix.analysis.mechanism import LEGACY_MECHANISM_MIXER, MECHANISM_MIXER, combine_mechanism
+    from gridmix.analysis.idea_mechanism import LEGACY_MECHANISM_MIXER, MECHANISM_MIXER, combine_mechanism
 
     per_seed, mixers = {}, set()
     for seed, row in zip(study.comparison_seeds, _final_rows(study, rows, study.idea, idea_lr)):
@@ -300,7 +301,7 @@ def _transfer_arm(model: str, finals: list[RunRow | None], grid: str) -> Transfe
     """One model at ``grid``: each final run's evaluation there (``extras["transfer"]``, gridmix.study.transfer)."""
     outcomes = [(row.extras.get("transfer") or {}).get(grid) if row is not None and row.status == "ok" else None
                 for row in finals]
-    statuses = tuple(outcome["status"] if outcome else "missing" for outcome in outcomes)
+    statuses = tuple(outcome["status"] if outcome else TRANSFER_MISSING for outcome in outcomes)
     values = [outcome["test_metric"] for outcome in outcomes if outcome and outcome["status"] == "ok"]
     summary = summarize(values) if values else None
     reasons = tuple(dict.fromkeys(f"{'cannot run' if outcome['status'] == 'cannot' else 'failed'} at {grid}: "

@@ -20,9 +20,9 @@ from gridmix.analysis.verdicts import (
     negligible,
     significant,
 )
-from gridmix.grid import Grid
+from gridmix.core.grid import Grid
 from gridmix.report.format import fmt, fmt_column
-from gridmix.report.references import (
+from gridmix.report.reference_lines import (
     interval,
     intervals,
     reference_headline,

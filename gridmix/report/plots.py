@@ -51,10 +51,10 @@ from matplotlib.ticker import (  # noqa: E402
     ScalarFormatter,
 )
 
-from gridmix.files import replacing  # noqa: E402
-from gridmix.grid import Grid  # noqa: E402
+from gridmix.core.files import replacing  # noqa: E402
+from gridmix.core.grid import Grid  # noqa: E402
 from gridmix.report.format import fmt  # noqa: E402
-from gridmix.report.references import interval  # noqa: E402
+from gridmix.report.reference_lines import interval  # noqa: E402
 from gridmix.report.types import Report  # noqa: E402
 
 TIE_FRACTION = 0.1  # a seed's |Δ| up to this fraction of the seed spread is a tie (grey), neither better nor worse

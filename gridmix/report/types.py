@@ -17,13 +17,13 @@ from dataclasses import MISSING, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from gridmix.analysis.verdicts import FAMILIES, FLAGS, VERDICT_NOT_COMPARED, a_better
-from gridmix.defaults import DEFAULT_MIN_EFFECT
+from gridmix.core.defaults import DEFAULT_MIN_EFFECT
+from gridmix.study.transfer import TRANSFER_MISSING, TRANSFER_STATUSES
 from gridmix.tracks import ROLES
 
 if TYPE_CHECKING:
     from gridmix.analysis.verdicts import PairedComparison
 
-TRANSFER_STATUSES = ("ok", "cannot", "failed", "missing")  # a seed's evaluation at a grid; missing: the run did not
 MECHANISM_NAMES = ("ablation", "idea_vs_control", "baseline_vs_control")
 
 
@@ -269,9 +269,10 @@ class FailedRun:
 
 @dataclass(frozen=True)
 class TransferArm:
-    """One model tested at one evaluation grid: per comparison seed its status (:data:`TRANSFER_STATUSES`), the test
-    metric of the seeds that ran (``per_seed``, in seed order), their mean and std (ddof=0), how the model moved there
-    (``adapted``) and, for the seeds that did not run, why (distinct reasons, in order)."""
+    """One model tested at one evaluation grid: per comparison seed its status (one of :data:`TRANSFER_STATUSES`,
+    or :data:`TRANSFER_MISSING`), the test metric of the seeds that ran (``per_seed``, in seed order), their mean
+    and std (ddof=0), how the model moved there (``adapted``) and, for the seeds that did not run, why (distinct
+    reasons, in order)."""
 
     name: str
     statuses: tuple[str, ...]
@@ -282,9 +283,9 @@ class TransferArm:
     reasons: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        if any(status not in TRANSFER_STATUSES for status in self.statuses):
+        if any(status not in (*TRANSFER_STATUSES, TRANSFER_MISSING) for status in self.statuses):
             raise ValueError(f"transfer arm {self.name!r}: statuses {self.statuses}; expected some of "
-                             f"{TRANSFER_STATUSES}")
+                             f"{(*TRANSFER_STATUSES, TRANSFER_MISSING)}")
         ran = self.statuses.count("ok")
         if len(self.per_seed) != ran or (self.mean is None) != (ran == 0) or (self.std is None) != (ran == 0):
             raise ValueError(f"transfer arm {self.name!r}: {len(self.per_seed)} values, mean {self.mean}, std "

@@ -6,8 +6,8 @@ the driver as each finishes, so the driver alone writes the ledger; ``close()`` 
 pool keeps its workers from one ``run`` to the next (a study's sweep and comparison, a sweep's points), so their start
 (about 5 s for two workers on two cores) is paid once.
 A worker that dies mid-task loses only that task: it is recorded as failed (and retried by the next
-re-run). Workers leave SIGINT and SIGHUP to the driver (:mod:`gridmix.interrupt`): a driver interrupted while it waits
-on them ends them itself (:meth:`WorkerPoolExecutor.run`), and a driver killed outright takes them with it (the
+re-run). Workers leave SIGINT and SIGHUP to the driver (:mod:`gridmix.core.interrupt`): a driver interrupted while it
+waits on them ends them itself (:meth:`WorkerPoolExecutor.run`), and a driver killed outright takes them with it (the
 kernel's parent-death signal on Linux, else a watchdog thread). The Ray executor
 (:mod:`gridmix.study.executors_ray`) has the same interface. The study driver that hands tasks to an executor is
 :class:`gridmix.study.harness.Runner`. docs/design.md section 8.
@@ -125,7 +125,7 @@ class WorkerPoolExecutor:
         try:
             while queue:  # a broken pool (a worker killed) is replaced; only the tasks in flight are lost
                 queue = self._run_in_pool(queue, on_done=on_done, on_start=on_start)
-        except BaseException:  # interrupted (gridmix.interrupt) or failed in the driver: the runs in flight are lost
+        except BaseException:  # interrupted (core.interrupt) or failed in the driver: the runs in flight are lost
             self.end_workers()
             raise
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from gridmix.grid import Grid
+from gridmix.core.grid import Grid
 from gridmix.tracks import SPLIT_NAMES, DataSizes, Track, TrackData
 
 _CHUNK = 1 << 20
@@ -56,7 +56,7 @@ def data_fingerprint(track: Track, grid: Grid, sizes: DataSizes, *, seed: int = 
     description (shown, not hashed; for ``sequence-csv`` it names the target column and the input channels).
     Whatever the plugin raises while building its data propagates unchanged.
     """
-    from gridmix.tracks.registry import validate_data
+    from gridmix.tracks.plugin_loader import validate_data
 
     data = validate_data(track, track.make_data(grid, seed, sizes), grid)
     parts = dict(tensors=tensor_hash(data), plugin=track.plugin, plugin_version=track.plugin_version,

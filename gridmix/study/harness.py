@@ -25,13 +25,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from gridmix.grid import Grid
+from gridmix.core.grid import Grid
+from gridmix.core.version import __version__
 from gridmix.mixers.concentration.ops.native_build import cpu_facts, cpu_line
 from gridmix.study.ledger import Ledger, RunRow, run_key
 from gridmix.study.train import RunResult, resolve_device, train_run
 from gridmix.tracks import ROLES, DataSizes, ModelSpec, TrackData
 from gridmix.tracks.budget import MAX_SEEDS, Budget
-from gridmix.version import __version__
 
 SWEEP_SEED_OFFSET = MAX_SEEDS  # sweep seeds are 1000, 1001, …: never a comparison seed (0 … seeds − 1 < MAX_SEEDS)
 AA_SUFFIX = "~aa"  # "vit~aa": the model "vit" initialised from another seed (an A/A study's second arm)
@@ -222,7 +222,7 @@ def track_data(task: RunTask, grid: str | None = None) -> TrackData:
 def _track_data(track_name: str, grid: str, seed: int, sizes: DataSizes, fingerprint: str = "",
                 settings: tuple = ()) -> TrackData:
     """The track's data, cached per process; ``fingerprint`` keeps data of a changed source apart."""
-    from gridmix.tracks.registry import load_registry, validate_data
+    from gridmix.tracks.plugin_loader import load_registry, validate_data
 
     track = load_registry().track(track_name, dict(settings))
     data = track.make_data(Grid.parse(grid), seed, sizes)
@@ -245,12 +245,12 @@ def execute(task: RunTask, *, on_epoch: Callable[[int, float, float], None] | No
     """Run one task where this process is (a worker, or the driver) and return its ledger row.
 
     ``after_training(spec, model, data)`` analyses every successfully trained model; what it returns joins the
-    row's extras (``gridmix run`` hands in :func:`gridmix.analysis.mechanism.idea_mechanism`). For a worker
+    row's extras (``gridmix run`` hands in :func:`gridmix.analysis.idea_mechanism.idea_mechanism`). For a worker
     process it must be picklable: a module-level function. After it, a task with ``eval_grids`` tests the trained
     model on each of them (:func:`gridmix.study.transfer.evaluate_transfer`, the row's ``extras["transfer"]``).
     """
     from gridmix.study.transfer import evaluate_transfer
-    from gridmix.tracks.registry import load_registry
+    from gridmix.tracks.plugin_loader import load_registry
 
     torch.set_num_threads(task.threads)
     error, result = "", None

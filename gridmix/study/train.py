@@ -20,18 +20,16 @@ from dataclasses import dataclass, field
 
 import torch
 
-from gridmix.grid import Grid
+from gridmix.core.grid import Grid
 from gridmix.study.early_stopping import EarlyStopping
 from gridmix.study.precision import autocast, grad_scaler
 from gridmix.tracks import ModelSpec, Split, Track, TrackData
 from gridmix.tracks.budget import Budget
 
-STATUSES = ("ok", "diverged", "failed")
-
 
 @dataclass
 class RunResult:
-    status: str  # one of STATUSES
+    status: str  # "ok", "diverged" or "failed"
     val_metric: float | None = None  # final epoch's validation metric (what the sweep chooses on)
     test_metric: float | None = None
     train_loss: list[float] = field(default_factory=list)  # per epoch, mean over batches

@@ -22,19 +22,20 @@ from collections.abc import Callable
 
 import torch
 
-from gridmix.grid import Grid
+from gridmix.core.grid import Grid
 from gridmix.models.regrid import CannotRegrid, regrid_model
 from gridmix.study.train import predict
 from gridmix.tracks import ModelSpec, Track, TrackData
 
-TRANSFER_STATUSES = ("ok", "cannot", "failed")
+TRANSFER_STATUSES = ("ok", "cannot", "failed")  # a seed's evaluation at a grid, as its run records it
+TRANSFER_MISSING = "missing"  # the report's addition: the seed's run did not finish, so it has no evaluation
 
 
 def evaluate_transfer(track: Track, spec: ModelSpec, model: torch.nn.Module, *, grid: str, eval_grids: tuple[str, ...],
                       data_at: Callable[[str], TrackData], knobs: dict, batch_size: int, precision: str) -> dict:
     """Per grid of ``eval_grids``, the outcome of testing ``model`` (trained on ``grid``) there (module docstring);
     ``data_at(grid)`` makes the track's data on a grid for the run's seed and sizes."""
-    from gridmix.tracks.registry import load_registry
+    from gridmix.tracks.plugin_loader import load_registry
 
     regrids = {mixer.name: mixer.regrid for mixer in load_registry().mixers}
     device = next(model.parameters()).device

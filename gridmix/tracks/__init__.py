@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gridmix.lazy import lazy_names
+from gridmix.core.lazy import lazy_names
 from gridmix.tracks.budget import BUDGETS, Budget, DataSizes, resolve_budget
 
 if TYPE_CHECKING:  # the same names, for type checkers and readers (and the layer test, which reads imports)
@@ -26,13 +26,13 @@ if TYPE_CHECKING:  # the same names, for type checkers and readers (and the laye
         TrackData,
     )
     from gridmix.tracks.hookspecs import hookimpl
-    from gridmix.tracks.registry import BrokenPlugin, Registry, load_registry, validate_data
+    from gridmix.tracks.plugin_loader import BrokenPlugin, Registry, load_registry, validate_data
 
 _SOURCES = {
     **dict.fromkeys(("DIRECTIONS", "ROLES", "SPLIT_NAMES", "UNDECLARED_GRIDS", "Backbone", "ContractError",
                      "ModelSpec", "Split", "Track", "TrackData"), "gridmix.tracks.contract"),
     "hookimpl": "gridmix.tracks.hookspecs",
-    **dict.fromkeys(("BrokenPlugin", "Registry", "load_registry", "validate_data"), "gridmix.tracks.registry"),
+    **dict.fromkeys(("BrokenPlugin", "Registry", "load_registry", "validate_data"), "gridmix.tracks.plugin_loader"),
 }
 
 __all__ = ["BUDGETS", "DIRECTIONS", "ROLES", "SPLIT_NAMES", "UNDECLARED_GRIDS", "Backbone", "BrokenPlugin", "Budget",

@@ -6,7 +6,7 @@ and its direction, and the models it offers (:class:`ModelSpec`), one of which i
 concentration mixer) and one its matched baseline (the same model with attention as the mixer).
 
 Plugins build these through the hooks in :mod:`gridmix.tracks.hookspecs`. :class:`Track` and :class:`ModelSpec` check
-their fields when constructed and raise :class:`ContractError`; :mod:`gridmix.tracks.registry` adds the name of the
+their fields when constructed and raise :class:`ContractError`; :mod:`gridmix.tracks.plugin_loader` adds the name of the
 plugin that built the bad object. Data is checked lazily, once made: :meth:`TrackData.check`.
 
 Shape legend:
@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from gridmix.defaults import DIRECTIONS
-from gridmix.grid import Grid
-from gridmix.mixers.registry import MixerSpec
+from gridmix.core.defaults import DIRECTIONS
+from gridmix.core.grid import Grid
+from gridmix.mixers.contract import MixerSpec
 from gridmix.tracks.budget import Budget, DataSizes, resolve_budget
 
 ROLES = ("idea", "baseline", "ablation", "control")

@@ -15,7 +15,7 @@ entry-point group ``"gridmix"``; its hook implementations carry the ``gridmix.ho
         return [Track(...)]
 
 The built-in tracks (``sequence``, ``image``, ``video``, and ``sequence-csv`` / ``image-folder`` on the
-user's data) are plugins of exactly this kind. :mod:`gridmix.tracks.registry` loads entry points one at a time and
+user's data) are plugins of exactly this kind. :mod:`gridmix.tracks.plugin_loader` loads entry points one at a time and
 calls each plugin's hooks separately, so a plugin that raises or hands over something malformed is reported
 by name (``gridmix tracks``) without affecting the others. docs/plugins.md walks through a complete
 plugin. Every hook below must have a docstring: a test fails otherwise.
@@ -23,8 +23,8 @@ plugin. Every hook below must have a docstring: a test fails otherwise.
 
 from __future__ import annotations
 
-from gridmix.markers import ENTRY_POINT_GROUP, PROJECT_NAME, hookimpl, hookspec
-from gridmix.mixers.registry import MixerSpec
+from gridmix.core.markers import ENTRY_POINT_GROUP, PROJECT_NAME, hookimpl, hookspec
+from gridmix.mixers.contract import MixerSpec
 from gridmix.tracks.contract import ModelSpec, Track
 
 __all__ = ["ENTRY_POINT_GROUP", "PROJECT_NAME", "gridmix_mixers", "gridmix_models", "gridmix_tracks", "hookimpl",
@@ -55,7 +55,7 @@ def gridmix_models(track: Track) -> list[ModelSpec] | None:
 
 @hookspec
 def gridmix_mixers() -> list[MixerSpec]:
-    """Return the token mixers this plugin adds (a list of :class:`gridmix.mixers.registry.MixerSpec`).
+    """Return the token mixers this plugin adds (a list of :class:`gridmix.mixers.contract.MixerSpec`).
 
     Each mixer must have a unique name across all plugins (the built-in ones included: ``gridmix mixers`` lists
     them) and meet timm's ``attn_layer`` contract (docs/mixers.md); ``MixerSpec.__post_init__`` checks its fields.

@@ -14,8 +14,8 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gridmix.grid import Grid
-from gridmix.mixers.registry import MixerSpec, MixerTable
+from gridmix.core.grid import Grid
+from gridmix.mixers.contract import MixerSpec, MixerTable
 from gridmix.tracks.contract import ModelSpec, Track
 
 

@@ -71,7 +71,7 @@ import numpy as np
 import torch
 
 from gridmix import hookimpl
-from gridmix.grid import Grid
+from gridmix.core.grid import Grid
 from gridmix.mixers.builtin import BUILTIN
 from gridmix.models import BackboneConfig, MixerConfig, build_mlp_mixer, build_vit, mlp_mixer_supports
 from gridmix.tracks import Backbone, DataSizes, ModelSpec, Split, Track, TrackData

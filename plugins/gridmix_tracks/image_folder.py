@@ -28,7 +28,7 @@ from torchvision.datasets import ImageFolder
 from torchvision.transforms.functional import pil_to_tensor
 
 from gridmix import hookimpl
-from gridmix.grid import Grid
+from gridmix.core.grid import Grid
 from gridmix.tracks import DataSizes, Split, Track, TrackData
 from gridmix_tracks.common import FIXED_SPLIT_SEED, accuracy, cross_entropy, split_rng
 from gridmix_tracks.image import ImageModels

@@ -90,7 +90,7 @@ from timm.models.vision_transformer import Block
 from torch import nn
 
 from gridmix import hookimpl
-from gridmix.grid import Grid
+from gridmix.core.grid import Grid
 from gridmix.mixers.builtin import BUILTIN
 from gridmix.models import BackboneConfig, MixerConfig
 from gridmix.tracks import Backbone, DataSizes, ModelSpec, Split, Track, TrackData

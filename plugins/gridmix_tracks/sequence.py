@@ -78,7 +78,7 @@ import numpy as np
 import torch
 
 from gridmix import hookimpl
-from gridmix.grid import Grid
+from gridmix.core.grid import Grid
 from gridmix.mixers.builtin import BUILTIN
 from gridmix.models import BackboneConfig, GridTransformer, MixerConfig
 from gridmix.tracks import Backbone, DataSizes, ModelSpec, Split, Track, TrackData

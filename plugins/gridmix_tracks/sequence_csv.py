@@ -59,8 +59,8 @@ import numpy as np
 import torch
 
 from gridmix import hookimpl
-from gridmix.grid import Grid
-from gridmix.suggest import did_you_mean
+from gridmix.core.grid import Grid
+from gridmix.core.suggest import did_you_mean
 from gridmix.tracks import DataSizes, Split, Track, TrackData
 from gridmix_tracks.common import FIXED_SPLIT_SEED, SPLITS, mse, mse_loss, split_rng
 from gridmix_tracks.instance_norm import backbone_with_instance_norm, with_instance_norm

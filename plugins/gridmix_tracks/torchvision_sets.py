@@ -32,7 +32,7 @@ import torch.nn.functional as F
 from torchvision import datasets
 
 from gridmix import hookimpl
-from gridmix.grid import Grid
+from gridmix.core.grid import Grid
 from gridmix.tracks import DataSizes, Split, Track, TrackData
 from gridmix_tracks.common import accuracy, cross_entropy
 from gridmix_tracks.image import ImageModels

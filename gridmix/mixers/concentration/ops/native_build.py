@@ -16,7 +16,7 @@ splits each call over torch's threads from Python (:func:`run_parallel`), with t
 
 Where nothing compiles, gridmix warns once, naming the ``error:`` line of the last attempt, and uses the
 torch-op paths (the same results to float32 rounding, slower). The kernels are used unless ``GRIDMIX_NATIVE=0``
-is set or :func:`gridmix.mixers.config.set_native` says otherwise (as timm's ``set_fused_attn``);
+is set or :func:`gridmix.mixers.switches.set_native` says otherwise (as timm's ``set_fused_attn``);
 :mod:`gridmix.mixers.concentration.ops.tucker_native`, :mod:`gridmix.mixers.concentration.ops.semiseparable_native`
 and :mod:`gridmix.mixers.concentration.ops.householder_native` define the ops that call them.
 """
@@ -42,8 +42,8 @@ from pathlib import Path
 
 import torch
 
-from gridmix.files import write_atomic
-from gridmix.mixers.config import native_enabled
+from gridmix.core.files import write_atomic
+from gridmix.mixers.switches import native_enabled
 
 _SOURCES = tuple(Path(__file__).with_name(name)
                  for name in ("tucker_native.c", "semiseparable_native.c", "householder_native.c"))

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 import torch
 
 from gridmix.mixers.concentration.ops.tucker_native import innermost_first_among_ties, native_applies, tucker_chain
-from gridmix.mixers.config import triton_enabled
+from gridmix.mixers.switches import triton_enabled
 
 
 def _triton_applies(x: torch.Tensor, bases: Sequence[torch.Tensor], axes: Sequence[int]) -> bool:

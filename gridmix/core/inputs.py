@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from gridmix.grid import Grid
+from gridmix.core.grid import Grid
 
 
 def split_list(text: str, option: str, example: str) -> tuple[str, ...]:

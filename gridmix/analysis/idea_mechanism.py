@@ -11,9 +11,9 @@ from collections.abc import Mapping
 from torch import nn
 
 from gridmix.mixers.concentration.layer import ConcentrationMixer
-from gridmix.mixers.registry import MixerSpec
+from gridmix.mixers.contract import MixerSpec
 from gridmix.tracks import ModelSpec, TrackData
-from gridmix.tracks.registry import load_registry
+from gridmix.tracks.plugin_loader import load_registry
 
 # The row extra naming the registered mixer whose analysis the row's "mechanism" is. Ledgers written before it was
 # recorded hold the concentration mixer's (then the only mixer with a mechanism analysis): LEGACY_MECHANISM_MIXER.

@@ -23,11 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gridmix.analysis.verdicts import VERDICT_NONE
-from gridmix.files import write_atomic
-from gridmix.grid import Grid
+from gridmix.core.files import write_atomic
+from gridmix.core.grid import Grid
 from gridmix.report.build import study_report
 from gridmix.report.format import fmt
-from gridmix.report.references import interval
+from gridmix.report.reference_lines import interval
 from gridmix.report.types import Comparison, Report
 from gridmix.study.ledger import Ledger
 

@@ -34,9 +34,9 @@ from types import ModuleType
 import pluggy
 from torch import nn
 
-from gridmix.grid import Grid, GridLike
-from gridmix.mixers.registry import MixerSpec, MixerTable
-from gridmix.suggest import did_you_mean
+from gridmix.core.grid import Grid, GridLike
+from gridmix.core.suggest import did_you_mean
+from gridmix.mixers.contract import MixerSpec, MixerTable
 from gridmix.tracks import hookspecs
 from gridmix.tracks.contract import ContractError, ModelSpec, Track, TrackData, short
 from gridmix.tracks.mixer_models import with_mixer_models
@@ -128,7 +128,7 @@ def load_registry(*, refresh: bool = False, extra_plugins: Iterable[object] = ()
 def mixer_layer(mixer: str, grid: GridLike, *, causal_axes: Sequence[int] = (), num_prefix_tokens: int = 0,
                 **knobs) -> type[nn.Module]:
     """timm's ``attn_layer`` for the registered ``mixer`` on ``grid`` (``mixer_layer("concentration", "8x8",
-    rank=8)``): its :meth:`~gridmix.mixers.registry.MixerSpec.layer`, the one way from a registered mixer to a
+    rank=8)``): its :meth:`~gridmix.mixers.contract.MixerSpec.layer`, the one way from a registered mixer to a
     model, so every module it builds carries the mixer's name."""
     return load_registry().mixers[mixer].layer(grid, causal_axes=causal_axes, num_prefix_tokens=num_prefix_tokens,
                                                **knobs)
@@ -197,7 +197,7 @@ def _load_mixers(manager: pluggy.PluginManager, versions: dict[str, PluginInfo],
             for spec in returned:
                 if not isinstance(spec, MixerSpec):
                     raise TypeError(f"gridmix_mixers() returned {type(spec).__name__} {short(spec)}; expected "
-                                    "gridmix.mixers.registry.MixerSpec")
+                                    "gridmix.mixers.contract.MixerSpec")
                 if spec.name in mixers:
                     raise ValueError(f"mixer {spec.name!r} is already provided by plugin {mixers[spec.name].plugin!r}")
         except Exception as error:  # the plugin's mixers are all left out; every other plugin's stay

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from torch import nn
 
-from gridmix.grid import Grid
+from gridmix.core.grid import Grid
 from gridmix.mixers.builtin import BUILTIN
 from gridmix.mixers.concentration.factors import STARTS
 from gridmix.mixers.concentration.layer import CAUSAL_FORMS
@@ -70,6 +70,6 @@ class MixerConfig:
 
     def attn_layer(self, grid: Grid | Sequence[int]) -> type[nn.Module]:
         """timm's ``attn_layer`` on ``grid``: the registered mixer of this ``kind`` (:data:`KIND_MIXERS`) by its
-        :meth:`~gridmix.mixers.registry.MixerSpec.layer`, with these settings (the control takes none)."""
+        :meth:`~gridmix.mixers.contract.MixerSpec.layer`, with these settings (the control takes none)."""
         knobs = {} if self.kind == "tokenwise" else self.mixer_knobs()
         return BUILTIN[KIND_MIXERS[self.kind]].layer(grid, causal_axes=self.causal_axes, **knobs)

@@ -7,7 +7,7 @@ under a name with its builder
 
     build(dim, grid, *, num_heads, causal_axes, num_prefix_tokens, **knobs) -> nn.Module
 
-where ``grid`` is a :class:`~gridmix.grid.Grid`, ``causal_axes`` the grid axes on which no token may see a later
+where ``grid`` is a :class:`~gridmix.core.grid.Grid`, ``causal_axes`` the grid axes on which no token may see a later
 one (exactly: a later input has zero gradient), ``num_prefix_tokens`` is P, and ``knobs`` are the builder's own
 keyword arguments (a track's settings, e.g. ``rank=16``). timm's ``Block`` also passes ``qkv_bias``,
 ``qk_norm``, ``attn_drop``, ``proj_drop``, ``norm_layer``, ``device``, ``dtype`` and others: a builder accepts
@@ -40,8 +40,8 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from gridmix.grid import Grid
-from gridmix.suggest import did_you_mean
+from gridmix.core.grid import Grid
+from gridmix.core.suggest import did_you_mean
 
 CAUSAL = ("none", "first", "any")
 NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9-]*$")

@@ -1,5 +1,0 @@
-"""Deprecated path of :mod:`gridmix.study.fingerprint` (kept for one release; importing it warns)."""
-
-from gridmix.deprecated import alias
-
-alias(__name__, "gridmix.study.fingerprint")

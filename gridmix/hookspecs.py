@@ -1,5 +1,0 @@
-"""Deprecated path of :mod:`gridmix.tracks.hookspecs` (kept for one release; importing it warns)."""
-
-from gridmix.deprecated import alias
-
-alias(__name__, "gridmix.tracks.hookspecs")
