@@ -21,7 +21,7 @@ from pathlib import Path
 from gridmix.core.grid import Grid
 from gridmix.orchestrate.callbacks import QUIET, Callbacks
 from gridmix.orchestrate.plan import PlannedStudy, choose_settings, plan_study
-from gridmix.report.sweep_report import SweepReport, build_sweep_report, write_sweep_report
+from gridmix.report.sweep_report import SweepReport, build_sweep_report, point_label, write_sweep_report
 from gridmix.study.harness import Runner, Study
 from gridmix.study.ledger import Ledger
 from gridmix.tracks.plugin_loader import load_registry
@@ -42,7 +42,7 @@ class PlannedPoint:
 
     @property
     def label(self) -> str:
-        return ", ".join(f"{name}={value}" for name, value in self.values.items())
+        return point_label(self.values)
 
 
 @dataclass(frozen=True)

@@ -54,6 +54,11 @@ def order_key(name: str, value: object) -> tuple:
     return (0, value, "") if isinstance(value, (int, float)) else (1, 0, str(value))
 
 
+def point_label(values: Mapping[str, object]) -> str:
+    """A sweep point named by its swept values, e.g. ``grid=8x8, depth=2``."""
+    return ", ".join(f"{name}={value}" for name, value in values.items())
+
+
 @dataclass(frozen=True)
 class PointReport:
     """One point: the swept values there and that study's report."""
@@ -63,7 +68,7 @@ class PointReport:
 
     @property
     def label(self) -> str:
-        return ", ".join(f"{name}={value}" for name, value in self.values.items())
+        return point_label(self.values)
 
     @property
     def outcome(self) -> str:
