@@ -91,7 +91,7 @@ def test_a_stored_report_reads_back_as_the_same_object(report):
 
 
 def test_renderers_take_the_object_and_write_what_they_wrote_before(report):
-    # report_example.md and report_example_table.txt were regenerated on purpose for issue 30 (one precision rule,
+    # report_example.md and report_example_table.txt were regenerated on purpose for one precision rule (and
     # headers saying what they compare, parity warning only on the matched baseline's parameters; the table as
     # piped output prints it: plain aligned text), and the headline's intervals then said as every other place says them
     assert render_markdown(report, figures=FIGURES) == (report_example.DATA / "report_example.md").read_text()
