@@ -10,8 +10,6 @@ import io
 import json
 import os
 import re
-import subprocess
-import sys
 import types
 
 import pytest
@@ -30,6 +28,7 @@ from gridmix.tracks.budget import BUDGETS, describe
 from gridmix.tracks.hookspecs import hookimpl
 from gridmix.tracks.plugin_loader import load_registry
 from tests import fake_track
+from tests.python_child import run_python
 
 SUFFIX = "-with-a-rather-long-descriptive-name"
 LONG = dataclasses.replace(fake_track.TRACK, name="fake-long", models=tuple(
@@ -62,9 +61,7 @@ def test_help_imports_no_torch():
             "for args in (['--help'], ['run', '--help'], ['scale', '--help'], ['budgets']):\n"
             "    try:\n        app(args)\n    except SystemExit:\n        pass\n"
             "print('torch' in sys.modules, 'matplotlib' in sys.modules)")
-    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env,
-                          check=False)
+    done = run_python(code)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "False False"
 

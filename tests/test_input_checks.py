@@ -2,9 +2,6 @@
 the cheap checks (grids, number lists, seeds, empty lists) answer before torch is imported; the seed limit and the
 sign-flip arithmetic at any seed count; ``gridmix report`` says how many runs an unfinished study lacks."""
 
-import os
-import subprocess
-import sys
 
 import pytest
 from typer.testing import CliRunner
@@ -16,6 +13,7 @@ from gridmix.core.inputs import parse_over, parse_rates, split_list
 from gridmix.tracks.budget import BUDGETS, MAX_SEEDS, resolve_budget
 from gridmix.tracks.plugin_loader import load_registry
 from tests import fake_track
+from tests.python_child import run_python
 
 RUN = ("run", "--track", "image", "--grid", "8x8", "--budget", "smoke", "--threads", "1", "--no-scaling")
 SWEEP = ("sweep", "--track", "mqar", "--budget", "smoke", "--threads", "1")
@@ -85,9 +83,7 @@ def test_cheap_refusals_import_no_torch():
             "for args in cases:\n"
             "    try:\n        app(args)\n    except SystemExit as done:\n        assert done.code == 2, args\n"
             "print('torch' in sys.modules)")
-    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env,
-                          check=False)
+    done = run_python(code)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "False"
     assert len(done.stderr.strip().splitlines()) == 10 and "Traceback" not in done.stderr
