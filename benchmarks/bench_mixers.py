@@ -3,7 +3,7 @@
     python benchmarks/bench_mixers.py --out DIR [--quick] [--threads N] [--mixers a b ...] [--grids 32x32 ...]
 
 Each mixer (``gridmix mixers``; a third party's too) is built through its ``MixerSpec.layer`` as a timm
-``attn_layer`` (batch 8, C = 64, 4 heads, its builder's default knobs) and timed on (B, N, C) tokens at 32x32,
+``attn_layer`` (batch 8, C = 64, 4 heads, its builder's default arguments) and timed on (B, N, C) tokens at 32x32,
 64x64, 128x128 and 16x32x32, symmetric; the mixers that can be causal along the first axis are also timed at
 4,096 and 16,384 causal tokens (1-D, causal axis 0). A mixer that cannot serve a point (a grid rank it does not
 take, a token limit, no causal form) is skipped with its own reason; one whose estimated step would take longer

@@ -7,7 +7,7 @@
 Each run is a :class:`gridmix.study.harness.RunTask` executed as ``gridmix run`` executes it
 (:class:`gridmix.study.executors.WorkerPoolExecutor`, ``--jobs`` workers at one torch thread each), from the track's
 ``default`` budget with the changes in ``--budget`` (a JSON object of :class:`gridmix.tracks.budget.Budget` fields), and
-with the track's knobs ``--set`` (``depth=1``; recorded beside the budget changes).
+with the track's settings ``--set`` (``depth=1``; recorded beside the budget changes).
 Seeds 1000 and up are sweep seeds: their row shows the validation metric the sweep would choose on; the others show
 the test metric the paired comparison uses. Runs start in the order of ``--models`` (put the slowest first); every
 finished run's ledger row is appended to ``--out`` as one JSON line, with the budget changes it ran under, so an
@@ -62,8 +62,8 @@ def main() -> None:
                         help='a JSON object of Budget fields to change, e.g. \'{"n_train": 512}\' (repeatable)')
     parser.add_argument("--lrs", required=True, help="comma-separated learning rates")
     parser.add_argument("--seeds", required=True, help=f"comma-separated seeds ({SWEEP_SEEDS_FROM}+: sweep seeds)")
-    parser.add_argument("--set", action="append", default=[], metavar="KNOB=VALUE",
-                        help="a track knob for every run (as gridmix run --set), e.g. depth=1 (repeatable)")
+    parser.add_argument("--set", action="append", default=[], metavar="SETTING=VALUE",
+                        help="a track setting for every run (as gridmix run --set), e.g. depth=1 (repeatable)")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--out", type=Path, required=True, help="JSON lines, appended to")
     args = parser.parse_args()
@@ -82,7 +82,7 @@ def main() -> None:
         lrs, seeds = [float(lr) for lr in args.lrs.split(",")], [int(seed) for seed in args.seeds.split(",")]
         pairs = [text.split("=", 1) for text in args.set]
         if any(len(pair) != 2 for pair in pairs):
-            raise ValueError(f"--set {args.set}; expected KNOB=VALUE")
+            raise ValueError(f"--set {args.set}; expected SETTING=VALUE")
         settings = choose_settings(track, dict(pairs))
     except (TypeError, ValueError) as error:
         parser.error(str(error))

@@ -1,7 +1,7 @@
 """A tiny in-test track plugin: a 1-D regression with a mixer idea, an attention baseline and a model
 that diverges (non-finite output) at the larger learning rate only, so the harness's handling of
 divergence is exercised deterministically. Its task is defined on every grid (``fixed_grid=None``), its models
-hold learned positions (``pos_embed``), and it has one knob, the models' width ``dim``."""
+hold learned positions (``pos_embed``), and it has one setting, the models' width ``dim``."""
 
 import torch
 from timm.layers import Attention
@@ -68,7 +68,7 @@ def _mse(pred, target):
 
 
 def make_track(dim: int = 8) -> Track:
-    """The fake track with models of width ``dim`` (its one knob)."""
+    """The fake track with models of width ``dim`` (its one setting)."""
     return Track(
         name="fake", description="tiny 1-D regression for harness tests", ndim=1, default_grid=Grid((8,)),
         make_data=make_data, loss=nn.functional.mse_loss, metric=_mse, metric_name="test MSE", direction="lower",
@@ -78,7 +78,7 @@ def make_track(dim: int = 8) -> Track:
             ModelSpec("fake-attention", lambda grid: Net(grid, mixer_layer("attention", grid)(dim, num_heads=2), dim)),
             ModelSpec("fake-fragile", Fragile),
         ),
-        matched_baseline="fake-attention", fixed_grid=None, knobs={"dim": dim}, rebuild=make_track,
+        matched_baseline="fake-attention", fixed_grid=None, settings={"dim": dim}, rebuild=make_track,
     )
 
 

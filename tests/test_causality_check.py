@@ -78,7 +78,7 @@ def peeking_track():
     """``mqar`` renamed ``mqar-peek``, its idea wrapped in :class:`Peek` (its mixer, concentration, stays causal)."""
     track = mqar.make_track()
     idea = track.idea
-    peeking = dataclasses.replace(idea, build=lambda grid, **knobs: Peek(idea.build(grid, **knobs)))
+    peeking = dataclasses.replace(idea, build=lambda grid, **model_kwargs: Peek(idea.build(grid, **model_kwargs)))
     models = tuple(peeking if spec.name == idea.name else spec for spec in track.models)
     return dataclasses.replace(track, name="mqar-peek", models=models)
 

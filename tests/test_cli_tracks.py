@@ -47,7 +47,7 @@ def test_tracks_json_is_machine_readable(fresh_registry):
     assert image["plugin"] == "image" and image["plugin_version"]
     roles = {model["name"]: (model["role"], model["matched_baseline"]) for model in image["models"]}
     assert roles == {"vit": ("baseline", True), "vit-concentration": ("idea", False), "mlp-mixer": ("baseline", False),
-                     "vit-concentration-uncapped": ("ablation", False), "vit-nomix": ("control", False)}
+                     "vit-concentration-uncapped": ("ablation", False), "vit-tokenwise": ("control", False)}
     assert summary["broken"] == []
 
 

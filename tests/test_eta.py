@@ -14,10 +14,10 @@ def test_pending_runs_take_their_models_median_time_or_the_overall_one():
     for seconds in (50.0, 56.0, 54.0):
         clock.record("vit", seconds)
     clock.record("vit-concentration", 8.0)
-    clock.record("vit-nomix", 0.0)  # a run that failed before training: no time to learn from
+    clock.record("vit-tokenwise", 0.0)  # a run that failed before training: no time to learn from
     # vit: median 54; the idea: 8; the control has none of its own: the median of all four, (8 + 50 + 54 + 56) -> 52
-    assert clock.remaining_s(["vit", "vit-concentration", "vit-nomix"]) == pytest.approx((54 + 8 + 52) / 2)
-    assert clock.untimed(["vit-nomix", "vit", "mlp-mixer", "vit-nomix"]) == ["vit-nomix", "mlp-mixer"]
+    assert clock.remaining_s(["vit", "vit-concentration", "vit-tokenwise"]) == pytest.approx((54 + 8 + 52) / 2)
+    assert clock.untimed(["vit-tokenwise", "vit", "mlp-mixer", "vit-tokenwise"]) == ["vit-tokenwise", "mlp-mixer"]
     with pytest.raises(ValueError, match="jobs=0; expected >= 1"):
         RunClock(jobs=0)
 

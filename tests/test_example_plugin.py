@@ -54,7 +54,7 @@ def installed(tmp_path, monkeypatch):
 def test_example_plugin_adds_a_track_and_a_baseline_to_a_builtin_track(installed):
     heat = installed.track("heat")
     assert (heat.plugin, heat.plugin_version) == ("example", "0.1.0")
-    assert [m.name for m in heat.models] == ["vit", "vit-concentration", "vit-concentration-uncapped", "vit-nomix",
+    assert [m.name for m in heat.models] == ["vit", "vit-concentration", "vit-concentration-uncapped", "vit-tokenwise",
                                              "vit-dwconv"]
     image = installed.track("image")
     assert image.plugin == "image" and image.models[-1].name == "vit-dwconv"

@@ -135,7 +135,7 @@ def test_messages_keep_their_brackets(capsys):
 
 
 def broken_builds():
-    def explode(grid, **knobs):
+    def explode(grid, **model_kwargs):
         raise RuntimeError("this model cannot be built")
 
     models = tuple(dataclasses.replace(spec, build=explode) for spec in fake_track.TRACK.models)

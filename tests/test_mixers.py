@@ -128,15 +128,15 @@ def test_the_idea_is_any_registered_mixer_with_its_declared_ablation_and_the_con
     planned = orchestrate.plan_study("image", budget="smoke", idea="pooling", baselines=("concentration",),
                                   note=notes.append)
     study = planned.study
-    assert study.idea == "vit-pooling" and study.models == ("vit-pooling", "vit", "vit-nomix", "vit-concentration")
-    assert study.roles == {"vit-pooling": "idea", "vit": "baseline", "vit-nomix": "control",
+    assert study.idea == "vit-pooling" and study.models == ("vit-pooling", "vit", "vit-tokenwise", "vit-concentration")
+    assert study.roles == {"vit-pooling": "idea", "vit": "baseline", "vit-tokenwise": "control",
                            "vit-concentration": "baseline"}
     assert notes == ["the idea's mixer 'pooling' declares no ablation, so the question whether its mechanism helps "
                      "is left out", "the idea's mixer 'pooling' declares no mechanism analysis: the parametrisation "
                      "check does not apply"] == list(study.notes)
     assert planned.track.idea.name == "vit-pooling" and planned.track.model("vit-concentration").role == "baseline"
     default = orchestrate.plan_study("image", budget="smoke").study  # the default study is today's
-    assert default.models == ("vit-concentration", "vit", "vit-concentration-uncapped", "vit-nomix")
+    assert default.models == ("vit-concentration", "vit", "vit-concentration-uncapped", "vit-tokenwise")
     with_ablation = orchestrate.plan_study("sequence", budget="smoke", idea="concentration").study
     assert with_ablation.roles["transformer-concentration-uncapped"] == "ablation" and not with_ablation.notes
 

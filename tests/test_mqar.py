@@ -82,7 +82,7 @@ def test_the_default_budget_decays_weights_strongly_on_32_tokens():
     assert track.default_grid == Grid((32,))
 
 
-def test_knobs_and_grids_are_checked():
+def test_settings_and_grids_are_checked():
     with pytest.raises(ValueError, match="pairs=20"):
         RecallTask(vocab=32, pairs=20)
     with pytest.raises(ValueError, match="at least 16 tokens; got 12"):

@@ -38,7 +38,7 @@ def test_ratios_are_the_idea_over_each_model_and_fewer_flops_never_warn():
 
 def test_the_matched_baselines_parameter_count_off_by_more_than_ten_percent_is_the_one_warning():
     wide = {"toy-mixer": {"mlp_ratio": 6.0}}  # three times the MLP: more parameters than its matched baseline
-    parity = audit_parity(TOY, GRID, models=["toy-attention"], batch=4, knobs=wide)
+    parity = audit_parity(TOY, GRID, models=["toy-attention"], batch=4, model_kwargs=wide)
     attention = {row.model: row for row in parity.rows}["toy-attention"]
     idea_params = count_parameters(TOY.idea.build(GRID, mlp_ratio=6.0))
     assert attention.params_ratio == pytest.approx(idea_params / attention.params) and attention.params_ratio > 1.1
@@ -47,7 +47,7 @@ def test_the_matched_baselines_parameter_count_off_by_more_than_ten_percent_is_t
     assert "FLOPs" not in attention.warning and parity.warnings == [attention.warning]
     other = dataclasses.replace(TOY, models=(*TOY.models, dataclasses.replace(TOY.model("toy-attention"),
                                                                                name="toy-attention-2")))
-    parity = audit_parity(other, GRID, models=["toy-attention", "toy-attention-2"], batch=4, knobs=wide)
+    parity = audit_parity(other, GRID, models=["toy-attention", "toy-attention-2"], batch=4, model_kwargs=wide)
     rows = {row.model: row for row in parity.rows}
     assert rows["toy-attention-2"].params_ratio == rows["toy-attention"].params_ratio  # as far off, but not matched
     assert rows["toy-attention-2"].warning is None and parity.warnings == [rows["toy-attention"].warning]

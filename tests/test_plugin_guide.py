@@ -75,7 +75,7 @@ def test_the_guides_plugin_loads_with_its_track_baseline_and_mixer(installed):
     assert (halves.plugin, halves.plugin_version) == ("halves", "0.1.0")
     assert [(m.name, m.role) for m in halves.models] == [
         ("vit", "baseline"), ("vit-concentration", "idea"), ("vit-concentration-uncapped", "ablation"),
-        ("vit-nomix", "control")]
+        ("vit-tokenwise", "control")]
     assert (halves.chance, halves.ceiling) == (0.5, 1.0) and halves.backbone is not None
     image = registry.track("image")
     assert image.model("vit-wide").plugin == "halves"
@@ -95,7 +95,7 @@ def test_the_guides_track_runs_at_the_smoke_budget(installed, tmp_path):
     assert result.exit_code == 0, result.output
     report = json.loads((out / "bench_report.json").read_text())
     assert report["track"] == "halves" and report["model"] == "vit-concentration"
-    assert set(report["baselines"]) == {"vit", "vit-concentration-uncapped", "vit-nomix"}
+    assert set(report["baselines"]) == {"vit", "vit-concentration-uncapped", "vit-tokenwise"}
     assert report["failures"] == [] and report["budget"]["name"] == "smoke"
     assert all(arm["full"]["n"] == 2 for arm in (report["idea"], *report["baselines"].values()))
     assert report["chance"] == 0.5 and {arm["role"] for arm in report["baselines"].values()} == {

@@ -165,7 +165,7 @@ def test_broken_plugins_are_reported_by_name_and_the_others_keep_working(clean_e
     user_data = {"image-folder", "sequence-csv"}  # listed without their data, as needing it
     assert BUILTIN | {"good"} | {spec.track for spec in DATASETS} | user_data == set(registry.tracks)
     assert [m.name for m in registry.track("image").models] == ["vit", "vit-concentration", "mlp-mixer",
-                                                                "vit-concentration-uncapped", "vit-nomix"]
+                                                                "vit-concentration-uncapped", "vit-tokenwise"]
 
 
 def test_pm_hook_cannot_blame_one_plugin_so_each_implementation_is_called_alone():
@@ -215,7 +215,7 @@ def test_builtin_tracks_offer_an_ablation_and_a_control_on_the_ideas_backbone(cl
     for name in BUILTIN:
         track = registry.track(name)
         assert track.ablation is not None and track.control is not None, name
-        assert track.ablation.name == f"{track.idea.name}-uncapped" and track.control.name.endswith("nomix")
+        assert track.ablation.name == f"{track.idea.name}-uncapped" and track.control.name.endswith("tokenwise")
         assert track.baselines == tuple(m for m in track.models if m.role == "baseline")
     assert tiny_track().ablation is None and tiny_track().control is None
 

@@ -108,7 +108,7 @@ def image_model(name: str, grid: str = "16x16") -> tuple[torch.nn.Module, object
     return model, spec
 
 
-@pytest.mark.parametrize("name", ["vit", "vit-concentration", "vit-nomix", "vit-global-filter"])
+@pytest.mark.parametrize("name", ["vit", "vit-concentration", "vit-tokenwise", "vit-global-filter"])
 def test_a_model_moved_to_its_own_grid_is_bit_identical(name):
     model, spec = image_model(name)
     moved, how = regrid_model(model, spec.build(Grid.parse("16x16")), "16x16", "16x16", regrids=REGRIDS)

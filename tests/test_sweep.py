@@ -1,5 +1,5 @@
 """``gridmix sweep``: on the fake track every point's numbers are a separate plain run's, a point a plain run already
-trained into the directory is reused, an interrupted sweep resumes without retraining finished points, an unknown knob
+trained into the directory is reused, an interrupted sweep resumes without retraining finished points, an unknown setting
 is refused in one line, and the verdict's transitions are read off the points as defined."""
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ def test_every_point_is_a_separate_plain_run(tmp_path):
                              scaling=False, **OPTIONS)
         assert numbers(point.report) == numbers(plain), point.label
     dims = {point.values["dim"]: point.report.arms["fake-attention"].per_seed for point in outcome.report.points}
-    assert dims[4] != dims[8]  # the knob reached the model
+    assert dims[4] != dims[8]  # the setting reached the model
     document = json.loads((tmp_path / "sweep" / "sweep_report.json").read_text())
     assert [p["values"] for p in document["points"]][1] == {"grid": "8", "dim": 8}
     assert (tmp_path / "sweep" / "sweep.md").read_text().startswith("# gridmix sweep: fake-mixer vs fake-attention")
@@ -103,21 +103,21 @@ def test_an_interrupted_sweep_resumes_without_retraining_finished_points(tmp_pat
     assert [numbers(point.report) for point in outcome.report.points] == whole
 
 
-def test_an_unknown_knob_is_refused_in_one_line_listing_the_track_s_knobs(tmp_path):
+def test_an_unknown_setting_is_refused_in_one_line_listing_the_track_s_settings(tmp_path):
     result = CliRunner().invoke(app, ["sweep", "--track", "fake", "--over", "width=4,8", "--budget", "smoke",
                                       "--out", str(tmp_path / "out")], env={"COLUMNS": "200"})
     assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
-    assert "track 'fake' has no knob 'width'; its knobs are dim (and grid)" in result.output
+    assert "track 'fake' has no setting 'width'; its settings are dim (and grid)" in result.output
     assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize(("over", "message"), [
     ([("grid", ["8"])], "expected at least two distinct values"),
     ([("grid", ["8", "8"])], "expected at least two distinct values"),
-    ([("dim", ["4", "x"])], "knob dim='x'; expected int like its default 8"),
+    ([("dim", ["4", "x"])], "setting dim='x'; expected int like its default 8"),
     ([("grid", ["8", "16"]), ("grid", ["4", "8"])], "swept twice or also set"),
     ([("grid", ["8", "8x8"])], "sweep point grid=8x8: track 'fake' takes 1-d grids"),
-    ([], "a sweep needs --over NAME=V1,V2,…; track 'fake' sweeps grid and its knobs dim"),
+    ([], "a sweep needs --over NAME=V1,V2,…; track 'fake' sweeps grid and its settings dim"),
 ])
 def test_a_bad_sweep_is_a_one_line_value_error(over, message):
     with pytest.raises(ValueError, match=message) as error:
@@ -136,7 +136,7 @@ def test_a_directory_holds_one_track_s_studies(tmp_path):
             ledger.set_study(dict(track="fake", grid="8"))
 
 
-def test_the_knob_values_enter_the_run_key_only_off_their_default():
+def test_the_setting_values_enter_the_run_key_only_off_their_default():
     plain = orchestrate.plan_study("fake", "8", **OPTIONS).study
     default = orchestrate.plan_study("fake", "8", settings={"dim": "8"}, **OPTIONS).study
     other = orchestrate.plan_study("fake", "8", settings={"dim": 4}, **OPTIONS).study
@@ -145,9 +145,9 @@ def test_the_knob_values_enter_the_run_key_only_off_their_default():
     assert other.settings == {"dim": 4} and "settings" not in plain.to_dict()
 
 
-def test_the_mqar_knobs_rebuild_its_task_and_models():
+def test_the_mqar_settings_rebuild_its_task_and_models():
     track = load_registry().track("mqar", {"pairs": "6", "embed_dim": 32})
-    assert track.knobs == dict(embed_dim=32, depth=2, pairs=6, queries=4, vocab=64)
+    assert track.settings == dict(embed_dim=32, depth=2, pairs=6, queries=4, vocab=64)
     data = track.make_data(track.check_grid("32"), 0, track.budget("smoke").sizes)
     keys, values = data.train.inputs[:, 0:12:2], data.train.inputs[:, 1:12:2]  # 6 pairs: k v k v … in 12 tokens
     assert bool((keys >= 1).all() and (keys < 32).all() and (values >= 32).all())
@@ -175,25 +175,25 @@ def test_the_verdict_s_transitions_are_the_smallest_value_from_which_on_it_holds
 
 
 @pytest.mark.parametrize(("fields", "message"), [
-    (dict(knobs={"dim": 8}, rebuild=None), "expected a callable rebuild"),
-    (dict(knobs={}, rebuild=fake_track.make_track), "expected a callable rebuild"),
-    (dict(knobs={"grid": 8}, rebuild=fake_track.make_track), "not 'grid'"),
-    (dict(knobs={"dim": True}, rebuild=fake_track.make_track), "int, float or str"),
+    (dict(settings={"dim": 8}, rebuild=None), "expected a callable rebuild"),
+    (dict(settings={}, rebuild=fake_track.make_track), "expected a callable rebuild"),
+    (dict(settings={"grid": 8}, rebuild=fake_track.make_track), "not 'grid'"),
+    (dict(settings={"dim": True}, rebuild=fake_track.make_track), "int, float or str"),
     (dict(fixed_grid=""), "fixed_grid ''; expected None or a one-line reason"),
 ])
-def test_a_track_s_knobs_and_grids_are_checked_when_it_is_built(fields, message):
+def test_a_track_s_settings_and_grids_are_checked_when_it_is_built(fields, message):
     from gridmix.tracks import ContractError
 
     with pytest.raises(ContractError, match=message):
         dataclasses.replace(fake_track.TRACK, **fields)
 
 
-def test_knob_values_take_their_default_s_type():
+def test_setting_values_take_their_default_s_type():
     track = fake_track.TRACK
-    assert track.knob_value("dim", " 16") == 16 and track.knob_value("dim", 16) == 16
+    assert track.setting_value("dim", " 16") == 16 and track.setting_value("dim", 16) == 16
     for bad in ("16.0", 16.0, True, "sixteen"):
         with pytest.raises(ValueError, match="expected int like its default 8"):
-            track.knob_value("dim", bad)
+            track.setting_value("dim", bad)
     assert track.with_settings({"dim": "8"}) is track
     with pytest.raises(ValueError, match=r"^track 'mqar' with embed_dim=33: embed_dim=33 must be divisible by"):
         load_registry().track("mqar").with_settings({"embed_dim": 33})  # the plugin's refusal, in one line
@@ -202,7 +202,7 @@ def test_knob_values_take_their_default_s_type():
 @pytest.mark.parametrize(("arguments", "message"), [
     (["--set", "dim"], "--set 'dim'; expected NAME=VALUE"),
     (["--set", "dim=4", "--set", "dim=8"], "--set names 'dim' twice"),
-    (["--set", "width=4"], "track 'fake' has no knob 'width'; its knobs are dim (and grid)"),
+    (["--set", "width=4"], "track 'fake' has no setting 'width'; its settings are dim (and grid)"),
 ])
 def test_gridmix_run_set_is_refused_in_one_line(tmp_path, arguments, message):
     result = CliRunner().invoke(app, ["run", "--track", "fake", "--budget", "smoke", *arguments, "--out",

@@ -58,7 +58,7 @@ def test_mnist_idx_files_become_a_fixed_split_of_patch_tokens(tmp_path):
     assert all((getattr(data, s).targets == getattr(other, s).targets).all() for s in ("train", "val", "test"))
 
 
-def test_patch_size_is_a_knob(tmp_path):
+def test_patch_size_comes_from_the_environment(tmp_path):
     write_mnist(tmp_path, folder="FashionMNIST")
     track = torchvision_track(SPECS["fashion-mnist"], str(tmp_path), patch=2)
     assert str(track.default_grid) == "14x14"

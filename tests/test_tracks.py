@@ -369,7 +369,7 @@ def write_image_folder(root, classes=("blue", "red"), per_class=5):
 def test_image_folder_loads_resizes_and_keeps_one_split_for_every_seed(tmp_path):
     track = image_folder.image_folder_track(write_image_folder(tmp_path / "pics"))
     assert [m.name for m in track.models] == ["vit", "vit-concentration", "mlp-mixer", "vit-concentration-uncapped",
-                                              "vit-nomix"]
+                                              "vit-tokenwise"]
     grid = Grid((8, 6))
     data = track.make_data(grid, 0, SIZES)
     validate_data(track, data, grid)

@@ -152,7 +152,7 @@ def test_a_failing_evaluation_is_recorded_and_the_run_stands(tmp_path):
             raise RuntimeError("no data on 16")
         return fake_track.make_data(grid, seed, sizes)
 
-    track = dataclasses.replace(fake_track.TRACK, make_data=broken, rebuild=None, knobs={})
+    track = dataclasses.replace(fake_track.TRACK, make_data=broken, rebuild=None, settings={})
     load_registry(extra_plugins=[SimpleNamespace(gridmix_tracks=fake_track.hookimpl(lambda: [track]))], refresh=True)
     report = orchestrate.run("fake", "8", out=tmp_path, eval_grids="16", **OPTIONS)
     arm = report.transfer.grids[0].arms["fake-attention"]

@@ -25,6 +25,7 @@ from gridmix.core.grid import Grid, GridLike
 from gridmix.tracks import ModelSpec, Track
 
 TOLERANCE = 0.10
+PARITY_KWARGS_KEY = "knobs"  # the report's stored name of model_kwargs (kept so stored reports do not change)
 
 
 @dataclass(frozen=True)
@@ -72,8 +73,8 @@ def parameter_warning(idea: str, baseline: str, params_ratio: float, tolerance: 
 
 
 def _measure(track: Track, spec: ModelSpec, grid: Grid, *, batch: int, seed: int,
-             knobs: dict | None = None) -> tuple[int, int]:
-    model, inputs, targets = prepare(track, spec, grid, batch=batch, seed=seed, device="cpu", **(knobs or {}))
+             model_kwargs: dict | None = None) -> tuple[int, int]:
+    model, inputs, targets = prepare(track, spec, grid, batch=batch, seed=seed, device="cpu", **(model_kwargs or {}))
     loss = lambda out: track.loss(out, targets)  # noqa: E731
     try:
         flops = count_flops(model, inputs, loss=loss, fake=True)
@@ -88,13 +89,13 @@ def count_parameters(model: nn.Module) -> int:
 
 
 def audit_parity(track: Track, grid: GridLike, *, models: Sequence[str] | None = None, batch: int = 8, seed: int = 0,
-                 tolerance: float = TOLERANCE, knobs: dict[str, dict] | None = None) -> Parity:
+                 tolerance: float = TOLERANCE, model_kwargs: dict[str, dict] | None = None) -> Parity:
     """Parameters and FLOPs of the idea against each model of ``track`` on ``grid`` (default: all models); a warning
     only when the matched baseline's parameter count is off the idea's by more than ``tolerance``.
 
-    ``knobs`` maps a model name to keyword overrides of its builder (e.g. the idea's matched width).
+    ``model_kwargs`` maps a model name to keyword overrides of its builder (e.g. the idea's matched width).
     """
-    knobs = knobs or {}
+    model_kwargs = model_kwargs or {}
     grid = track.check_grid(grid)
     if not 0 < tolerance < 1:
         raise ValueError(f"tolerance={tolerance}; expected a fraction in (0, 1), e.g. 0.1")
@@ -102,7 +103,7 @@ def audit_parity(track: Track, grid: GridLike, *, models: Sequence[str] | None =
     if track.idea.name not in names:
         names.insert(0, track.idea.name)
     idea_params, idea_flops = _measure(track, track.idea, grid, batch=batch, seed=seed,
-                                       knobs=knobs.get(track.idea.name))
+                                       model_kwargs=model_kwargs.get(track.idea.name))
     rows = []
     for name in names:
         spec = track.model(name)
@@ -113,7 +114,7 @@ def audit_parity(track: Track, grid: GridLike, *, models: Sequence[str] | None =
         if reason:
             rows.append(ParityRow(name, spec.role, None, None, None, None, skipped=f"unsupported: {reason}"))
             continue
-        params, flops = _measure(track, spec, grid, batch=batch, seed=seed, knobs=knobs.get(name))
+        params, flops = _measure(track, spec, grid, batch=batch, seed=seed, model_kwargs=model_kwargs.get(name))
         params_ratio, flops_ratio = idea_params / params, idea_flops / flops
         warning = (parameter_warning(track.idea.name, name, params_ratio, tolerance)
                    if name == track.matched_baseline else None)
@@ -123,10 +124,11 @@ def audit_parity(track: Track, grid: GridLike, *, models: Sequence[str] | None =
 
 
 def parity_report(track: Track, grid: GridLike, *, models: Sequence[str] | None = None, batch: int = 8,
-                  seed: int = 0, tolerance: float = TOLERANCE, knobs: dict[str, dict] | None = None) -> dict:
-    """:func:`audit_parity` as a JSON-ready dict (the report's ``parity`` key), with the knobs used."""
-    parity = audit_parity(track, grid, models=models, batch=batch, seed=seed, tolerance=tolerance, knobs=knobs)
-    return dict(parity.to_dict(), knobs=knobs or {})
+                  seed: int = 0, tolerance: float = TOLERANCE, model_kwargs: dict[str, dict] | None = None) -> dict:
+    """:func:`audit_parity` as a JSON-ready dict (the report's ``parity`` key), with the ``model_kwargs`` used."""
+    parity = audit_parity(track, grid, models=models, batch=batch, seed=seed, tolerance=tolerance,
+                          model_kwargs=model_kwargs)
+    return dict(parity.to_dict(), **{PARITY_KWARGS_KEY: model_kwargs or {}})
 
 
 @dataclass(frozen=True)

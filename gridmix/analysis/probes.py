@@ -3,7 +3,7 @@ autoregression on the models' own input window (as given, or normalised per wind
 models see it), a logistic-regression probe and 1-NN on the flattened inputs (1-NN raw or standardised), and the
 dominant period of the training windows for the seasonal-naive reference.
 
-Each one is fitted on the training split and has its knobs chosen on the validation split by the track's own
+Each one is fitted on the training split and has its settings chosen on the validation split by the track's own
 metric (``score(predictions, split)``, lower or higher is better as the track says; 1-NN by its validation hits); a
 penalty chosen at either end of its grid is marked (``"edge"``), since the best may lie beyond it. Ridge and the
 dominant period are closed forms in numpy float64; the logistic probe is fitted by torch's full-batch L-BFGS

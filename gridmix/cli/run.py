@@ -155,7 +155,7 @@ def run(
     address: str = typer.Option(None, help=ADDRESS_HELP),
     threads: int = typer.Option(None, min=1, help=THREADS_HELP),
     scaling: bool = typer.Option(True, help="Measure time, FLOPs and memory at this grid and smaller ones."),
-    match_params: str = typer.Option(None, help="Scale the idea's width knob to this baseline's parameter count "
+    match_params: str = typer.Option(None, help="Scale the idea's width argument to this baseline's parameter count "
                                                 "(default: the idea as the track builds it)."),
     underpowered: bool = typer.Option(False, "--underpowered", help="Run even when the seeds are too few for "
                                                                     "the primary comparison to reach α (reported)."),
@@ -174,7 +174,7 @@ def run(
     eval_grids: str = typer.Option(None, help="Also test every trained model on these grids, e.g. 8x8,32x32 "
                                               "(the transfer section; the track must define its task there; "
                                               "default: none)."),
-    settings: list[str] = typer.Option(None, "--set", help="A track knob NAME=VALUE (repeatable; see `gridmix "
+    settings: list[str] = typer.Option(None, "--set", help="A track setting NAME=VALUE (repeatable; see `gridmix "
                                                            "tracks --json`), e.g. --set pairs=8 (default: the "
                                                            "track's values)."),
 ) -> None:
@@ -244,7 +244,7 @@ def parse_settings(assignments: list[str]) -> dict[str, str]:
         if not sep or not name or not value.strip():
             raise ValueError(f"--set {text!r}; expected NAME=VALUE, e.g. --set pairs=8")
         if name in settings:
-            raise ValueError(f"--set names {name!r} twice; expected each knob once")
+            raise ValueError(f"--set names {name!r} twice; expected each setting once")
         settings[name] = value.strip()
     return settings
 

@@ -43,10 +43,11 @@ from gridmix.tracks.budget import MAX_SEEDS
 @app.command("sweep")
 def sweep(
     track: str = typer.Option("mqar", help=TRACK_HELP),
-    over: list[str] = typer.Option(..., help="NAME=V1,V2,… to sweep: grid, or one of the track's knobs (see `gridmix "
-                                             "tracks`); repeat for a grid of points, e.g. --over grid=64,128,256."),
+    over: list[str] = typer.Option(..., help="NAME=V1,V2,… to sweep: grid, or one of the track's settings (see "
+                                             "`gridmix tracks`); repeat for a grid of points, e.g. "
+                                             "--over grid=64,128,256."),
     grid: str = typer.Option(None, help="The grid where grid is not swept (default: the track's)."),
-    settings: list[str] = typer.Option(None, "--set", help="A track knob NAME=VALUE held at every point "
+    settings: list[str] = typer.Option(None, "--set", help="A track setting NAME=VALUE held at every point "
                                                            "(repeatable; default: the track's values)."),
     models: str = typer.Option(None, help="Comma-separated models (default: the track's default models)."),
     idea: str = typer.Option(None, help="A registered mixer as the idea (see `gridmix run --idea`; default: the "

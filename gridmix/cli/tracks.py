@@ -1,4 +1,4 @@
-"""``gridmix tracks``: the installed tracks, their models and knobs, whether their data is at hand, their plugins of
+"""``gridmix tracks``: the installed tracks, their models and settings, whether their data is at hand, their plugins of
 origin, and the broken plugins."""
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def _track_summary(track: Track) -> dict:
         "matched_baseline": track.matched_baseline,
         "data": data_status(track)[0],
         "data_missing": track.data_missing(),
-        "knobs": dict(track.knobs),
+        "settings": dict(track.settings),
         "other_grids": track.fixed_grid or "defined",
         "models": [
             {"name": spec.name, "role": spec.role, "description": spec.description, "plugin": spec.plugin,
@@ -91,8 +91,8 @@ def tracks(as_json: bool = typer.Option(False, "--json", help="Print machine-rea
         arrow = "↓" if track.direction == "lower" else "↑"
         models = "\n".join(_model_label(track, m.name, m.role, m.plugin) for m in track.models)
         plugin = f"{track.plugin} {track.plugin_version}".strip()
-        knobs = ", ".join(f"{name}={value}" for name, value in track.knobs.items())
-        description = escape(track.description) + (f"\nknobs: {escape(knobs)}" if knobs else "")
+        settings = ", ".join(f"{name}={value}" for name, value in track.settings.items())
+        description = escape(track.description) + (f"\nsettings: {escape(settings)}" if settings else "")
         rows.append((f"[bold]{escape(track.name)}[/]\n[dim]{description}[/]",
                      f"{track.ndim}-d\n{track.default_grid}", f"{escape(track.metric_name)} {arrow}", models,
                      _data_cell(track), escape(plugin)))

@@ -26,10 +26,10 @@ from gridmix.mixers.tokenwise import TokenwiseMixer
 
 
 def build_concentration(dim: int, grid: Grid, *, num_heads: int, causal_axes: Sequence[int] = (),
-                        num_prefix_tokens: int = 0, spectrum: str = "capped", **knobs) -> nn.Module:
-    """:class:`~gridmix.mixers.concentration.layer.ConcentrationMixer` (its keyword arguments are the knobs)."""
+                        num_prefix_tokens: int = 0, spectrum: str = "capped", **mixer_kwargs) -> nn.Module:
+    """:class:`~gridmix.mixers.concentration.layer.ConcentrationMixer` (its keyword arguments are the mixer_kwargs)."""
     return ConcentrationMixer(dim, grid, num_heads=num_heads, causal_axes=causal_axes,
-                              num_prefix_tokens=num_prefix_tokens, spectrum=spectrum, **knobs)
+                              num_prefix_tokens=num_prefix_tokens, spectrum=spectrum, **mixer_kwargs)
 
 
 def build_uncapped(dim: int, grid: Grid, **arguments) -> nn.Module:
@@ -38,10 +38,10 @@ def build_uncapped(dim: int, grid: Grid, **arguments) -> nn.Module:
 
 
 def build_tokenwise(dim: int, grid: Grid, *, num_heads: int, causal_axes: Sequence[int] = (),
-                    num_prefix_tokens: int = 0, **knobs) -> nn.Module:
+                    num_prefix_tokens: int = 0, **mixer_kwargs) -> nn.Module:
     """:class:`~gridmix.mixers.tokenwise.TokenwiseMixer`: ``W_o W_v`` per token, no mixing (causal on any axis)."""
     return TokenwiseMixer(dim, grid, num_heads=num_heads, causal_axes=causal_axes, num_prefix_tokens=num_prefix_tokens,
-                          **knobs)
+                          **mixer_kwargs)
 
 
 def _regrid_concentration(module: nn.Module, grid: Grid) -> nn.Module:

@@ -5,11 +5,11 @@ where the first P tokens are prefix (class or register) tokens and the N grid to
 (the last axis fastest), with ``forward(x, attn_mask=None, is_causal=False)``. A :class:`MixerSpec` registers one
 under a name with its builder
 
-    build(dim, grid, *, num_heads, causal_axes, num_prefix_tokens, **knobs) -> nn.Module
+    build(dim, grid, *, num_heads, causal_axes, num_prefix_tokens, **mixer_kwargs) -> nn.Module
 
 where ``grid`` is a :class:`~gridmix.core.grid.Grid`, ``causal_axes`` the grid axes on which no token may see a later
-one (exactly: a later input has zero gradient), ``num_prefix_tokens`` is P, and ``knobs`` are the builder's own
-keyword arguments (a track's settings, e.g. ``rank=16``). timm's ``Block`` also passes ``qkv_bias``,
+one (exactly: a later input has zero gradient), ``num_prefix_tokens`` is P, and ``mixer_kwargs`` are the builder's
+own keyword arguments (a track sets them per mixer, e.g. ``rank=16``). timm's ``Block`` also passes ``qkv_bias``,
 ``qk_norm``, ``attn_drop``, ``proj_drop``, ``norm_layer``, ``device``, ``dtype`` and others: a builder accepts
 them all (``**kwargs``), builds its parameters on ``device``/``dtype`` where given, and may ignore the rest.
 
@@ -130,9 +130,9 @@ class MixerSpec:
         return None
 
     def layer(self, grid: Grid, *, causal_axes: Sequence[int] = (), num_prefix_tokens: int = 0,
-              **knobs) -> type[nn.Module]:
+              **mixer_kwargs) -> type[nn.Module]:
         """timm's ``attn_layer`` for ``grid``: a class whose call ``cls(dim, num_heads=…, **timm_kwargs)`` builds this
-        mixer (``knobs`` given here win over timm's keyword arguments of the same name); every module it builds
+        mixer (``mixer_kwargs`` given here win over timm's keyword arguments of the same name); every module it builds
         carries this mixer's name in its :data:`MIXER_TAG` attribute."""
         grid, causal_axes, spec = Grid.parse(grid), tuple(causal_axes), self
         reason = self.unfit(grid, causal_axes=causal_axes, num_prefix_tokens=num_prefix_tokens)
@@ -141,7 +141,7 @@ class MixerSpec:
 
         def __new__(cls, dim: int, num_heads: int = 8, **timm_kwargs) -> nn.Module:
             module = spec.build(dim, grid, num_heads=num_heads, causal_axes=causal_axes,
-                                num_prefix_tokens=num_prefix_tokens, **{**timm_kwargs, **knobs})
+                                num_prefix_tokens=num_prefix_tokens, **{**timm_kwargs, **mixer_kwargs})
             setattr(module, MIXER_TAG, spec.name)  # how a trained model's mixers are found again (regrid)
             return module
 

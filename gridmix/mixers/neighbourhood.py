@@ -3,7 +3,7 @@
 Follows Hassani et al. 2023, "Neighborhood Attention Transformer" (NATTEN): on every grid axis a token at
 position ``i`` of an axis of length ``n`` attends to the ``k`` positions ``start … start + k - 1`` with
 ``start = clamp(i - k // 2, 0, n - k)``: the window is centred where it fits and shifted inward at the borders, so
-every token sees exactly ``k`` positions per axis (not a truncated window). ``k`` is the ``kernel_size`` knob (odd;
+every token sees exactly ``k`` positions per axis (not a truncated window). ``k`` is the ``kernel_size`` argument (odd;
 one for all axes or one per axis), clipped to the axis length. The window of a token is the product of its axis
 windows; any grid rank. On a causal axis the window is the ``k`` positions ending at the token,
 ``max(i - k + 1, 0) … i``, so the mixer is exactly causal along any set of axes (causal ``"any"``).

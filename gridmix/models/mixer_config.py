@@ -64,12 +64,13 @@ class MixerConfig:
         if isinstance(self.terms, bool) or not isinstance(self.terms, int) or self.terms < 1:
             raise ValueError(f"MixerConfig terms={self.terms!r}; expected a positive integer")
 
-    def mixer_knobs(self) -> dict:
-        """These settings as builder knobs of the registered ``concentration`` mixers (a track's ``Backbone``)."""
+    def mixer_kwargs(self) -> dict:
+        """This configuration as keyword arguments of the registered ``concentration`` mixers' builder (a track's
+        ``Backbone``)."""
         return dict(rank=self.rank, start=self.start, causal_form=self.causal_form, terms=self.terms)
 
     def attn_layer(self, grid: Grid | Sequence[int]) -> type[nn.Module]:
         """timm's ``attn_layer`` on ``grid``: the registered mixer of this ``kind`` (:data:`KIND_MIXERS`) by its
         :meth:`~gridmix.mixers.contract.MixerSpec.layer`, with these settings (the control takes none)."""
-        knobs = {} if self.kind == "tokenwise" else self.mixer_knobs()
-        return BUILTIN[KIND_MIXERS[self.kind]].layer(grid, causal_axes=self.causal_axes, **knobs)
+        mixer_kwargs = {} if self.kind == "tokenwise" else self.mixer_kwargs()
+        return BUILTIN[KIND_MIXERS[self.kind]].layer(grid, causal_axes=self.causal_axes, **mixer_kwargs)

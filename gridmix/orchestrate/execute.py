@@ -80,7 +80,7 @@ def run_study(planned: PlannedStudy, ledger: Ledger, executor, out: str | Path, 
                    on_resume=callbacks.resume).run()
         finally:
             executor.close()  # the workers are gone before the analyses time anything
-        measure_analyses = planned.scaling and not analyses_stored(ledger, planned.knobs)
+        measure_analyses = planned.scaling and not analyses_stored(ledger, planned.model_kwargs)
         with memory_probe().start() if measure_analyses else contextlib.nullcontext() as probe:
             # the scaling's memory server imports torch on the core the references leave idle
             callbacks.analysis("references")
@@ -88,7 +88,7 @@ def run_study(planned: PlannedStudy, ledger: Ledger, executor, out: str | Path, 
             if measure_analyses:
                 callbacks.analysis("parity and scaling")
                 store_analyses(ledger, planned.track, planned.grid, planned.study.models, planned.study.budget,
-                               planned.knobs, probe=probe)
+                               planned.model_kwargs, probe=probe)
         report = build_report(ledger)
         paths = write_report(report, Path(out))
     outcome = Outcome(report=report, paths=tuple(paths), seconds=time.perf_counter() - started)
@@ -96,13 +96,15 @@ def run_study(planned: PlannedStudy, ledger: Ledger, executor, out: str | Path, 
     return outcome
 
 
-def analyses_stored(ledger: Ledger, knobs: dict) -> bool:
-    """Whether an earlier run of this study stored its parity and scaling for these ``knobs``."""
+def analyses_stored(ledger: Ledger, model_kwargs: dict) -> bool:
+    """Whether an earlier run of this study stored its parity and scaling for these ``model_kwargs``."""
+    from gridmix.analysis.parity import PARITY_KWARGS_KEY
+
     stored = ledger.fetch("analyses")
-    return stored is not None and stored.get("parity", {}).get("knobs") == knobs
+    return stored is not None and stored.get("parity", {}).get(PARITY_KWARGS_KEY) == model_kwargs
 
 
-def store_analyses(ledger: Ledger, track: Track, grid: Grid, names, budget, knobs: dict, *,
+def store_analyses(ledger: Ledger, track: Track, grid: Grid, names, budget, model_kwargs: dict, *,
                    probe: MemoryProbe | None = None) -> None:
     """Parity and scaling, measured and kept in the ledger for ``gridmix report`` (:func:`run_study` skips this when
     :func:`analyses_stored`, so a resumed study measures them once); ``probe``: the
@@ -117,7 +119,7 @@ def store_analyses(ledger: Ledger, track: Track, grid: Grid, names, budget, knob
     grids = [g for g in scaling_grids(grid, count=2 if smoke else 3) if track.supports(g) is None]
     config = ScalingConfig(repeats=2 if smoke else 3, warmup=1)
     analyses = {}
-    measures = (("parity", lambda: parity_report(track, grid, models=names, knobs=knobs)),
+    measures = (("parity", lambda: parity_report(track, grid, models=names, model_kwargs=model_kwargs)),
                 ("scaling", lambda: scale_track(track, grids, models=names, config=config, probe=probe).to_dict()))
     for name, measure in measures:
         try:

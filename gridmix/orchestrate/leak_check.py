@@ -38,7 +38,7 @@ def check_causality(track: Track, names: tuple[str, ...], grid: Grid, mixers: Mi
         if mixer_name is None or mixer_name not in mixers or mixer_name in record["mixers"]:
             continue
         mixer, small = mixers[mixer_name], check_grid(grid, axes)
-        layer = mixer.layer(small, causal_axes=axes, **backbone.mixer_knobs.get(mixer_name, {}))
+        layer = mixer.layer(small, causal_axes=axes, **backbone.mixer_kwargs.get(mixer_name, {}))
         try:
             leak = first_leak(lambda dtype, layer=layer: layer(CHECK_DIM, num_heads=2, qkv_bias=True, dtype=dtype),
                               small, axes, dim=CHECK_DIM)

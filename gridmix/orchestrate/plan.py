@@ -35,14 +35,14 @@ def _ignore(*args) -> None:
 
 @dataclass(frozen=True)
 class PlannedStudy:
-    """A study ready to run: the harness's :class:`Study`, the track and grid it came from, the idea's width knobs
-    (``--match-params``), whether scaling is measured, the output directory ``gridmix run`` uses by default, and
-    the local worker processes that train it (``jobs``, resolved: :func:`resolve_jobs`)."""
+    """A study ready to run: the harness's :class:`Study`, the track and grid it came from, the idea's matched
+    width as ``model_kwargs`` (``--match-params``), whether scaling is measured, the output directory ``gridmix run``
+    uses by default, and the local worker processes that train it (``jobs``, resolved: :func:`resolve_jobs`)."""
 
     study: Study
     track: Track
     grid: Grid
-    knobs: dict = field(default_factory=dict)
+    model_kwargs: dict = field(default_factory=dict)
     scaling: bool = True
     default_out: Path = Path("runs")
     jobs: int = 1
@@ -97,8 +97,9 @@ def choose_models(track: Track, grid: Grid, models: str | tuple[str, ...] | None
     return tuple(kept)
 
 
-def match_knobs(track: Track, grid: Grid, baseline: str, *, note: Callable[[str], None] = _ignore) -> dict:
-    """The idea's width knob set so its parameter count matches ``baseline``'s (within 2%)."""
+def match_width(track: Track, grid: Grid, baseline: str, *, note: Callable[[str], None] = _ignore) -> dict:
+    """The study's ``model_kwargs``: the idea's ``width_knob`` set so its parameter count matches ``baseline``'s
+    (within 2%)."""
     from gridmix.analysis.parity import count_parameters, match_parameters
 
     target = count_parameters(track.model(baseline).build(grid))
@@ -137,10 +138,10 @@ def resolve_jobs(jobs: int | str, threads: int | None, device: str, *, workers_c
 
 
 def choose_settings(track: Track, settings: Mapping[str, object] | None) -> dict:
-    """The track's knob values ``settings`` asks for (text or numbers, :meth:`Track.knob_value`), keeping only those
-    that differ from the track's own: a study at the defaults is the plain one, under the same run keys."""
-    chosen = {name: track.knob_value(name, value) for name, value in (settings or {}).items()}
-    return {name: value for name, value in sorted(chosen.items()) if track.knobs[name] != value}
+    """The track's setting values ``settings`` asks for (text or numbers, :meth:`Track.setting_value`), keeping only
+    those that differ from the track's own: a study at the defaults is the plain one, under the same run keys."""
+    chosen = {name: track.setting_value(name, value) for name, value in (settings or {}).items()}
+    return {name: value for name, value in sorted(chosen.items()) if track.settings[name] != value}
 
 
 def choose_eval_grids(track: Track, grid: Grid, eval_grids: str | Sequence[str], budget, *,
@@ -183,7 +184,7 @@ def plan_study(track: str = "image", grid: str | None = None, *, models: str | t
     ``idea`` (a registered mixer's name) makes that mixer's model the idea, against the track's matched baseline,
     with the mixer's declared ablation and the track's control; ``baselines`` adds registered mixers' models as
     secondary baselines (:func:`gridmix.tracks.mixer_models.choose_mixers`). Without either, the track's own study.
-    ``settings`` sets the track's knobs (``--set NAME=VALUE``; :attr:`Track.knobs`); ``eval_grids`` are the other
+    ``settings`` sets the track's settings (``--set NAME=VALUE``; :attr:`Track.settings`); ``eval_grids`` are the other
     grids every final run's trained model is tested on (``--eval-grids``; :mod:`gridmix.study.transfer`).
     ``seeds``, ``lrs``, ``epochs`` and ``n_train`` change the track's budget; the study records them (the report
     says so) and ``epochs`` and ``n_train`` enter every run's key.
@@ -222,11 +223,11 @@ def plan_study(track: str = "image", grid: str | None = None, *, models: str | t
     plugins = {chosen_track.plugin, *(chosen_track.model(name).plugin for name in names)}
     jobs, run_threads = resolve_jobs(jobs, threads, resolved_device,
                                      workers_can_load=not any(registry.in_process_only(p) for p in plugins))
-    knobs = match_knobs(chosen_track, chosen_grid, match_params, note=note) if match_params else {}
+    model_kwargs = match_width(chosen_track, chosen_grid, match_params, note=note) if match_params else {}
     study = Study(track=chosen_track.name, grid=str(chosen_grid), models=names, idea=chosen_track.idea.name,
                   matched_baseline=chosen_track.matched_baseline, metric_name=chosen_track.metric_name,
                   direction=chosen_track.direction, budget=chosen_budget, device=resolved_device,
-                  threads=run_threads, knobs=knobs, precision=resolved_precision,
+                  threads=run_threads, model_kwargs=model_kwargs, precision=resolved_precision,
                   data=fingerprint(chosen_track, chosen_grid, chosen_budget),
                   roles={name: chosen_track.model(name).role for name in names},
                   chance=chance_level(chosen_track, chosen_grid, chosen_budget.sizes),
@@ -237,12 +238,12 @@ def plan_study(track: str = "image", grid: str | None = None, *, models: str | t
     if aa:
         study = aa_study(study)
         scaling = False  # the copy costs what its original does: nothing to measure
-    knob_part = "".join(f"-{name}{value}" for name, value in chosen_settings.items())
+    settings_part = "".join(f"-{name}{value}" for name, value in chosen_settings.items())
     changed = "".join(f"-{name.replace('_', '')}{overrides[name]}" for name in ("epochs", "n_train")
                       if name in overrides)
-    default_out = Path("runs") / (f"{study.track}-{study.grid}{knob_part}-{chosen_budget.name}{changed}"
+    default_out = Path("runs") / (f"{study.track}-{study.grid}{settings_part}-{chosen_budget.name}{changed}"
                                   f"{'-aa' if aa else ''}")
-    return PlannedStudy(study=study, track=chosen_track, grid=chosen_grid, knobs=knobs, scaling=scaling,
+    return PlannedStudy(study=study, track=chosen_track, grid=chosen_grid, model_kwargs=model_kwargs, scaling=scaling,
                         default_out=default_out, jobs=jobs)
 
 

@@ -3,11 +3,11 @@ report of quality against scale.
 
 ``gridmix sweep --track mqar --over grid=64,128,256 --over embed_dim=32,64`` plans a study (:func:`plan_study`, as
 ``gridmix run`` does, without parity and scaling) at every combination of the swept values: ``grid`` is the study's
-grid, any other name one of the track's knobs (:attr:`gridmix.tracks.Track.knobs`), an unknown one refused in one line
-that lists them. Every point's runs go into the same ledger under their own run keys, so a sweep killed at any point
-resumes where it stopped, a point already trained by a plain ``gridmix run`` (or an earlier sweep) into the same
-directory is reused, not retrained, and the ledger keeps the sweep's document (every point's study spec) for ``gridmix
-report``. The report (:mod:`gridmix.report.sweep_report`) reads the ledger alone.
+grid, any other name one of the track's settings (:attr:`gridmix.tracks.Track.settings`), an unknown one refused in
+one line that lists them. Every point's runs go into the same ledger under their own run keys, so a sweep killed at
+any point resumes where it stopped, a point already trained by a plain ``gridmix run`` (or an earlier sweep) into the
+same directory is reused, not retrained, and the ledger keeps the sweep's document (every point's study spec) for
+``gridmix report``. The report (:mod:`gridmix.report.sweep_report`) reads the ledger alone.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from gridmix.study.harness import Runner, Study
 from gridmix.study.ledger import Ledger
 from gridmix.tracks.plugin_loader import load_registry
 
-GRID = "grid"  # the swept name that is the study's grid, not a track knob
+GRID = "grid"  # the swept name that is the study's grid, not a track setting
 
 
 def _ignore(*args) -> None:
@@ -85,23 +85,23 @@ def plan_sweep(track: str = "mqar", over: Sequence[tuple[str, Sequence[object]]]
                settings: Mapping[str, object] | None = None, note: Callable[[str], None] = _ignore,
                **options) -> PlannedSweep:
     """The sweep ``gridmix sweep`` would run: ``over`` the swept names with their values (``grid`` or the track's
-    knobs), ``grid`` and ``settings`` where a point does not sweep them, ``options`` those of :func:`plan_study`
-    (budget, seeds, models, …). ``ValueError`` in one line for an unknown knob, a name swept twice or set too, fewer
+    settings), ``grid`` and ``settings`` where a point does not sweep them, ``options`` those of :func:`plan_study`
+    (budget, seeds, models, …). ``ValueError`` in one line for an unknown setting, a name swept twice or set too, fewer
     than two values, or a point :func:`plan_study` refuses (naming the point)."""
     base = load_registry().track(track)
     settings = dict(settings or {})
     if not over:
-        raise ValueError(f"a sweep needs --over NAME=V1,V2,…; track {track!r} sweeps grid and its knobs "
-                         f"{', '.join(sorted(base.knobs)) or '(none)'}")
+        raise ValueError(f"a sweep needs --over NAME=V1,V2,…; track {track!r} sweeps grid and its settings "
+                         f"{', '.join(sorted(base.settings)) or '(none)'}")
     swept: list[tuple[str, tuple]] = []
     for name, values in over:
         if name in dict(swept) or name in settings or (name == GRID and grid is not None):
             raise ValueError(f"--over {name}: {name!r} is swept twice or also set (--set, --grid); expected once")
-        converted = tuple(str(Grid.parse(v)) if name == GRID else base.knob_value(name, v) for v in values)
+        converted = tuple(str(Grid.parse(v)) if name == GRID else base.setting_value(name, v) for v in values)
         if len(set(converted)) != len(converted) or len(converted) < 2:
             raise ValueError(f"--over {name}={','.join(map(str, values))}: expected at least two distinct values")
         swept.append((name, converted))
-    choose_settings(base, settings)  # an unknown --set knob is refused before any point is planned
+    choose_settings(base, settings)  # an unknown --set setting is refused before any point is planned
     notes: dict[str, None] = {}
     points = []
     for combination in itertools.product(*(values for _, values in swept)):

@@ -12,7 +12,7 @@ docs/analysis.md defines every figure.
 
 from __future__ import annotations
 
-from gridmix.analysis.parity import parameter_warning
+from gridmix.analysis.parity import PARITY_KWARGS_KEY, parameter_warning
 from gridmix.analysis.verdicts import (
     CAP_REACHED,
     VERDICT_CAP_INACTIVE,
@@ -457,8 +457,8 @@ def _parity_lines(parity: dict | None, report: Report) -> list[str]:
                      f"{fmt(row['flops_ratio'])} times the FLOPs of its matched baseline {matched}.")
         if abs(row["params_ratio"] - 1) > tolerance:
             lines.append(f"- ⚠ {parameter_warning(report.idea, matched, row['params_ratio'], tolerance)}.")
-    if parity.get("knobs"):
-        lines.append(f"- width matched with {parity['knobs']}")
+    if parity.get(PARITY_KWARGS_KEY):
+        lines.append(f"- width matched with {parity[PARITY_KWARGS_KEY]}")
     return lines
 
 

@@ -22,7 +22,7 @@ MIN_EDGE_RATES = 3  # with two rates every choice is an edge: the check needs th
 MIN_OVERFIT_EPOCHS = 3  # "best early, then worse" needs an epoch after the first half: not checked on shorter runs
 EARLY_BEST_FRACTION = 0.1  # a best epoch within the first 10 % of the cap: the tested model barely trained
 MIN_EVAL_ITEMS = 50  # a validation or test split smaller than this is warned about
-CHOSEN = {  # how each kind of reference chose its knobs
+CHOSEN = {  # how each kind of reference chose its parameters
     "forecasting": "Chosen by the track's metric: the season on the training and validation windows; the ridge "
                    "penalty, and its inputs (the windows as the models get them, or each normalised by its own mean "
                    "and spread as the models' RevIN does), on validation. The training mean is the chance level "

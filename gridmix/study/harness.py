@@ -39,6 +39,8 @@ AA_INIT_OFFSET = 500_000  # the copy's initialisation seed is seed + this; its d
 
 # Budget fields that change what a single run computes (seeds / sweep_seeds / lrs only choose which runs exist).
 _RUN_SHAPING = ("epochs", "batch_size", "n_train", "n_val", "n_test", "weight_decay", "warmup_frac")
+# the stored name of model_kwargs in a run's config and a study spec (kept so stored run keys and specs do not change)
+STORED_KWARGS_KEY = "knobs"
 
 
 @dataclass(frozen=True)
@@ -53,11 +55,11 @@ class RunTask:
     budget: Budget
     device: str  # "cpu" or "cuda", already resolved
     threads: int
-    knobs: dict = field(default_factory=dict)
+    model_kwargs: dict = field(default_factory=dict)  # keyword overrides of the model's builder
     precision: str = "fp32"  # or "bf16" / "fp16" mixed precision (gridmix.study.precision), already resolved
     data: str = ""  # the study's data fingerprint (gridmix.study.fingerprint); empty in ledgers written before it
     role: str = ""  # the model's role in the study (``--idea`` can change the track's); not part of the run's key
-    settings: dict = field(default_factory=dict)  # the track's knobs this run sets (Track.knobs), those off default
+    settings: dict = field(default_factory=dict)  # the track's settings this run sets (Track.settings), off default
     eval_grids: tuple[str, ...] = ()  # grids the trained model is also tested on (gridmix.study.transfer); not keyed
     sweep: bool = False  # a sweep run (its seed chooses the learning rate, never enters a comparison); not in the key
 
@@ -73,11 +75,11 @@ class RunTask:
 
     @property
     def config(self) -> dict:
-        config = dict({name: getattr(self.budget, name) for name in _RUN_SHAPING}, knobs=self.knobs,
-                      device=self.device)
+        config = dict({name: getattr(self.budget, name) for name in _RUN_SHAPING},
+                      **{STORED_KWARGS_KEY: self.model_kwargs}, device=self.device)
         if self.precision != "fp32":  # float32 runs keep the keys they had before mixed precision existed
             config["precision"] = self.precision
-        if self.settings:  # the track's own values keep the keys they had before knobs existed
+        if self.settings:  # the track's own values keep the keys they had before settings existed
             config["settings"] = dict(sorted(self.settings.items()))
         return dict(config, data=self.data) if self.data else config
 
@@ -122,7 +124,7 @@ class Study:
     budget: Budget
     device: str
     threads: int
-    knobs: dict = field(default_factory=dict)  # per model name: keyword overrides of its builder
+    model_kwargs: dict = field(default_factory=dict)  # per model name: keyword overrides of its builder
     precision: str = "fp32"  # "bf16" / "fp16": mixed precision (gridmix.study.precision)
     data: dict = field(default_factory=dict)  # gridmix.study.fingerprint.data_fingerprint of the study's data
     roles: dict = field(default_factory=dict)  # per model name: idea / baseline / ablation / control
@@ -132,7 +134,7 @@ class Study:
     fixed_split: bool = False  # Track.fixed_split: the inference is conditional on this one dataset
     first_seed: int = 0  # comparison seeds are first_seed … first_seed + seeds − 1 (another replicate: move it)
     notes: tuple[str, ...] = ()  # what the study leaves out and why (an idea mixer without ablation), for the report
-    settings: dict = field(default_factory=dict)  # the track's knob values off their defaults (Track.knobs)
+    settings: dict = field(default_factory=dict)  # the track's setting values off their defaults (Track.settings)
     eval_grids: tuple[str, ...] = ()  # other grids every final run's trained model is tested on (transfer)
     overrides: dict = field(default_factory=dict)  # budget fields the command line changed (--epochs, …), by name
     min_effect: str | None = None  # the practical threshold (gridmix.analysis.verdicts.MinEffect; None: its default)
@@ -166,7 +168,8 @@ class Study:
         return [SWEEP_SEED_OFFSET + i for i in range(self.budget.sweep_seeds)]
 
     def to_dict(self) -> dict:
-        data = dataclasses.asdict(self)
+        data = {STORED_KWARGS_KEY if name == "model_kwargs" else name: value
+                for name, value in dataclasses.asdict(self).items()}
         # specs of studies without them stay as they were
         for name in ("notes", "settings", "eval_grids", "overrides", "causality"):
             if not data[name]:
@@ -176,6 +179,7 @@ class Study:
     @classmethod
     def from_dict(cls, data: dict) -> Study:
         data = dict(data)
+        data["model_kwargs"] = data.pop(STORED_KWARGS_KEY, {})
         budget = dict(data.pop("budget"))
         budget["lrs"] = tuple(budget["lrs"])
         return cls(**{**data, "models": tuple(data["models"]), "budget": Budget(**budget),
@@ -183,7 +187,7 @@ class Study:
 
     def task(self, model: str, lr: float, seed: int, *, eval_grids: tuple[str, ...] = ()) -> RunTask:
         return RunTask(track=self.track, model=model, grid=self.grid, lr=lr, seed=seed, budget=self.budget,
-                       device=self.device, threads=self.threads, knobs=self.knobs.get(model, {}),
+                       device=self.device, threads=self.threads, model_kwargs=self.model_kwargs.get(model, {}),
                        precision=self.precision, data=self.data.get("hash", ""), role=self.role(model),
                        settings=self.settings, eval_grids=eval_grids, sweep=seed in self.sweep_seeds)
 
@@ -202,7 +206,7 @@ def aa_study(study: Study) -> Study:
     baseline = study.matched_baseline
     copy = baseline + AA_SUFFIX
     return dataclasses.replace(study, models=(copy, baseline), idea=copy, roles={copy: "idea", baseline: "baseline"},
-                               knobs={name: study.knobs.get(baseline, {}) for name in (copy, baseline)})
+                               model_kwargs={name: study.model_kwargs.get(baseline, {}) for name in (copy, baseline)})
 
 
 def versions() -> dict:
@@ -267,14 +271,15 @@ def execute(task: RunTask, *, on_epoch: Callable[[int, float, float], None] | No
             extras = after_training(spec, model, data) if after_training else {}
             if task.eval_grids:
                 extras = dict(extras, transfer=evaluate_transfer(
-                    track, spec, model, grid=task.grid, eval_grids=task.eval_grids, knobs=task.knobs,
+                    track, spec, model, grid=task.grid, eval_grids=task.eval_grids, model_kwargs=task.model_kwargs,
                     data_at=lambda grid: track_data(task, grid), batch_size=task.budget.batch_size * 2,
                     precision=task.precision))
             return extras
 
         result = train_run(track, spec, Grid.parse(task.grid), lr=task.lr, seed=task.seed, init_seed=task.init_seed,
-                           budget=task.budget, data=data, device=resolve_device(task.device), knobs=task.knobs,
-                           precision=task.precision, on_epoch=on_epoch, after_training=analyse)
+                           budget=task.budget, data=data, device=resolve_device(task.device),
+                           model_kwargs=task.model_kwargs, precision=task.precision, on_epoch=on_epoch,
+                           after_training=analyse)
     if result is None:
         return task.failed_row(error, threads=torch.get_num_threads(), versions=versions())
     result.extras["machine"] = cpu_line(cpu_facts())  # the CPU its wall_s was measured on (the report's timings)

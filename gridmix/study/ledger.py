@@ -35,7 +35,7 @@ CREATE TABLE IF NOT EXISTS runs (
     key TEXT PRIMARY KEY,
     track TEXT NOT NULL, model TEXT NOT NULL, grid TEXT NOT NULL,
     lr REAL NOT NULL, seed INTEGER NOT NULL,
-    config TEXT NOT NULL,           -- JSON: budget fields and model knobs that shape the run
+    config TEXT NOT NULL,           -- JSON: budget fields and model_kwargs that shape the run
     status TEXT NOT NULL,           -- ok | diverged | failed
     val_metric REAL, test_metric REAL,
     train_loss TEXT NOT NULL, val_curve TEXT NOT NULL,   -- JSON lists, one entry per epoch
@@ -216,7 +216,7 @@ class Ledger:
         self.put("study", study)
 
     def sweep(self) -> dict | None:
-        """The sweep's document (``gridmix sweep``): its track, the swept knobs and every point's study spec."""
+        """The sweep's document (``gridmix sweep``): its track, the swept settings and every point's study spec."""
         return self.fetch("sweep")
 
     def set_sweep(self, sweep: dict) -> None:

@@ -104,7 +104,7 @@ def adamw(model: torch.nn.Module, *, lr: float, weight_decay: float) -> torch.op
 
 def train_run(track: Track, spec: ModelSpec, grid: Grid, *, lr: float, seed: int, budget: Budget,
               init_seed: int | None = None,
-              data: TrackData, device: torch.device, knobs: dict | None = None, precision: str = "fp32",
+              data: TrackData, device: torch.device, model_kwargs: dict | None = None, precision: str = "fp32",
               on_epoch: Callable[[int, float, float], None] | None = None,
               after_training: Callable[[torch.nn.Module, TrackData], dict] | None = None) -> RunResult:
     """Train ``spec`` on ``data`` (made by ``track`` from ``seed``) and measure it; never raises for a bad run.
@@ -118,7 +118,7 @@ def train_run(track: Track, spec: ModelSpec, grid: Grid, *, lr: float, seed: int
     start = time.perf_counter()
     try:
         torch.manual_seed(seed if init_seed is None else init_seed)
-        model = spec.build(grid, **(knobs or {})).to(device)
+        model = spec.build(grid, **(model_kwargs or {})).to(device)
         optimizer = adamw(model, lr=lr, weight_decay=budget.weight_decay)
         n = len(data.train)
         steps_per_epoch = math.ceil(n / budget.batch_size)

@@ -32,7 +32,7 @@ TRANSFER_MISSING = "missing"  # the report's addition: the seed's run did not fi
 
 
 def evaluate_transfer(track: Track, spec: ModelSpec, model: torch.nn.Module, *, grid: str, eval_grids: tuple[str, ...],
-                      data_at: Callable[[str], TrackData], knobs: dict, batch_size: int, precision: str) -> dict:
+                      data_at: Callable[[str], TrackData], model_kwargs: dict, batch_size: int, precision: str) -> dict:
     """Per grid of ``eval_grids``, the outcome of testing ``model`` (trained on ``grid``) there (module docstring);
     ``data_at(grid)`` makes the track's data on a grid for the run's seed and sizes."""
     from gridmix.tracks.plugin_loader import load_registry
@@ -45,8 +45,8 @@ def evaluate_transfer(track: Track, spec: ModelSpec, model: torch.nn.Module, *, 
         for target in eval_grids:
             try:
                 outcomes[target] = _evaluate(track, spec, model, Grid.parse(grid), Grid.parse(target), data_at,
-                                             regrids=regrids, knobs=knobs, batch_size=batch_size, device=device,
-                                             precision=precision)
+                                             regrids=regrids, model_kwargs=model_kwargs, batch_size=batch_size,
+                                             device=device, precision=precision)
             except CannotRegrid as reason:
                 outcomes[target] = dict(status="cannot", reason=str(reason))
             except Exception as error:  # recorded beside the run's own numbers, which stand
@@ -55,11 +55,11 @@ def evaluate_transfer(track: Track, spec: ModelSpec, model: torch.nn.Module, *, 
 
 
 def _evaluate(track: Track, spec: ModelSpec, model: torch.nn.Module, old: Grid, new: Grid, data_at, *, regrids,
-              knobs: dict, batch_size: int, device: torch.device, precision: str) -> dict:
+              model_kwargs: dict, batch_size: int, device: torch.device, precision: str) -> dict:
     reason = track.fixed_grid or track.supports(new) or spec.supports(new)
     if reason:
         raise CannotRegrid(reason)
-    fresh = spec.build(new, **knobs).to(device)
+    fresh = spec.build(new, **model_kwargs).to(device)
     moved, how = regrid_model(model, fresh, old, new, regrids=regrids)
     test = data_at(str(new)).test
     predictions = predict(moved, test, batch_size=batch_size, device=device, precision=precision)

@@ -32,7 +32,7 @@ from gridmix.tracks.budget import Budget, DataSizes, resolve_budget
 ROLES = ("idea", "baseline", "ablation", "control")
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 SPLIT_NAMES = ("train", "val", "test")
-KNOB_PATTERN = re.compile(r"^[a-z][a-z0-9_]*$")
+SETTING_PATTERN = re.compile(r"^[a-z][a-z0-9_]*$")
 # Track.fixed_grid of a track that does not say whether its task is defined at other grids: transfer is refused there
 UNDECLARED_GRIDS = "it does not declare its task defined at other grids (Track.fixed_grid)"
 
@@ -189,26 +189,27 @@ class Backbone:
     """How a track builds a model around any registered token mixer: its matched baseline's network with the token
     mixer swapped, so every mixer trains in the same network, on the same data and seeds, as attention.
 
-    ``build(grid, attn_layer, **knobs)`` returns the model with ``attn_layer`` (timm's: a class constructed as
-    ``attn_layer(dim, num_heads=…, **timm_kwargs)``) as every block's token mixer; ``knobs`` are the model's own
-    (``width_knob``). Models are named ``f"{prefix}-{mixer}"`` (the mixer's name alone when ``prefix`` is empty)
-    unless the track already offers a model built around that mixer (``ModelSpec.mixer``). ``causal_axes`` and
-    ``num_prefix_tokens`` are what every mixer must serve in this network; ``mixer_knobs`` the builder knobs the
-    track sets per mixer name (e.g. ``{"concentration": {"rank": 16}}``). :meth:`around` is the one way a model is
-    built around a registered mixer, and :meth:`model` declares such a model: every built-in track's models that
-    name a registered mixer, and those the registry adds, are built by it.
+    ``build(grid, attn_layer, **model_kwargs)`` returns the model with ``attn_layer`` (timm's: a class constructed as
+    ``attn_layer(dim, num_heads=…, **timm_kwargs)``) as every block's token mixer; ``model_kwargs`` are the model's own
+    keyword arguments (``width_knob``). Models are named ``f"{prefix}-{mixer}"`` (the mixer's name alone when
+    ``prefix`` is empty) unless the track already offers a model built around that mixer (``ModelSpec.mixer``).
+    ``causal_axes`` and ``num_prefix_tokens`` are what every mixer must serve in this network; ``mixer_kwargs`` the
+    mixer builder's keyword arguments the track sets per mixer name (e.g. ``{"concentration": {"rank": 16}}``).
+    :meth:`around` is the one way a model is built around a registered mixer, and :meth:`model` declares such a
+    model: every built-in track's models that name a registered mixer, and those the registry adds, are built by it.
     """
 
     build: Callable[..., nn.Module]
     prefix: str = ""
     causal_axes: tuple[int, ...] = ()
     num_prefix_tokens: int = 0
-    mixer_knobs: dict[str, dict] = field(default_factory=dict)
+    mixer_kwargs: dict[str, dict] = field(default_factory=dict)
     width_knob: str | None = None
 
     def __post_init__(self) -> None:
         if not callable(self.build):
-            raise ValueError(f"Backbone build is {short(self.build)}; expected a callable (grid, attn_layer, **knobs)")
+            raise ValueError(f"Backbone build is {short(self.build)}; expected a callable "
+                             "(grid, attn_layer, **model_kwargs)")
         if self.prefix and not NAME_PATTERN.match(self.prefix):
             raise ValueError(f"Backbone prefix {self.prefix!r}; expected letters, digits, '-', '_' or '.'")
         if not isinstance(self.causal_axes, tuple) or any(not isinstance(a, int) or a < 0 for a in self.causal_axes):
@@ -218,16 +219,16 @@ class Backbone:
         return f"{self.prefix}-{mixer}" if self.prefix else mixer
 
     def around(self, mixer: MixerSpec) -> Callable[..., nn.Module]:
-        """A model builder ``(grid, **knobs) -> nn.Module``: this network with the registered ``mixer`` as every
+        """A model builder ``(grid, **model_kwargs) -> nn.Module``: this network with the registered ``mixer`` as every
         block's token mixer, built by :meth:`MixerSpec.layer` (so each mixer module carries its name) with this
-        backbone's causal axes, prefix tokens and the knobs it sets for that mixer."""
-        knobs = dict(self.mixer_knobs.get(mixer.name, {}))
+        backbone's causal axes, prefix tokens and the keyword arguments it sets for that mixer."""
+        mixer_kwargs = dict(self.mixer_kwargs.get(mixer.name, {}))
 
-        def build(grid: Grid, **model_knobs) -> nn.Module:
+        def build(grid: Grid, **model_kwargs) -> nn.Module:
             grid = Grid.parse(grid)
             layer = mixer.layer(grid, causal_axes=self.causal_axes, num_prefix_tokens=self.num_prefix_tokens,
-                                **knobs)
-            return self.build(grid, layer, **model_knobs)
+                                **mixer_kwargs)
+            return self.build(grid, layer, **model_kwargs)
 
         return build
 
@@ -301,11 +302,11 @@ class Track:
             accepts makes the same task there, so a model trained on one grid can be tested on another: ``gridmix
             run --eval-grids``); else one line saying why not. The default, :data:`UNDECLARED_GRIDS`, says the
             track has not declared it.
-        knobs: the track's own settings by name, with the values it was built with (e.g. ``{"pairs": 4,
+        settings: the track's settings by name, with the values it was built with (e.g. ``{"pairs": 4,
             "embed_dim": 64}``): what ``gridmix run --set NAME=VALUE`` and ``gridmix sweep --over NAME=…`` change.
-            Integers, floats or strings; ``grid`` is not a knob (it is the study's grid).
-        rebuild: ``rebuild(**knobs) → Track``, the same track built with these knob values (every knob is given);
-            required exactly when ``knobs`` is not empty. :meth:`with_settings` calls it.
+            Integers, floats or strings; ``grid`` is not a setting (it is the study's grid).
+        rebuild: ``rebuild(**settings) → Track``, the same track built with these setting values (every setting is
+            given); required exactly when ``settings`` is not empty. :meth:`with_settings` calls it.
     """
 
     name: str
@@ -335,7 +336,7 @@ class Track:
     backbone: Backbone | None = None
     mixer_models: tuple[ModelSpec, ...] = ()
     fixed_grid: str | None = UNDECLARED_GRIDS
-    knobs: dict[str, int | float | str] = field(default_factory=dict)
+    settings: dict[str, int | float | str] = field(default_factory=dict)
     rebuild: Callable[..., Track] | None = None
 
     @property
@@ -360,7 +361,7 @@ class Track:
         self._check_models()
         self._check_mixer_models()
         self._check_budget_overrides()
-        self._check_knobs()
+        self._check_settings()
 
     @property
     def label(self) -> str:
@@ -449,28 +450,29 @@ class Track:
             except (TypeError, ValueError) as error:
                 raise self._fail(f"budget_overrides[{budget!r}]: {error}") from None
 
-    def _check_knobs(self) -> None:
+    def _check_settings(self) -> None:
         if self.fixed_grid is not None and (not isinstance(self.fixed_grid, str) or not self.fixed_grid):
             raise self._fail(f"fixed_grid {short(self.fixed_grid)}; expected None or a one-line reason")
-        if not isinstance(self.knobs, dict) or any(
-                not isinstance(name, str) or not KNOB_PATTERN.match(name) or name == "grid"
+        if not isinstance(self.settings, dict) or any(
+                not isinstance(name, str) or not SETTING_PATTERN.match(name) or name == "grid"
                 or isinstance(value, bool) or not isinstance(value, (int, float, str))
-                for name, value in self.knobs.items()):
-            raise self._fail(f"knobs {short(self.knobs)}; expected a dict of lower-case names (not 'grid') → "
+                for name, value in self.settings.items()):
+            raise self._fail(f"settings {short(self.settings)}; expected a dict of lower-case names (not 'grid') → "
                              "int, float or str")
-        if (self.rebuild is None) != (not self.knobs) or (self.rebuild is not None and not callable(self.rebuild)):
-            raise self._fail(f"rebuild {short(self.rebuild)} with knobs {sorted(self.knobs)}; expected a callable "
-                             "rebuild(**knobs) exactly when the track has knobs")
+        if (self.rebuild is None) != (not self.settings) or (self.rebuild is not None and not callable(self.rebuild)):
+            raise self._fail(f"rebuild {short(self.rebuild)} with settings {sorted(self.settings)}; expected a "
+                             "callable rebuild(**settings) exactly when the track has settings")
 
-    def knob_value(self, name: str, value: object) -> int | float | str:
-        """``value`` (a command line's text, or a number) as knob ``name`` takes it, in the type of its default;
-        ``ValueError`` in one line for an unknown knob (listing the track's), a value of another type or a float knob's
-        value that is not finite (``inf``, ``nan``). The value's range is the track's to check: :meth:`with_settings`
-        rebuilds the track, whose own checks refuse it (e.g. a backbone's ``embed_dim`` below 1)."""
-        if name not in self.knobs:
-            known = ", ".join(sorted(self.knobs)) or "none"
-            raise ValueError(f"track {self.name!r} has no knob {name!r}; its knobs are {known} (and grid)")
-        default = self.knobs[name]
+    def setting_value(self, name: str, value: object) -> int | float | str:
+        """``value`` (a command line's text, or a number) as setting ``name`` takes it, in the type of its default;
+        ``ValueError`` in one line for an unknown setting (listing the track's), a value of another type or a float
+        setting's value that is not finite (``inf``, ``nan``). The value's range is the track's to check:
+        :meth:`with_settings` rebuilds the track, whose own checks refuse it (e.g. a backbone's ``embed_dim`` below
+        1)."""
+        if name not in self.settings:
+            known = ", ".join(sorted(self.settings)) or "none"
+            raise ValueError(f"track {self.name!r} has no setting {name!r}; its settings are {known} (and grid)")
+        default = self.settings[name]
         kind = type(default)
         converted = None
         if isinstance(value, str) and kind is not str:
@@ -485,23 +487,23 @@ class Track:
         if converted is not None and (kind is not float or math.isfinite(converted)):
             return converted
         finite = "a finite " if kind is float else ""
-        raise ValueError(f"track {self.name!r}: knob {name}={value!r}; expected {finite}{kind.__name__} like its "
+        raise ValueError(f"track {self.name!r}: setting {name}={value!r}; expected {finite}{kind.__name__} like its "
                          f"default {default!r}")
 
     def with_settings(self, settings: dict) -> Track:
-        """The track rebuilt with ``settings`` (knob → value, each converted by :meth:`knob_value`); ``self`` when
-        they are its own values. ``ValueError`` in one line for an unknown knob or a value the plugin refuses."""
-        values = {**self.knobs, **{name: self.knob_value(name, value) for name, value in settings.items()}}
-        if values == self.knobs:
+        """The track rebuilt with ``settings`` (name → value, each converted by :meth:`setting_value`); ``self`` when
+        they are its own values. ``ValueError`` in one line for an unknown setting or a value the plugin refuses."""
+        values = {**self.settings, **{name: self.setting_value(name, value) for name, value in settings.items()}}
+        if values == self.settings:
             return self
         try:
             rebuilt = self.rebuild(**values)
         except (TypeError, ValueError) as error:
-            changed = ", ".join(f"{k}={v!r}" for k, v in values.items() if self.knobs[k] != v)
+            changed = ", ".join(f"{k}={v!r}" for k, v in values.items() if self.settings[k] != v)
             raise ValueError(f"track {self.name!r} with {changed}: {error}") from None
-        if not isinstance(rebuilt, Track) or rebuilt.name != self.name or rebuilt.knobs != values:
+        if not isinstance(rebuilt, Track) or rebuilt.name != self.name or rebuilt.settings != values:
             raise self._fail(f"rebuild(**{values}) returned {short(rebuilt)}; expected track {self.name!r} with "
-                             "those knobs")
+                             "those settings")
         return rebuilt
 
     def budget(self, name: str, **command_line) -> Budget:

@@ -74,8 +74,8 @@ class Registry:
     mixers: MixerTable = field(default_factory=MixerTable)
 
     def track(self, name: str, settings: Mapping[str, object] | None = None) -> Track:
-        """The track called ``name``, rebuilt with ``settings`` (its knobs' values, :meth:`Track.with_settings`) when
-        given; ``ValueError`` with close matches and the installed names for an unknown name.
+        """The track called ``name``, rebuilt with ``settings`` (its settings' values, :meth:`Track.with_settings`)
+        when given; ``ValueError`` with close matches and the installed names for an unknown name.
 
         When a broken plugin has that name (the built-in file-based tracks are named like their plugins),
         the error is the plugin's own, e.g. the bad row of the user's CSV file.
@@ -94,8 +94,8 @@ class Registry:
         return any(info.name == plugin and not info.distribution for info in self.plugins)
 
     def _rebuilt(self, track: Track, settings: Mapping[str, object]) -> Track:
-        """``track`` with other knob values, as the registry hands tracks out: stamped with its plugin, with the models
-        other plugins added to it (as they are) and a model around every registered mixer."""
+        """``track`` with other setting values, as the registry hands tracks out: stamped with its plugin, with the
+        models other plugins added to it (as they are) and a model around every registered mixer."""
         rebuilt = track.with_settings(dict(settings))
         if rebuilt is track:
             return track
@@ -126,12 +126,12 @@ def load_registry(*, refresh: bool = False, extra_plugins: Iterable[object] = ()
 
 
 def mixer_layer(mixer: str, grid: GridLike, *, causal_axes: Sequence[int] = (), num_prefix_tokens: int = 0,
-                **knobs) -> type[nn.Module]:
+                **mixer_kwargs) -> type[nn.Module]:
     """timm's ``attn_layer`` for the registered ``mixer`` on ``grid`` (``mixer_layer("concentration", "8x8",
     rank=8)``): its :meth:`~gridmix.mixers.contract.MixerSpec.layer`, the one way from a registered mixer to a
     model, so every module it builds carries the mixer's name."""
     return load_registry().mixers[mixer].layer(grid, causal_axes=causal_axes, num_prefix_tokens=num_prefix_tokens,
-                                               **knobs)
+                                               **mixer_kwargs)
 
 
 def build_registry(*, extra_plugins: Iterable[object] = (), environ: Mapping[str, str]) -> Registry:

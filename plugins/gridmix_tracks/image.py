@@ -86,12 +86,12 @@ MIN_SIDE = 8
 # The same 384 steps on 3072 fresh samples (1 epoch) did worse in the pilot (module docstring).
 BUDGET_OVERRIDES = {"default": {"n_train": 1024, "n_val": 256, "n_test": 1024, "epochs": 3, "batch_size": 8,
                                 "sweep_seeds": 1, "lrs": (1e-3, 3e-3, 1e-2)}}
-DEFAULT_MODELS = ("vit-concentration", "vit", "vit-concentration-uncapped", "vit-nomix")
+DEFAULT_MODELS = ("vit-concentration", "vit", "vit-concentration-uncapped", "vit-tokenwise")
 
 
 @dataclass(frozen=True)
 class SameTintTask:
-    """Knobs of the synthetic task (the defaults are calibrated; see the module docstring)."""
+    """Settings of the synthetic task (the defaults are calibrated; see the module docstring)."""
 
     noise: float = 1.0  # per-pixel Gaussian noise
     tints: tuple[float, float] = (0.5, 1.0)  # tint magnitudes are uniform in this range, signs fair coins
@@ -134,9 +134,9 @@ class ImageModels:
 
     def backbone_spec(self) -> Backbone:
         """How the track builds a model around a registered mixer: this ViT, the mixer as ``attn_layer``."""
-        knobs = self.mixer.mixer_knobs()
+        kwargs = self.mixer.mixer_kwargs()
         return Backbone(self.vit_with, prefix="vit", width_knob="mlp_ratio",
-                        mixer_knobs={"concentration": knobs, "concentration-uncapped": knobs})
+                        mixer_kwargs={"concentration": kwargs, "concentration-uncapped": kwargs})
 
     def mlp_mixer(self, grid: Grid, *, mlp_ratio: float | None = None) -> torch.nn.Module:
         return build_mlp_mixer(grid, in_chans=self.in_chans, num_outputs=self.num_classes,
@@ -160,7 +160,7 @@ class ImageModels:
                                   f"channel MLP x{b.mlp_ratio:g})"),
             model("vit-concentration-uncapped", BUILTIN["concentration-uncapped"], role="ablation",
                   description="the idea without its eigenvalue cap (softplus eigenvalues), same everything else"),
-            model("vit-nomix", BUILTIN["tokenwise"], role="control",
+            model("vit-tokenwise", BUILTIN["tokenwise"], role="control",
                   description="the same ViT with no token mixing (TokenwiseMixer: W_o W_v per token)"),
         )
 
@@ -174,7 +174,7 @@ def grid_supported(grid: Grid) -> str | None:
 
 def make_track(task: SameTintTask = SameTintTask(), start: str = "mean",
                backbone: BackboneConfig = ImageModels.backbone) -> Track:
-    """The ``image`` track with the given task knobs; its knobs (``--set``, ``gridmix sweep --over``) are the
+    """The ``image`` track with the given task settings; its settings (``--set``, ``gridmix sweep --over``) are the
     models' ``embed_dim`` and ``depth``. The task is the same on every grid it supports (the square's side is a
     fraction of the grid's), so a model trained on one grid can be tested on another."""
 
@@ -205,7 +205,7 @@ def make_track(task: SameTintTask = SameTintTask(), start: str = "mean",
         ceiling=binary_entropy(task.label_noise),
         supports=grid_supported,
         fixed_grid=None,
-        knobs=dict(embed_dim=backbone.embed_dim, depth=backbone.depth),
+        settings=dict(embed_dim=backbone.embed_dim, depth=backbone.depth),
         rebuild=rebuild,
     )
 

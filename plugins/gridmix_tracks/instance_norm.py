@@ -32,9 +32,9 @@ class RevIN(nn.Module):
 
 
 def with_instance_norm(specs: tuple[ModelSpec, ...]) -> tuple[ModelSpec, ...]:
-    """The same models, each built inside :class:`RevIN` (width knobs pass through)."""
+    """The same models, each built inside :class:`RevIN` (their keyword arguments pass through)."""
     def wrap(spec: ModelSpec) -> ModelSpec:
-        return dataclasses.replace(spec, build=lambda grid, **knobs: RevIN(spec.build(grid, **knobs)),
+        return dataclasses.replace(spec, build=lambda grid, **model_kwargs: RevIN(spec.build(grid, **model_kwargs)),
                                    description=f"{spec.description}; inputs instance-normalised per window (RevIN)")
 
     return tuple(wrap(spec) for spec in specs)
@@ -42,5 +42,5 @@ def with_instance_norm(specs: tuple[ModelSpec, ...]) -> tuple[ModelSpec, ...]:
 
 def backbone_with_instance_norm(backbone: Backbone) -> Backbone:
     """The same backbone, every model it builds inside :class:`RevIN` (as :func:`with_instance_norm` its specs)."""
-    return dataclasses.replace(backbone, build=lambda grid, attn_layer, **knobs: RevIN(backbone.build(grid, attn_layer,
-                                                                                                       **knobs)))
+    return dataclasses.replace(backbone, build=lambda grid, attn_layer, **model_kwargs: RevIN(
+        backbone.build(grid, attn_layer, **model_kwargs)))

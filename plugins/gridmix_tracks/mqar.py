@@ -17,13 +17,13 @@ embedding, learned positions, blocks, norm, a next-token head at every position;
 - ``transformer-concentration``: :class:`gridmix.ConcentrationMixer` with the sequence axis causal
   (the idea; its causal Toeplitz factor, :mod:`gridmix.mixers.concentration.ops.causal`, started flat:
   ``start="global"``);
-- ``transformer-concentration-uncapped`` (ablation) and ``transformer-nomix`` (control).
+- ``transformer-concentration-uncapped`` (ablation) and ``transformer-tokenwise`` (control).
 
 Metric: answer accuracy, higher is better (chance ``2 / vocab`` = 1/32, a uniform guess among the values;
 ceiling 1); ``make_track(metric="cross-entropy")`` gives the answers' cross-entropy in nats instead (chance
-``log(vocab / 2)``, ceiling 0). Difficulty knobs: :class:`RecallTask` (vocabulary, pairs, queries) and the
+``log(vocab / 2)``, ceiling 0). Difficulty settings: :class:`RecallTask` (vocabulary, pairs, queries) and the
 sequence length ``--grid`` (default 32; e.g. ``--grid 256``); with the models' width and depth they are the track's
-knobs (``--set pairs=8``, ``gridmix sweep --over grid=64,128,256``).
+settings (``--set pairs=8``, ``gridmix sweep --over grid=64,128,256``).
 
 Calibration (default budget: 2,048 training sequences, 20 epochs, batch 32, lr 3e-3 and weight decay 0.5 for every
 arm, no sweep, 2,048 test sequences = 8,192 answers; 4 pairs, 4 queries, vocabulary 64, grid 32). The default
@@ -106,7 +106,7 @@ BUDGET_OVERRIDES = {"default": {"n_train": 2048, "epochs": 14, "n_test": 2048, "
 
 @dataclass(frozen=True)
 class RecallTask:
-    """Knobs of the recall task: vocabulary, key–value pairs per sequence, queries per sequence."""
+    """Settings of the recall task: vocabulary, key–value pairs per sequence, queries per sequence."""
 
     vocab: int = 64
     pairs: int = 4
@@ -208,9 +208,10 @@ class RecallModels:
 
     def backbone_spec(self) -> Backbone:
         """How the track builds ``transformer-<mixer>`` for every registered mixer that is causal on axis 0."""
-        knobs = self.mixer.mixer_knobs()
+        kwargs = self.mixer.mixer_kwargs()
         return Backbone(self.with_mixer, prefix="transformer", causal_axes=self.mixer.causal_axes,
-                        width_knob="mlp_ratio", mixer_knobs={"concentration": knobs, "concentration-uncapped": knobs})
+                        width_knob="mlp_ratio",
+                        mixer_kwargs={"concentration": kwargs, "concentration-uncapped": kwargs})
 
     def specs(self) -> tuple[ModelSpec, ...]:
         """The track's models, each built around a registered mixer (``Backbone.model``)."""
@@ -222,17 +223,17 @@ class RecallModels:
                   description="the same transformer with ConcentrationMixer, sequence axis causal, as token mixer"),
             model("transformer-concentration-uncapped", BUILTIN["concentration-uncapped"], role="ablation",
                   description="the idea without its eigenvalue cap (ablation)"),
-            model("transformer-nomix", BUILTIN["tokenwise"], role="control",
+            model("transformer-tokenwise", BUILTIN["tokenwise"], role="control",
                   description="the same transformer with no token mixing (TokenwiseMixer; control)"),
         )
 
 
 def make_track(task: RecallTask = RecallTask(), *, metric: str = "accuracy",
                backbone: BackboneConfig = RecallModels.backbone) -> Track:
-    """The ``mqar`` track with the given task knobs; ``metric`` ``"accuracy"`` (higher is better; chance: a uniform
+    """The ``mqar`` track with the given task settings; ``metric`` ``"accuracy"`` (higher is better; chance: a uniform
     guess among the ``vocab // 2`` values, ``2 / vocab``) or ``"cross-entropy"`` (lower; chance ``log(vocab / 2)``).
 
-    Its knobs (``gridmix run --set``, ``gridmix sweep --over``): the models' ``embed_dim`` and ``depth``, and the
+    Its settings (``gridmix run --set``, ``gridmix sweep --over``): the models' ``embed_dim`` and ``depth``, and the
     task's ``pairs``, ``queries`` and ``vocab``; the sequence length is the grid. The task is the same at every
     length it supports (more filler between the queries), so a model trained at one length can be tested at another.
     """
@@ -272,7 +273,7 @@ def make_track(task: RecallTask = RecallTask(), *, metric: str = "accuracy",
         budget_overrides=BUDGET_OVERRIDES,
         supports=supports,
         fixed_grid=None,
-        knobs=dict(embed_dim=backbone.embed_dim, depth=backbone.depth, pairs=task.pairs, queries=task.queries,
+        settings=dict(embed_dim=backbone.embed_dim, depth=backbone.depth, pairs=task.pairs, queries=task.queries,
                    vocab=task.vocab),
         rebuild=rebuild,
     )

@@ -100,7 +100,7 @@ MACKEY_GLASS = {"tau": 17, "burn_in": 300, "stride": 2, "mean": 0.92, "std": 0.2
 
 @dataclass(frozen=True)
 class ForecastTask:
-    """Knobs of the synthetic forecasting task."""
+    """Settings of the synthetic forecasting task."""
 
     horizon: int = HORIZON
     noise: float = 0.1  # observation noise, on inputs and targets alike
@@ -179,9 +179,9 @@ class SequenceModels:
 
     def backbone_spec(self) -> Backbone:
         """How the track builds ``transformer-<mixer>`` for every registered mixer."""
-        knobs = self.mixer.mixer_knobs()
+        kwargs = self.mixer.mixer_kwargs()
         return Backbone(self.transformer_with, prefix="transformer", width_knob="mlp_ratio",
-                        mixer_knobs={"concentration": knobs, "concentration-uncapped": knobs})
+                        mixer_kwargs={"concentration": kwargs, "concentration-uncapped": kwargs})
 
     def specs(self) -> tuple[ModelSpec, ...]:
         """The track's models, each built around a registered mixer (``Backbone.model``)."""
@@ -193,7 +193,7 @@ class SequenceModels:
                   description=f"the same transformer with ConcentrationMixer (rank {self.mixer.rank}) as token mixer"),
             model("transformer-concentration-uncapped", BUILTIN["concentration-uncapped"], role="ablation",
                   description="the idea without its eigenvalue cap (softplus eigenvalues), same everything else"),
-            model("transformer-nomix", BUILTIN["tokenwise"], role="control",
+            model("transformer-tokenwise", BUILTIN["tokenwise"], role="control",
                   description="the same transformer with no token mixing (TokenwiseMixer: W_o W_v per token)"),
         )
 
@@ -204,7 +204,7 @@ def context_supported(grid: Grid) -> str | None:
 
 
 def make_track(task: ForecastTask = ForecastTask()) -> Track:
-    """The ``sequence`` track with the given task knobs."""
+    """The ``sequence`` track with the given task settings."""
 
     def make_data(grid: Grid, seed: int, sizes: DataSizes) -> TrackData:
         return generated_data(lambda rng, n: task.generate(rng, n, grid[0]), seed=seed, sizes=sizes, task="sequence")

@@ -11,9 +11,9 @@ The split is fixed per dataset: test is the dataset's own test set, validation a
 set (the same for every seed), training the rest; seeds vary only initialisation and order. Each split is
 capped at the budget's sizes (the first samples of a fixed permutation, so a smaller budget sees a subset).
 
-Patch size is a knob (``GRIDMIX_PATCH``, default 4): an image is resized to ``grid × patch`` pixels and each
-``patch × patch`` block becomes one token with ``channels · patch²`` features (space-to-depth), so CIFAR's
-32x32 pixels are an 8x8 grid. Channels are standardised with the training split's statistics.
+The patch size comes from the environment (``GRIDMIX_PATCH``, default 4): an image is resized to ``grid × patch``
+pixels and each ``patch × patch`` block becomes one token with ``channels · patch²`` features (space-to-depth), so
+CIFAR's 32x32 pixels are an 8x8 grid. Channels are standardised with the training split's statistics.
 
 Shape legend:
     S: samples; C: image channels; p: patch; H, W: the grid; inputs (S, C·p², H, W) float32, targets (S,) int64

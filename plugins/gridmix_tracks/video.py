@@ -106,12 +106,12 @@ MIN_FRAMES, MIN_SIDE = 3, 4
 # Divided attention is left out of the default run for time (``--models`` still reaches it).
 BUDGET_OVERRIDES = {"default": {"n_train": 1024, "n_val": 256, "n_test": 1024, "epochs": 6, "batch_size": 8,
                                 "lrs": (5e-4, 1e-3, 2e-3), "sweep_seeds": 1}}
-DEFAULT_MODELS = ("concentration", "dense-attention", "concentration-uncapped", "nomix")
+DEFAULT_MODELS = ("concentration", "dense-attention", "concentration-uncapped", "tokenwise")
 
 
 @dataclass(frozen=True)
 class CutTask:
-    """Knobs of the synthetic cut task (the defaults are calibrated; see the module docstring)."""
+    """Settings of the synthetic cut task (the defaults are calibrated; see the module docstring)."""
 
     noise: float = 1.0  # per-pixel Gaussian noise
     tints: tuple[float, float] = (0.5, 1.0)  # tint magnitudes are uniform in this range, signs fair coins
@@ -163,9 +163,9 @@ class VideoModels:
 
     def backbone_spec(self) -> Backbone:
         """How the track builds a model around a registered mixer, named as the mixer (``global-filter``)."""
-        knobs = self.mixer.mixer_knobs()
+        kwargs = self.mixer.mixer_kwargs()
         return Backbone(self.with_mixer, width_knob="mlp_ratio",
-                        mixer_knobs={"concentration": knobs, "concentration-uncapped": knobs})
+                        mixer_kwargs={"concentration": kwargs, "concentration-uncapped": kwargs})
 
     def specs(self) -> tuple[ModelSpec, ...]:
         """The track's models, each built around a registered mixer (``Backbone.model``)."""
@@ -181,7 +181,7 @@ class VideoModels:
                               "symmetric) as token mixer"),
             model("concentration-uncapped", BUILTIN["concentration-uncapped"], role="ablation",
                   description="the idea without its eigenvalue cap (softplus eigenvalues), same everything else"),
-            model("nomix", BUILTIN["tokenwise"], role="control",
+            model("tokenwise", BUILTIN["tokenwise"], role="control",
                   description="the same network with no token mixing (TokenwiseMixer: W_o W_v per token)"),
         )
 
@@ -195,7 +195,7 @@ def grid_supported(grid: Grid) -> str | None:
 
 
 def make_track(task: CutTask = CutTask(), start: str | tuple[str, ...] = "global") -> Track:
-    """The ``video`` track with the given task knobs."""
+    """The ``video`` track with the given task settings."""
 
     def make_data(grid: Grid, seed: int, sizes: DataSizes) -> TrackData:
         return generated_data(lambda rng, n: task.generate(rng, n, grid), seed=seed, sizes=sizes, task="video")

@@ -43,8 +43,8 @@ class DepthwiseConvMixer(nn.Module):
 def with_conv_mixer(build: Callable[..., nn.Module]) -> Callable[..., nn.Module]:
     """A builder: the model ``build`` makes, with every ViT block's attention replaced by the conv mixer."""
 
-    def build_conv(grid: Grid, **knobs) -> nn.Module:
-        model = build(grid, **knobs)
+    def build_conv(grid: Grid, **model_kwargs) -> nn.Module:
+        model = build(grid, **model_kwargs)
         vits = [module for module in model.modules() if isinstance(module, VisionTransformer)]
         if not vits:
             raise ValueError(f"vit-dwconv needs a timm VisionTransformer inside the matched baseline; "

@@ -70,7 +70,7 @@ def vit_uncapped(grid: Grid, *, mlp_ratio: float = BACKBONE.mlp_ratio) -> nn.Mod
     return vit_concentration(grid, mlp_ratio=mlp_ratio, kind="uncapped")
 
 
-def vit_nomix(grid: Grid, *, mlp_ratio: float = BACKBONE.mlp_ratio) -> nn.Module:
+def vit_tokenwise(grid: Grid, *, mlp_ratio: float = BACKBONE.mlp_ratio) -> nn.Module:
     """The control: the same ViT without token mixing."""
     return vit_concentration(grid, mlp_ratio=mlp_ratio, kind="tokenwise")
 
@@ -92,7 +92,7 @@ def heat_track() -> Track:
                       description="the same ViT with ConcentrationMixer as attn_layer"),
             ModelSpec("vit-concentration-uncapped", vit_uncapped, role="ablation",
                       description="the idea without its eigenvalue cap (softplus eigenvalues)"),
-            ModelSpec("vit-nomix", vit_nomix, role="control", description="the same ViT with no token mixing"),
+            ModelSpec("vit-tokenwise", vit_tokenwise, role="control", description="the same ViT with no token mixing"),
         ),
         matched_baseline="vit",
         budget_overrides={"smoke": {"epochs": 3}},

@@ -42,7 +42,7 @@ def semiseparable_mode_product(x: torch.Tensor, log_decays: torch.Tensor, weight
     ``x``: (…, n at ``axis``, …, h, c); ``log_decays`` (``log λ``, negative) and ``weights`` (``w``): (h, r).
     Returns ``x``'s shape and dtype. Where :func:`gridmix.mixers.concentration.ops.semiseparable_native.native_applies`
     (float32 on the CPU, the native switch on) the fused recurrence runs; otherwise the chunked scan in torch ops
-    (:func:`torch_mode_product`), whose knobs are ``chunk`` (positions per chunk), ``group`` (chunks per group of
+    (:func:`torch_mode_product`), whose parameters are ``chunk`` (positions per chunk), ``group`` (chunks per group of
     the carry, ≥ 2) and ``piece`` (about how many values of the padded (h, R, L) tensor go through the scan at a
     time: whole rows, at least one). Both are exactly causal (module docstrings).
     """
