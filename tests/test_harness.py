@@ -29,6 +29,17 @@ def study(models=("fake-mixer", "fake-attention", "fake-fragile"), budget=BUDGET
                  metric_name="test MSE", direction="lower", budget=budget, device="cpu", threads=1)
 
 
+def test_model_kwargs_keep_their_stored_name_in_run_keys_and_study_specs():
+    """Ledgers written before model_kwargs had that name stay readable, and their runs keep their keys."""
+    spec = dataclasses.replace(study(), model_kwargs={"fake-mixer": {"dim": 4}})
+    config = spec.task("fake-mixer", 1e-3, 0).config
+    assert config["knobs"] == {"dim": 4} and "model_kwargs" not in config
+    stored = json.loads(json.dumps(spec.to_dict()))
+    assert stored["knobs"] == {"fake-mixer": {"dim": 4}} and "model_kwargs" not in stored
+    assert list(stored).index("knobs") == list(stored).index("threads") + 1  # where the field has always been
+    assert Study.from_dict(stored) == spec
+
+
 class CountingExecutor(InProcessExecutor):
     def __init__(self, stop_after=None):
         super().__init__(after_training=idea_mechanism)  # as gridmix run hands it in

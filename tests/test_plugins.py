@@ -313,6 +313,21 @@ def test_malformed_models_built_in_a_hook_name_the_plugin(clean_env):
     assert [m.name for m in registry.track("tiny").models] == ["base", "idea"]
 
 
+def test_a_track_built_with_a_field_it_lacks_is_refused_in_one_line_listing_its_fields(clean_env):
+    clean_env.setenv(DISABLE_AUTOLOAD_ENV, "1")
+    old_name = plugin("old-name", gridmix_tracks=lambda: [tiny_track(knobs={"dim": 8})])
+    misspelt = plugin("misspelt", gridmix_tracks=lambda: [tiny_track(models=(ModelSpec("base", print),
+                                                                              ModelSpec("i", print, rol="idea")))])
+    registry = load_registry(refresh=True, extra_plugins=[old_name, misspelt])
+    errors = {broken.name: broken.error for broken in registry.broken}
+    fields = ", ".join(field.name for field in dataclasses.fields(Track))
+    assert errors["old-name"] == f"TypeError: gridmix.Track has no field 'knobs'; its fields: {fields}"
+    assert "settings, rebuild" in errors["old-name"] and "\n" not in errors["old-name"]
+    assert errors["misspelt"].startswith("TypeError: gridmix.ModelSpec has no field 'rol'; did you mean 'role'? "
+                                         "its fields: name, build, role,")
+    assert registry.tracks == {}
+
+
 def test_did_you_mean_suggests_the_closest_known_name_or_only_separates():
     assert did_you_mean("imag", ["image", "video"]) == "; did you mean 'image'?"
     assert did_you_mean("xyz", ["image", "video"]) == ";"  # the list of known names follows it

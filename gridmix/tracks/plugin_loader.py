@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
@@ -38,12 +39,15 @@ from gridmix.core.grid import Grid, GridLike
 from gridmix.core.suggest import did_you_mean
 from gridmix.mixers.contract import MixerSpec, MixerTable
 from gridmix.tracks import hookspecs
-from gridmix.tracks.contract import ContractError, ModelSpec, Track, TrackData, short
+from gridmix.tracks.contract import Backbone, ContractError, ModelSpec, Track, TrackData, short
 from gridmix.tracks.mixer_models import with_mixer_models
 
 DISABLE_AUTOLOAD_ENV = "GRIDMIX_DISABLE_PLUGIN_AUTOLOAD"
 ALLOW_ENV = "GRIDMIX_PLUGINS"
 BUILTIN_DISTRIBUTION = "gridmix"
+# the classes a plugin builds, and the TypeError a dataclass raises for a keyword it has no field for
+CONTRACT_CLASSES = {cls.__name__: cls for cls in (Track, ModelSpec, Backbone, MixerSpec)}
+_UNKNOWN_FIELD = re.compile(r"^(\w+)\.__init__\(\) got an unexpected keyword argument '(\w+)'$")
 
 
 @dataclass(frozen=True)
@@ -231,7 +235,18 @@ def _broken(info: PluginInfo, error: BaseException) -> BrokenPlugin:
     """``info``'s plugin failed with ``error``; a track or model it built that broke the contract names it."""
     if isinstance(error, ContractError):  # raised while the plugin's own code built the object: blame that plugin
         error = ValueError(error.blaming(info.name))
-    return BrokenPlugin(info.name, _one_line(error), info.version)
+    return BrokenPlugin(info.name, _one_line(_unknown_field(error)), info.version)
+
+
+def _unknown_field(error: BaseException) -> BaseException:
+    """``error``, or for a contract class built with a keyword it has no field for (a renamed field such as
+    ``Track(knobs=…)``, now ``settings``, or a misspelled one) a ``TypeError`` that lists the fields it has."""
+    match = _UNKNOWN_FIELD.match(str(error)) if isinstance(error, TypeError) else None
+    if match is None or match[1] not in CONTRACT_CLASSES:
+        return error
+    fields = [f.name for f in dataclasses.fields(CONTRACT_CLASSES[match[1]]) if f.init]
+    return TypeError(f"gridmix.{match[1]} has no field {match[2]!r}{did_you_mean(match[2], fields)} its fields: "
+                     f"{', '.join(fields)}")
 
 
 # ---------------------------------------------------------------- loading
