@@ -239,8 +239,8 @@ def _broken(info: PluginInfo, error: BaseException) -> BrokenPlugin:
 
 
 def _unknown_field(error: BaseException) -> BaseException:
-    """``error``, or for a contract class built with a keyword it has no field for (a renamed field such as
-    ``Track(knobs=…)``, now ``settings``, or a misspelled one) a ``TypeError`` that lists the fields it has."""
+    """``error``, or for a contract class built with a keyword it has no field for (a misspelt field, or a
+    field's former name) a ``TypeError`` that lists the fields it has."""
     match = _UNKNOWN_FIELD.match(str(error)) if isinstance(error, TypeError) else None
     if match is None or match[1] not in CONTRACT_CLASSES:
         return error
