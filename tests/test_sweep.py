@@ -1,6 +1,6 @@
 """``gridmix sweep``: on the fake track every point's numbers are a separate plain run's, a point a plain run already
-trained into the directory is reused, an interrupted sweep resumes without retraining finished points, an unknown setting
-is refused in one line, and the verdict's transitions are read off the points as defined."""
+trained into the directory is reused, an interrupted sweep resumes without retraining finished points, an unknown
+setting is refused in one line, and the verdict's transitions are read off the points as defined."""
 
 from __future__ import annotations
 
