@@ -57,7 +57,7 @@ def test_a_failing_plot_or_renderer_never_costs_report_md(tmp_path, monkeypatch)
     def broken(*args, **kwargs):
         raise RuntimeError("no backend")
 
-    monkeypatch.setattr(report_plots, "plot_sweep", broken)
+    monkeypatch.setattr(report_plots, "figure_sweep", broken)
     assert CliRunner().invoke(app, ["report", str(out)]).exit_code == 0
     assert json.loads((out / "bench_report.json").read_text())["plot_errors"] == [
         "sweep plot: RuntimeError: no backend"]

@@ -147,6 +147,13 @@ def test_refusals_common_to_all(name):
         module(tokens((3, 4)), is_causal=True)
 
 
+@pytest.mark.parametrize("name", ["neighbourhood", "axial"])
+def test_an_axis_the_grid_lacks_is_refused_in_s4nds_words(name):
+    """One rule reads every mixer's causal axes: the same one-line error, naming the axis range inclusively."""
+    with pytest.raises(ValueError, match=r"causal axis 2 for the 2-d grid 3x4; expected an integer in \[-2, 1\]$"):
+        build(name, (3, 4), causal_axes=(2,))
+
+
 @pytest.mark.parametrize("name", ["axial", "divided", "linear"])
 def test_refusals_of_prefix_tokens(name):
     causal_axes = (0,) if name == "linear" else ()  # linear attention refuses prefix tokens in its causal form only

@@ -28,16 +28,18 @@ def machine_summary() -> dict:
 @app.command("info")
 def info(as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON, not text.")) -> None:
     """Show the versions, the CPU, the torch threads and how the native kernels were built (vector ISA, OpenMP)."""
+    summary = machine_summary()
+    typer.echo(json.dumps(summary, indent=2) if as_json else machine_text(summary))
+
+
+def machine_text(summary: dict) -> str:
+    """:func:`machine_summary`'s facts as ``gridmix info`` prints them: versions, CPU, then the native build."""
     from gridmix.mixers.concentration.ops.native_build import describe
 
-    summary = machine_summary()
-    if as_json:
-        typer.echo(json.dumps(summary, indent=2))
-        return
-    typer.echo(f"gridmix {summary['gridmix']}, torch {summary['torch']}, Python {summary['python']}")
     model = f", {summary['cpu_model']}" if summary["cpu_model"] else ""
-    typer.echo(f"CPU: {summary['cpu']} ({summary['machine']}{model}), vector ISA {summary['cpu_isa']}; "
-               f"torch's CPU kernels {summary['torch_cpu_capability']}, {summary['torch_threads']} torch threads")
+    lines = [f"gridmix {summary['gridmix']}, torch {summary['torch']}, Python {summary['python']}",
+             f"CPU: {summary['cpu']} ({summary['machine']}{model}), vector ISA {summary['cpu_isa']}; "
+             f"torch's CPU kernels {summary['torch_cpu_capability']}, {summary['torch_threads']} torch threads"]
     if summary["isa_environment"]:
-        typer.echo("  set: " + " ".join(f"{name}={value}" for name, value in summary["isa_environment"].items()))
-    typer.echo(describe())
+        lines.append("  set: " + " ".join(f"{name}={value}" for name, value in summary["isa_environment"].items()))
+    return "\n".join([*lines, describe()])

@@ -17,26 +17,36 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from gridmix.cli.app import (
-    ADDRESS_HELP,
-    BUDGET_HELP,
-    DEFAULT_TRACK,
-    DEVICE_HELP,
-    EPOCHS_HELP,
-    EXECUTOR_HELP,
-    JOBS_HELP,
-    LRS_HELP,
-    N_TRAIN_HELP,
-    PRECISION_HELP,
-    SEEDS_HELP,
-    THREADS_HELP,
-    TRACK_HELP,
-    BudgetName,
-    DeviceName,
-    ExecutorName,
-    app,
-    console,
-    fail,
+from gridmix.cli.app import DEFAULT_TRACK, BudgetName, DeviceName, ExecutorName, app, console, fail
+from gridmix.cli.options import (
+    AA,
+    Address,
+    Baselines,
+    Data,
+    DataRoot,
+    Device,
+    Download,
+    Epochs,
+    EvalGrids,
+    Executor,
+    Jobs,
+    Lrs,
+    MatchParams,
+    MinEffect,
+    NTrain,
+    Precision,
+    RunBudget,
+    RunFresh,
+    RunGrid,
+    RunIdea,
+    RunModels,
+    RunOut,
+    RunSet,
+    RunUnderpowered,
+    Scaling,
+    Seeds,
+    Threads,
+    Track,
 )
 from gridmix.cli.progress import drive
 from gridmix.cli.tables import Column, TextTable
@@ -44,7 +54,7 @@ from gridmix.core.defaults import DEFAULT_MIN_EFFECT
 from gridmix.core.grid import Grid
 from gridmix.core.inputs import parse_grids, parse_names, parse_rates
 from gridmix.report.format import fmt, fmt_column
-from gridmix.tracks.budget import MAX_SEEDS, describe
+from gridmix.tracks.budget import describe
 
 if TYPE_CHECKING:  # the report's modules import torch; the command imports them when it runs
     from gridmix.report.sweep_report import SweepReport
@@ -132,52 +142,14 @@ def sweep_table(report: SweepReport) -> TextTable:
 
 
 @app.command("run")
-def run(
-    track: str = typer.Option(DEFAULT_TRACK, help=TRACK_HELP),
-    grid: str = typer.Option(None, help="Token grid, e.g. 64, 32x32, 8x16x16 (default: the track's)."),
-    models: str = typer.Option(None, help="Comma-separated models to include (default: the track's default models, "
-                                         "else every model the grid allows: idea, baselines, ablation, control)."),
-    idea: str = typer.Option(None, help="A registered mixer (see `gridmix mixers`) as the idea, in the track's "
-                                        "backbone against its matched baseline (default: the track's idea)."),
-    baselines: str = typer.Option(None, help="Comma-separated registered mixers to add as secondary baselines "
-                                             "(default: none)."),
-    budget: BudgetName = typer.Option("default", help=BUDGET_HELP),
-    seeds: int = typer.Option(None, min=2, max=MAX_SEEDS, help=SEEDS_HELP),
-    lrs: str = typer.Option(None, help=LRS_HELP),
-    epochs: int = typer.Option(None, min=1, help=EPOCHS_HELP),
-    n_train: int = typer.Option(None, min=1, help=N_TRAIN_HELP),
-    out: Path = typer.Option(None, help="Output directory (default: runs/TRACK-GRID-BUDGET, with -epochsN / -ntrainN "
-                                        "when those are changed)."),
-    device: DeviceName = typer.Option("auto", help=DEVICE_HELP),
-    precision: str = typer.Option("auto", help=PRECISION_HELP),
-    executor: ExecutorName = typer.Option("local", help=EXECUTOR_HELP),
-    jobs: str = typer.Option("auto", help=JOBS_HELP),
-    address: str = typer.Option(None, help=ADDRESS_HELP),
-    threads: int = typer.Option(None, min=1, help=THREADS_HELP),
-    scaling: bool = typer.Option(True, help="Measure time, FLOPs and memory at this grid and smaller ones."),
-    match_params: str = typer.Option(None, help="Scale the idea's width argument to this baseline's parameter count "
-                                                "(default: the idea as the track builds it)."),
-    underpowered: bool = typer.Option(False, "--underpowered", help="Run even when the seeds are too few for "
-                                                                    "the primary comparison to reach α (reported)."),
-    aa: bool = typer.Option(False, "--aa", help="An A/A study: the matched baseline against a copy of itself "
-                                                 "(independent initialisation, same data), to check the harness."),
-    min_effect: str = typer.Option(DEFAULT_MIN_EFFECT, help="Smallest effect worth reporting as real: a significant "
-                                   "difference below it is 'significant but negligible'. A percentage of the compared "
-                                   "arm's mean (1%) or a number in the metric's units (0.005)."),
-    fresh: bool = typer.Option(False, "--fresh", help="Start a fresh study in --out even if it holds results on "
-                                                      "other data (they are kept, but no longer reported)."),
-    data: Path = typer.Option(None, help="The data of image-folder (a folder) or sequence-csv (a CSV file) "
-                                         "(default: $GRIDMIX_IMAGE_FOLDER / $GRIDMIX_SEQUENCE_CSV)."),
-    data_root: Path = typer.Option(None, help="Root holding torchvision data sets (mnist, cifar10, ...) (default: "
-                                              "$GRIDMIX_DATA_ROOT)."),
-    download: bool = typer.Option(False, help="Let torchvision download a missing data set into --data-root."),
-    eval_grids: str = typer.Option(None, help="Also test every trained model on these grids, e.g. 8x8,32x32 "
-                                              "(the transfer section; the track must define its task there; "
-                                              "default: none)."),
-    settings: list[str] = typer.Option(None, "--set", help="A track setting NAME=VALUE (repeatable; see `gridmix "
-                                                           "tracks --json`), e.g. --set pairs=8 (default: the "
-                                                           "track's values)."),
-) -> None:
+def run(track: Track = DEFAULT_TRACK, grid: RunGrid = None, models: RunModels = None, idea: RunIdea = None,
+        baselines: Baselines = None, budget: RunBudget = "default", seeds: Seeds = None, lrs: Lrs = None,
+        epochs: Epochs = None, n_train: NTrain = None, out: RunOut = None, device: Device = "auto",
+        precision: Precision = "auto", executor: Executor = "local", jobs: Jobs = "auto", address: Address = None,
+        threads: Threads = None, scaling: Scaling = True, match_params: MatchParams = None,
+        underpowered: RunUnderpowered = False, aa: AA = False, min_effect: MinEffect = DEFAULT_MIN_EFFECT,
+        fresh: RunFresh = False, data: Data = None, data_root: DataRoot = None, download: Download = False,
+        eval_grids: EvalGrids = None, settings: RunSet = None) -> None:
     """Compare the idea model with its baselines on a track: paired seeds, LR sweep, exact statistics."""
     arguments = run_arguments(**locals())  # every option, checked before torch loads
     from gridmix.orchestrate import front_door

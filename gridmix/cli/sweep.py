@@ -9,64 +9,46 @@ run at every combination of the swept values (:mod:`gridmix.orchestrate.sweeping
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
-from gridmix.cli.app import (
-    ADDRESS_HELP,
-    BUDGET_HELP,
-    DEVICE_HELP,
-    EXECUTOR_HELP,
-    JOBS_HELP,
-    LRS_HELP,
-    PRECISION_HELP,
-    SEEDS_HELP,
-    THREADS_HELP,
-    TRACK_HELP,
-    BudgetName,
-    DeviceName,
-    ExecutorName,
-    app,
-    console,
-    fail,
+from gridmix.cli.app import BudgetName, DeviceName, ExecutorName, app, console, fail
+from gridmix.cli.options import (
+    Address,
+    Baselines,
+    Device,
+    Executor,
+    Jobs,
+    Lrs,
+    Over,
+    Precision,
+    Seeds,
+    SweepBudget,
+    SweepFresh,
+    SweepGrid,
+    SweepIdea,
+    SweepModels,
+    SweepOut,
+    SweepSet,
+    SweepUnderpowered,
+    Threads,
+    Track,
 )
 from gridmix.cli.progress import drive
 from gridmix.cli.run import parse_jobs, parse_settings, sweep_table
 from gridmix.core.grid import Grid
 from gridmix.core.inputs import parse_names, parse_over, parse_rates
-from gridmix.tracks.budget import MAX_SEEDS
 
 
 @app.command("sweep")
-def sweep(
-    track: str = typer.Option("mqar", help=TRACK_HELP),
-    over: list[str] = typer.Option(..., help="NAME=V1,V2,… to sweep: grid, or one of the track's settings (see "
-                                             "`gridmix tracks`); repeat for a grid of points, e.g. "
-                                             "--over grid=64,128,256."),
-    grid: str = typer.Option(None, help="The grid where grid is not swept (default: the track's)."),
-    settings: list[str] = typer.Option(None, "--set", help="A track setting NAME=VALUE held at every point "
-                                                           "(repeatable; default: the track's values)."),
-    models: str = typer.Option(None, help="Comma-separated models (default: the track's default models)."),
-    idea: str = typer.Option(None, help="A registered mixer as the idea (see `gridmix run --idea`; default: the "
-                                        "track's idea)."),
-    baselines: str = typer.Option(None, help="Comma-separated registered mixers to add as secondary baselines "
-                                             "(default: none)."),
-    budget: BudgetName = typer.Option("default", help=BUDGET_HELP + " At every point."),
-    seeds: int = typer.Option(None, min=2, max=MAX_SEEDS, help=SEEDS_HELP),
-    lrs: str = typer.Option(None, help=LRS_HELP),
-    out: Path = typer.Option(None, help="Output directory (default: runs/TRACK-sweep-NAMES-BUDGET)."),
-    device: DeviceName = typer.Option("auto", help=DEVICE_HELP),
-    precision: str = typer.Option("auto", help=PRECISION_HELP),
-    executor: ExecutorName = typer.Option("local", help=EXECUTOR_HELP),
-    jobs: str = typer.Option("auto", help=JOBS_HELP),
-    address: str = typer.Option(None, help=ADDRESS_HELP),
-    threads: int = typer.Option(None, min=1, help=THREADS_HELP),
-    underpowered: bool = typer.Option(False, "--underpowered", help="Run even when the seeds cannot reach α."),
-    fresh: bool = typer.Option(False, "--fresh", help="Start afresh in --out even if it holds results on other data."),
-) -> None:
+def sweep(track: Track = "mqar", over: Over = ..., grid: SweepGrid = None, settings: SweepSet = None,
+          models: SweepModels = None, idea: SweepIdea = None, baselines: Baselines = None,
+          budget: SweepBudget = "default", seeds: Seeds = None, lrs: Lrs = None, out: SweepOut = None,
+          device: Device = "auto", precision: Precision = "auto", executor: Executor = "local", jobs: Jobs = "auto",
+          address: Address = None, threads: Threads = None, underpowered: SweepUnderpowered = False,
+          fresh: SweepFresh = False) -> None:
     """How the verdict moves with size: the paired comparison at every point of a grid of sizes, one report."""
     arguments = sweep_arguments(**locals())  # every option, checked before torch loads
     from gridmix.orchestrate import front_door

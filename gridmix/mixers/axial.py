@@ -25,7 +25,6 @@ Shape legend:
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Sequence
 
 import torch
@@ -34,6 +33,7 @@ from torch import nn
 
 from gridmix.core.grid import Grid, GridLike
 from gridmix.mixers.contract import check_input
+from gridmix.mixers.grids import causal_set, same_rank_copy
 from gridmix.mixers.projections import AttentionProjections, check_heads, check_probability
 
 
@@ -44,12 +44,7 @@ def _check(dim: int, grid: GridLike, num_heads: int, causal_axes: Sequence[int],
     check_heads(dim, num_heads)
     if num_prefix_tokens != 0:
         raise ValueError(f"num_prefix_tokens={num_prefix_tokens!r}; expected 0 ({what} takes no prefix tokens)")
-    d, causal = grid.ndim, set()
-    for axis in causal_axes:
-        if isinstance(axis, bool) or not isinstance(axis, int) or not -d <= axis < d:
-            raise ValueError(f"causal axis {axis!r} for the {d}-d grid {grid}; expected an integer in [{-d}, {d})")
-        causal.add(axis % d)
-    return grid, tuple(sorted(causal))
+    return grid, causal_set(causal_axes, grid)
 
 
 class LineAttention(AttentionProjections):
@@ -140,38 +135,27 @@ class DividedAttention(nn.Module):
 def regrid_lines(module: AxialAttention | DividedAttention, grid: GridLike) -> AxialAttention | DividedAttention:
     """Axial or divided attention on another grid of the same rank: a copy with the same parameters (they attend
     along lines of any length; the grid only says how the tokens form lines), bit-identical on its own grid."""
-    if not isinstance(module, (AxialAttention, DividedAttention)):
-        raise ValueError(f"regrid_lines got a {type(module).__name__}; expected AxialAttention or DividedAttention")
-    grid = Grid.parse(grid)
-    if grid.ndim != module.grid.ndim:
-        raise ValueError(f"cannot regrid {type(module).__name__} on the {module.grid.ndim}-d grid {module.grid} to "
-                         f"the {grid.ndim}-d grid {grid}; expected a {module.grid.ndim}-d grid")
-    other = copy.deepcopy(module)
-    other.grid = grid
-    return other
+    return same_rank_copy(module, grid, (AxialAttention, DividedAttention), caller="regrid_lines",
+                          expected="AxialAttention or DividedAttention", described="{name} on the {d}-d grid {grid}")
 
 
-def build_axial_attention(dim: int, grid: GridLike, *, num_heads: int, causal_axes: Sequence[int] = (),
-                          num_prefix_tokens: int = 0, qkv_bias: bool = True, qk_norm: bool = False,
-                          scale_norm: bool = False, proj_bias: bool = True, attn_drop: float = 0.0,
-                          proj_drop: float = 0.0, norm_layer: type[nn.Module] | None = None, device=None,
-                          dtype=None, **unused) -> AxialAttention:
-    """The mixer builder (:mod:`gridmix.mixers.contract`): :class:`AxialAttention`; timm's other keyword arguments
-    (``depth`` …) are ignored."""
-    return AxialAttention(dim, grid, num_heads=num_heads, causal_axes=causal_axes,
-                          num_prefix_tokens=num_prefix_tokens, qkv_bias=qkv_bias, qk_norm=qk_norm,
-                          scale_norm=scale_norm, proj_bias=proj_bias, attn_drop=attn_drop, proj_drop=proj_drop,
-                          norm_layer=norm_layer, device=device, dtype=dtype)
+def build_line_attention(kind: type[AxialAttention] | type[DividedAttention], dim: int, grid: GridLike, *,
+                         num_heads: int, causal_axes: Sequence[int] = (), num_prefix_tokens: int = 0,
+                         qkv_bias: bool = True, qk_norm: bool = False, scale_norm: bool = False, proj_bias: bool = True,
+                         attn_drop: float = 0.0, proj_drop: float = 0.0, norm_layer: type[nn.Module] | None = None,
+                         device=None, dtype=None, **unused) -> AxialAttention | DividedAttention:
+    """``kind`` (:class:`AxialAttention` or :class:`DividedAttention`) from timm's ``attn_layer`` arguments; timm's
+    other keyword arguments (``depth`` …) are ignored."""
+    return kind(dim, grid, num_heads=num_heads, causal_axes=causal_axes, num_prefix_tokens=num_prefix_tokens,
+                qkv_bias=qkv_bias, qk_norm=qk_norm, scale_norm=scale_norm, proj_bias=proj_bias, attn_drop=attn_drop,
+                proj_drop=proj_drop, norm_layer=norm_layer, device=device, dtype=dtype)
 
 
-def build_divided_attention(dim: int, grid: GridLike, *, num_heads: int, causal_axes: Sequence[int] = (),
-                            num_prefix_tokens: int = 0, qkv_bias: bool = True, qk_norm: bool = False,
-                            scale_norm: bool = False, proj_bias: bool = True, attn_drop: float = 0.0,
-                            proj_drop: float = 0.0, norm_layer: type[nn.Module] | None = None, device=None,
-                            dtype=None, **unused) -> DividedAttention:
-    """The mixer builder (:mod:`gridmix.mixers.contract`): :class:`DividedAttention`; timm's other keyword arguments
-    (``depth`` …) are ignored."""
-    return DividedAttention(dim, grid, num_heads=num_heads, causal_axes=causal_axes,
-                            num_prefix_tokens=num_prefix_tokens, qkv_bias=qkv_bias, qk_norm=qk_norm,
-                            scale_norm=scale_norm, proj_bias=proj_bias, attn_drop=attn_drop, proj_drop=proj_drop,
-                            norm_layer=norm_layer, device=device, dtype=dtype)
+def build_axial_attention(dim: int, grid: GridLike, **kwargs) -> AxialAttention:
+    """The mixer builder (:mod:`gridmix.mixers.contract`): :class:`AxialAttention` (:func:`build_line_attention`)."""
+    return build_line_attention(AxialAttention, dim, grid, **kwargs)
+
+
+def build_divided_attention(dim: int, grid: GridLike, **kwargs) -> DividedAttention:
+    """The mixer builder (:mod:`gridmix.mixers.contract`): :class:`DividedAttention` (:func:`build_line_attention`)."""
+    return build_line_attention(DividedAttention, dim, grid, **kwargs)

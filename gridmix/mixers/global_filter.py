@@ -22,7 +22,6 @@ Shape legend:
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Sequence
 
 import torch
@@ -30,6 +29,7 @@ from torch import nn
 
 from gridmix.core.grid import Grid
 from gridmix.mixers.contract import check_input
+from gridmix.mixers.grids import mix_grid_tokens, same_rank_copy
 
 INIT_SCALE = 0.02  # GFNet: complex_weight = randn(...) * 0.02
 
@@ -80,19 +80,14 @@ class GlobalFilterMixer(nn.Module):
         """
         check_input(x, attn_mask, is_causal, causal=False, prefix=self.num_prefix_tokens, grid=self.grid,
                     dim=self.dim)
-        B, T, C = x.shape
-        P, N = self.num_prefix_tokens, self.grid.numel
-        work = torch.promote_types(x.dtype, torch.float32)
+        return mix_grid_tokens(x, self.grid, self.num_prefix_tokens, self.convolve)  # (B, P + N, C)
+
+    def convolve(self, g: torch.Tensor) -> torch.Tensor:
+        """``g`` (B, *grid, C) → (B, *grid, C): multiplied by the filter in the frequency domain, in ``g``'s dtype."""
         dims = tuple(range(1, self.grid.ndim + 1))
-        with torch.autocast(x.device.type, enabled=False):
-            g = x[:, P:].reshape(B, *self.grid, C).to(work)  # (B, *grid, C)
-            spectrum = torch.fft.rfftn(g, dim=dims, norm="ortho")  # (B, *F, C)
-            spectrum = spectrum * self.filter(work)  # (B, *F, C)
-            y = torch.fft.irfftn(spectrum, s=self.grid.shape, dim=dims, norm="ortho")  # (B, *grid, C)
-        y = y.reshape(B, N, C).to(x.dtype)  # (B, N, C)
-        if P:
-            y = torch.cat([x[:, :P], y], dim=1)  # (B, P + N, C): prefix tokens unchanged
-        return y
+        spectrum = torch.fft.rfftn(g, dim=dims, norm="ortho")  # (B, *F, C)
+        spectrum = spectrum * self.filter(g.dtype)  # (B, *F, C)
+        return torch.fft.irfftn(spectrum, s=self.grid.shape, dim=dims, norm="ortho")  # (B, *grid, C)
 
     def regrid(self, grid: Grid | str | int | Sequence[int]) -> GlobalFilterMixer:
         """:func:`regrid_global_filter` of this mixer."""
@@ -127,16 +122,10 @@ def regrid_global_filter(module: GlobalFilterMixer, grid: Grid | str | int | Seq
     Returns a new module; its filter is the old one resampled to the new half-spectrum (copied exactly where an
     axis's spectrum length is unchanged, so the same grid gives bit-identical outputs).
     """
-    if not isinstance(module, GlobalFilterMixer):
-        raise ValueError(f"regrid_global_filter got a {type(module).__name__}; expected a GlobalFilterMixer")
-    grid = Grid.parse(grid)
-    if grid.ndim != module.grid.ndim:
-        raise ValueError(f"cannot regrid the {module.grid.ndim}-d global filter on {module.grid} to the "
-                         f"{grid.ndim}-d grid {grid}; expected a {module.grid.ndim}-d grid")
-    other = copy.deepcopy(module)
-    other.grid = grid
+    other = same_rank_copy(module, grid, GlobalFilterMixer, caller="regrid_global_filter",
+                           expected="a GlobalFilterMixer", described="the {d}-d global filter on {grid}")
     with torch.no_grad():
-        weight = interpolate_linear(module.complex_weight.detach(), half_spectrum(grid))  # (*F', C, 2)
+        weight = interpolate_linear(module.complex_weight.detach(), half_spectrum(other.grid))  # (*F', C, 2)
         trainable = module.complex_weight.requires_grad
         other.complex_weight = nn.Parameter(weight.clone(), requires_grad=trainable)  # (*F', C, 2)
     return other

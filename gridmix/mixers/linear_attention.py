@@ -25,7 +25,6 @@ Shape legend:
 
 from __future__ import annotations
 
-import copy
 import math
 from collections.abc import Sequence
 
@@ -35,6 +34,7 @@ from torch import nn
 
 from gridmix.core.grid import Grid, GridLike
 from gridmix.mixers.contract import check_input
+from gridmix.mixers.grids import same_rank_copy
 from gridmix.mixers.projections import AttentionProjections
 
 
@@ -133,15 +133,8 @@ class LinearAttention(AttentionProjections):
 def regrid_linear_attention(module: LinearAttention, grid: GridLike) -> LinearAttention:
     """The same linear attention on another grid of the same rank: a copy with the same parameters (none depends on
     the token count), bit-identical on its own grid."""
-    if not isinstance(module, LinearAttention):
-        raise ValueError(f"regrid_linear_attention got a {type(module).__name__}; expected a LinearAttention")
-    grid = Grid.parse(grid)
-    if grid.ndim != module.grid.ndim:
-        raise ValueError(f"cannot regrid linear attention on the {module.grid.ndim}-d grid {module.grid} to the "
-                         f"{grid.ndim}-d grid {grid}; expected a {module.grid.ndim}-d grid")
-    other = copy.deepcopy(module)
-    other.grid = grid
-    return other
+    return same_rank_copy(module, grid, LinearAttention, caller="regrid_linear_attention",
+                          expected="a LinearAttention", described="linear attention on the {d}-d grid {grid}")
 
 
 def build_linear_attention(dim: int, grid: GridLike, *, num_heads: int, causal_axes: Sequence[int] = (),

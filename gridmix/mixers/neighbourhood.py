@@ -28,7 +28,6 @@ Shape legend:
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Sequence
 
 import torch
@@ -37,17 +36,8 @@ from torch import nn
 
 from gridmix.core.grid import Grid, GridLike
 from gridmix.mixers.contract import check_input
+from gridmix.mixers.grids import causal_set, same_rank_copy
 from gridmix.mixers.projections import AttentionProjections, check_probability
-
-
-def _causal_set(causal_axes: Sequence[int], grid: Grid) -> tuple[int, ...]:
-    """``causal_axes`` as sorted non-negative axes of ``grid``; ``ValueError`` for an axis it does not have."""
-    d, found = grid.ndim, set()
-    for axis in causal_axes:
-        if isinstance(axis, bool) or not isinstance(axis, int) or not -d <= axis < d:
-            raise ValueError(f"causal axis {axis!r} for the {d}-d grid {grid}; expected an integer in [{-d}, {d})")
-        found.add(axis % d)
-    return tuple(sorted(found))
 
 
 def _kernel_sizes(kernel_size: int | Sequence[int], grid: Grid) -> tuple[int, ...]:
@@ -80,7 +70,7 @@ def neighbourhood_mask(grid: GridLike, kernel_size: int | Sequence[int], causal_
     inward-shifted window of ``k_a`` positions, or the ``k_a`` positions ending at ``I_a`` on a causal axis).
     """
     grid = Grid.parse(grid)
-    sizes, causal = _kernel_sizes(kernel_size, grid), _causal_set(causal_axes, grid)
+    sizes, causal = _kernel_sizes(kernel_size, grid), causal_set(causal_axes, grid)
     mask = torch.ones(1, 1, dtype=torch.bool)  # (M, M) over the axes done so far
     for axis, (n, k) in enumerate(zip(grid, sizes)):
         window = _axis_window(n, k, axis in causal)  # (n, n)
@@ -115,7 +105,7 @@ class NeighbourhoodAttention(AttentionProjections):
             raise ValueError(f"num_prefix_tokens={num_prefix_tokens!r}; expected an integer >= 0")
         check_probability("attn_drop", attn_drop)
         self.kernel_size = _kernel_sizes(kernel_size, self.grid)
-        self.causal_axes = _causal_set(causal_axes, self.grid)
+        self.causal_axes = causal_set(causal_axes, self.grid)
         self.num_prefix_tokens, self.attn_drop = num_prefix_tokens, attn_drop
         mask = self._token_mask()  # (T, T)
         self.full = bool(mask.all())  # every token sees every token: plain attention, no mask to apply
@@ -148,15 +138,9 @@ def regrid_neighbourhood_attention(module: NeighbourhoodAttention, grid: GridLik
     """The same neighbourhood attention on another grid of the same rank: a copy with the same parameters and window
     sizes (a window longer than an axis is clipped to it, as at build) whose mask is rebuilt for ``grid``; on its own
     grid the copy gives bit-identical outputs."""
-    if not isinstance(module, NeighbourhoodAttention):
-        raise ValueError(f"regrid_neighbourhood_attention got a {type(module).__name__}; expected a "
-                         "NeighbourhoodAttention")
-    grid = Grid.parse(grid)
-    if grid.ndim != module.grid.ndim:
-        raise ValueError(f"cannot regrid neighbourhood attention on the {module.grid.ndim}-d grid {module.grid} to "
-                         f"the {grid.ndim}-d grid {grid}; expected a {module.grid.ndim}-d grid")
-    other = copy.deepcopy(module)
-    other.grid = grid
+    other = same_rank_copy(module, grid, NeighbourhoodAttention, caller="regrid_neighbourhood_attention",
+                           expected="a NeighbourhoodAttention",
+                           described="neighbourhood attention on the {d}-d grid {grid}")
     mask = other._token_mask()  # (T', T')
     other.full = bool(mask.all())
     other.mask = mask.to(module.mask.device)  # (T', T'), the registered (non-persistent) buffer

@@ -34,7 +34,6 @@ Shape legend:
 
 from __future__ import annotations
 
-import copy
 import math
 from collections.abc import Sequence
 
@@ -44,6 +43,7 @@ from torch import nn
 from gridmix.core.grid import Grid
 from gridmix.mixers.concentration.ops.causal import causal_mode_product
 from gridmix.mixers.contract import check_input
+from gridmix.mixers.grids import causal_set, mix_grid_tokens, same_rank_copy
 
 DT_MIN, DT_MAX = 0.001, 0.1  # S4D: log_dt uniform in [log 0.001, log 0.1]
 
@@ -57,16 +57,6 @@ def _check_arguments(dim, num_prefix_tokens, d_state, dtype) -> None:
         raise ValueError(f"d_state={d_state!r}; expected an even integer >= 2 (d_state / 2 complex modes)")
     if dtype is not None and not dtype.is_floating_point:
         raise ValueError(f"dtype={dtype}; expected a real floating-point dtype")
-
-
-def _causal_set(causal_axes: Sequence[int], grid: Grid) -> tuple[int, ...]:
-    """``causal_axes`` as sorted non-negative axis indices of ``grid`` (negative indices allowed)."""
-    d, found = grid.ndim, set()
-    for axis in causal_axes:
-        if isinstance(axis, bool) or not isinstance(axis, int) or not -d <= axis < d:
-            raise ValueError(f"causal axis {axis!r} for the {d}-d grid {grid}; expected an integer in [{-d}, {d - 1}]")
-        found.add(axis % d)
-    return tuple(sorted(found))
 
 
 class S4DKernel(nn.Module):
@@ -125,7 +115,7 @@ class S4NDMixer(nn.Module):
         super().__init__()
         _check_arguments(dim, num_prefix_tokens, d_state, dtype)
         self.grid = Grid.parse(grid)
-        self.causal_axes = _causal_set(causal_axes, self.grid)
+        self.causal_axes = causal_set(causal_axes, self.grid)
         self.dim, self.num_prefix_tokens, self.d_state = dim, num_prefix_tokens, d_state
         self.axis_kernels = nn.ModuleList(
             S4DKernel(dim, d_state, 1 if axis in self.causal_axes else 2, device=device, dtype=dtype)
@@ -167,17 +157,9 @@ class S4NDMixer(nn.Module):
         """
         check_input(x, attn_mask, is_causal, causal=bool(self.causal_axes), prefix=self.num_prefix_tokens,
                     grid=self.grid, dim=self.dim)
-        B, T, C = x.shape
-        P, N = self.num_prefix_tokens, self.grid.numel
-        work = torch.promote_types(x.dtype, torch.float32)
-        with torch.autocast(x.device.type, enabled=False):
-            u = x[:, P:].reshape(B, *self.grid, C).to(work)  # (B, *grid, C)
-            y = self.mix(u) + u * self.D.to(work)  # (B, *grid, C)
-        y = y.reshape(B, N, C).to(x.dtype)  # (B, N, C)
-        y = self.proj(self.act(y))  # (B, N, C)
-        if P:
-            y = torch.cat([x[:, :P], y], dim=1)  # (B, P + N, C): prefix tokens unchanged
-        return y
+        return mix_grid_tokens(x, self.grid, self.num_prefix_tokens,
+                               lambda u: self.mix(u) + u * self.D.to(u.dtype),  # (B, *grid, C)
+                               then=lambda y: self.proj(self.act(y)))  # (B, P + N, C)
 
     def regrid(self, grid: Grid | str | int | Sequence[int]) -> S4NDMixer:
         """:func:`regrid_s4nd` of this mixer."""
@@ -194,18 +176,12 @@ def regrid_s4nd(module: S4NDMixer, grid: Grid | str | int | Sequence[int]) -> S4
     Returns a new module with the same parameters; each axis's ``dt_scale`` is multiplied by ``old_length /
     new_length`` (exactly 1 where the length is unchanged, so the same grid gives bit-identical outputs).
     """
-    if not isinstance(module, S4NDMixer):
-        raise ValueError(f"regrid_s4nd got a {type(module).__name__}; expected an S4NDMixer")
-    grid = Grid.parse(grid)
-    if grid.ndim != module.grid.ndim:
-        raise ValueError(f"cannot regrid the {module.grid.ndim}-d S4ND mixer on {module.grid} to the {grid.ndim}-d "
-                         f"grid {grid}; expected a {module.grid.ndim}-d grid")
-    other = copy.deepcopy(module)
+    other = same_rank_copy(module, grid, S4NDMixer, caller="regrid_s4nd", expected="an S4NDMixer",
+                           described="the {d}-d S4ND mixer on {grid}")
     with torch.no_grad():
-        for old, new, kernel in zip(module.grid, grid, other.axis_kernels):
+        for old, new, kernel in zip(module.grid, other.grid, other.axis_kernels):
             if old != new:
                 kernel.dt_scale.mul_(old / new)  # ()
-    other.grid = grid
     return other
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from gridmix.core.grid import Grid
 from gridmix.orchestrate.callbacks import QUIET, Callbacks
 from gridmix.orchestrate.plan import PlannedStudy, choose_settings, plan_study
-from gridmix.report.sweep_report import SweepReport, build_sweep_report, point_label, write_sweep_report
+from gridmix.report.sweep_report import SweepPoint, SweepReport, build_sweep_report, write_sweep_report
 from gridmix.study.harness import Runner, Study
 from gridmix.study.ledger import Ledger
 from gridmix.tracks.plugin_loader import load_registry
@@ -34,15 +34,10 @@ def _ignore(*args) -> None:
 
 
 @dataclass(frozen=True)
-class PlannedPoint:
+class PlannedPoint(SweepPoint):
     """One point of the sweep: the swept values there (``grid`` as text) and the study planned for them."""
 
-    values: Mapping[str, object]
     planned: PlannedStudy
-
-    @property
-    def label(self) -> str:
-        return point_label(self.values)
 
 
 @dataclass(frozen=True)

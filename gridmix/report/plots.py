@@ -1,9 +1,10 @@
 """Every PNG gridmix draws (matplotlib, Agg backend): a study report's paired per-seed results, learning-rate sweeps,
 training curves and transfer to other grids; a sweep over sizes; the scaling study; the mixers' factor spectra.
 
-* :func:`plot_paired`, :func:`plot_sweep`, :func:`plot_curves` and :func:`plot_transfer` (metric against the
-  evaluation grid) read the :class:`~gridmix.report.types.Report` only, so ``gridmix report DIR`` redraws them;
-  :func:`plot_report` draws every one the report has data for.
+* :func:`figure_paired`, :func:`figure_sweep`, :func:`figure_curves` and :func:`figure_transfer` (metric against
+  the evaluation grid) read the :class:`~gridmix.report.types.Report` only, so ``gridmix report DIR`` redraws them;
+  :func:`plot_report` saves every one the report has data for as ``paired.png``, ``sweep.png``, ``curves.png``,
+  ``transfer.png`` (and ``scaling.png``, ``spectra.png``).
 * :func:`plot_sweep_points` (:func:`figure_sweep_points`): a sweep's (``gridmix sweep``) metric against the swept
   values, per model, with each point's verdict.
 * :func:`plot_scaling`: three log-log panels (wall-clock, FLOPs, peak memory of a forward+backward step
@@ -216,10 +217,6 @@ def figure_paired(report: Report) -> Figure:
     return fig
 
 
-def plot_paired(report: Report, path: Path) -> Path:
-    return _save(figure_paired(report), path)
-
-
 def figure_sweep(report: Report) -> Figure:
     """Mean validation metric against learning rate, one line per model (its style), the chosen rate ringed."""
     fig, ax = plt.subplots(figsize=(7.6, 4.0), layout="constrained")
@@ -261,10 +258,6 @@ def figure_sweep(report: Report) -> Figure:
     return fig
 
 
-def plot_sweep(report: Report, path: Path) -> Path:
-    return _save(figure_sweep(report), path)
-
-
 def figure_curves(report: Report) -> Figure:
     """Training loss and validation metric per epoch of every comparison seed's final run: one colour and line
     style per model, one marker per seed."""
@@ -301,10 +294,6 @@ def figure_curves(report: Report) -> Figure:
         handles.append(Line2D([], [], ls="none", label=f"no finished run: {', '.join(missing)}"))
     fig.legend(handles=handles, loc="outside right upper", fontsize=7, frameon=False)
     return fig
-
-
-def plot_curves(report: Report, path: Path) -> Path:
-    return _save(figure_curves(report), path)
 
 
 _PANELS = (("time", "wall-clock, median", "ms per step", lambda p: p["time_ms"]),
@@ -423,11 +412,6 @@ def figure_spectra(mechanism: dict) -> Figure:
 
 def plot_spectra(mechanism: dict, path: str | Path) -> Path:
     return _save(figure_spectra(mechanism), path)
-
-
-def plot_transfer(report: Report, path: Path) -> Path:
-    """:func:`figure_transfer`, saved."""
-    return _save(figure_transfer(report), path)
 
 
 def figure_transfer(report: Report) -> Figure:
@@ -550,23 +534,22 @@ def plot_report(report: Report, out: Path, *, errors: list[str] | None = None) -
     A plot that fails (a file-system error aside, which propagates) is skipped and its error appended to
     ``errors``, so one bad section never costs the report the others.
     """
-    out = Path(out)
-    wanted = [("curves", lambda: plot_curves(report, out / "curves.png"))]
+    wanted = [("curves", lambda: figure_curves(report))]  # (name, drawn into name.png)
     if report.idea_arm.sweep:  # a single learning rate is not swept
-        wanted.insert(0, ("sweep", lambda: plot_sweep(report, out / "sweep.png")))
+        wanted.insert(0, ("sweep", lambda: figure_sweep(report)))
     if report.others:
-        wanted.insert(0, ("paired", lambda: plot_paired(report, out / "paired.png")))
+        wanted.insert(0, ("paired", lambda: figure_paired(report)))
     scaling, signature = report.analyses.get("scaling"), report.mechanism_signature
     if scaling and "error" not in scaling:
-        wanted.append(("scaling", lambda: plot_scaling(scaling, out / "scaling.png")))
+        wanted.append(("scaling", lambda: figure_scaling(scaling)))
     if signature and "error" not in signature:
-        wanted.append(("spectra", lambda: plot_spectra(signature, out / "spectra.png")))
+        wanted.append(("spectra", lambda: figure_spectra(signature)))
     if report.transfer is not None:
-        wanted.append(("transfer", lambda: plot_transfer(report, out / "transfer.png")))
+        wanted.append(("transfer", lambda: figure_transfer(report)))
     paths = []
     for name, draw in wanted:
         try:
-            paths.append(draw())
+            paths.append(_save(draw(), Path(out) / f"{name}.png"))
         except OSError:
             raise
         except Exception as error:

@@ -54,21 +54,23 @@ def order_key(name: str, value: object) -> tuple:
     return (0, value, "") if isinstance(value, (int, float)) else (1, 0, str(value))
 
 
-def point_label(values: Mapping[str, object]) -> str:
-    """A sweep point named by its swept values, e.g. ``grid=8x8, depth=2``."""
-    return ", ".join(f"{name}={value}" for name, value in values.items())
-
-
 @dataclass(frozen=True)
-class PointReport:
-    """One point: the swept values there and that study's report."""
+class SweepPoint:
+    """A point of a sweep: the swept values there (``grid`` as text), planned or reported alike."""
 
     values: Mapping[str, object]
-    report: Report
 
     @property
     def label(self) -> str:
-        return point_label(self.values)
+        """The point named by its swept values, e.g. ``grid=8x8, depth=2``."""
+        return ", ".join(f"{name}={value}" for name, value in self.values.items())
+
+
+@dataclass(frozen=True)
+class PointReport(SweepPoint):
+    """One point: the swept values there and that study's report."""
+
+    report: Report
 
     @property
     def outcome(self) -> str:

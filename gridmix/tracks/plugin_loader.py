@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
 from types import ModuleType
@@ -163,13 +163,7 @@ def build_registry(*, extra_plugins: Iterable[object] = (), environ: Mapping[str
     versions = {info.name: info for info in registry.plugins}
     registry.mixers = _load_mixers(manager, versions, registry)
     tracks: dict[str, Track] = {}
-    for impl in manager.hook.gridmix_tracks.get_hookimpls():
-        info = versions[impl.plugin_name]
-        try:
-            returned = _as_list(_call(impl), hook="gridmix_tracks")
-        except Exception as error:
-            registry.broken.append(_broken(info, error))
-            continue
+    for info, returned in _answers(manager, "gridmix_tracks", versions, registry):
         for track in returned:
             try:
                 track = _adopt_track(track, info)
@@ -194,22 +188,36 @@ def build_registry(*, extra_plugins: Iterable[object] = (), environ: Mapping[str
 def _load_mixers(manager: pluggy.PluginManager, versions: dict[str, PluginInfo], registry: Registry) -> MixerTable:
     """Every plugin's ``gridmix_mixers``, one plugin at a time; a failing or malformed one is broken, alone."""
     mixers: dict[str, MixerSpec] = {}
-    for impl in manager.hook.gridmix_mixers.get_hookimpls():
-        info = versions[impl.plugin_name]
-        try:
-            returned = _as_list(_call(impl), hook="gridmix_mixers")
-            for spec in returned:
-                if not isinstance(spec, MixerSpec):
-                    raise TypeError(f"gridmix_mixers() returned {type(spec).__name__} {short(spec)}; expected "
-                                    "gridmix.mixers.contract.MixerSpec")
-                if spec.name in mixers:
-                    raise ValueError(f"mixer {spec.name!r} is already provided by plugin {mixers[spec.name].plugin!r}")
-        except Exception as error:  # the plugin's mixers are all left out; every other plugin's stay
-            registry.broken.append(_broken(info, error))
-            continue
+
+    def check(returned: list) -> None:  # a plugin with one bad mixer has all its mixers left out
+        for spec in returned:
+            if not isinstance(spec, MixerSpec):
+                raise TypeError(f"gridmix_mixers() returned {type(spec).__name__} {short(spec)}; expected "
+                                "gridmix.mixers.contract.MixerSpec")
+            if spec.name in mixers:
+                raise ValueError(f"mixer {spec.name!r} is already provided by plugin {mixers[spec.name].plugin!r}")
+
+    for info, returned in _answers(manager, "gridmix_mixers", versions, registry, check=check):
         for spec in returned:
             mixers[spec.name] = dataclasses.replace(spec, plugin=info.name, plugin_version=info.version)
     return MixerTable({name: mixers[name] for name in sorted(mixers)})
+
+
+def _answers(manager: pluggy.PluginManager, hook: str, versions: dict[str, PluginInfo], registry: Registry, *,
+             check: Callable[[list], None] | None = None) -> Iterator[tuple[PluginInfo, list]]:
+    """Each plugin's answer to the argument-less ``hook`` as a list, with the plugin, one plugin at a time: one whose
+    call raises, whose answer is no list or that ``check`` refuses is added to ``registry.broken`` and skipped,
+    every other plugin's answer stays. Lazy: ``check`` sees what the loop did with the answers before it."""
+    for impl in getattr(manager.hook, hook).get_hookimpls():
+        info = versions[impl.plugin_name]
+        try:
+            returned = _as_list(_call(impl), hook=hook)
+            if check is not None:
+                check(returned)
+        except Exception as error:
+            registry.broken.append(_broken(info, error))
+            continue
+        yield info, returned
 
 
 def _call(impl: pluggy.HookImpl, **arguments: object) -> object:
