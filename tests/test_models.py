@@ -77,7 +77,7 @@ def test_image_idea_is_timm_vision_transformer_with_the_mixer_as_attn_layer():
     assert isinstance(model, VisionTransformer) and model.global_pool == "avg" and model.num_prefix_tokens == 0
     assert all(isinstance(block.attn, ConcentrationMixer) and block.attn.grid.shape == (8, 12)
                for block in model.blocks)
-    assert track.idea.width_knob == "mlp_ratio"
+    assert track.idea.width_kwarg == "mlp_ratio"
     wider = track.idea.build(Grid((8, 12)), mlp_ratio=4.0)
     assert sum(p.numel() for p in wider.parameters()) > sum(p.numel() for p in model.parameters())
 

@@ -66,7 +66,7 @@ def test_no_warning_within_tolerance_and_report_is_plain_data():
 def test_match_parameters_brings_the_idea_within_two_percent_of_a_baseline():
     target = count_parameters(TOY.model("toy-attention").build(GRID))
     match = match_parameters(TOY.idea, GRID, target)
-    assert match.knob == "mlp_ratio" and match.rel_error <= 0.02
+    assert match.kwarg == "mlp_ratio" and match.rel_error <= 0.02
     assert count_parameters(TOY.idea.build(GRID, mlp_ratio=match.value)) == match.params
     assert abs(match.params - target) <= 0.02 * target
     smaller = match_parameters(TOY.idea, GRID, count_parameters(TOY.idea.build(GRID)) - 300)
@@ -74,8 +74,8 @@ def test_match_parameters_brings_the_idea_within_two_percent_of_a_baseline():
 
 
 @pytest.mark.filterwarnings("ignore:Initializing zero-element tensors")  # mlp_ratio halved to 0 hidden units
-def test_match_parameters_needs_a_knob_and_a_reachable_target():
-    with pytest.raises(ValueError, match="no width_knob"):
+def test_match_parameters_needs_a_width_argument_and_a_reachable_target():
+    with pytest.raises(ValueError, match="no width_kwarg"):
         match_parameters(TOY.model("toy-attention"), GRID, 1000)
     with pytest.raises(ValueError, match="cannot bring 'toy-mixer' within 2% of 10 parameters"):
         match_parameters(TOY.idea, GRID, 10, max_builds=12)

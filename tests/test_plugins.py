@@ -273,7 +273,7 @@ def test_a_track_checks_its_models_when_built(models, message):
     (dict(role="hero"), "model 'm': role 'hero'; expected one of ('idea', 'baseline', 'ablation', 'control')"),
     (dict(build=None), "model 'm': build is None; expected a callable"),
     (dict(supports="small"), "model 'm': supports is 'small'; expected a callable"),
-    (dict(width_knob=2.0), "model 'm': width_knob 2.0; expected None or a keyword name"),
+    (dict(width_kwarg=2.0), "model 'm': width_kwarg 2.0; expected None or a keyword name"),
     (dict(description=None), "model 'm': description None; expected a string"),
     (dict(role="hero", plugin="p"), "model 'm' (plugin 'p'): role 'hero'"),
 ])

@@ -97,7 +97,7 @@ TOY = Track(
     models=(
         ModelSpec("toy-mixer", lambda g, mlp_ratio=2.0: ToyNet(g, ConcentrationMixer(DIM, g, num_heads=2, rank=4),
                                                                mlp_ratio),
-                  role="idea", width_knob="mlp_ratio"),
+                  role="idea", width_kwarg="mlp_ratio"),
         ModelSpec("toy-attention", lambda g, mlp_ratio=2.0: ToyNet(g, Attention(DIM), mlp_ratio)),
         ModelSpec("toy-small-only", lambda g: ToyNet(g, Attention(DIM)),
                   supports=lambda g: None if g.numel <= 64 else f"only up to 64 tokens; got {g.numel}"),

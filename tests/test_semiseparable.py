@@ -219,7 +219,7 @@ def test_regrid_keeps_the_parameters_and_renormalises_the_kernel():
     torch.testing.assert_close(mixer.regrid("64x4").regrid("32x4").mix(v), mixer.mix(v), rtol=0, atol=0)
 
 
-def test_the_default_is_the_toeplitz_factor_and_the_config_threads_the_knob():
+def test_the_default_is_the_toeplitz_factor_and_the_config_threads_the_argument():
     assert isinstance(ConcentrationMixer(4, "16", num_heads=2, causal_axes=(0,)).axis_factors[0], CausalFactor)
     assert MixerConfig().causal_form == "toeplitz"
     layer = MixerConfig(causal_axes=(0,), causal_form="semiseparable", terms=4, start="global").attn_layer(
@@ -237,7 +237,7 @@ def test_the_default_is_the_toeplitz_factor_and_the_config_threads_the_knob():
     (dict(causal_form="semiseparable", terms=2.5), "terms=2.5; expected a positive integer"),
     (dict(causal_form="semiseparable", modes=8), "modes=8 on semiseparable causal axis 0: .* expected None or 16"),
 ])
-def test_bad_knob_values_are_one_line_value_errors(options, message):
+def test_bad_argument_values_are_one_line_value_errors(options, message):
     with pytest.raises(ValueError, match=message):
         ConcentrationMixer(4, "16", num_heads=2, causal_axes=(0,), **options)
 

@@ -7,7 +7,7 @@ idea in the token mixer only, the primary comparison's) have the idea's paramete
 (10%)? Otherwise a difference between the two may come from their size, not their mixing. FLOPs are reported,
 never warned about: spending fewer of them is what a structured mixer is for; nor are the other models, which are
 not meant to match (the no-mixing control has no mixing parameters at all).
-:func:`match_parameters` removes a parameter gap: it bisects a model's ``ModelSpec.width_knob`` (a float
+:func:`match_parameters` removes a parameter gap: it bisects a model's ``ModelSpec.width_kwarg`` (a float
 keyword of ``build``, e.g. ``mlp_ratio``) until the count is within 2% of a target, e.g. a baseline's.
 """
 
@@ -133,9 +133,9 @@ def parity_report(track: Track, grid: GridLike, *, models: Sequence[str] | None 
 
 @dataclass(frozen=True)
 class WidthMatch:
-    """The knob value whose model has ``params`` parameters, ``rel_error`` off ``target``."""
+    """The width argument value whose model has ``params`` parameters, ``rel_error`` off ``target``."""
 
-    knob: str
+    kwarg: str
     value: float
     params: int
     target: int
@@ -144,13 +144,13 @@ class WidthMatch:
 
 def match_parameters(spec: ModelSpec, grid: GridLike, target_params: int, *, tolerance: float = 0.02,
                      start: float = 1.0, max_builds: int = 60) -> WidthMatch:
-    """Bisect ``spec.width_knob`` (assumed to grow the parameter count) to within ``tolerance`` of the target.
+    """Bisect ``spec.width_kwarg`` (assumed to grow the parameter count) to within ``tolerance`` of the target.
 
-    The knob is first doubled or halved from ``start`` until the target is bracketed, then bisected
-    geometrically. ``ValueError`` if the spec has no knob, or no value within ``max_builds`` builds matches.
+    The argument is first doubled or halved from ``start`` until the target is bracketed, then bisected
+    geometrically. ``ValueError`` if the spec has no width argument, or no value within ``max_builds`` builds matches.
     """
-    if not spec.width_knob:
-        raise ValueError(f"model {spec.name!r} has no width_knob; parameter matching needs a float build keyword")
+    if not spec.width_kwarg:
+        raise ValueError(f"model {spec.name!r} has no width_kwarg; parameter matching needs a float build keyword")
     if target_params < 1 or not 0 < tolerance < 1 or start <= 0:
         raise ValueError(f"target_params={target_params}, tolerance={tolerance}, start={start}; expected "
                          "a positive count, a fraction in (0, 1) and a positive start")
@@ -159,7 +159,7 @@ def match_parameters(spec: ModelSpec, grid: GridLike, target_params: int, *, tol
 
     def params_at(value: float) -> int:
         if value not in tried:
-            tried[value] = count_parameters(spec.build(grid, **{spec.width_knob: value}))
+            tried[value] = count_parameters(spec.build(grid, **{spec.width_kwarg: value}))
         return tried[value]
 
     def close(value: float) -> bool:
@@ -181,5 +181,5 @@ def match_parameters(spec: ModelSpec, grid: GridLike, target_params: int, *, tol
     rel_error = abs(tried[best] - target_params) / target_params
     if rel_error > tolerance:
         raise ValueError(f"cannot bring {spec.name!r} within {tolerance:.0%} of {target_params} parameters with "
-                         f"{spec.width_knob}: the closest, {spec.width_knob}={best:.4g}, gives {tried[best]}")
-    return WidthMatch(knob=spec.width_knob, value=best, params=tried[best], target=target_params, rel_error=rel_error)
+                         f"{spec.width_kwarg}: the closest, {spec.width_kwarg}={best:.4g}, gives {tried[best]}")
+    return WidthMatch(kwarg=spec.width_kwarg, value=best, params=tried[best], target=target_params, rel_error=rel_error)

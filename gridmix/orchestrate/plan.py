@@ -98,15 +98,15 @@ def choose_models(track: Track, grid: Grid, models: str | tuple[str, ...] | None
 
 
 def match_width(track: Track, grid: Grid, baseline: str, *, note: Callable[[str], None] = _ignore) -> dict:
-    """The study's ``model_kwargs``: the idea's ``width_knob`` set so its parameter count matches ``baseline``'s
+    """The study's ``model_kwargs``: the idea's ``width_kwarg`` set so its parameter count matches ``baseline``'s
     (within 2%)."""
     from gridmix.analysis.parity import count_parameters, match_parameters
 
     target = count_parameters(track.model(baseline).build(grid))
     match = match_parameters(track.idea, grid, target)
-    note(f"parity: {track.idea.name} {match.knob}={match.value:.4g} gives {match.params} parameters, "
+    note(f"parity: {track.idea.name} {match.kwarg}={match.value:.4g} gives {match.params} parameters, "
          f"{match.rel_error:.1%} off {baseline}'s {target}")
-    return {track.idea.name: {match.knob: match.value}}
+    return {track.idea.name: {match.kwarg: match.value}}
 
 
 def fingerprint(track: Track, grid: Grid, budget) -> dict:

@@ -148,7 +148,7 @@ class ModelSpec:
     the model and the version of the distribution that ships it.
     ``supports(grid)`` says whether the model can be built for a grid (e.g. MLP-Mixer's dense N×N token
     MLP only on small grids); it returns ``None`` when it can, else a one-line reason.
-    ``width_knob``, when set, names a float keyword argument of ``build`` that scales the parameter
+    ``width_kwarg``, when set, names a float keyword argument of ``build`` that scales the parameter
     count continuously (e.g. ``"mlp_ratio"``): the parity audit uses it to match a baseline's count.
     ``mixer``, when set, names the registered token mixer (``gridmix mixers``) the model is built around, so
     ``gridmix run --idea NAME`` finds it and its mechanism analysis and ablation are that mixer's.
@@ -159,7 +159,7 @@ class ModelSpec:
     role: str = "baseline"
     description: str = ""
     supports: Callable[[Grid], str | None] = lambda grid: None
-    width_knob: str | None = None
+    width_kwarg: str | None = None
     plugin: str = ""
     plugin_version: str = ""
     mixer: str | None = None
@@ -173,8 +173,8 @@ class ModelSpec:
         for attribute in ("build", "supports"):
             if not callable(getattr(self, attribute)):
                 raise self._fail(f"{attribute} is {short(getattr(self, attribute))}; expected a callable")
-        if self.width_knob is not None and not isinstance(self.width_knob, str):
-            raise self._fail(f"width_knob {self.width_knob!r}; expected None or a keyword name")
+        if self.width_kwarg is not None and not isinstance(self.width_kwarg, str):
+            raise self._fail(f"width_kwarg {self.width_kwarg!r}; expected None or a keyword name")
         if not isinstance(self.description, str):
             raise self._fail(f"description {short(self.description)}; expected a string")
         if self.mixer is not None and not isinstance(self.mixer, str):
@@ -191,7 +191,7 @@ class Backbone:
 
     ``build(grid, attn_layer, **model_kwargs)`` returns the model with ``attn_layer`` (timm's: a class constructed as
     ``attn_layer(dim, num_heads=…, **timm_kwargs)``) as every block's token mixer; ``model_kwargs`` are the model's own
-    keyword arguments (``width_knob``). Models are named ``f"{prefix}-{mixer}"`` (the mixer's name alone when
+    keyword arguments (``width_kwarg``). Models are named ``f"{prefix}-{mixer}"`` (the mixer's name alone when
     ``prefix`` is empty) unless the track already offers a model built around that mixer (``ModelSpec.mixer``).
     ``causal_axes`` and ``num_prefix_tokens`` are what every mixer must serve in this network; ``mixer_kwargs`` the
     mixer builder's keyword arguments the track sets per mixer name (e.g. ``{"concentration": {"rank": 16}}``).
@@ -204,7 +204,7 @@ class Backbone:
     causal_axes: tuple[int, ...] = ()
     num_prefix_tokens: int = 0
     mixer_kwargs: dict[str, dict] = field(default_factory=dict)
-    width_knob: str | None = None
+    width_kwarg: str | None = None
 
     def __post_init__(self) -> None:
         if not callable(self.build):
@@ -234,7 +234,7 @@ class Backbone:
 
     def model(self, name: str, mixer: MixerSpec, **fields) -> ModelSpec:
         """The track's model ``name`` built :meth:`around` the registered ``mixer``, naming it (``ModelSpec.mixer``);
-        ``fields`` are the spec's others (``role``, ``description``, ``width_knob``, …)."""
+        ``fields`` are the spec's others (``role``, ``description``, ``width_kwarg``, …)."""
         return ModelSpec(name, self.around(mixer), mixer=mixer.name, **fields)
 
 

@@ -33,7 +33,7 @@ def mixer_model(track: Track, mixer: MixerSpec) -> ModelSpec:
     description = (f"the {track.matched_baseline} network with {mixer.name} as token mixer "
                    f"({mixer.description}{reference})")
     return backbone.model(backbone.model_name(mixer.name), mixer, description=description, supports=supports,
-                          width_knob=backbone.width_knob, plugin=mixer.plugin, plugin_version=mixer.plugin_version)
+                          width_kwarg=backbone.width_kwarg, plugin=mixer.plugin, plugin_version=mixer.plugin_version)
 
 
 def with_mixer_models(track: Track, mixers: MixerTable) -> Track:

@@ -135,7 +135,7 @@ class ImageModels:
     def backbone_spec(self) -> Backbone:
         """How the track builds a model around a registered mixer: this ViT, the mixer as ``attn_layer``."""
         kwargs = self.mixer.mixer_kwargs()
-        return Backbone(self.vit_with, prefix="vit", width_knob="mlp_ratio",
+        return Backbone(self.vit_with, prefix="vit", width_kwarg="mlp_ratio",
                         mixer_kwargs={"concentration": kwargs, "concentration-uncapped": kwargs})
 
     def mlp_mixer(self, grid: Grid, *, mlp_ratio: float | None = None) -> torch.nn.Module:
@@ -152,7 +152,7 @@ class ImageModels:
         size = f"dim {b.embed_dim}, depth {b.depth}, {b.num_heads} heads, MLP x{b.mlp_ratio:g}, patch 1, {pool}"
         return (
             model("vit", BUILTIN["attention"], description=f"timm VisionTransformer, dense attention ({size})"),
-            model("vit-concentration", BUILTIN["concentration"], role="idea", width_knob="mlp_ratio",
+            model("vit-concentration", BUILTIN["concentration"], role="idea", width_kwarg="mlp_ratio",
                   description=f"the same timm VisionTransformer with ConcentrationMixer (rank {self.mixer.rank}) "
                               "as attn_layer"),
             ModelSpec("mlp-mixer", self.mlp_mixer, supports=mlp_mixer_supports,

@@ -210,7 +210,7 @@ class RecallModels:
         """How the track builds ``transformer-<mixer>`` for every registered mixer that is causal on axis 0."""
         kwargs = self.mixer.mixer_kwargs()
         return Backbone(self.with_mixer, prefix="transformer", causal_axes=self.mixer.causal_axes,
-                        width_knob="mlp_ratio",
+                        width_kwarg="mlp_ratio",
                         mixer_kwargs={"concentration": kwargs, "concentration-uncapped": kwargs})
 
     def specs(self) -> tuple[ModelSpec, ...]:
@@ -219,7 +219,7 @@ class RecallModels:
         size = f"dim {b.embed_dim}, depth {b.depth}, {b.num_heads} heads, MLP x{b.mlp_ratio:g}"
         return (
             model("transformer", BUILTIN["attention"], description=f"causal transformer, causal attention ({size})"),
-            model("transformer-concentration", BUILTIN["concentration"], role="idea", width_knob="mlp_ratio",
+            model("transformer-concentration", BUILTIN["concentration"], role="idea", width_kwarg="mlp_ratio",
                   description="the same transformer with ConcentrationMixer, sequence axis causal, as token mixer"),
             model("transformer-concentration-uncapped", BUILTIN["concentration-uncapped"], role="ablation",
                   description="the idea without its eigenvalue cap (ablation)"),

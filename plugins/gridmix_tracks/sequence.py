@@ -180,7 +180,7 @@ class SequenceModels:
     def backbone_spec(self) -> Backbone:
         """How the track builds ``transformer-<mixer>`` for every registered mixer."""
         kwargs = self.mixer.mixer_kwargs()
-        return Backbone(self.transformer_with, prefix="transformer", width_knob="mlp_ratio",
+        return Backbone(self.transformer_with, prefix="transformer", width_kwarg="mlp_ratio",
                         mixer_kwargs={"concentration": kwargs, "concentration-uncapped": kwargs})
 
     def specs(self) -> tuple[ModelSpec, ...]:
@@ -189,7 +189,7 @@ class SequenceModels:
         size = f"dim {b.embed_dim}, depth {b.depth}, {b.num_heads} heads, MLP x{b.mlp_ratio:g}, flatten head"
         return (
             model("transformer", BUILTIN["attention"], description=f"pre-norm transformer, dense attention ({size})"),
-            model("transformer-concentration", BUILTIN["concentration"], role="idea", width_knob="mlp_ratio",
+            model("transformer-concentration", BUILTIN["concentration"], role="idea", width_kwarg="mlp_ratio",
                   description=f"the same transformer with ConcentrationMixer (rank {self.mixer.rank}) as token mixer"),
             model("transformer-concentration-uncapped", BUILTIN["concentration-uncapped"], role="ablation",
                   description="the idea without its eigenvalue cap (softplus eigenvalues), same everything else"),

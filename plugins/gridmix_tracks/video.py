@@ -164,7 +164,7 @@ class VideoModels:
     def backbone_spec(self) -> Backbone:
         """How the track builds a model around a registered mixer, named as the mixer (``global-filter``)."""
         kwargs = self.mixer.mixer_kwargs()
-        return Backbone(self.with_mixer, width_knob="mlp_ratio",
+        return Backbone(self.with_mixer, width_kwarg="mlp_ratio",
                         mixer_kwargs={"concentration": kwargs, "concentration-uncapped": kwargs})
 
     def specs(self) -> tuple[ModelSpec, ...]:
@@ -176,7 +176,7 @@ class VideoModels:
                   description=f"joint space-time attention over all T·H·W tokens ({size})"),
             model("divided-attention", BUILTIN["divided-attention"],
                   description="TimeSformer-style divided attention: over time per location, then over space"),
-            model("concentration", BUILTIN["concentration"], role="idea", width_knob="mlp_ratio",
+            model("concentration", BUILTIN["concentration"], role="idea", width_kwarg="mlp_ratio",
                   description=f"the same network with ConcentrationMixer (rank {self.mixer.rank}, time axis "
                               "symmetric) as token mixer"),
             model("concentration-uncapped", BUILTIN["concentration-uncapped"], role="ablation",

@@ -88,7 +88,7 @@ def heat_track() -> Track:
         direction="lower",
         models=(
             ModelSpec("vit", vit, description="timm ViT, dense attention, one output per token"),
-            ModelSpec("vit-concentration", vit_concentration, role="idea", width_knob="mlp_ratio",
+            ModelSpec("vit-concentration", vit_concentration, role="idea", width_kwarg="mlp_ratio",
                       description="the same ViT with ConcentrationMixer as attn_layer"),
             ModelSpec("vit-concentration-uncapped", vit_uncapped, role="ablation",
                       description="the idea without its eigenvalue cap (softplus eigenvalues)"),
