@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from gridmix import ConcentrationMixer, Grid
+from gridmix.mixers.builtin import BUILTIN
 from gridmix.mixers.concentration.ops.causal import causal_mode_product, causal_mode_product_dense, causal_toeplitz
 from gridmix.models import MixerConfig
 
@@ -147,7 +148,8 @@ def test_a_causal_start_is_checked_and_survives_regrid():
         ConcentrationMixer(4, "16", num_heads=2, causal_axes=(0,), start="ramp")
     with pytest.raises(ValueError, match="MixerConfig start='ramp'"):
         MixerConfig(causal_axes=(0,), start="ramp")
-    layer = MixerConfig(causal_axes=(0,), start="global").attn_layer(Grid((16,)))(4, num_heads=2)
+    mixer_kwargs = MixerConfig(start="global").mixer_kwargs()
+    layer = BUILTIN["concentration"].layer(Grid((16,)), causal_axes=(0,), **mixer_kwargs)(4, num_heads=2)
     assert layer.axis_factors[0].start == "global"
     assert layer.regrid("32").axis_factors[0].start == "global"
 

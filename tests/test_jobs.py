@@ -1,14 +1,18 @@
 """Worker processes change nothing but the wall time: at one thread per run, a study run by one worker (in the
 driver's process) and by two spawned workers gives the same per-seed numbers, bit for bit. The workers start once per
-study, not once per phase, and are gone when it ends."""
+study, not once per phase, and are gone when it ends. A script that calls the front door unguarded is refused (its
+workers import it first), not run once per worker."""
 
 import json
 import multiprocessing
+import subprocess
+import sys
 
 import pytest
 
 from gridmix import orchestrate
 from gridmix.orchestrate import Callbacks
+from gridmix.study.executors import MAIN_RERUN
 from gridmix.tracks.plugin_loader import load_registry
 from tests.installed import install
 
@@ -50,3 +54,23 @@ def test_a_study_keeps_one_set_of_workers_from_its_sweep_to_its_comparison(fake_
     assert True in phases and False in phases  # both phases ran in workers
     assert len(workers) == 2  # a pool per phase would have started four
     assert multiprocessing.active_children() == []  # the study ended its workers
+
+
+UNGUARDED = """import gridmix
+
+report = gridmix.run(track="image", grid="8x8", budget="smoke", out="runs", scaling=False, jobs=2,
+                     models="vit,vit-tokenwise", lrs=(1e-3,))
+print("verdict:", report.verdict)
+"""
+
+
+def test_a_script_without_a_main_guard_is_refused_in_one_line_and_exits_non_zero(tmp_path):
+    """Each spawned worker imports the script first; unguarded, the call in it would start the study again."""
+    script = tmp_path / "unguarded.py"
+    script.write_text(UNGUARDED)
+    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=180,
+                          check=False)
+    assert done.returncode != 0 and "verdict:" not in done.stdout
+    lines = done.stderr.splitlines()
+    assert lines[-1] == f"RuntimeError: {MAIN_RERUN}"  # the driver's error, raised to the script
+    assert f"gridmix: {MAIN_RERUN}" in lines  # each worker's one line, instead of a second study

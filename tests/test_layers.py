@@ -1,6 +1,7 @@
 """The package's layers (docs/design.md section 9): each module's imports, read with ``ast`` (those inside
 functions too), may point only to its own layer or lower ones, no modules import each other in a circle, and no two
-subpackages import each other (counting every module inside each)."""
+subpackages import each other (counting every module inside each). The files design.md's "Where to look" names
+exist."""
 
 from __future__ import annotations
 
@@ -165,3 +166,13 @@ def test_the_checks_catch_a_circle_and_an_upward_import(tmp_path):
     assert subpackage_pairs(edges, package) == [("study", "tracks")]
     with pytest.raises(KeyError, match="gridmix_extra is in no layer"):
         layer_of("gridmix_extra")
+
+
+def test_every_file_design_md_names_under_where_to_look_exists():
+    design = (PACKAGE.parent / "docs" / "design.md").read_text()
+    section = design.split("## 10. Where to look", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ") and "`gridmix/" in line]
+    named = [line.split("`")[1] for line in rows]  # the first code span of each row: its file
+    assert len(named) == 4, named  # the mixer contract, the verdict, report.md, a track's models
+    missing = [path for path in named if not (PACKAGE.parent / path).is_file()]
+    assert not missing, f"docs/design.md 'Where to look' names files that do not exist: {missing}"

@@ -6,7 +6,7 @@ import torch
 from timm.models.vision_transformer import Block
 
 from gridmix import ConcentrationMixer, TokenwiseMixer
-from gridmix.models import MixerConfig
+from gridmix.mixers.builtin import BUILTIN
 
 
 def token_maps(mixer: torch.nn.Module, tokens: int) -> torch.Tensor:
@@ -69,7 +69,7 @@ def test_uncapped_ablation_starts_as_the_idea_and_can_leave_the_unit_ball(causal
 
 
 def test_tokenwise_control_mixes_no_tokens_and_drops_into_timm():
-    layer = MixerConfig(kind="tokenwise").attn_layer("4x4")
+    layer = BUILTIN["tokenwise"].layer("4x4")
     block = Block(8, num_heads=2, qkv_bias=True, attn_layer=layer)
     assert isinstance(block.attn, TokenwiseMixer)
     x = torch.randn(2, 16, 8)
@@ -81,5 +81,3 @@ def test_tokenwise_control_mixes_no_tokens_and_drops_into_timm():
     assert block(x).shape == x.shape
     with pytest.raises(ValueError, match=r"expected \(B, 16 tokens, 8\)"):
         block.attn(torch.randn(2, 15, 8))
-    with pytest.raises(ValueError, match="kind='nomix'"):
-        MixerConfig(kind="nomix")

@@ -99,11 +99,11 @@ def test_video_mixer_time_axis_is_symmetric_for_clip_classification():
 def test_grid_transformer_checks_its_arguments_and_input():
     with pytest.raises(ValueError, match="readout='max'; expected one of"):
         GridTransformer(Grid((4,)), in_chans=1, num_outputs=1, backbone=BackboneConfig(),
-                        attn_layer=MixerConfig().attn_layer("4"), readout="max")
+                        attn_layer=BUILTIN["concentration"].layer("4"), readout="max")
     with pytest.raises(ValueError, match="embed_dim=30 must be divisible by num_heads=4"):
         BackboneConfig(embed_dim=30, num_heads=4)
     model = GridTransformer(Grid((4, 5)), in_chans=2, num_outputs=3, backbone=BackboneConfig(),
-                            attn_layer=MixerConfig().attn_layer("4x5"))
+                            attn_layer=BUILTIN["concentration"].layer("4x5"))
     assert model(torch.randn(2, 2, 4, 5)).shape == (2, 3)
     with pytest.raises(ValueError, match=r"expected input \(B, 2, 4, 5\); got \(2, 2, 5, 4\)"):
         model(torch.randn(2, 2, 5, 4))

@@ -11,9 +11,8 @@ import torch.nn.functional as F
 
 from gridmix import ConcentrationMixer
 from gridmix.core.grid import Grid
-from gridmix.mixers.builtin import MIXERS
+from gridmix.mixers.builtin import BUILTIN, MIXERS
 from gridmix.mixers.contract import MIXER_TAG
-from gridmix.models import MixerConfig
 from gridmix.models.regrid import CannotRegrid, mixer_name, regrid_model, resample_positions
 from gridmix.tracks.plugin_loader import load_registry
 
@@ -159,7 +158,7 @@ def test_mixers_are_found_by_the_tag_the_one_construction_path_sets():
     spec = next(m for m in MIXERS if m.name == "global-filter")
     assert getattr(spec.layer("4x4")(8, num_heads=2), MIXER_TAG) == "global-filter"
     assert mixer_name(spec.layer("4x4")(8, num_heads=2)) == "global-filter"
-    assert mixer_name(MixerConfig(kind="tokenwise").attn_layer("4x4")(8, num_heads=2)) == "tokenwise"
+    assert mixer_name(BUILTIN["tokenwise"].layer("4x4")(8, num_heads=2)) == "tokenwise"
     assert mixer_name(ConcentrationMixer(8, "4x4", num_heads=2)) is None  # built by hand, not by a registered mixer
     assert mixer_name(torch.nn.Linear(2, 2)) is None
 

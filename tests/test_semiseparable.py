@@ -8,6 +8,7 @@ import torch
 from timm.models.vision_transformer import VisionTransformer
 
 from gridmix import ConcentrationMixer, Grid, mixer_layer
+from gridmix.mixers.builtin import BUILTIN
 from gridmix.mixers.concentration.factors import CausalFactor, SemiseparableFactor, SymmetricFactor
 from gridmix.mixers.concentration.mechanism import mechanism_signature
 from gridmix.mixers.concentration.ops.causal import causal_mode_product_dense
@@ -222,12 +223,13 @@ def test_regrid_keeps_the_parameters_and_renormalises_the_kernel():
 def test_the_default_is_the_toeplitz_factor_and_the_config_threads_the_argument():
     assert isinstance(ConcentrationMixer(4, "16", num_heads=2, causal_axes=(0,)).axis_factors[0], CausalFactor)
     assert MixerConfig().causal_form == "toeplitz"
-    layer = MixerConfig(causal_axes=(0,), causal_form="semiseparable", terms=4, start="global").attn_layer(
-        Grid((16, 3)))(4, num_heads=2)
+    knobs = MixerConfig(causal_form="semiseparable", terms=4, start="global").mixer_knobs()
+    layer = BUILTIN["concentration"].layer(Grid((16, 3)), causal_axes=(0,), **knobs)(4, num_heads=2)
     factor = layer.axis_factors[0]
     assert isinstance(factor, SemiseparableFactor) and factor.terms == 4 and factor.start == "global"
     assert isinstance(layer.axis_factors[1], SymmetricFactor)
-    uncapped = MixerConfig(causal_axes=(0,), causal_form="semiseparable", kind="uncapped").attn_layer(Grid((16,)))
+    knobs = MixerConfig(causal_form="semiseparable").mixer_knobs()
+    uncapped = BUILTIN["concentration-uncapped"].layer(Grid((16,)), causal_axes=(0,), **knobs)
     assert not uncapped(4, num_heads=2).axis_factors[0].capped
 
 

@@ -1,20 +1,12 @@
-"""Small configs shared by the model builders: the transformer backbone and the token mixer that replaces attention."""
+"""Small configs shared by the model builders: the transformer backbone, and the concentration mixer's settings a
+track hands its ``Backbone`` (the models themselves are built from the registered mixers)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
-from torch import nn
-
-from gridmix.core.grid import Grid
-from gridmix.mixers.builtin import BUILTIN
 from gridmix.mixers.concentration.factors import STARTS
 from gridmix.mixers.concentration.layer import CAUSAL_FORMS
-
-# The idea, its ablation (no eigenvalue cap) and the no-mixing control, by the registered mixer each kind is.
-KIND_MIXERS = {"concentration": "concentration", "uncapped": "concentration-uncapped", "tokenwise": "tokenwise"}
-MIXER_KINDS = tuple(KIND_MIXERS)
 
 
 @dataclass(frozen=True)
@@ -37,10 +29,9 @@ class BackboneConfig:
 
 @dataclass(frozen=True)
 class MixerConfig:
-    """How the mixer is set up when it replaces attention (see :class:`ConcentrationMixer`).
+    """How a track sets up the concentration mixer and its ablation (see :class:`ConcentrationMixer`); the models
+    are built from the registered mixers by the track's ``Backbone``, given :meth:`mixer_kwargs`.
 
-    ``kind``: ``"concentration"`` (the idea), ``"uncapped"`` (its ablation, ``spectrum="uncapped"``) or
-    ``"tokenwise"`` (the no-mixing control, :class:`TokenwiseMixer`); the other fields are the same for all.
     ``start``: where the factors start, ``"lowpass"``, ``"global"`` or ``"mean"``, one for all axes or one per axis
     (docs/mixer.md, "Where the mixer starts"). ``causal_form``: ``"toeplitz"`` (the default) or
     ``"semiseparable"`` (a sum of ``terms`` decaying exponentials per head; docs/mixer.md, "Causal axes").
@@ -48,14 +39,11 @@ class MixerConfig:
 
     rank: int = 16
     causal_axes: tuple[int, ...] = ()
-    kind: str = "concentration"
     start: str | tuple[str, ...] = "lowpass"
     causal_form: str = "toeplitz"
     terms: int = 16
 
     def __post_init__(self) -> None:
-        if self.kind not in MIXER_KINDS:
-            raise ValueError(f"MixerConfig kind={self.kind!r}; expected one of {MIXER_KINDS}")
         starts = (self.start,) if isinstance(self.start, str) else self.start
         if not starts or any(s not in STARTS for s in starts):
             raise ValueError(f"MixerConfig start={self.start!r}; expected one of {STARTS}, or one of them per axis")
@@ -65,12 +53,5 @@ class MixerConfig:
             raise ValueError(f"MixerConfig terms={self.terms!r}; expected a positive integer")
 
     def mixer_kwargs(self) -> dict:
-        """This configuration as keyword arguments of the registered ``concentration`` mixers' builder (a track's
-        ``Backbone``)."""
+        """These settings as keyword arguments of the registered ``concentration`` mixers (a track's ``Backbone``)."""
         return dict(rank=self.rank, start=self.start, causal_form=self.causal_form, terms=self.terms)
-
-    def attn_layer(self, grid: Grid | Sequence[int]) -> type[nn.Module]:
-        """timm's ``attn_layer`` on ``grid``: the registered mixer of this ``kind`` (:data:`KIND_MIXERS`) by its
-        :meth:`~gridmix.mixers.contract.MixerSpec.layer`, with these settings (the control takes none)."""
-        mixer_kwargs = {} if self.kind == "tokenwise" else self.mixer_kwargs()
-        return BUILTIN[KIND_MIXERS[self.kind]].layer(grid, causal_axes=self.causal_axes, **mixer_kwargs)

@@ -23,6 +23,7 @@ from gridmix.orchestrate.plan import plan_study
 from gridmix.orchestrate.sweeping import open_sweep_ledger, plan_sweep, run_sweep
 from gridmix.report.sweep_report import SweepReport
 from gridmix.report.types import Report
+from gridmix.study.executors import refuse_main_rerun
 
 
 class StorageError(OSError):
@@ -70,7 +71,9 @@ def run(track: str = "image", grid: str | None = None, *, out: str | Path | None
     :func:`~gridmix.orchestrate.plan.plan_study` with ``options`` (its keyword arguments: ``budget``, ``seeds``,
     ``models``, ``idea``, ``scaling``, ``jobs``, ``threads``, …), trained into the ledger in ``out`` (default
     ``runs/TRACK-GRID-BUDGET``; ``fresh`` starts afresh there) by the ``executor`` (``local`` or ``ray`` at
-    ``address``), its report written there and returned."""
+    ``address``), its report written there and returned. A worker process importing an unguarded main module
+    that calls it exits at once, and the caller gets a ``RuntimeError`` saying so (docs/guide.md "From Python")."""
+    refuse_main_rerun()
     planned = plan_study(track, grid, note=callbacks.note, **options)
     out = Path(out) if out is not None else planned.default_out
     return _drive(planned, out, open_ledger, run_study, fresh=fresh, executor=executor, address=address,
@@ -84,7 +87,9 @@ def sweep(track: str = "mqar", over: Sequence[tuple[str, Sequence[object]]] = ()
     the track's settings, with their values), as ``gridmix sweep`` runs it: planned by
     :func:`~gridmix.orchestrate.sweeping.plan_sweep` with ``options`` (``grid``, ``settings`` and
     :func:`~gridmix.orchestrate.plan.plan_study`'s), all in one ledger in ``out`` (default
-    ``runs/TRACK-sweep-NAMES-BUDGET``), the sweep's report written there and returned."""
+    ``runs/TRACK-sweep-NAMES-BUDGET``), the sweep's report written there and returned; an unguarded main module is
+    refused as by :func:`run`."""
+    refuse_main_rerun()
     planned = plan_sweep(track, over, note=callbacks.note, **options)
     out = Path(out) if out is not None else planned.default_out
     return _drive(planned, out, open_sweep_ledger, run_sweep, fresh=fresh, executor=executor, address=address,

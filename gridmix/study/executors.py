@@ -8,7 +8,10 @@ pool keeps its workers from one ``run`` to the next (a study's sweep and compari
 A worker that dies mid-task loses only that task: it is recorded as failed (and retried by the next
 re-run). Workers leave SIGINT and SIGHUP to the driver (:mod:`gridmix.core.interrupt`): a driver interrupted while it
 waits on them ends them itself (:meth:`WorkerPoolExecutor.run`), and a driver killed outright takes them with it (the
-kernel's parent-death signal on Linux, else a watchdog thread). The Ray executor
+kernel's parent-death signal on Linux, else a watchdog thread). Each worker imports the main module first, as every
+spawned process does; one that calls the front door while it does (a script without ``if __name__ == "__main__":``)
+exits at once with :data:`MAIN_RERUN_EXIT` (:func:`refuse_main_rerun`), and the driver raises :data:`MAIN_RERUN`
+instead of recording runs that never ran. The Ray executor
 (:mod:`gridmix.study.executors_ray`) has the same interface. The study driver that hands tasks to an executor is
 :class:`gridmix.study.harness.Runner`. docs/design.md section 8.
 """
@@ -29,6 +32,10 @@ from typing import Protocol, runtime_checkable
 
 from gridmix.study.harness import AfterTraining, RunTask, execute, versions
 from gridmix.study.ledger import RunRow
+
+MAIN_RERUN = ("gridmix.run or gridmix.sweep was called while a worker process imported the main module; put the "
+              'call under `if __name__ == "__main__":`')
+MAIN_RERUN_EXIT = 78  # a worker's exit status when it refused to start the study again (refuse_main_rerun)
 
 OnDone = Callable[[RunTask, RunRow], None]
 OnStart = Callable[[RunTask], None]
@@ -68,6 +75,27 @@ class InProcessExecutor:
 
     def close(self) -> None:
         """Nothing to release: the runs executed in this process."""
+
+
+def _importing_main() -> bool:
+    """Whether this call comes from the main module's top level run as ``__mp_main__``: what a process started by
+    ``multiprocessing`` (spawn or forkserver) does first, before it is told its task (so before
+    ``multiprocessing.parent_process()`` is set)."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_name == "<module>" and frame.f_globals.get("__name__") == "__mp_main__":
+            return True
+        frame = frame.f_back
+    return False
+
+
+def refuse_main_rerun() -> None:
+    """In a spawned process importing the main module, say :data:`MAIN_RERUN` in one line on stderr and exit with
+    :data:`MAIN_RERUN_EXIT` (the worker cannot start; the driver reads the status); elsewhere nothing."""
+    if not _importing_main():
+        return
+    print(f"gridmix: {MAIN_RERUN}", file=sys.stderr)
+    raise SystemExit(MAIN_RERUN_EXIT)
 
 
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
@@ -151,6 +179,14 @@ class WorkerPoolExecutor:
                 process.join()
         pool.shutdown(wait=True, cancel_futures=True)
 
+    def _exit_statuses(self) -> set[int | None]:
+        """The exit statuses of a broken pool's worker processes, each awaited up to :data:`WORKER_END_S` (the pool
+        ends the survivors; ``None`` for one still running)."""
+        processes = getattr(self._pool, "_processes", None) or {}  # the pool's worker processes (no public handle)
+        for process in processes.values():
+            process.join(WORKER_END_S)
+        return {process.exitcode for process in processes.values()}
+
     def _workers(self) -> ProcessPoolExecutor:
         if self._pool is None:
             context = multiprocessing.get_context("spawn")  # fork after torch threads start is unsafe
@@ -177,6 +213,8 @@ class WorkerPoolExecutor:
                     continue
                 on_done(futures[future], row)
             if broken:  # the pool is gone: charge the death to one task, retry the rest in a new pool
+                if MAIN_RERUN_EXIT in self._exit_statuses():  # no task can ever run: say why, record nothing
+                    raise RuntimeError(MAIN_RERUN)
                 self.close()
                 died = broken[0].failed_row("worker process died while running this task", versions=versions())
                 on_done(broken[0], died)

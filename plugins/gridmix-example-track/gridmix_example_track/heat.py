@@ -17,11 +17,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from gridmix import DataSizes, Grid, ModelSpec, Split, Track, TrackData
+from gridmix import Backbone, DataSizes, Grid, Split, Track, TrackData
+from gridmix.mixers.builtin import BUILTIN
 from gridmix.models import BackboneConfig, MixerConfig, build_vit
 
 STEPS, RATE, BUMPS, NOISE = 4, 0.2, 3, 0.05
 BACKBONE = BackboneConfig(embed_dim=32, depth=2, num_heads=2, mlp_ratio=2.0)
+MIXER = MixerConfig(rank=8)  # the concentration mixer of the idea and its ablation
 
 
 def diffuse(fields: np.ndarray, *, steps: int = STEPS, rate: float = RATE) -> np.ndarray:
@@ -53,29 +55,18 @@ def make_data(grid: Grid, seed: int, sizes: DataSizes) -> TrackData:
     return TrackData(train=split(0, sizes.n_train), val=split(1, sizes.n_val), test=split(2, sizes.n_test))
 
 
-def vit(grid: Grid, *, mlp_ratio: float = BACKBONE.mlp_ratio, attn_layer: type[nn.Module] | None = None) -> nn.Module:
-    """A ViT with one output per token: (B, 1, H, W) → (B, H·W)."""
+def vit(grid: Grid, attn_layer: type[nn.Module] | None = None, *, mlp_ratio: float = BACKBONE.mlp_ratio) -> nn.Module:
+    """A ViT with one output per token: (B, 1, H, W) → (B, H·W); ``attn_layer`` replaces attention (None: timm's)."""
     backbone = dataclasses.replace(BACKBONE, mlp_ratio=mlp_ratio)
     model = build_vit(grid, in_chans=1, num_outputs=1, backbone=backbone, attn_layer=attn_layer, global_pool="")
     return nn.Sequential(model, nn.Flatten(1))
 
 
-def vit_concentration(grid: Grid, *, mlp_ratio: float = BACKBONE.mlp_ratio, kind: str = "concentration") -> nn.Module:
-    """The same ViT with the concentration mixer as token mixer (``kind``: see :class:`gridmix.models.MixerConfig`)."""
-    return vit(grid, mlp_ratio=mlp_ratio, attn_layer=MixerConfig(rank=8, kind=kind).attn_layer(grid))
-
-
-def vit_uncapped(grid: Grid, *, mlp_ratio: float = BACKBONE.mlp_ratio) -> nn.Module:
-    """The ablation: the idea without its eigenvalue cap."""
-    return vit_concentration(grid, mlp_ratio=mlp_ratio, kind="uncapped")
-
-
-def vit_tokenwise(grid: Grid, *, mlp_ratio: float = BACKBONE.mlp_ratio) -> nn.Module:
-    """The control: the same ViT without token mixing."""
-    return vit_concentration(grid, mlp_ratio=mlp_ratio, kind="tokenwise")
-
-
 def heat_track() -> Track:
+    """Every model is the ViT around a registered mixer (``Backbone.model``), so they differ in the token mixer only."""
+    kwargs = MIXER.mixer_kwargs()
+    backbone = Backbone(vit, prefix="vit", width_kwarg="mlp_ratio",
+                        mixer_kwargs={"concentration": kwargs, "concentration-uncapped": kwargs})
     return Track(
         name="heat",
         description=f"predict a 2-D heat field {STEPS} diffusion steps ahead (per-token regression)",
@@ -87,14 +78,16 @@ def heat_track() -> Track:
         metric_name="test MSE",
         direction="lower",
         models=(
-            ModelSpec("vit", vit, description="timm ViT, dense attention, one output per token"),
-            ModelSpec("vit-concentration", vit_concentration, role="idea", width_kwarg="mlp_ratio",
-                      description="the same ViT with ConcentrationMixer as attn_layer"),
-            ModelSpec("vit-concentration-uncapped", vit_uncapped, role="ablation",
-                      description="the idea without its eigenvalue cap (softplus eigenvalues)"),
-            ModelSpec("vit-tokenwise", vit_tokenwise, role="control", description="the same ViT with no token mixing"),
+            backbone.model("vit", BUILTIN["attention"], description="timm ViT, dense attention, one output per token"),
+            backbone.model("vit-concentration", BUILTIN["concentration"], role="idea", width_kwarg="mlp_ratio",
+                           description="the same ViT with ConcentrationMixer as attn_layer"),
+            backbone.model("vit-concentration-uncapped", BUILTIN["concentration-uncapped"], role="ablation",
+                           description="the idea without its eigenvalue cap (softplus eigenvalues)"),
+            backbone.model("vit-tokenwise", BUILTIN["tokenwise"], role="control",
+                           description="the same ViT with no token mixing"),
         ),
         matched_baseline="vit",
         budget_overrides={"smoke": {"epochs": 3}},
         ceiling=0.0,
+        backbone=backbone,
     )
