@@ -223,13 +223,13 @@ def test_regrid_keeps_the_parameters_and_renormalises_the_kernel():
 def test_the_default_is_the_toeplitz_factor_and_the_config_threads_the_argument():
     assert isinstance(ConcentrationMixer(4, "16", num_heads=2, causal_axes=(0,)).axis_factors[0], CausalFactor)
     assert MixerConfig().causal_form == "toeplitz"
-    knobs = MixerConfig(causal_form="semiseparable", terms=4, start="global").mixer_knobs()
-    layer = BUILTIN["concentration"].layer(Grid((16, 3)), causal_axes=(0,), **knobs)(4, num_heads=2)
+    mixer_kwargs = MixerConfig(causal_form="semiseparable", terms=4, start="global").mixer_kwargs()
+    layer = BUILTIN["concentration"].layer(Grid((16, 3)), causal_axes=(0,), **mixer_kwargs)(4, num_heads=2)
     factor = layer.axis_factors[0]
     assert isinstance(factor, SemiseparableFactor) and factor.terms == 4 and factor.start == "global"
     assert isinstance(layer.axis_factors[1], SymmetricFactor)
-    knobs = MixerConfig(causal_form="semiseparable").mixer_knobs()
-    uncapped = BUILTIN["concentration-uncapped"].layer(Grid((16,)), causal_axes=(0,), **knobs)
+    mixer_kwargs = MixerConfig(causal_form="semiseparable").mixer_kwargs()
+    uncapped = BUILTIN["concentration-uncapped"].layer(Grid((16,)), causal_axes=(0,), **mixer_kwargs)
     assert not uncapped(4, num_heads=2).axis_factors[0].capped
 
 
