@@ -1,4 +1,5 @@
-"""nox sessions: ``tests`` (what CI and the README run), ``lint``, ``bench`` (CI-sized benchmark), ``bench_gpu``.
+"""nox sessions: ``tests`` (what CI and the README run), ``lint``, ``bench`` (CI-sized benchmark),
+``bench_gpu``.
 
 Each session installs gridmix the way the README does (``pip install -e .[dev]``) and reuses its
 environment between runs (``nox.options.reuse_existing_virtualenvs``). Times on the 2-core machine
@@ -33,7 +34,8 @@ def lint(session: nox.Session) -> None:
 
 
 def _small_grids(default_grid: str) -> str:
-    """The track's default grid and its half along every axis (never below 2): the CI scaling points."""
+    """The track's default grid and its half along every axis (never below 2): the CI scaling
+    points."""
     sizes = [int(n) for n in default_grid.split("x")]
     half = "x".join(str(max(2, n // 2)) for n in sizes)
     return ",".join(dict.fromkeys([half, default_grid]))
@@ -41,16 +43,18 @@ def _small_grids(default_grid: str) -> str:
 
 @nox.session
 def bench(session: nox.Session) -> None:
-    """Every installed track (the example third-party plugins too) through `gridmix run --budget smoke`, the
-    scaling analysis at small grids, the mixer micro-benchmarks and every registered mixer's cost
-    (``bench_mixers.py --quick``), into one artifact directory
-    (``nox -s bench -- DIR``, default ``bench-artifacts``). Fails if any analysis fails, never because the
-    idea lost."""
+    """Every installed track (the example third-party plugins too) through `gridmix run --budget
+    smoke`, the scaling analysis at small grids, the mixer micro-benchmarks and every registered
+    mixer's cost (``bench_mixers.py --quick``), into one artifact directory
+    (``nox -s bench -- DIR``, default ``bench-artifacts``). Fails if any analysis fails, never
+    because the idea lost."""
     session.install("-e", ".[dev]")
     session.install(*EXAMPLE_PLUGINS)
     artifacts = Path(session.posargs[0] if session.posargs else "bench-artifacts").resolve()
     shutil.rmtree(artifacts, ignore_errors=True)
-    listing = session.run("python", "-m", "gridmix", "tracks", "--json", silent=True, stderr=subprocess.DEVNULL)
+    listing = session.run(
+        "python", "-m", "gridmix", "tracks", "--json", silent=True, stderr=subprocess.DEVNULL
+    )
     tracks = json.loads(listing)["tracks"]
     failed, skipped = [], {}
     for track in tracks:
@@ -59,29 +63,67 @@ def bench(session: nox.Session) -> None:
             skipped[name] = track["data_missing"]
             continue
         for label, command in [
-            ("run", ["gridmix", "run", "--track", name, "--budget", "smoke", "--out", str(artifacts / "runs" / name)]),
-            ("scale", ["gridmix", "scale", "--track", name, "--grids", _small_grids(track["default_grid"]),
-                       "--repeats", "2", "--out", str(artifacts / "scaling" / name)]),
+            (
+                "run",
+                [
+                    "gridmix",
+                    "run",
+                    "--track",
+                    name,
+                    "--budget",
+                    "smoke",
+                    "--out",
+                    str(artifacts / "runs" / name),
+                ],
+            ),
+            (
+                "scale",
+                [
+                    "gridmix",
+                    "scale",
+                    "--track",
+                    name,
+                    "--grids",
+                    _small_grids(track["default_grid"]),
+                    "--repeats",
+                    "2",
+                    "--out",
+                    str(artifacts / "scaling" / name),
+                ],
+            ),
         ]:
             try:
                 session.run(*command)
             except nox.command.CommandFailed:
                 failed.append(f"{label} {name}")
-    for label, script in (("micro-benchmarks", "bench_mixer.py"), ("mixers' cost", "bench_mixers.py")):
+    for label, script in (
+        ("micro-benchmarks", "bench_mixer.py"),
+        ("mixers' cost", "bench_mixers.py"),
+    ):
         try:
-            session.run("python", f"benchmarks/{script}", "--quick", "--out", str(artifacts / "micro"))
+            session.run(
+                "python", f"benchmarks/{script}", "--quick", "--out", str(artifacts / "micro")
+            )
         except nox.command.CommandFailed:
             failed.append(label)
-    summary = dict(tracks=[t["name"] for t in tracks], skipped=skipped, failed=failed, aa=_aa_rate(session, artifacts))
+    summary = dict(
+        tracks=[t["name"] for t in tracks],
+        skipped=skipped,
+        failed=failed,
+        aa=_aa_rate(session, artifacts),
+    )
     if summary["aa"] is None or summary["aa"]["binomial_p_rate_above_level"] < 0.001:
-        failed.append("A/A false-positive rate (missing, or far above the exact level: the harness leaks)")
+        failed.append(
+            "A/A false-positive rate (missing, or far above the exact level: the harness leaks)"
+        )
     (artifacts / "summary.json").write_text(json.dumps(summary, indent=2))
     if failed:
         session.error(f"failed: {', '.join(failed)}")
 
 
 def _aa_rate(session: nox.Session, artifacts: Path) -> dict | None:
-    """The harness's A/A false-positive rate (benchmarks/bench_aa.py), without the per-replicate p-values."""
+    """The harness's A/A false-positive rate (benchmarks/bench_aa.py), without the per-replicate
+    p-values."""
     try:
         session.run("python", "benchmarks/bench_aa.py", "--out", str(artifacts / "aa"))
     except nox.command.CommandFailed:
@@ -92,10 +134,11 @@ def _aa_rate(session: nox.Session, artifacts: Path) -> dict | None:
 
 @nox.session
 def bench_gpu(session: nox.Session) -> None:
-    """The GPU figures (benchmarks/bench_gpu.py) on a CUDA machine, in under 5 minutes: layer and ViT step against
-    timm's fused attention in fp32 and bf16, and the default image study with 8 runs sharing the GPU
-    (``nox -s bench_gpu -- DIR [extra bench_gpu.py arguments]``, default ``bench-gpu``; e.g. ``--cpu-study-s``
-    with the same study's CPU time for the speed-up line). The session's pip must resolve a CUDA build of torch."""
+    """The GPU figures (benchmarks/bench_gpu.py) on a CUDA machine, in under 5 minutes: layer and
+    ViT step against timm's fused attention in fp32 and bf16, and the default image study with 8
+    runs sharing the GPU (``nox -s bench_gpu -- DIR [extra bench_gpu.py arguments]``, default
+    ``bench-gpu``; e.g. ``--cpu-study-s`` with the same study's CPU time for the speed-up line). The
+    session's pip must resolve a CUDA build of torch."""
     session.install("-e", ".[dev]")
     out = session.posargs[0] if session.posargs else "bench-gpu"
     session.run("python", "benchmarks/bench_gpu.py", "--out", out, *session.posargs[1:])

@@ -1,12 +1,14 @@
-"""The harness's A/A false-positive rate: many tiny A/A studies through the real runner, ledger and report.
+"""The harness's A/A false-positive rate: many tiny A/A studies through the real runner, ledger and
+report.
 
     python benchmarks/bench_aa.py --out DIR [--replicates 200] [--seeds 6]
 
-Each replicate trains a small attention model against a copy of itself initialised from another seed, on
-the same data, over ``--seeds`` comparison seeds of its own
+Each replicate trains a small attention model against a copy of itself initialised from another
+seed, on the same data, over ``--seeds`` comparison seeds of its own
 (:func:`gridmix.orchestrate.calibration.aa_false_positive_rate`).
-Writes ``DIR/aa.json`` (rate, the exact test's level, a binomial p for "the rate exceeds the level", every
-p-value) and prints one line. A tiny track keeps a replicate well under a second; the harness is the real one.
+Writes ``DIR/aa.json`` (rate, the exact test's level, a binomial p for "the rate exceeds the level",
+every p-value) and prints one line. A tiny track keeps a replicate well under a second; the harness
+is the real one.
 """
 
 from __future__ import annotations
@@ -22,7 +24,16 @@ import torch
 from timm.layers import Attention
 from torch import nn
 
-from gridmix import ConcentrationMixer, DataSizes, Grid, ModelSpec, Split, Track, TrackData, load_registry
+from gridmix import (
+    ConcentrationMixer,
+    DataSizes,
+    Grid,
+    ModelSpec,
+    Split,
+    Track,
+    TrackData,
+    load_registry,
+)
 from gridmix.orchestrate.calibration import aa_false_positive_rate
 from gridmix.study.harness import Study
 from gridmix.tracks.budget import BUDGETS
@@ -37,7 +48,9 @@ def make_data(grid: Grid, seed: int, sizes: DataSizes) -> TrackData:
 
     def split(count):
         x = torch.randn(count, grid[0], generator=gen)  # (S, n)
-        y = x[:, : grid[0] // 2].mean(1, keepdim=True) - x[:, grid[0] // 2 :].mean(1, keepdim=True)  # (S, 1)
+        y = x[:, : grid[0] // 2].mean(1, keepdim=True) - x[:, grid[0] // 2 :].mean(
+            1, keepdim=True
+        )  # (S, 1)
         return Split(x, y + 0.3 * torch.randn(y.shape, generator=gen))
 
     return TrackData(split(sizes.n_train), split(sizes.n_val), split(sizes.n_test))
@@ -55,11 +68,23 @@ class Net(nn.Module):
 
 
 TRACK = Track(
-    name="aa-probe", description="tiny regression for the A/A benchmark", ndim=1, default_grid=GRID,
-    make_data=make_data, loss=nn.functional.mse_loss, metric=lambda p, t: float(((p - t) ** 2).mean()),
-    metric_name="test MSE", direction="lower", matched_baseline="attention",
-    models=(ModelSpec("mixer", lambda g: Net(g, ConcentrationMixer(8, g, num_heads=2, rank=4)), role="idea"),
-            ModelSpec("attention", lambda g: Net(g, Attention(8, num_heads=2)))))
+    name="aa-probe",
+    description="tiny regression for the A/A benchmark",
+    ndim=1,
+    default_grid=GRID,
+    make_data=make_data,
+    loss=nn.functional.mse_loss,
+    metric=lambda p, t: float(((p - t) ** 2).mean()),
+    metric_name="test MSE",
+    direction="lower",
+    matched_baseline="attention",
+    models=(
+        ModelSpec(
+            "mixer", lambda g: Net(g, ConcentrationMixer(8, g, num_heads=2, rank=4)), role="idea"
+        ),
+        ModelSpec("attention", lambda g: Net(g, Attention(8, num_heads=2))),
+    ),
+)
 
 
 class Probe:
@@ -76,23 +101,49 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     load_registry(extra_plugins=[Probe()], refresh=True)
-    budget = dataclasses.replace(BUDGETS["smoke"], seeds=args.seeds, lrs=(3e-3,), epochs=2, n_train=64, n_val=16,
-                                 n_test=128, batch_size=32)
-    study = Study(track=TRACK.name, grid=str(GRID), models=("mixer", "attention"), idea="mixer",
-                  matched_baseline="attention", metric_name=TRACK.metric_name, direction="lower", budget=budget,
-                  device="cpu", threads=1)
+    budget = dataclasses.replace(
+        BUDGETS["smoke"],
+        seeds=args.seeds,
+        lrs=(3e-3,),
+        epochs=2,
+        n_train=64,
+        n_val=16,
+        n_test=128,
+        batch_size=32,
+    )
+    study = Study(
+        track=TRACK.name,
+        grid=str(GRID),
+        models=("mixer", "attention"),
+        idea="mixer",
+        matched_baseline="attention",
+        metric_name=TRACK.metric_name,
+        direction="lower",
+        budget=budget,
+        device="cpu",
+        threads=1,
+    )
 
     def progress(k: int, comparison) -> None:  # a gridmix.report.types.Comparison
         if (k + 1) % 25 == 0:
-            print(f"A/A replicate {k + 1}/{args.replicates}: p = {comparison.result.p_value:.3g}", flush=True)
+            print(
+                f"A/A replicate {k + 1}/{args.replicates}: p = {comparison.result.p_value:.3g}",
+                flush=True,
+            )
 
     with tempfile.TemporaryDirectory() as ledgers:
-        result = aa_false_positive_rate(study, ledgers, replicates=args.replicates, on_replicate=progress)
+        result = aa_false_positive_rate(
+            study, ledgers, replicates=args.replicates, on_replicate=progress
+        )
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "aa.json").write_text(json.dumps(result, indent=2) + "\n")
-    print(f"A/A false-positive rate {result['significant']}/{result['replicates']} = {result['rate']:.4f} "
-          f"(exact level {result['exact_level']:.4f} at {args.seeds} seeds; binomial p of a higher rate "
-          f"{result['binomial_p_rate_above_level']:.3g})")
+    print(
+        f"A/A false-positive rate {result['significant']}/{result['replicates']} = "
+        f"{result['rate']:.4f} "
+        f"(exact level {result['exact_level']:.4f} at {args.seeds} seeds; binomial p of a higher "
+        "rate "
+        f"{result['binomial_p_rate_above_level']:.3g})"
+    )
     return result
 
 

@@ -2,13 +2,14 @@
 
     python benchmarks/bench_causal.py --out DIR [--threads 2] [--lengths 1024 16384]
 
-Forward+backward (gradients of the input and the kernel) on (8, n, 4 heads, 16 channels), the mixer's
-benchmark shape, for: the exactly causal blocked form
-(:func:`gridmix.mixers.concentration.ops.causal.causal_mode_product`) at several leaf lengths (``leafB``, at most
-``BRANCH`` sub-blocks per stage) and several branchings (``branchP``, at the default leaf); one zero-padded FFT
-convolution of length 2n (faster, but its rounding leaks the future, see docs/mixer.md "Causal axes"); the dense
-Toeplitz reference (up to 4,096); and the rank-16 projection and expansion GEMMs of one symmetric axis, for scale.
-Interleaved rounds (``bench_common.interleaved``); every figure is also given as a ratio to the one-FFT time, the
+Forward+backward (gradients of the input and the kernel) on (8, n, 4 heads, 16 channels), the
+mixer's benchmark shape, for: the exactly causal blocked form
+(:func:`gridmix.mixers.concentration.ops.causal.causal_mode_product`) at several leaf lengths
+(``leafB``, at most ``BRANCH`` sub-blocks per stage) and several branchings (``branchP``, at the
+default leaf); one zero-padded FFT convolution of length 2n (faster, but its rounding leaks the
+future, see docs/mixer.md "Causal axes"); the dense Toeplitz reference (up to 4,096); and the
+rank-16 projection and expansion GEMMs of one symmetric axis, for scale. Interleaved rounds
+(``bench_common.interleaved``); every figure is also given as a ratio to the one-FFT time, the
 median of per-round ratios. Writes ``DIR/bench_causal.json`` and prints the table.
 """
 
@@ -17,13 +18,26 @@ from __future__ import annotations
 import torch
 from bench_common import length_sweep_main
 
-from gridmix.mixers.concentration.ops.causal import BRANCH, LEAF, causal_mode_product, causal_mode_product_dense
+from gridmix.mixers.concentration.ops.causal import (
+    BRANCH,
+    LEAF,
+    causal_mode_product,
+    causal_mode_product_dense,
+)
 
 BATCH, HEADS, HEAD_DIM, RANK = 8, 4, 16, 16
 LEAVES = (64, 128, 256, 512)
-BRANCHES = tuple(p for p in (2, 4, 8) if p != BRANCH)  # the default branching is timed as leaf{LEAF}
+BRANCHES = tuple(
+    p for p in (2, 4, 8) if p != BRANCH
+)  # the default branching is timed as leaf{LEAF}
 DENSE_MAX = 4096
-NAMES = [*(f"leaf{b}" for b in LEAVES), *(f"branch{p}" for p in BRANCHES), "one_fft", "symmetric_r16", "dense"]
+NAMES = [
+    *(f"leaf{b}" for b in LEAVES),
+    *(f"branch{p}" for p in BRANCHES),
+    "one_fft",
+    "symmetric_r16",
+    "dense",
+]
 
 
 def one_fft(x: torch.Tensor, kernel: torch.Tensor) -> torch.Tensor:
@@ -44,19 +58,37 @@ def cases(n: int) -> dict:
     def step(fn, inputs):
         return lambda: torch.autograd.grad(fn(), inputs, grad)
 
-    out = {f"leaf{b}": step(lambda b=b: causal_mode_product(x, kernel, 1, leaf=b), (x, kernel)) for b in LEAVES}
-    out.update({f"branch{p}": step(lambda p=p: causal_mode_product(x, kernel, 1, leaf=LEAF, branch=p), (x, kernel))
-                for p in BRANCHES})
+    out = {
+        f"leaf{b}": step(lambda b=b: causal_mode_product(x, kernel, 1, leaf=b), (x, kernel))
+        for b in LEAVES
+    }
+    out.update(
+        {
+            f"branch{p}": step(
+                lambda p=p: causal_mode_product(x, kernel, 1, leaf=LEAF, branch=p), (x, kernel)
+            )
+            for p in BRANCHES
+        }
+    )
     out["one_fft"] = step(lambda: one_fft(x, kernel), (x, kernel))
-    out["symmetric_r16"] = step(lambda: torch.einsum("brhc,nr->bnhc", torch.einsum("bnhc,nr->brhc", x, basis), basis),
-                                (x, basis))
+    out["symmetric_r16"] = step(
+        lambda: torch.einsum("brhc,nr->bnhc", torch.einsum("bnhc,nr->brhc", x, basis), basis),
+        (x, basis),
+    )
     if n <= DENSE_MAX:
         out["dense"] = step(lambda: causal_mode_product_dense(x, kernel, 1), (x, kernel))
     return out
 
 
 def main() -> None:
-    length_sweep_main(__doc__.split("\n")[0], "bench_causal.json", cases, names=NAMES, reference="one_fft", repeats=7)
+    length_sweep_main(
+        __doc__.split("\n")[0],
+        "bench_causal.json",
+        cases,
+        names=NAMES,
+        reference="one_fft",
+        repeats=7,
+    )
 
 
 if __name__ == "__main__":

@@ -1,10 +1,12 @@
-"""What the data fingerprint costs next to training: per built-in track, build + hash time against one epoch.
+"""What the data fingerprint costs next to training: per built-in track, build + hash time against
+one epoch.
 
-``gridmix run`` builds the first seed's data and hashes it (:mod:`gridmix.study.fingerprint`) before any run; the
-goal is that this is cheap relative to training. Per track, at its default grid and the chosen
-budget's split sizes, this records the seconds to build the data, to hash it (the median of ``--repeats``),
-the bytes hashed, and the wall seconds of one one-epoch training run of the idea model; the ratio
-``hash_s / epoch_s`` is the figure to watch. Writes ``bench_fingerprint.json`` to ``--out``.
+``gridmix run`` builds the first seed's data and hashes it (:mod:`gridmix.study.fingerprint`) before
+any run; the goal is that this is cheap relative to training. Per track, at its default grid and the
+chosen budget's split sizes, this records the seconds to build the data, to hash it (the median of
+``--repeats``), the bytes hashed, and the wall seconds of one one-epoch training run of the idea
+model; the ratio ``hash_s / epoch_s`` is the figure to watch. Writes ``bench_fingerprint.json`` to
+``--out``.
 
     python benchmarks/bench_fingerprint.py --out runs/bench --budget default
 """
@@ -36,34 +38,72 @@ def measure(track_name: str, budget_name: str, *, repeats: int, threads: int) ->
         started = time.perf_counter()
         tensor_hash(data)
         hash_times.append(time.perf_counter() - started)
-    nbytes = sum(t.numel() * t.element_size() for split in (data.train, data.val, data.test)
-                 for t in (split.inputs, split.targets))
-    task = RunTask(track=track.name, model=track.idea.name, grid=str(track.default_grid), lr=budget.lrs[0], seed=0,
-                   budget=dataclasses.replace(budget, epochs=1), device="cpu", threads=threads)
+    nbytes = sum(
+        t.numel() * t.element_size()
+        for split in (data.train, data.val, data.test)
+        for t in (split.inputs, split.targets)
+    )
+    task = RunTask(
+        track=track.name,
+        model=track.idea.name,
+        grid=str(track.default_grid),
+        lr=budget.lrs[0],
+        seed=0,
+        budget=dataclasses.replace(budget, epochs=1),
+        device="cpu",
+        threads=threads,
+    )
     epoch_s = execute(task).wall_s
     hash_s = statistics.median(hash_times)
-    return dict(track=track.name, grid=str(track.default_grid), budget=budget.name, sizes=dataclasses.asdict(
-        budget.sizes), bytes_hashed=nbytes, build_s=build_s, hash_s=hash_s, epoch_s=epoch_s,
-        hash_over_epoch=hash_s / epoch_s if epoch_s else None)
+    return dict(
+        track=track.name,
+        grid=str(track.default_grid),
+        budget=budget.name,
+        sizes=dataclasses.asdict(budget.sizes),
+        bytes_hashed=nbytes,
+        build_s=build_s,
+        hash_s=hash_s,
+        epoch_s=epoch_s,
+        hash_over_epoch=hash_s / epoch_s if epoch_s else None,
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", type=Path, required=True, help="directory for bench_fingerprint.json")
-    parser.add_argument("--budget", default="default", help="smoke, default or full: the split sizes hashed")
-    parser.add_argument("--tracks", default="sequence,image,video", help="comma-separated built-in tracks")
-    parser.add_argument("--repeats", type=int, default=5, help="hash repeats (the median is reported)")
-    parser.add_argument("--threads", type=int, default=torch.get_num_threads(), help="torch threads")
+    parser.add_argument(
+        "--out", type=Path, required=True, help="directory for bench_fingerprint.json"
+    )
+    parser.add_argument(
+        "--budget", default="default", help="smoke, default or full: the split sizes hashed"
+    )
+    parser.add_argument(
+        "--tracks", default="sequence,image,video", help="comma-separated built-in tracks"
+    )
+    parser.add_argument(
+        "--repeats", type=int, default=5, help="hash repeats (the median is reported)"
+    )
+    parser.add_argument(
+        "--threads", type=int, default=torch.get_num_threads(), help="torch threads"
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    rows = [measure(name.strip(), args.budget, repeats=args.repeats, threads=args.threads)
-            for name in args.tracks.split(",") if name.strip()]
+    rows = [
+        measure(name.strip(), args.budget, repeats=args.repeats, threads=args.threads)
+        for name in args.tracks.split(",")
+        if name.strip()
+    ]
     for row in rows:
-        print(f"{row['track']} {row['grid']} ({row['budget']}): {row['bytes_hashed'] / 1e6:.1f} MB hashed in "
-              f"{row['hash_s'] * 1e3:.1f} ms, built in {row['build_s']:.2f} s; one epoch {row['epoch_s']:.2f} s")
+        print(
+            f"{row['track']} {row['grid']} ({row['budget']}): {row['bytes_hashed'] / 1e6:.1f} MB "
+            "hashed in "
+            f"{row['hash_s'] * 1e3:.1f} ms, built in {row['build_s']:.2f} s; one epoch "
+            f"{row['epoch_s']:.2f} s"
+        )
     args.out.mkdir(parents=True, exist_ok=True)
-    write_json(args.out / "bench_fingerprint.json", dict(environment=environment(threads=torch.get_num_threads()),
-                                                        rows=rows))
+    write_json(
+        args.out / "bench_fingerprint.json",
+        dict(environment=environment(threads=torch.get_num_threads()), rows=rows),
+    )
 
 
 if __name__ == "__main__":

@@ -2,11 +2,11 @@
 
     python benchmarks/check_mde.py runs/image-32x32-default/bench_report.json [--draws 4000]
 
-For the primary comparison: draws n normal differences with the observed spread (ddof=1) shifted by an
-effect, tests each sample by enumerating every sign pattern one at a time (no shared code with
-``gridmix.analysis.stats``), and finds the effect with 80% power by a grid search; prints it beside the
-report's ``mde`` and their ratio, and the simulated power at the report's MDE. Exit status 1 if they differ
-by more than 10%.
+For the primary comparison: draws n normal differences with the observed spread (ddof=1) shifted by
+an effect, tests each sample by enumerating every sign pattern one at a time (no shared code with
+``gridmix.analysis.stats``), and finds the effect with 80% power by a grid search; prints it beside
+the report's ``mde`` and their ratio, and the simulated power at the report's MDE. Exit status 1 if
+they differ by more than 10%.
 """
 
 from __future__ import annotations
@@ -49,16 +49,23 @@ def main(argv: list[str] | None = None) -> int:
     diffs = np.asarray(result.per_seed_diffs)
     n, spread, alpha, reported = diffs.size, float(diffs.std(ddof=1)), result.alpha, result.mde
     if reported is None:
-        print(f"report MDE unreachable at n={n}: smallest exact p 2/2^{n} = {2 / 2**n:.4g} vs alpha {alpha}")
+        print(
+            f"report MDE unreachable at n={n}: smallest exact p 2/2^{n} = {2 / 2**n:.4g} vs alpha "
+            f"{alpha}"
+        )
         return 0 if 2 / 2**n >= alpha else 1
     grid = np.linspace(0.5, 3.5, 61) * spread  # effects from 0.5 to 3.5 spreads, step 0.05
     powers = [power(e, spread, n, draws=args.draws, alpha=alpha, seed=args.seed) for e in grid]
     independent = float(next((e for e, p in zip(grid, powers) if p >= 0.8), float("nan")))
     at_reported = power(reported, spread, n, draws=args.draws, alpha=alpha, seed=args.seed + 1)
     ratio = reported / independent
-    print(f"n={n}, s_d={spread:.4g}: report MDE {reported:.4g} ({reported / spread:.3f} s_d); independent "
-          f"simulation {independent:.4g} ({independent / spread:.3f} s_d, {args.draws} draws); ratio {ratio:.3f}; "
-          f"simulated power at the report's MDE {at_reported:.3f}")
+    print(
+        f"n={n}, s_d={spread:.4g}: report MDE {reported:.4g} ({reported / spread:.3f} s_d); "
+        "independent "
+        f"simulation {independent:.4g} ({independent / spread:.3f} s_d, {args.draws} draws); "
+        f"ratio {ratio:.3f}; "
+        f"simulated power at the report's MDE {at_reported:.3f}"
+    )
     return 0 if abs(ratio - 1) <= 0.10 else 1
 
 

@@ -1,16 +1,19 @@
 """Every registered mixer as the idea on one track, at one budget: the table of docs/mixers.md.
 
-    python benchmarks/mixer_table.py --track image --out DIR [--budget default] [--mixers a b ...] [--jobs auto]
+    python benchmarks/mixer_table.py --track image --out DIR [--budget default] [--mixers a b ...]
+        [--jobs auto]
 
-One ``gridmix run --idea MIXER`` per mixer that can serve the track, all into the same output directory: the
-studies share the track, grid and data, so the matched baseline's and the control's runs (the same run keys in
-every study) train once and are reused from the ledger, and each mixer adds only its own runs. For every mixer the
-table gives the test metric's mean and standard deviation over the comparison seeds, the paired verdict against the
-matched baseline (attention) with its exact sign-flip p and MDE (the report's primary comparison), the parameters of
-the whole model, and the FLOPs of one forward+backward on one training batch (``FlopCounterMode`` on fake tensors);
-an idea arm at chance (or ceiling) says so beside its verdict, as the report does.
-A mixer that cannot serve the track is listed with its reason. Writes ``DIR/mixer_table.json`` and
-``DIR/mixer_table.md``; each study's own report stays in ``DIR/<mixer>/`` (its ``bench_report.json``).
+One ``gridmix run --idea MIXER`` per mixer that can serve the track, all into the same output
+directory: the studies share the track, grid and data, so the matched baseline's and the control's
+runs (the same run keys in every study) train once and are reused from the ledger, and each mixer
+adds only its own runs. For every mixer the table gives the test metric's mean and standard
+deviation over the comparison seeds, the paired verdict against the matched baseline (attention)
+with its exact sign-flip p and MDE (the report's primary comparison), the parameters of the whole
+model, and the FLOPs of one forward+backward on one training batch (``FlopCounterMode`` on fake
+tensors); an idea arm at chance (or ceiling) says so beside its verdict, as the report does. A mixer
+that cannot serve the track is listed with its reason. Writes ``DIR/mixer_table.json`` and
+``DIR/mixer_table.md``; each study's own report stays in ``DIR/<mixer>/`` (its
+``bench_report.json``).
 """
 
 from __future__ import annotations
@@ -32,7 +35,8 @@ from gridmix.tracks.plugin_loader import load_registry
 
 
 def model_cost(track, spec, grid: Grid, budget) -> tuple[int, float]:
-    """Parameters of the whole model and GFLOPs of a forward+backward on one training batch (fake tensors)."""
+    """Parameters of the whole model and GFLOPs of a forward+backward on one training batch (fake
+    tensors)."""
     torch.manual_seed(0)
     model = spec.build(grid)
     inputs = track.make_data(grid, 0, budget.sizes).train.inputs[: budget.batch_size]
@@ -41,7 +45,8 @@ def model_cost(track, spec, grid: Grid, budget) -> tuple[int, float]:
 
 
 def _verdict(row: dict) -> str:
-    """The table's verdict cell: why a mixer was skipped, its role, or its verdict with the idea arm's flag."""
+    """The table's verdict cell: why a mixer was skipped, its role, or its verdict with the idea
+    arm's flag."""
     said = row.get("skipped") or row.get("role") or row.get("verdict") or "–"
     return f"{said} [idea {row['flag']}]" if row.get("flag") else said
 
@@ -49,7 +54,9 @@ def _verdict(row: dict) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--track", required=True)
-    parser.add_argument("--out", type=Path, required=True, help="the shared study directory and the table")
+    parser.add_argument(
+        "--out", type=Path, required=True, help="the shared study directory and the table"
+    )
     parser.add_argument("--budget", default="default")
     parser.add_argument("--mixers", nargs="*", help="the mixers (default: every registered one)")
     parser.add_argument("--jobs", default="auto")
@@ -72,33 +79,86 @@ def main() -> None:
             row["role"] = "matched baseline"
             continue
         began = time.perf_counter()
-        report = orchestrate.run(args.track, out=args.out / "ledger", idea=mixer, budget=args.budget,
-                                 scaling=False, jobs=int(args.jobs) if args.jobs.isdigit() else args.jobs)
-        shutil.copytree(args.out / "ledger", args.out / mixer, dirs_exist_ok=True, ignore=shutil.ignore_patterns(
-            "*.sqlite*", ".gridmix.lock"))
+        report = orchestrate.run(
+            args.track,
+            out=args.out / "ledger",
+            idea=mixer,
+            budget=args.budget,
+            scaling=False,
+            jobs=int(args.jobs) if args.jobs.isdigit() else args.jobs,
+        )
+        shutil.copytree(
+            args.out / "ledger",
+            args.out / mixer,
+            dirs_exist_ok=True,
+            ignore=shutil.ignore_patterns("*.sqlite*", ".gridmix.lock"),
+        )
         arm, comparison = report.idea_arm, report.comparison
         result = comparison.result if comparison else None
-        row.update(mean=arm.mean, std=arm.std, n=arm.n, flag=arm.flag, seconds=time.perf_counter() - began,
-                   verdict=comparison.verdict if comparison else None,
-                   p=result.p_value if result else None, mde=result.mde if result else None,
-                   baseline_mean=report.baseline.mean if report.baseline else None)
+        row.update(
+            mean=arm.mean,
+            std=arm.std,
+            n=arm.n,
+            flag=arm.flag,
+            seconds=time.perf_counter() - began,
+            verdict=comparison.verdict if comparison else None,
+            p=result.p_value if result else None,
+            mde=result.mde if result else None,
+            baseline_mean=report.baseline.mean if report.baseline else None,
+        )
         baseline = report.baseline
         if baseline is not None:
-            reference = next(r for r in rows if r["mixer"] == matched.mixer) if matched.mixer else None
+            reference = (
+                next(r for r in rows if r["mixer"] == matched.mixer) if matched.mixer else None
+            )
             if reference is not None:
                 reference.update(mean=baseline.mean, std=baseline.std, n=baseline.n)
-        print(f"{mixer}: {row['verdict']} (p {fmt(row['p'])}, MDE {fmt(row['mde'])}), {row['seconds']:.0f} s",
-              flush=True)
-    result = dict(environment=environment(threads=torch.get_num_threads()), track=args.track, grid=str(grid),
-                  budget=args.budget, metric=track.metric_name, direction=track.direction, rows=rows,
-                  seconds=time.perf_counter() - started)
+        print(
+            f"{mixer}: {row['verdict']} (p {fmt(row['p'])}, MDE {fmt(row['mde'])}), "
+            f"{row['seconds']:.0f} s",
+            flush=True,
+        )
+    result = dict(
+        environment=environment(threads=torch.get_num_threads()),
+        track=args.track,
+        grid=str(grid),
+        budget=args.budget,
+        metric=track.metric_name,
+        direction=track.direction,
+        rows=rows,
+        seconds=time.perf_counter() - started,
+    )
     write_json(args.out / "mixer_table.json", result)
     table = markdown_table(
-        ["mixer", "model", f"{track.metric_name} mean", "sd", "vs attention", "p", "MDE", "parameters", "GFLOP"],
-        [[r["mixer"], r.get("model") or "–", fmt(r.get("mean")), fmt(r.get("std")),
-          _verdict(r), fmt(r.get("p")), fmt(r.get("mde")),
-          f"{r['params']:,}" if "params" in r else "–", fmt(r.get("gflops_fwdbwd"))] for r in rows])
-    (args.out / "mixer_table.md").write_text(f"{args.track} {grid}, budget {args.budget}\n\n{table}\n")
+        [
+            "mixer",
+            "model",
+            f"{track.metric_name} mean",
+            "sd",
+            "vs attention",
+            "p",
+            "MDE",
+            "parameters",
+            "GFLOP",
+        ],
+        [
+            [
+                r["mixer"],
+                r.get("model") or "–",
+                fmt(r.get("mean")),
+                fmt(r.get("std")),
+                _verdict(r),
+                fmt(r.get("p")),
+                fmt(r.get("mde")),
+                f"{r['params']:,}" if "params" in r else "–",
+                fmt(r.get("gflops_fwdbwd")),
+            ]
+            for r in rows
+        ],
+    )
+    (args.out / "mixer_table.md").write_text(
+        f"{args.track} {grid}, budget {args.budget}\n\n{table}\n"
+    )
     print(table)
     print(json.dumps({"seconds": round(result["seconds"])}))
 

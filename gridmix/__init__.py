@@ -2,8 +2,9 @@
 
 The public API is listed in ``__all__``; docs/design.md describes the mathematics and the contracts.
 
-The names load on first use (PEP 562, :func:`__getattr__`): ``import gridmix`` and the command line's ``--help``
-import no torch, so help answers at once; ``from gridmix import ConcentrationMixer`` imports what it needs.
+The names load on first use (PEP 562, :func:`__getattr__`): ``import gridmix`` and the command
+line's ``--help`` import no torch, so help answers at once; ``from gridmix import
+ConcentrationMixer`` imports what it needs.
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ from typing import TYPE_CHECKING
 from gridmix.core.lazy import lazy_names
 from gridmix.core.version import __version__
 
-if TYPE_CHECKING:  # the same names, for type checkers and readers (and the layer test, which reads imports)
+if (
+    TYPE_CHECKING
+):  # the same names, for type checkers and readers (and the layer test, which reads imports)
     from gridmix.core.grid import Grid, GridLike
     from gridmix.core.suggest import did_you_mean
     from gridmix.mixers import (
@@ -25,38 +28,75 @@ if TYPE_CHECKING:  # the same names, for type checkers and readers (and the laye
         dct_basis,
         tucker_flops,
     )
-    from gridmix.mixers.concentration.ops.causal import causal_mode_product, causal_mode_product_dense
-    from gridmix.mixers.concentration.ops.semiseparable import semiseparable_kernel, semiseparable_mode_product
+    from gridmix.mixers.concentration.ops.causal import (
+        causal_mode_product,
+        causal_mode_product_dense,
+    )
+    from gridmix.mixers.concentration.ops.semiseparable import (
+        semiseparable_kernel,
+        semiseparable_mode_product,
+    )
     from gridmix.mixers.contract import MixerSpec
     from gridmix.mixers.switches import set_native, set_triton
     from gridmix.orchestrate.callbacks import Callbacks
     from gridmix.orchestrate.front_door import run, sweep
     from gridmix.report.types import Arm, Comparison, Report
     from gridmix.study.fingerprint import data_fingerprint
-    from gridmix.tracks import Backbone, ContractError, DataSizes, ModelSpec, Split, Track, TrackData
+    from gridmix.tracks import (
+        Backbone,
+        ContractError,
+        DataSizes,
+        ModelSpec,
+        Split,
+        Track,
+        TrackData,
+    )
     from gridmix.tracks.hookspecs import hookimpl
-    from gridmix.tracks.plugin_loader import BrokenPlugin, Registry, load_registry, mixer_layer, validate_data
+    from gridmix.tracks.plugin_loader import (
+        BrokenPlugin,
+        Registry,
+        load_registry,
+        mixer_layer,
+        validate_data,
+    )
 
 _SOURCES = {  # public name -> the module that defines it
-    "Grid": "gridmix.core.grid", "GridLike": "gridmix.core.grid",
-    **dict.fromkeys(("CausalFactor", "ConcentrationMixer", "SemiseparableFactor", "SymmetricFactor", "TokenwiseMixer",
-                     "dct_basis", "tucker_flops"), "gridmix.mixers"),
+    "Grid": "gridmix.core.grid",
+    "GridLike": "gridmix.core.grid",
+    **dict.fromkeys(
+        (
+            "CausalFactor",
+            "ConcentrationMixer",
+            "SemiseparableFactor",
+            "SymmetricFactor",
+            "TokenwiseMixer",
+            "dct_basis",
+            "tucker_flops",
+        ),
+        "gridmix.mixers",
+    ),
     "causal_mode_product": "gridmix.mixers.concentration.ops.causal",
     "causal_mode_product_dense": "gridmix.mixers.concentration.ops.causal",
     "semiseparable_kernel": "gridmix.mixers.concentration.ops.semiseparable",
     "semiseparable_mode_product": "gridmix.mixers.concentration.ops.semiseparable",
-    "set_native": "gridmix.mixers.switches", "set_triton": "gridmix.mixers.switches",
+    "set_native": "gridmix.mixers.switches",
+    "set_triton": "gridmix.mixers.switches",
     "MixerSpec": "gridmix.mixers.contract",
     "Callbacks": "gridmix.orchestrate.callbacks",
-    "run": "gridmix.orchestrate.front_door", "sweep": "gridmix.orchestrate.front_door",
+    "run": "gridmix.orchestrate.front_door",
+    "sweep": "gridmix.orchestrate.front_door",
     **dict.fromkeys(("Arm", "Comparison", "Report"), "gridmix.report.types"),
     "data_fingerprint": "gridmix.study.fingerprint",
     "did_you_mean": "gridmix.core.suggest",
-    **dict.fromkeys(("Backbone", "ContractError", "DataSizes", "ModelSpec", "Split", "Track", "TrackData"),
-                    "gridmix.tracks"),
+    **dict.fromkeys(
+        ("Backbone", "ContractError", "DataSizes", "ModelSpec", "Split", "Track", "TrackData"),
+        "gridmix.tracks",
+    ),
     "hookimpl": "gridmix.tracks.hookspecs",
-    **dict.fromkeys(("BrokenPlugin", "Registry", "load_registry", "mixer_layer", "validate_data"),
-                    "gridmix.tracks.plugin_loader"),
+    **dict.fromkeys(
+        ("BrokenPlugin", "Registry", "load_registry", "mixer_layer", "validate_data"),
+        "gridmix.tracks.plugin_loader",
+    ),
 }
 
 __all__ = [

@@ -12,7 +12,8 @@ import gridmix.mixers.concentration.ops.native_build as native_build
 
 @pytest.fixture(scope="module")
 def one_thread():
-    """Small tensors: one thread avoids OpenMP hand-off stalls when other processes share the cores."""
+    """Small tensors: one thread avoids OpenMP hand-off stalls when other processes share the
+    cores."""
     previous = torch.get_num_threads()
     torch.set_num_threads(1)
     yield
@@ -21,7 +22,8 @@ def one_thread():
 
 @pytest.fixture(autouse=True)
 def every_ledger_reports(request):
-    """After each test, `gridmix report` must succeed on every ledger with a study that the test left behind."""
+    """After each test, `gridmix report` must succeed on every ledger with a study that the test
+    left behind."""
     tmp_path = request.getfixturevalue("tmp_path") if "tmp_path" in request.fixturenames else None
     yield
     if tmp_path is None:
@@ -35,7 +37,9 @@ def every_ledger_reports(request):
         try:
             with Ledger(path.parent, create=False) as ledger:
                 study = ledger.study()
-        except Exception:  # the deliberately foreign, corrupt or half-created files of the store tests
+        except (
+            Exception
+        ):  # the deliberately foreign, corrupt or half-created files of the store tests
             continue
         if study is None:
             continue
@@ -43,13 +47,16 @@ def every_ledger_reports(request):
         if "budget" in study:  # a study the harness wrote: its report must succeed
             assert result.exit_code == 0, f"gridmix report {path.parent} failed:\n{result.output}"
         else:  # a hand-made spec of the store tests: refused in one line, never a traceback
-            assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
+            assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, (
+                result.output
+            )
 
 
 @dataclasses.dataclass(frozen=True)
 class KernelBuild:
-    """One build of the native kernels the host can run: ``GRIDMIX_NATIVE_FLAGS`` (``None``: the default attempts),
-    and the vector ISA and lanes it must report (``None``: whatever the compiler targets)."""
+    """One build of the native kernels the host can run: ``GRIDMIX_NATIVE_FLAGS`` (``None``: the
+    default attempts), and the vector ISA and lanes it must report (``None``: whatever the compiler
+    targets)."""
 
     name: str
     flags: str | None
@@ -59,11 +66,14 @@ class KernelBuild:
 
 
 def kernel_builds() -> list[KernelBuild]:
-    """The default build, each x86 ISA level the host can execute (generic x86-64, AVX2, AVX-512), the forced
-    scalar form, and a build without OpenMP (work split over torch's threads from Python)."""
+    """The default build, each x86 ISA level the host can execute (generic x86-64, AVX2, AVX-512),
+    the forced scalar form, and a build without OpenMP (work split over torch's threads from
+    Python)."""
     omp = " -fopenmp" if sys.platform.startswith("linux") else ""  # GCC and clang on Linux take it
     builds = [KernelBuild("default", None)]
-    host = set(native_build._cpu_flags().split())  # the CPU's feature flags, as the kernel build reads them
+    host = set(
+        native_build._cpu_flags().split()
+    )  # the CPU's feature flags, as the kernel build reads them
     if platform.machine() in ("x86_64", "AMD64"):
         builds.append(KernelBuild("x86-64", "-march=x86-64" + omp, "sse2", 4))
         if {"avx2", "fma", "bmi2"} <= host:
@@ -77,8 +87,13 @@ def kernel_builds() -> list[KernelBuild]:
 
 @pytest.fixture(params=kernel_builds(), ids=lambda build: build.name)
 def kernel_build(request, monkeypatch):
-    """Each build of :func:`kernel_builds` loaded in turn (a compile error fails the test, naming its line)."""
-    from gridmix.mixers.concentration.ops.native_build import NativeBuildError, build, forget_library
+    """Each build of :func:`kernel_builds` loaded in turn (a compile error fails the test, naming
+    its line)."""
+    from gridmix.mixers.concentration.ops.native_build import (
+        NativeBuildError,
+        build,
+        forget_library,
+    )
 
     wanted = request.param
     if wanted.flags is not None:

@@ -1,7 +1,8 @@
-"""A tiny in-test track plugin: a 1-D regression with a mixer idea, an attention baseline and a model
-that diverges (non-finite output) at the larger learning rate only, so the harness's handling of
-divergence is exercised deterministically. Its task is defined on every grid (``fixed_grid=None``), its models
-hold learned positions (``pos_embed``), and it has one setting, the models' width ``dim``."""
+"""A tiny in-test track plugin: a 1-D regression with a mixer idea, an attention baseline and a
+model that diverges (non-finite output) at the larger learning rate only, so the harness's handling
+of divergence is exercised deterministically. Its task is defined on every grid
+(``fixed_grid=None``), its models hold learned positions (``pos_embed``), and it has one setting,
+the models' width ``dim``."""
 
 import torch
 from timm.layers import Attention
@@ -18,7 +19,9 @@ def make_data(grid: Grid, seed: int, sizes: DataSizes) -> TrackData:
 
     def split(count):
         x = torch.randn(count, n, generator=gen)
-        y = torch.stack([x[:, : n // 2].mean(1) - x[:, n // 2 :].mean(1), x.roll(1, 1)[:, 0] * 0.5], dim=1)
+        y = torch.stack(
+            [x[:, : n // 2].mean(1) - x[:, n // 2 :].mean(1), x.roll(1, 1)[:, 0] * 0.5], dim=1
+        )
         return Split(x, y)
 
     return TrackData(split(sizes.n_train), split(sizes.n_val), split(sizes.n_test))
@@ -40,7 +43,8 @@ class Net(nn.Module):
 
 
 class _UnitGradient(torch.autograd.Function):
-    """Forward 0, backward 1: AdamW then moves the weight by about lr per step, whatever the loss."""
+    """Forward 0, backward 1: AdamW then moves the weight by about lr per step, whatever the
+    loss."""
 
     @staticmethod
     def forward(ctx, w):
@@ -52,7 +56,8 @@ class _UnitGradient(torch.autograd.Function):
 
 
 class Fragile(Net):
-    """Turns non-finite once its drift weight passes a threshold: after ~8 steps at lr 3e-3, never at 1e-3."""
+    """Turns non-finite once its drift weight passes a threshold: after ~8 steps at lr 3e-3, never
+    at 1e-3."""
 
     def __init__(self, grid):
         super().__init__(grid, Attention(8, num_heads=2))
@@ -70,15 +75,33 @@ def _mse(pred, target):
 def make_track(dim: int = 8) -> Track:
     """The fake track with models of width ``dim`` (its one setting)."""
     return Track(
-        name="fake", description="tiny 1-D regression for harness tests", ndim=1, default_grid=Grid((8,)),
-        make_data=make_data, loss=nn.functional.mse_loss, metric=_mse, metric_name="test MSE", direction="lower",
+        name="fake",
+        description="tiny 1-D regression for harness tests",
+        ndim=1,
+        default_grid=Grid((8,)),
+        make_data=make_data,
+        loss=nn.functional.mse_loss,
+        metric=_mse,
+        metric_name="test MSE",
+        direction="lower",
         models=(
-            ModelSpec("fake-mixer", lambda grid: Net(grid, mixer_layer("concentration", grid, rank=4)(dim, num_heads=2),
-                                                     dim), role="idea"),
-            ModelSpec("fake-attention", lambda grid: Net(grid, mixer_layer("attention", grid)(dim, num_heads=2), dim)),
+            ModelSpec(
+                "fake-mixer",
+                lambda grid: Net(
+                    grid, mixer_layer("concentration", grid, rank=4)(dim, num_heads=2), dim
+                ),
+                role="idea",
+            ),
+            ModelSpec(
+                "fake-attention",
+                lambda grid: Net(grid, mixer_layer("attention", grid)(dim, num_heads=2), dim),
+            ),
             ModelSpec("fake-fragile", Fragile),
         ),
-        matched_baseline="fake-attention", fixed_grid=None, settings={"dim": dim}, rebuild=make_track,
+        matched_baseline="fake-attention",
+        fixed_grid=None,
+        settings={"dim": dim},
+        rebuild=make_track,
     )
 
 

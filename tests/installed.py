@@ -1,5 +1,6 @@
-"""Plugins 'installed' for a test without pip: a ``*.dist-info`` folder with an ``entry_points.txt`` on ``sys.path``,
-which ``importlib.metadata`` finds exactly as it finds an installed distribution (spawned workers inherit it)."""
+"""Plugins 'installed' for a test without pip: a ``*.dist-info`` folder with an ``entry_points.txt``
+on ``sys.path``, which ``importlib.metadata`` finds exactly as it finds an installed distribution
+(spawned workers inherit it)."""
 
 from __future__ import annotations
 
@@ -16,10 +17,17 @@ def dist_info(root: Path, name: str, version: str, entry_points: dict[str, str])
     (folder / "entry_points.txt").write_text(f"[gridmix]\n{lines}")
 
 
-def install(monkeypatch, site: Path, distributions: dict[str, dict[str, str]], *, code: tuple[Path, ...] = (),
-            allow: str | None = None) -> Registry:
-    """Every distribution (name → its entry points) installed under ``site``, the folders in ``code`` importable, the
-    entry points autoloaded (``allow``: only these, as ``GRIDMIX_PLUGINS``); returns the fresh registry."""
+def install(
+    monkeypatch,
+    site: Path,
+    distributions: dict[str, dict[str, str]],
+    *,
+    code: tuple[Path, ...] = (),
+    allow: str | None = None,
+) -> Registry:
+    """Every distribution (name → its entry points) installed under ``site``, the folders in
+    ``code`` importable, the entry points autoloaded (``allow``: only these, as
+    ``GRIDMIX_PLUGINS``); returns the fresh registry."""
     for name, entry_points in distributions.items():
         dist_info(site, name, "0.1.0", entry_points)
     monkeypatch.delenv(DISABLE_AUTOLOAD_ENV, raising=False)

@@ -1,5 +1,6 @@
-"""Every file gridmix writes is written whole or not at all (``gridmix.core.files``): a disk that fills mid-write leaves
-the previous file, or none, never a truncated one, and no temporary file behind."""
+"""Every file gridmix writes is written whole or not at all (``gridmix.core.files``): a disk that
+fills mid-write leaves the previous file, or none, never a truncated one, and no temporary file
+behind."""
 
 import builtins
 import errno
@@ -17,7 +18,8 @@ from tests import report_example
 
 
 class FillingFile:
-    """A file opened for writing on a disk that fills: the first write stores half its data, then fails."""
+    """A file opened for writing on a disk that fills: the first write stores half its data, then
+    fails."""
 
     def __init__(self, handle, name) -> None:
         self._handle, self._name = handle, name
@@ -39,14 +41,19 @@ class FillingFile:
 
 @pytest.fixture
 def full_disk(monkeypatch):
-    """``full_disk(directory)``: from now on, every file opened for writing in ``directory`` fills the disk."""
+    """``full_disk(directory)``: from now on, every file opened for writing in ``directory`` fills
+    the disk."""
 
     def fill(directory: Path) -> None:
         real_open = io.open
 
         def opener(file, mode="r", *args, **kwargs):
             handle = real_open(file, mode, *args, **kwargs)
-            if ("w" in mode or "x" in mode) and isinstance(file, (str, Path)) and Path(file).parent == directory:
+            if (
+                ("w" in mode or "x" in mode)
+                and isinstance(file, (str, Path))
+                and Path(file).parent == directory
+            ):
                 return FillingFile(handle, file)
             return handle
 
@@ -70,7 +77,9 @@ def test_a_full_disk_leaves_the_previous_report_whole(tmp_path, full_disk):
     failed = CliRunner().invoke(app, ["report", str(out)], env={"COLUMNS": "200"})
     assert failed.exit_code == 2 and "No space left on device" in failed.output, failed.output
     assert len(failed.output.strip().splitlines()) == 1, failed.output
-    assert contents(out) == before  # every file as it was (the old code left them truncated), no temporary file
+    assert (
+        contents(out) == before
+    )  # every file as it was (the old code left them truncated), no temporary file
     json.loads((out / "bench_report.json").read_text())
 
 
@@ -79,7 +88,10 @@ def test_a_failed_first_write_leaves_no_file(tmp_path, full_disk):
     with pytest.raises(OSError, match="No space left on device"):
         write_atomic(tmp_path / "scaling.json", "{}\n" * 1000)
     fig = plt.figure()
-    with pytest.raises(OSError, match="No space left on device"), replacing(tmp_path / "plot.png") as temp:
+    with (
+        pytest.raises(OSError, match="No space left on device"),
+        replacing(tmp_path / "plot.png") as temp,
+    ):
         fig.savefig(temp, format="png")
     plt.close(fig)
     assert list(tmp_path.iterdir()) == []

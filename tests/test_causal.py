@@ -1,4 +1,5 @@
-"""The fast causal mode product equals the dense Toeplitz reference, is exactly causal, and keeps the certificate."""
+"""The fast causal mode product equals the dense Toeplitz reference, is exactly causal, and keeps
+the certificate."""
 
 from __future__ import annotations
 
@@ -9,7 +10,11 @@ import torch
 
 from gridmix import ConcentrationMixer, Grid
 from gridmix.mixers.builtin import BUILTIN
-from gridmix.mixers.concentration.ops.causal import causal_mode_product, causal_mode_product_dense, causal_toeplitz
+from gridmix.mixers.concentration.ops.causal import (
+    causal_mode_product,
+    causal_mode_product_dense,
+    causal_toeplitz,
+)
 from gridmix.models import MixerConfig
 
 SHAPES = [  # (x shape (…, h, c), causal axis, kernel length)
@@ -32,8 +37,10 @@ def test_values_and_gradients_equal_the_dense_reference_in_float64(shape, axis, 
     fast = causal_mode_product(x, kernel, axis, leaf=leaf)
     reference = causal_mode_product_dense(x, kernel, axis)
     torch.testing.assert_close(fast, reference, rtol=1e-12, atol=1e-12)
-    for got, expected in zip(torch.autograd.grad(fast, (x, kernel), grad),
-                             torch.autograd.grad(reference, (x, kernel), grad)):
+    for got, expected in zip(
+        torch.autograd.grad(fast, (x, kernel), grad),
+        torch.autograd.grad(reference, (x, kernel), grad),
+    ):
         torch.testing.assert_close(got, expected, rtol=1e-12, atol=1e-12)
 
 
@@ -47,7 +54,8 @@ def test_dense_reference_is_the_toeplitz_definition():
 
 
 def _one_fft(x: torch.Tensor, kernel: torch.Tensor) -> torch.Tensor:
-    """A plain zero-padded FFT convolution along axis 1 of (B, n, h, c): correct, but rounding mixes the future in."""
+    """A plain zero-padded FFT convolution along axis 1 of (B, n, h, c): correct, but rounding mixes
+    the future in."""
     n = x.shape[1]
     spectrum = torch.fft.rfft(x.movedim(1, -1), n=2 * n) * torch.fft.rfft(kernel, n=2 * n)[:, None]
     return torch.fft.irfft(spectrum, n=2 * n)[..., :n].movedim(-1, 1)
@@ -59,12 +67,17 @@ def test_future_inputs_get_exactly_zero_gradient_and_do_not_move_the_past(method
     n, t = 1000, 400
     x = torch.randn(2, n, 2, 3, requires_grad=True)  # float32: where FFT rounding is largest
     kernel = torch.rand(2, n)
-    apply = (lambda v: causal_mode_product(v, kernel, 1, leaf=16)) if method == "blocked" else (
-        lambda v: _one_fft(v, kernel))
+    apply = (
+        (lambda v: causal_mode_product(v, kernel, 1, leaf=16))
+        if method == "blocked"
+        else (lambda v: _one_fft(v, kernel))
+    )
     out = apply(x)
     grad = torch.autograd.grad(out[:, : t + 1].sum(), x)[0]  # (2, n, 2, 3): a loss on positions ≤ t
     moved = apply(torch.cat([x[:, : t + 1], 1e3 * torch.randn(2, n - t - 1, 2, 3)], dim=1))
-    exact = grad[:, t + 1 :].abs().max().item() == 0.0 and torch.equal(moved[:, : t + 1], out[:, : t + 1])
+    exact = grad[:, t + 1 :].abs().max().item() == 0.0 and torch.equal(
+        moved[:, : t + 1], out[:, : t + 1]
+    )
     assert grad[:, : t + 1].abs().min() > 0
     assert exact == (method == "blocked")  # the plain FFT leaks by rounding: the test can tell
 
@@ -94,10 +107,14 @@ def test_autocast_keeps_float32_and_the_input_dtype():
     assert inside.dtype == torch.float32 and torch.equal(inside, plain)
     half = causal_mode_product(x.bfloat16(), kernel, 1)
     assert half.dtype == torch.bfloat16
-    torch.testing.assert_close(half.float(), causal_mode_product(x.bfloat16().float(), kernel, 1).bfloat16().float())
+    torch.testing.assert_close(
+        half.float(), causal_mode_product(x.bfloat16().float(), kernel, 1).bfloat16().float()
+    )
 
 
-@pytest.mark.parametrize("grid,causal", [("300", (0,)), ("20x7", (0,)), ("6x5x40", (2,)), ("9x4x5", (0, 2))])
+@pytest.mark.parametrize(
+    "grid,causal", [("300", (0,)), ("20x7", (0,)), ("6x5x40", (2,)), ("9x4x5", (0, 2))]
+)
 def test_mixer_with_causal_axes_equals_its_dense_operator(grid, causal):
     torch.manual_seed(4)
     mixer = ConcentrationMixer(4, grid, num_heads=2, rank=2, causal_axes=causal).double()
@@ -121,25 +138,35 @@ def test_bad_arguments_name_the_values():
 
 
 @pytest.mark.parametrize("start", ["global", "mean", "lowpass"])
-def test_the_start_sets_how_far_back_a_causal_axis_sees_at_step_0_and_stays_causal_and_certified(start):
+def test_the_start_sets_how_far_back_a_causal_axis_sees_at_step_0_and_stays_causal_and_certified(
+    start,
+):
     torch.manual_seed(5)
     n = 64
-    mixer = ConcentrationMixer(4, str(n), num_heads=2, rank=2, causal_axes=(0,), start=start).double()
+    mixer = ConcentrationMixer(
+        4, str(n), num_heads=2, rank=2, causal_axes=(0,), start=start
+    ).double()
     factor = mixer.axis_factors[0]
     assert factor.start == start and (factor.bound() < 1).all()
     kernel = factor.kernel()  # (h, m)
     torch.testing.assert_close(kernel.sum(-1), factor.bound())
     x = torch.randn(2, n, 4, dtype=torch.float64, requires_grad=True)
     t = 40
-    grad = torch.autograd.grad(mixer.mix(x)[:, t].sum(), x)[0].abs().sum(dim=(0, 2))  # (n,): per input position
+    grad = (
+        torch.autograd.grad(mixer.mix(x)[:, t].sum(), x)[0].abs().sum(dim=(0, 2))
+    )  # (n,): per input position
     assert grad[t + 1 :].max().item() == 0.0  # exactly causal either way
     reach = (grad[0] / grad[t]).item()  # the first token's pull on step t, relative to step t's own
     if start != "lowpass":
-        torch.testing.assert_close(kernel, kernel[:, :1].expand_as(kernel))  # flat: the same weight at every lag
+        torch.testing.assert_close(
+            kernel, kernel[:, :1].expand_as(kernel)
+        )  # flat: the same weight at every lag
         assert reach == pytest.approx(1.0, rel=1e-9)
     else:
-        torch.testing.assert_close(kernel[:, 1:] / kernel[:, :-1], torch.full((2, n - 1), math.exp(-0.5),
-                                                                              dtype=torch.float64))
+        torch.testing.assert_close(
+            kernel[:, 1:] / kernel[:, :-1],
+            torch.full((2, n - 1), math.exp(-0.5), dtype=torch.float64),
+        )
         assert reach < 1e-8
 
 
@@ -149,14 +176,20 @@ def test_a_causal_start_is_checked_and_survives_regrid():
     with pytest.raises(ValueError, match="MixerConfig start='ramp'"):
         MixerConfig(causal_axes=(0,), start="ramp")
     mixer_kwargs = MixerConfig(start="global").mixer_kwargs()
-    layer = BUILTIN["concentration"].layer(Grid((16,)), causal_axes=(0,), **mixer_kwargs)(4, num_heads=2)
+    layer = BUILTIN["concentration"].layer(Grid((16,)), causal_axes=(0,), **mixer_kwargs)(
+        4, num_heads=2
+    )
     assert layer.axis_factors[0].start == "global"
     assert layer.regrid("32").axis_factors[0].start == "global"
 
 
 @pytest.mark.parametrize("branch", [2, 8])
-def test_stages_of_several_sub_blocks_and_rows_split_over_chunks_equal_the_dense_reference(branch, monkeypatch):
-    monkeypatch.setattr("gridmix.mixers.concentration.ops.causal.CHUNK", 64)  # a chunk of one row: every row on its own
+def test_stages_of_several_sub_blocks_and_rows_split_over_chunks_equal_the_dense_reference(
+    branch, monkeypatch
+):
+    monkeypatch.setattr(
+        "gridmix.mixers.concentration.ops.causal.CHUNK", 64
+    )  # a chunk of one row: every row on its own
     torch.manual_seed(2)
     x = torch.randn(3, 300, 2, 3, dtype=torch.float64, requires_grad=True)
     kernel = torch.rand(2, 260, dtype=torch.float64, requires_grad=True)
@@ -164,6 +197,8 @@ def test_stages_of_several_sub_blocks_and_rows_split_over_chunks_equal_the_dense
     fast = causal_mode_product(x, kernel, 1, leaf=4, branch=branch)  # 512 = 4 · 2^7: several stages
     reference = causal_mode_product_dense(x, kernel, 1)
     torch.testing.assert_close(fast, reference, rtol=1e-12, atol=1e-12)
-    for got, expected in zip(torch.autograd.grad(fast, (x, kernel), grad),
-                             torch.autograd.grad(reference, (x, kernel), grad)):
+    for got, expected in zip(
+        torch.autograd.grad(fast, (x, kernel), grad),
+        torch.autograd.grad(reference, (x, kernel), grad),
+    ):
         torch.testing.assert_close(got, expected, rtol=1e-12, atol=1e-12)

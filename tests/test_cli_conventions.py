@@ -1,8 +1,8 @@
-"""The command line's conventions: ``-h`` and ``--version``; help without importing torch, with every budget's
-contents and every option's default, the same defaults across commands; ``--epochs`` / ``--n-train`` recorded in
-the run keys and the report; the log naming the sweep and the comparison and what the ledger already holds;
-``gridmix budgets``, ``runs``, ``status`` and ``export``; tables that never cut a name, on a terminal of any width
-and piped."""
+"""The command line's conventions: ``-h`` and ``--version``; help without importing torch, with
+every budget's contents and every option's default, the same defaults across commands; ``--epochs``
+/ ``--n-train`` recorded in the run keys and the report; the log naming the sweep and the comparison
+and what the ledger already holds; ``gridmix budgets``, ``runs``, ``status`` and ``export``; tables
+that never cut a name, on a terminal of any width and piped."""
 
 import csv
 import dataclasses
@@ -32,9 +32,14 @@ from tests import fake_track
 from tests.python_child import run_python
 
 SUFFIX = "-with-a-rather-long-descriptive-name"
-LONG = dataclasses.replace(fake_track.TRACK, name="fake-long", models=tuple(
-    dataclasses.replace(spec, name=spec.name + SUFFIX) for spec in fake_track.TRACK.models),
-    matched_baseline=fake_track.TRACK.matched_baseline + SUFFIX)
+LONG = dataclasses.replace(
+    fake_track.TRACK,
+    name="fake-long",
+    models=tuple(
+        dataclasses.replace(spec, name=spec.name + SUFFIX) for spec in fake_track.TRACK.models
+    ),
+    matched_baseline=fake_track.TRACK.matched_baseline + SUFFIX,
+)
 long_plugin = types.SimpleNamespace(__name__="long_plugin", gridmix_tracks=hookimpl(lambda: [LONG]))
 
 
@@ -52,16 +57,29 @@ def test_h_is_help_everywhere_and_version_prints_the_version():
     assert invoke("--version").output == f"gridmix {__version__}\n"
     top = invoke("-h")
     assert top.exit_code == 0 and "Usage:" in top.output and "budgets" in top.output
-    for command in ("run", "scale", "report", "tracks", "mixers", "budgets", "runs", "status", "export", "info"):
+    for command in (
+        "run",
+        "scale",
+        "report",
+        "tracks",
+        "mixers",
+        "budgets",
+        "runs",
+        "status",
+        "export",
+        "info",
+    ):
         result = invoke(command, "-h")
         assert result.exit_code == 0 and "Usage:" in result.output, (command, result.output)
 
 
 def test_help_imports_no_torch():
-    code = ("import sys\nfrom gridmix.cli import app\n"
-            "for args in (['--help'], ['run', '--help'], ['scale', '--help'], ['budgets']):\n"
-            "    try:\n        app(args)\n    except SystemExit:\n        pass\n"
-            "print('torch' in sys.modules, 'matplotlib' in sys.modules)")
+    code = (
+        "import sys\nfrom gridmix.cli import app\n"
+        "for args in (['--help'], ['run', '--help'], ['scale', '--help'], ['budgets']):\n"
+        "    try:\n        app(args)\n    except SystemExit:\n        pass\n"
+        "print('torch' in sys.modules, 'matplotlib' in sys.modules)"
+    )
     done = run_python(code)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "False False"
@@ -75,21 +93,31 @@ def test_run_help_shows_every_budget_and_every_default():
     command = typer.main.get_command(app)
     for name, sub in command.commands.items():
         for param in sub.params:
-            if isinstance(param, typer.core.TyperOption) and not param.is_flag and not param.required:
+            if (
+                isinstance(param, typer.core.TyperOption)
+                and not param.is_flag
+                and not param.required
+            ):
                 shown = param.default is not None and param.show_default is not False
                 assert shown or "default" in (param.help or "").lower(), (name, param.name)
 
 
 def test_the_same_options_have_the_same_defaults_across_commands():
     command = typer.main.get_command(app)
-    options = {name: {p.name: p.default for p in sub.params} for name, sub in command.commands.items()}
+    options = {
+        name: {p.name: p.default for p in sub.params} for name, sub in command.commands.items()
+    }
     for option in ("track", "device"):
         assert options["run"][option] == options["scale"][option], option
-    assert options["run"]["track"] == "image" and str(options["scale"]["device"]) in ("auto", "DeviceName.auto")
+    assert options["run"]["track"] == "image" and str(options["scale"]["device"]) in (
+        "auto",
+        "DeviceName.auto",
+    )
 
 
 def test_run_and_sweep_command_functions_are_short():
-    """The commands only hand their options to gridmix.run / gridmix.sweep: 30 lines each, signature included."""
+    """The commands only hand their options to gridmix.run / gridmix.sweep: 30 lines each, signature
+    included."""
     from gridmix.cli.run import run
     from gridmix.cli.sweep import sweep
 
@@ -104,12 +132,17 @@ def test_budgets_lists_each_budgets_contents_and_a_tracks_changes(registry):
     assert header[:4] == ["budget", "seeds", "sweep_seeds", "lrs"]
     for name, budget in BUDGETS.items():
         row = next(line for line in table.splitlines() if line.startswith(name + " ")).split()
-        assert row[1:3] == [str(budget.seeds), str(budget.sweep_seeds)] and f"{budget.n_train:,}" in row
+        assert (
+            row[1:3] == [str(budget.seeds), str(budget.sweep_seeds)]
+            and f"{budget.n_train:,}" in row
+        )
     image = json.loads(invoke("budgets", "--track", "image", "--json").output)
     expected = dataclasses.asdict(load_registry().track("image").budget("default"))
     assert image["default"] == json.loads(json.dumps(expected))
     marked = invoke("budgets", "--track", "image").output
-    assert "3*" in next(line for line in marked.splitlines() if line.startswith("default "))  # epochs=3 by the track
+    assert "3*" in next(
+        line for line in marked.splitlines() if line.startswith("default ")
+    )  # epochs=3 by the track
     assert invoke("budgets", "--track", "nowhere").exit_code == 2
 
 
@@ -120,40 +153,97 @@ def test_epochs_and_n_train_change_the_budget_the_run_keys_and_the_report(regist
     assert planned.study.overrides == {"epochs": 3, "n_train": 48} and plain.study.overrides == {}
     task, before = planned.study.sweep_tasks()[0], plain.study.sweep_tasks()[0]
     assert task.config["epochs"] == 3 and task.config["n_train"] == 48 and task.key != before.key
-    assert planned.default_out.name == "fake-8-smoke-epochs3-ntrain48" and plain.default_out.name == "fake-8-smoke"
+    assert (
+        planned.default_out.name == "fake-8-smoke-epochs3-ntrain48"
+        and plain.default_out.name == "fake-8-smoke"
+    )
     out = tmp_path / "changed"
-    result = invoke("run", "--track", "fake", "--budget", "smoke", "--epochs", "3", "--n-train", "48", "--threads",
-                    "1", "--no-scaling", "--out", str(out))
+    result = invoke(
+        "run",
+        "--track",
+        "fake",
+        "--budget",
+        "smoke",
+        "--epochs",
+        "3",
+        "--n-train",
+        "48",
+        "--threads",
+        "1",
+        "--no-scaling",
+        "--out",
+        str(out),
+    )
     assert result.exit_code == 0, result.output
     report = json.loads((out / "bench_report.json").read_text())
-    assert report["budget"]["overrides"] == {"epochs": 3, "n_train": 48} and report["budget"]["epochs"] == 3
+    assert (
+        report["budget"]["overrides"] == {"epochs": 3, "n_train": 48}
+        and report["budget"]["epochs"] == 3
+    )
     assert "(changed on the command line: epochs 3, n_train 48)" in (out / "report.md").read_text()
     with Ledger(out, create=False) as ledger:
-        assert {(row.config["epochs"], row.config["n_train"], row.epochs_done) for row in ledger.rows()
-                if row.status == "ok"} == {(3, 48, 3)}
+        assert {
+            (row.config["epochs"], row.config["n_train"], row.epochs_done)
+            for row in ledger.rows()
+            if row.status == "ok"
+        } == {(3, 48, 3)}
     assert invoke("run", "--track", "fake", "--epochs", "0").exit_code == 2
 
 
 def test_the_log_names_each_phase_and_what_the_ledger_holds(registry, tmp_path):
-    args = ("run", "--track", "fake", "--budget", "smoke", "--seeds", "3", "--threads", "1", "--no-scaling", "--out",
-            str(tmp_path / "out"))
+    args = (
+        "run",
+        "--track",
+        "fake",
+        "--budget",
+        "smoke",
+        "--seeds",
+        "3",
+        "--threads",
+        "1",
+        "--no-scaling",
+        "--out",
+        str(tmp_path / "out"),
+    )
     first = invoke(*args)
     assert first.exit_code == 0, first.output
     lines = first.output.splitlines()
     sweep = lines.index("sweep (choosing the learning rate on seed 1000): 6 runs")
     comparison = lines.index("comparison (seeds 0–2 at the chosen rates): 9 runs")
     assert sweep < comparison
-    assert all("sweep seed 1000" in line for line in lines[sweep + 1:comparison] if line.startswith("done "))
+    assert all(
+        "sweep seed 1000" in line
+        for line in lines[sweep + 1 : comparison]
+        if line.startswith("done ")
+    )
     assert "already in the ledger" not in first.output
     again = invoke(*args)
     assert "15 of 15 runs already in the ledger" in again.output.splitlines()
-    assert "sweep (choosing the learning rate on seed 1000): 6 runs, all already in the ledger" in again.output
+    assert (
+        "sweep (choosing the learning rate on seed 1000): 6 runs, all already in the ledger"
+        in again.output
+    )
 
 
 def test_runs_status_and_export_read_a_studys_ledger(registry, tmp_path):
     out = tmp_path / "studies" / "one"
-    assert invoke("run", "--track", "fake", "--budget", "smoke", "--seeds", "3", "--threads", "1", "--no-scaling",
-                  "--out", str(out)).exit_code == 0
+    assert (
+        invoke(
+            "run",
+            "--track",
+            "fake",
+            "--budget",
+            "smoke",
+            "--seeds",
+            "3",
+            "--threads",
+            "1",
+            "--no-scaling",
+            "--out",
+            str(out),
+        ).exit_code
+        == 0
+    )
     listed = invoke("runs", str(tmp_path / "studies")).output
     row = next(line for line in listed.splitlines() if line.startswith(str(out)))
     verdict = json.loads((out / "bench_report.json").read_text())["comparison"]["verdict"]
@@ -163,19 +253,34 @@ def test_runs_status_and_export_read_a_studys_ledger(registry, tmp_path):
     status = invoke("status", str(out)).output
     failed = sum(row.status == "failed" for row in rows)
     done = sum(row.status in ("ok", "diverged") for row in rows)
-    assert f"{done} of 15 runs done, {failed} failed; not running: no process holds the lock" in status
+    assert (
+        f"{done} of 15 runs done, {failed} failed; not running: no process holds the lock" in status
+    )
     assert "sweep (choosing the learning rate on seed 1000): 6 runs" in status
     with Ledger(out, create=False, lock=True):  # this process now holds the study's lock
         assert f"running: pid {os.getpid()} holds the lock" in invoke("status", str(out)).output
         assert f"running (pid {os.getpid()})" in invoke("runs", str(tmp_path / "studies")).output
     assert invoke("export", str(out), "--csv").exit_code == 0
     exported = list(csv.DictReader((out / "results.csv").open()))
-    assert len(exported) == 15 and list(exported[0]) == ["phase", "model", "role", "lr", "seed", "status",
-                                                         "val_metric", "test_metric", "epochs_done", "wall_s", "error"]
+    assert len(exported) == 15 and list(exported[0]) == [
+        "phase",
+        "model",
+        "role",
+        "lr",
+        "seed",
+        "status",
+        "val_metric",
+        "test_metric",
+        "epochs_done",
+        "wall_s",
+        "error",
+    ]
     by_key = {(row.model, row.lr, row.seed): row for row in rows}
     for line in exported:
         row = by_key[(line["model"], float(line["lr"]), int(line["seed"]))]
-        assert line["status"] == row.status and line["phase"] == ("sweep" if row.seed >= 1000 else "comparison")
+        assert line["status"] == row.status and line["phase"] == (
+            "sweep" if row.seed >= 1000 else "comparison"
+        )
         assert line["test_metric"] == ("" if row.test_metric is None else repr(row.test_metric))
     as_json = json.loads(invoke("export", str(out), "--json", "--out", "-").output)
     assert [r["seed"] for r in as_json] == [int(line["seed"]) for line in exported]
@@ -186,7 +291,9 @@ def test_runs_status_and_export_read_a_studys_ledger(registry, tmp_path):
 def rendered(table, width: int | None) -> str:
     """The table on a terminal ``width`` columns wide, or piped (``None``)."""
     buffer = io.StringIO()
-    console = Console(file=buffer, width=width or 80, force_terminal=width is not None, color_system=None)
+    console = Console(
+        file=buffer, width=width or 80, force_terminal=width is not None, color_system=None
+    )
     table.print(console)
     return buffer.getvalue()
 
@@ -194,8 +301,21 @@ def rendered(table, width: int | None) -> str:
 @pytest.mark.parametrize("width", [80, 100, 200, None])
 def test_tables_never_cut_a_name(registry, tmp_path, width):
     out = tmp_path / "long"
-    assert invoke("run", "--track", "fake-long", "--budget", "smoke", "--threads", "1", "--no-scaling", "--out",
-                  str(out)).exit_code == 0
+    assert (
+        invoke(
+            "run",
+            "--track",
+            "fake-long",
+            "--budget",
+            "smoke",
+            "--threads",
+            "1",
+            "--no-scaling",
+            "--out",
+            str(out),
+        ).exit_code
+        == 0
+    )
     with Ledger(out, create=False) as ledger:
         report = build_report(ledger)
     from gridmix.cli.mixers import mixers_summary
@@ -208,16 +328,23 @@ def test_tables_never_cut_a_name(registry, tmp_path, width):
     if width is None:
         assert not set("┃│┏━") & set(text) and lines[1].split()[:3] == ["model", "role", "lr"]
     else:
-        assert all(len(line) <= max(width, len(lines[1])) for line in lines)  # grown only when it must
+        assert all(
+            len(line) <= max(width, len(lines[1])) for line in lines
+        )  # grown only when it must
     summary = registry_summary(load_registry())
     tracks = command_output(["tracks"], width)
     for track in summary["tracks"]:
         assert any(track["name"] in line for line in tracks.splitlines()), (width, track["name"])
         for model in track["models"]:
-            assert any(model["name"] in line for line in tracks.splitlines()), (width, model["name"])
+            assert any(model["name"] in line for line in tracks.splitlines()), (
+                width,
+                model["name"],
+            )
     mixers = command_output(["mixers"], width)
     assert "…" not in tracks + mixers
-    assert all(any(m["name"] in line for line in mixers.splitlines()) for m in mixers_summary()["mixers"])
+    assert all(
+        any(m["name"] in line for line in mixers.splitlines()) for m in mixers_summary()["mixers"]
+    )
     if width is not None:
         assert "┃" in tracks and max(len(line) for line in mixers.splitlines()) >= min(width, 80)
 
@@ -237,8 +364,15 @@ def test_tables_on_a_terminal_wrap_only_at_word_boundaries(registry, width):
 
     summary = registry_summary(load_registry())
     words = {word for track in summary["tracks"] for word in track["description"].split()}
-    table = broken_table([type("Broken", (), dict(name="plugin-with-a-long-name", version="1.0",
-                                                 error=" ".join(sorted(words))))()])
+    table = broken_table(
+        [
+            type(
+                "Broken",
+                (),
+                dict(name="plugin-with-a-long-name", version="1.0", error=" ".join(sorted(words))),
+            )()
+        ]
+    )
     text = rendered(table, width)
     cells = [part.strip() for line in text.splitlines() for part in line.split("│")[1:-1]]
     assert "plugin-with-a-long-name 1.0" in " ".join(cells) or "plugin-with-a-long-name" in cells

@@ -1,4 +1,5 @@
-"""``gridmix tracks``: the rich tables and ``--json``, through Typer's runner and as a real subprocess."""
+"""``gridmix tracks``: the rich tables and ``--json``, through Typer's runner and as a real
+subprocess."""
 
 import json
 import os
@@ -28,9 +29,25 @@ def fresh_registry(monkeypatch):
 def test_tracks_table_lists_builtin_tracks_models_and_plugins(fresh_registry):
     result = CliRunner().invoke(app, ["tracks"], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
-    for text in ("sequence", "image", "video", "1-d", "2-d", "3-d", "32x32", "8x8x8", "test MSE ↓", "accuracy ↑",
-                 "vit-concentration (idea)", "vit (matched)", "mlp-mixer", "divided-attention",
-                 "transformer-concentration (idea)", "image 0.1.0", "same tint as the background"):
+    for text in (
+        "sequence",
+        "image",
+        "video",
+        "1-d",
+        "2-d",
+        "3-d",
+        "32x32",
+        "8x8x8",
+        "test MSE ↓",
+        "accuracy ↑",
+        "vit-concentration (idea)",
+        "vit (matched)",
+        "mlp-mixer",
+        "divided-attention",
+        "transformer-concentration (idea)",
+        "image 0.1.0",
+        "same tint as the background",
+    ):
         assert text in result.output, text
     assert "broken plugins" not in result.output
 
@@ -43,11 +60,20 @@ def test_tracks_json_is_machine_readable(fresh_registry):
     assert {"sequence", "image", "video"} <= set(tracks)
     image = tracks["image"]
     assert (image["ndim"], image["default_grid"], image["metric"], image["direction"]) == (
-        2, "32x32", "test cross-entropy", "lower")
+        2,
+        "32x32",
+        "test cross-entropy",
+        "lower",
+    )
     assert image["plugin"] == "image" and image["plugin_version"]
     roles = {model["name"]: (model["role"], model["matched_baseline"]) for model in image["models"]}
-    assert roles == {"vit": ("baseline", True), "vit-concentration": ("idea", False), "mlp-mixer": ("baseline", False),
-                     "vit-concentration-uncapped": ("ablation", False), "vit-tokenwise": ("control", False)}
+    assert roles == {
+        "vit": ("baseline", True),
+        "vit-concentration": ("idea", False),
+        "mlp-mixer": ("baseline", False),
+        "vit-concentration-uncapped": ("ablation", False),
+        "vit-tokenwise": ("control", False),
+    }
     assert summary["broken"] == []
 
 
@@ -62,47 +88,100 @@ def test_broken_plugins_get_their_own_table(fresh_registry):
     assert "broken plugins" in result.output and "fragile" in result.output
     assert "ImportError: needs a GPU driver" in result.output and "image" in result.output
     summary = json.loads(CliRunner().invoke(app, ["tracks", "--json"]).output)
-    assert summary["broken"] == [{"name": "fragile", "version": "", "error": "ImportError: needs a GPU driver"}]
+    assert summary["broken"] == [
+        {"name": "fragile", "version": "", "error": "ImportError: needs a GPU driver"}
+    ]
 
 
 def test_tracks_json_as_a_subprocess():
     env = {k: v for k, v in os.environ.items() if k not in (DISABLE_AUTOLOAD_ENV, ALLOW_ENV)}
-    done = subprocess.run([sys.executable, "-m", "gridmix", "tracks", "--json"], capture_output=True, text=True,
-                          env=env, timeout=120, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "gridmix", "tracks", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
-    assert {"sequence", "image", "video"} <= {track["name"] for track in json.loads(done.stdout)["tracks"]}
-    only = subprocess.run([sys.executable, "-m", "gridmix", "tracks", "--json"], capture_output=True, text=True,
-                          env={**env, ALLOW_ENV: "video"}, timeout=120, check=False)
+    assert {"sequence", "image", "video"} <= {
+        track["name"] for track in json.loads(done.stdout)["tracks"]
+    }
+    only = subprocess.run(
+        [sys.executable, "-m", "gridmix", "tracks", "--json"],
+        capture_output=True,
+        text=True,
+        env={**env, ALLOW_ENV: "video"},
+        timeout=120,
+        check=False,
+    )
     assert [track["name"] for track in json.loads(only.stdout)["tracks"]] == ["video"]
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["run", "--budget", "huge"], "'--budget': Value error, 'huge' is not one of 'smoke', 'default', 'full'"),
-    (["run", "--device", "tpu"], "'--device': Value error, 'tpu' is not one of 'auto', 'cpu', 'cuda'"),
-    (["scale", "--track", "image", "--device", "gpu"], "'gpu' is not one of 'auto', 'cpu', 'cuda'"),
-    (["run", "--executor", "dask"], "'--executor': Value error, 'dask' is not one of 'local', 'ray'"),
-    (["run", "--seeds", "1"], "'--seeds': Input should be greater than or equal to 2"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["run", "--budget", "huge"],
+            "'--budget': Value error, 'huge' is not one of 'smoke', 'default', 'full'",
+        ),
+        (
+            ["run", "--device", "tpu"],
+            "'--device': Value error, 'tpu' is not one of 'auto', 'cpu', 'cuda'",
+        ),
+        (
+            ["scale", "--track", "image", "--device", "gpu"],
+            "'gpu' is not one of 'auto', 'cpu', 'cuda'",
+        ),
+        (
+            ["run", "--executor", "dask"],
+            "'--executor': Value error, 'dask' is not one of 'local', 'ray'",
+        ),
+        (["run", "--seeds", "1"], "'--seeds': Input should be greater than or equal to 2"),
+    ],
+)
 def test_typer_refuses_a_bad_option_value_in_one_line(args, message):
     result = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
     assert result.exit_code == 2
-    assert result.output.startswith("error: Invalid value for ") and result.output.count("\n") == 1, result.output
+    assert (
+        result.output.startswith("error: Invalid value for ") and result.output.count("\n") == 1
+    ), result.output
     assert message in result.output
 
 
-def test_data_column_says_which_tracks_need_data_and_whether_it_was_found(fresh_registry, monkeypatch, tmp_path):
+def test_data_column_says_which_tracks_need_data_and_whether_it_was_found(
+    fresh_registry, monkeypatch, tmp_path
+):
     for name in ("GRIDMIX_IMAGE_FOLDER", "GRIDMIX_SEQUENCE_CSV", "GRIDMIX_DATA_ROOT"):
         monkeypatch.delenv(name, raising=False)
     load_registry(refresh=True)
-    tracks = {t["name"]: t for t in json.loads(CliRunner().invoke(app, ["tracks", "--json"]).output)["tracks"]}
+    tracks = {
+        t["name"]: t
+        for t in json.loads(CliRunner().invoke(app, ["tracks", "--json"]).output)["tracks"]
+    }
     assert tracks["image"]["data"] == "generated" and tracks["image"]["data_missing"] is None
-    assert tracks["sequence-csv"]["data"] == "missing" and "needs --data FILE" in tracks["sequence-csv"]["data_missing"]
-    assert tracks["image-folder"]["data"] == "missing" and "needs --data DIR" in tracks["image-folder"]["data_missing"]
+    assert (
+        tracks["sequence-csv"]["data"] == "missing"
+        and "needs --data FILE" in tracks["sequence-csv"]["data_missing"]
+    )
+    assert (
+        tracks["image-folder"]["data"] == "missing"
+        and "needs --data DIR" in tracks["image-folder"]["data_missing"]
+    )
     assert tracks["mnist"]["data"] == "missing" and "--data-root" in tracks["mnist"]["data_missing"]
     table = CliRunner().invoke(app, ["tracks"], env={"COLUMNS": "250"}).output
-    assert table.splitlines()[1].split() == ["track", "grid", "metric", "models", "data", "plugin"]  # piped: plain
+    assert table.splitlines()[1].split() == [
+        "track",
+        "grid",
+        "metric",
+        "models",
+        "data",
+        "plugin",
+    ]  # piped: plain
     assert "generated" in table and "missing" in table
-    refused = CliRunner().invoke(app, ["run", "--track", "image-folder", "--out", str(tmp_path / "out")])
+    refused = CliRunner().invoke(
+        app, ["run", "--track", "image-folder", "--out", str(tmp_path / "out")]
+    )
     assert refused.exit_code == 2 and len(refused.output.strip().splitlines()) == 1, refused.output
     assert "needs --data DIR" in refused.output
 

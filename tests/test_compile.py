@@ -1,9 +1,11 @@
-"""``torch.compile(fullgraph=True)`` of the mixer and of a timm ViT built with it: values and gradients equal eager.
+"""``torch.compile(fullgraph=True)`` of the mixer and of a timm ViT built with it: values and
+gradients equal eager.
 
-Dynamo must capture each path in one graph (no graph break): the fused native kernel's custom op (float32
-CPU), the library-GEMM autograd node (what CUDA and ``set_native(False)`` run), causal axes, prefix tokens,
-and the mixed-precision cast. Most cases compile with ``backend="aot_eager"`` (graph capture and AOT
-autograd without C++ code generation, seconds); one compiles with inductor, the default backend.
+Dynamo must capture each path in one graph (no graph break): the fused native kernel's custom op
+(float32 CPU), the library-GEMM autograd node (what CUDA and ``set_native(False)`` run), causal
+axes, prefix tokens, and the mixed-precision cast. Most cases compile with ``backend="aot_eager"``
+(graph capture and AOT autograd without C++ code generation, seconds); one compiles with inductor,
+the default backend.
 """
 
 import pytest
@@ -74,7 +76,15 @@ def test_inductor_compiles_the_native_kernel_path():
 
 def test_a_vit_built_with_the_mixer_compiles_in_one_graph():
     torch.manual_seed(0)
-    model = VisionTransformer(img_size=8, patch_size=1, embed_dim=16, depth=2, num_heads=2, num_classes=3,
-                              attn_layer=mixer_layer("concentration", "8x8", rank=3), class_token=False,
-                              global_pool="avg")
+    model = VisionTransformer(
+        img_size=8,
+        patch_size=1,
+        embed_dim=16,
+        depth=2,
+        num_heads=2,
+        num_classes=3,
+        attn_layer=mixer_layer("concentration", "8x8", rank=3),
+        class_token=False,
+        global_pool="avg",
+    )
     _assert_compiled_matches_eager(model, torch.randn(2, 3, 8, 8), rtol=1e-4, atol=1e-5)

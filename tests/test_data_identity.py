@@ -1,6 +1,7 @@
-"""Data identity: the fingerprint of a track's data enters the run keys and the study, so a re-run on other
-data (a swapped or edited CSV, changed plugin output) is refused in one line instead of answered with the
-old data's numbers; ``--fresh`` starts over; the report names the data and the code."""
+"""Data identity: the fingerprint of a track's data enters the run keys and the study, so a re-run
+on other data (a swapped or edited CSV, changed plugin output) is refused in one line instead of
+answered with the old data's numbers; ``--fresh`` starts over; the report names the data and the
+code."""
 
 import dataclasses
 import json
@@ -26,7 +27,9 @@ def registry():
 
 
 def write_series(path, offset: float) -> str:
-    path.write_text("value\n" + "\n".join(f"{(i % 17) * 0.1 + offset * (i % 5)}" for i in range(300)) + "\n")
+    path.write_text(
+        "value\n" + "\n".join(f"{(i % 17) * 0.1 + offset * (i % 5)}" for i in range(300)) + "\n"
+    )
     return str(path)
 
 
@@ -39,7 +42,9 @@ def test_fingerprint_is_stable_and_tracks_data_plugin_and_source(registry, tmp_p
 
     def shifted(grid, seed, sizes):
         data = fake_track.make_data(grid, seed, sizes)
-        return dataclasses.replace(data, test=dataclasses.replace(data.test, targets=data.test.targets + 1e-3))
+        return dataclasses.replace(
+            data, test=dataclasses.replace(data.test, targets=data.test.targets + 1e-3)
+        )
 
     edited = data_fingerprint(dataclasses.replace(track, make_data=shifted), Grid((8,)), SIZES)
     assert edited["hash"] != first["hash"] and "data hash" in describe_change(first, edited)
@@ -49,15 +54,26 @@ def test_fingerprint_is_stable_and_tracks_data_plugin_and_source(registry, tmp_p
     source.write_text("1\n2\n")
     with_file = data_fingerprint(dataclasses.replace(track, source=str(source)), Grid((8,)), SIZES)
     source.write_text("1\n3\n")
-    edited_file = data_fingerprint(dataclasses.replace(track, source=str(source)), Grid((8,)), SIZES)
+    edited_file = data_fingerprint(
+        dataclasses.replace(track, source=str(source)), Grid((8,)), SIZES
+    )
     assert "source file hash" in describe_change(with_file, edited_file)
 
 
 def test_run_keys_depend_on_the_data(registry):
     track = registry.track("fake")
-    spec = dict(track="fake", grid="8", models=("fake-mixer", "fake-attention"), idea="fake-mixer",
-                matched_baseline="fake-attention", metric_name="test MSE", direction="lower",
-                budget=BUDGETS["smoke"], device="cpu", threads=1)
+    spec = dict(
+        track="fake",
+        grid="8",
+        models=("fake-mixer", "fake-attention"),
+        idea="fake-mixer",
+        matched_baseline="fake-attention",
+        metric_name="test MSE",
+        direction="lower",
+        budget=BUDGETS["smoke"],
+        device="cpu",
+        threads=1,
+    )
     one = Study(**spec, data=data_fingerprint(track, Grid((8,)), SIZES))
     other = Study(**spec, data=dict(one.data, hash="0" * 16))
     assert one.task("fake-mixer", 1e-3, 0).key != other.task("fake-mixer", 1e-3, 0).key
@@ -67,13 +83,31 @@ def test_run_keys_depend_on_the_data(registry):
 def run(out, csv, monkeypatch, *extra):
     monkeypatch.setenv("GRIDMIX_SEQUENCE_CSV", csv)
     load_registry(refresh=True)  # the plugin reads its file when the registry loads
-    return CliRunner().invoke(app, ["run", "--track", "sequence-csv", "--budget", "smoke", "--no-scaling",
-                                    "--threads", "1", "--out", str(out), *extra], env={"COLUMNS": "200"})
+    return CliRunner().invoke(
+        app,
+        [
+            "run",
+            "--track",
+            "sequence-csv",
+            "--budget",
+            "smoke",
+            "--no-scaling",
+            "--threads",
+            "1",
+            "--out",
+            str(out),
+            *extra,
+        ],
+        env={"COLUMNS": "200"},
+    )
 
 
 def test_swapped_csv_is_refused_and_fresh_starts_a_new_study(tmp_path, monkeypatch):
     out = tmp_path / "out"
-    first_csv, second_csv = write_series(tmp_path / "a.csv", 0.0), write_series(tmp_path / "b.csv", 1.0)
+    first_csv, second_csv = (
+        write_series(tmp_path / "a.csv", 0.0),
+        write_series(tmp_path / "b.csv", 1.0),
+    )
     try:
         first = run(out, first_csv, monkeypatch)
         assert first.exit_code == 0, first.output
@@ -84,16 +118,24 @@ def test_swapped_csv_is_refused_and_fresh_starts_a_new_study(tmp_path, monkeypat
 
         swapped = run(out, second_csv, monkeypatch)
         assert swapped.exit_code == 2
-        assert "holds results on other data" in swapped.output and "source file hash" in swapped.output
+        assert (
+            "holds results on other data" in swapped.output and "source file hash" in swapped.output
+        )
         assert "--fresh" in swapped.output and len(swapped.output.strip().splitlines()) == 1
-        assert json.loads((out / "bench_report.json").read_text()) == report  # nothing was overwritten
+        assert (
+            json.loads((out / "bench_report.json").read_text()) == report
+        )  # nothing was overwritten
 
         fresh = run(out, second_csv, monkeypatch, "--fresh")
         assert fresh.exit_code == 0, fresh.output
         renewed = json.loads((out / "bench_report.json").read_text())
-        assert renewed["data"]["source"].endswith("b.csv") and renewed["data"]["hash"] != report["data"]["hash"]
-        assert renewed["idea"]["per_seed"] != report["idea"]["per_seed"]  # trained again, on the new data
+        assert (
+            renewed["data"]["source"].endswith("b.csv")
+            and renewed["data"]["hash"] != report["data"]["hash"]
+        )
+        assert (
+            renewed["idea"]["per_seed"] != report["idea"]["per_seed"]
+        )  # trained again, on the new data
     finally:
         monkeypatch.undo()
         load_registry(refresh=True)
-

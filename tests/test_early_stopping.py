@@ -1,4 +1,5 @@
-"""Early stopping: stops after ``patience`` epochs without improvement and restores the best epoch's weights."""
+"""Early stopping: stops after ``patience`` epochs without improvement and restores the best epoch's
+weights."""
 
 from __future__ import annotations
 
@@ -30,8 +31,13 @@ def test_improving_at_cap_and_no_patience_keeps_the_last_model():
     stopper = EarlyStopping(None, direction="lower")
     model = torch.nn.Linear(1, 1)
     assert not any(stopper.update(val, model) for val in [3.0, 2.0, 1.0])
-    assert stopper.summary() == {"patience": None, "best_epoch": 2, "epochs": 3, "stopped_early": False,
-                                 "improving_at_cap": True}
+    assert stopper.summary() == {
+        "patience": None,
+        "best_epoch": 2,
+        "epochs": 3,
+        "stopped_early": False,
+        "improving_at_cap": True,
+    }
     with pytest.raises(ValueError, match="patience=0"):
         EarlyStopping(0, direction="lower")
 
@@ -40,8 +46,16 @@ def test_train_run_with_patience_reports_the_best_epoch():
     track = load_registry().track("sequence")
     budget = dataclasses.replace(track.budget("smoke"), epochs=4, patience=1)
     data = track.make_data(track.default_grid, 0, budget.sizes)
-    result = train_run(track, track.model("transformer"), track.default_grid, lr=3e-3, seed=0, budget=budget,
-                       data=data, device=torch.device("cpu"))
+    result = train_run(
+        track,
+        track.model("transformer"),
+        track.default_grid,
+        lr=3e-3,
+        seed=0,
+        budget=budget,
+        data=data,
+        device=torch.device("cpu"),
+    )
     training = result.extras["training"]
     assert result.status == "ok" and training["patience"] == 1
     assert result.val_metric == min(result.val_curve) == result.val_curve[training["best_epoch"]]

@@ -1,4 +1,5 @@
-"""The time-left estimate: each pending run at its model's median finished time, shared by the workers."""
+"""The time-left estimate: each pending run at its model's median finished time, shared by the
+workers."""
 
 import pytest
 
@@ -15,9 +16,15 @@ def test_pending_runs_take_their_models_median_time_or_the_overall_one():
         clock.record("vit", seconds)
     clock.record("vit-concentration", 8.0)
     clock.record("vit-tokenwise", 0.0)  # a run that failed before training: no time to learn from
-    # vit: median 54; the idea: 8; the control has none of its own: the median of all four, (8 + 50 + 54 + 56) -> 52
-    assert clock.remaining_s(["vit", "vit-concentration", "vit-tokenwise"]) == pytest.approx((54 + 8 + 52) / 2)
-    assert clock.untimed(["vit-tokenwise", "vit", "mlp-mixer", "vit-tokenwise"]) == ["vit-tokenwise", "mlp-mixer"]
+    # vit: median 54; the idea: 8; the control has none of its own: the median of all four, (8 + 50
+    # + 54 + 56) -> 52
+    assert clock.remaining_s(["vit", "vit-concentration", "vit-tokenwise"]) == pytest.approx(
+        (54 + 8 + 52) / 2
+    )
+    assert clock.untimed(["vit-tokenwise", "vit", "mlp-mixer", "vit-tokenwise"]) == [
+        "vit-tokenwise",
+        "mlp-mixer",
+    ]
     with pytest.raises(ValueError, match="jobs=0; expected >= 1"):
         RunClock(jobs=0)
 
@@ -28,8 +35,8 @@ def test_durations_print_in_minutes_and_seconds():
 
 
 def test_a_piped_gridmix_run_prints_the_time_left_after_each_run(tmp_path):
-    """Through the command line, as a log file sees it: every finished run's line ends with the estimate, the last
-    one (nothing left) without."""
+    """Through the command line, as a log file sees it: every finished run's line ends with the
+    estimate, the last one (nothing left) without."""
     from typer.testing import CliRunner
 
     from gridmix.cli import app
@@ -38,16 +45,37 @@ def test_a_piped_gridmix_run_prints_the_time_left_after_each_run(tmp_path):
 
     load_registry(extra_plugins=[fake_track], refresh=True)
     try:
-        result = CliRunner().invoke(app, ["run", "--track", "fake", "--budget", "smoke", "--seeds", "2",
-                                          "--threads", "1", "--no-scaling", "--out", str(tmp_path / "run")],
-                                    env={"COLUMNS": "200"})
+        result = CliRunner().invoke(
+            app,
+            [
+                "run",
+                "--track",
+                "fake",
+                "--budget",
+                "smoke",
+                "--seeds",
+                "2",
+                "--threads",
+                "1",
+                "--no-scaling",
+                "--out",
+                str(tmp_path / "run"),
+            ],
+            env={"COLUMNS": "200"},
+        )
     finally:
         load_registry(refresh=True)
     assert result.exit_code == 0, result.output
     lines = [line for line in result.output.splitlines() if line.startswith("done ")]
-    assert len(lines) == 3 * 2 + 3 * 2  # three models: a sweep of two rates on one seed, then two seeds
-    assert all(" left" in line.rsplit("; ", 1)[-1] for line in lines[:-1]) and " left" not in lines[-1]
+    assert (
+        len(lines) == 3 * 2 + 3 * 2
+    )  # three models: a sweep of two rates on one seed, then two seeds
+    assert (
+        all(" left" in line.rsplit("; ", 1)[-1] for line in lines[:-1]) and " left" not in lines[-1]
+    )
     assert "about " in lines[0] and ("min" in lines[0] or " s left" in lines[0])
     # the sweep's first run times one model: the others' runs are a guess, and the line says which
-    assert lines[0].endswith("fake-attention, fake-fragile not timed yet: counted at the median run so far)")
+    assert lines[0].endswith(
+        "fake-attention, fake-fragile not timed yet: counted at the median run so far)"
+    )
     assert lines[-2].endswith(" s left")  # every model timed by then: a plain estimate

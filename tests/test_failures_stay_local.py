@@ -1,7 +1,7 @@
-"""Failures stay local and every exit status tells the truth: a failed scaling point, a broken section or
-plot never costs the report; a bad CSV or a corrupt image is named by the command that needs it; a piped
-run logs one line per finished run; Ctrl-C says how to resume; ``gridmix scale`` fails when no point was
-measured."""
+"""Failures stay local and every exit status tells the truth: a failed scaling point, a broken
+section or plot never costs the report; a bad CSV or a corrupt image is named by the command that
+needs it; a piped run logs one line per finished run; Ctrl-C says how to resume; ``gridmix scale``
+fails when no point was measured."""
 
 import dataclasses
 import json
@@ -26,10 +26,24 @@ from tests.test_ledger_files import RUN, study_spec
 
 
 def failed_scaling() -> dict:
-    failed = ScalingPoint(model="transformer", grid="100000", tokens=100000,
-                          skipped="failed: RuntimeError: not enough memory")
-    return ScalingResult(track="sequence", device="cpu", threads=1, batch=8, repeats=2, warmup=1,
-                         grids=["100000"], models=["transformer"], points=[failed], fits=[]).to_dict()
+    failed = ScalingPoint(
+        model="transformer",
+        grid="100000",
+        tokens=100000,
+        skipped="failed: RuntimeError: not enough memory",
+    )
+    return ScalingResult(
+        track="sequence",
+        device="cpu",
+        threads=1,
+        batch=8,
+        repeats=2,
+        warmup=1,
+        grids=["100000"],
+        models=["transformer"],
+        points=[failed],
+        fits=[],
+    ).to_dict()
 
 
 def ledger_with(tmp_path, analyses: dict):
@@ -40,7 +54,9 @@ def ledger_with(tmp_path, analyses: dict):
 
 
 def test_report_is_written_with_a_failed_scaling_point_and_a_broken_section(tmp_path):
-    out = ledger_with(tmp_path, {"scaling": failed_scaling(), "parity": {"grid": "64"}})  # parity lacks its rows
+    out = ledger_with(
+        tmp_path, {"scaling": failed_scaling(), "parity": {"grid": "64"}}
+    )  # parity lacks its rows
     result = CliRunner().invoke(app, ["report", str(out)], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     markdown = (out / "report.md").read_text()
@@ -48,7 +64,10 @@ def test_report_is_written_with_a_failed_scaling_point_and_a_broken_section(tmp_
     assert "| transformer | 100000 | – |" in markdown and "failed: RuntimeError" in markdown
     assert "## Parity\n\n– (this section could not be rendered: KeyError" in markdown
     assert "## Timings" in markdown  # the sections after the broken one are there
-    assert json.loads((out / "bench_report.json").read_text())["scaling"]["points"][0]["params"] is None
+    assert (
+        json.loads((out / "bench_report.json").read_text())["scaling"]["points"][0]["params"]
+        is None
+    )
 
 
 def test_a_failing_plot_or_renderer_never_costs_report_md(tmp_path, monkeypatch):
@@ -60,12 +79,15 @@ def test_a_failing_plot_or_renderer_never_costs_report_md(tmp_path, monkeypatch)
     monkeypatch.setattr(report_plots, "figure_sweep", broken)
     assert CliRunner().invoke(app, ["report", str(out)]).exit_code == 0
     assert json.loads((out / "bench_report.json").read_text())["plot_errors"] == [
-        "sweep plot: RuntimeError: no backend"]
+        "sweep plot: RuntimeError: no backend"
+    ]
     assert "sweep plot: RuntimeError: no backend" in (out / "report.md").read_text()
     monkeypatch.setattr(report_markdown, "render_markdown", broken)
     assert CliRunner().invoke(app, ["report", str(out)]).exit_code == 0
     markdown = (out / "report.md").read_text()
-    assert "**Verdict: " in markdown and "could not be rendered (RuntimeError: no backend)" in markdown
+    assert (
+        "**Verdict: " in markdown and "could not be rendered (RuntimeError: no backend)" in markdown
+    )
 
 
 @pytest.fixture
@@ -83,7 +105,9 @@ def test_bad_csv_error_is_the_plugins_own(tmp_path, env_registry):
     bad = tmp_path / "bad.csv"
     bad.write_text("value\n1\n2\n3\nabc\n")
     env_registry("GRIDMIX_SEQUENCE_CSV", bad)
-    result = CliRunner().invoke(app, ["run", "--track", "sequence-csv", "--out", str(tmp_path / "out")])
+    result = CliRunner().invoke(
+        app, ["run", "--track", "sequence-csv", "--out", str(tmp_path / "out")]
+    )
     assert result.exit_code == 2 and "unknown track" not in result.output
     assert f"{bad}: row 5, column 'value': 'abc' is not a number" in result.output.replace("\n", "")
 
@@ -92,14 +116,31 @@ def test_corrupt_image_is_named_before_any_run(tmp_path, env_registry):
     for label in ("cat", "dog"):
         (tmp_path / "images" / label).mkdir(parents=True)
         for index in range(3):
-            Image.new("RGB", (8, 8), (40 * index, 90, 0)).save(tmp_path / "images" / label / f"{index}.png")
+            Image.new("RGB", (8, 8), (40 * index, 90, 0)).save(
+                tmp_path / "images" / label / f"{index}.png"
+            )
     corrupt = tmp_path / "images" / "dog" / "1.png"
     corrupt.write_bytes(b"\x89PNG not really")
     env_registry("GRIDMIX_IMAGE_FOLDER", tmp_path / "images")
-    result = CliRunner().invoke(app, ["run", "--track", "image-folder", "--grid", "8x8", "--budget", "smoke",
-                                      "--out", str(tmp_path / "out")], env={"COLUMNS": "300"})
+    result = CliRunner().invoke(
+        app,
+        [
+            "run",
+            "--track",
+            "image-folder",
+            "--grid",
+            "8x8",
+            "--budget",
+            "smoke",
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        env={"COLUMNS": "300"},
+    )
     assert result.exit_code == 2, result.output
-    assert f"{corrupt} is not a readable image (UnidentifiedImageError" in result.output.replace("\n", "")
+    assert f"{corrupt} is not a readable image (UnidentifiedImageError" in result.output.replace(
+        "\n", ""
+    )
     assert not (tmp_path / "out").exists()  # refused before the ledger
 
 
@@ -108,12 +149,19 @@ def test_piped_run_logs_one_unwrapped_line_per_run(tmp_path):
     assert result.exit_code == 0, result.output
     done = [line for line in result.output.splitlines() if line.startswith("done ")]
     with Ledger(tmp_path / "out", create=False) as ledger:
-        assert len(done) == len(ledger.rows()) == 8  # 2 models x 2 rates on sweep seed 1000, then seeds 0 and 1
-    ending = r" s(; about .+ left( \(.+ not timed yet: .+\))?)?$"  # the estimate names the models not timed yet
+        assert (
+            len(done) == len(ledger.rows()) == 8
+        )  # 2 models x 2 rates on sweep seed 1000, then seeds 0 and 1
+    # the estimate names the models not timed yet
+    ending = r" s(; about .+ left( \(.+ not timed yet: .+\))?)?$"
     assert all(", test MSE " in line and re.search(ending, line) for line in done)
     assert done[-1].endswith(" s")  # nothing left after the last run: no estimate
     header = result.output.splitlines()[0]
-    assert header.startswith("gridmix run sequence 64") and header.endswith("ledger.sqlite") and len(header) > 60
+    assert (
+        header.startswith("gridmix run sequence 64")
+        and header.endswith("ledger.sqlite")
+        and len(header) > 60
+    )
 
 
 def test_ctrl_c_says_how_to_resume(tmp_path, monkeypatch):
@@ -140,19 +188,40 @@ def broken_builds():
 
     models = tuple(dataclasses.replace(spec, build=explode) for spec in fake_track.TRACK.models)
     plugin = types.ModuleType("exploding_track")
-    plugin.gridmix_tracks = hookimpl(lambda: [dataclasses.replace(fake_track.TRACK, name="exploding", models=models)])
+    plugin.gridmix_tracks = hookimpl(
+        lambda: [dataclasses.replace(fake_track.TRACK, name="exploding", models=models)]
+    )
     return plugin
 
 
 def test_scale_fails_when_no_point_was_measured(tmp_path):
     load_registry(extra_plugins=[broken_builds()], refresh=True)
     try:
-        result = CliRunner().invoke(app, ["scale", "--track", "exploding", "--grids", "8", "--no-memory",
-                                          "--repeats", "1", "--warmup", "0", "--out", str(tmp_path)],
-                                    env={"COLUMNS": "200"})
+        result = CliRunner().invoke(
+            app,
+            [
+                "scale",
+                "--track",
+                "exploding",
+                "--grids",
+                "8",
+                "--no-memory",
+                "--repeats",
+                "1",
+                "--warmup",
+                "0",
+                "--out",
+                str(tmp_path),
+            ],
+            env={"COLUMNS": "200"},
+        )
     finally:
         load_registry(refresh=True)
     assert result.exit_code == 1, result.output
     assert "no point of 3 was measured" in result.output
-    done = [line for line in result.output.splitlines() if line.startswith("done ")]  # one log line per point
-    assert len(done) == 3 and all("failed: RuntimeError: this model cannot be built" in line for line in done)
+    done = [
+        line for line in result.output.splitlines() if line.startswith("done ")
+    ]  # one log line per point
+    assert len(done) == 3 and all(
+        "failed: RuntimeError: this model cannot be built" in line for line in done
+    )

@@ -1,4 +1,5 @@
-"""Grid specs: the accepted forms parse, malformed ones are one-line ValueErrors quoting the input."""
+"""Grid specs: the accepted forms parse, malformed ones are one-line ValueErrors quoting the
+input."""
 
 import pytest
 
@@ -7,8 +8,15 @@ from gridmix import Grid
 
 @pytest.mark.parametrize(
     "spec,shape",
-    [("64", (64,)), ("32x32", (32, 32)), ("8x16x16", (8, 16, 16)), ("2X3", (2, 3)),
-     (64, (64,)), ((8, 4), (8, 4)), ([1, 2, 3, 4], (1, 2, 3, 4))],
+    [
+        ("64", (64,)),
+        ("32x32", (32, 32)),
+        ("8x16x16", (8, 16, 16)),
+        ("2X3", (2, 3)),
+        (64, (64,)),
+        ((8, 4), (8, 4)),
+        ([1, 2, 3, 4], (1, 2, 3, 4)),
+    ],
 )
 def test_accepted_forms(spec, shape):
     grid = Grid.parse(spec)
@@ -18,8 +26,27 @@ def test_accepted_forms(spec, shape):
     assert Grid.parse(str(grid)) == grid
 
 
-@pytest.mark.parametrize("spec", ["32xabc", "8 x 8", " 4x5", "4x5 ", "8x\t8", "0x5", "-3", "", "x", "32x", "3.5",
-                                  (0, 4), (), [2, "a"], True, 2.0])
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "32xabc",
+        "8 x 8",
+        " 4x5",
+        "4x5 ",
+        "8x\t8",
+        "0x5",
+        "-3",
+        "",
+        "x",
+        "32x",
+        "3.5",
+        (0, 4),
+        (),
+        [2, "a"],
+        True,
+        2.0,
+    ],
+)
 def test_malformed_specs_quote_the_input(spec):
     with pytest.raises(ValueError) as info:
         Grid.parse(spec)

@@ -1,5 +1,6 @@
-"""The paired-seed harness end to end on a tiny in-test track: sweep on validation, divergence recorded and
-excluded, ledger resume, deterministic numbers, and a report with the reference report's keys."""
+"""The paired-seed harness end to end on a tiny in-test track: sweep on validation, divergence
+recorded and excluded, ledger resume, deterministic numbers, and a report with the reference
+report's keys."""
 
 import dataclasses
 import json
@@ -15,7 +16,9 @@ from gridmix.tracks.budget import BUDGETS
 from gridmix.tracks.plugin_loader import load_registry
 from tests import fake_track
 
-BUDGET = dataclasses.replace(BUDGETS["smoke"], seeds=3, sweep_seeds=1, lrs=(1e-3, 3e-3), epochs=2, n_train=128)
+BUDGET = dataclasses.replace(
+    BUDGETS["smoke"], seeds=3, sweep_seeds=1, lrs=(1e-3, 3e-3), epochs=2, n_train=128
+)
 
 
 @pytest.fixture(autouse=True)
@@ -25,18 +28,31 @@ def registry():
 
 
 def study(models=("fake-mixer", "fake-attention", "fake-fragile"), budget=BUDGET) -> Study:
-    return Study(track="fake", grid="8", models=models, idea="fake-mixer", matched_baseline="fake-attention",
-                 metric_name="test MSE", direction="lower", budget=budget, device="cpu", threads=1)
+    return Study(
+        track="fake",
+        grid="8",
+        models=models,
+        idea="fake-mixer",
+        matched_baseline="fake-attention",
+        metric_name="test MSE",
+        direction="lower",
+        budget=budget,
+        device="cpu",
+        threads=1,
+    )
 
 
 def test_model_kwargs_keep_their_stored_name_in_run_keys_and_study_specs():
-    """Ledgers written before model_kwargs had that name stay readable, and their runs keep their keys."""
+    """Ledgers written before model_kwargs had that name stay readable, and their runs keep their
+    keys."""
     spec = dataclasses.replace(study(), model_kwargs={"fake-mixer": {"dim": 4}})
     config = spec.task("fake-mixer", 1e-3, 0).config
     assert config["knobs"] == {"dim": 4} and "model_kwargs" not in config
     stored = json.loads(json.dumps(spec.to_dict()))
     assert stored["knobs"] == {"fake-mixer": {"dim": 4}} and "model_kwargs" not in stored
-    assert list(stored).index("knobs") == list(stored).index("threads") + 1  # where the field has always been
+    assert (
+        list(stored).index("knobs") == list(stored).index("threads") + 1
+    )  # where the field has always been
     assert Study.from_dict(stored) == spec
 
 
@@ -56,8 +72,10 @@ class CountingExecutor(InProcessExecutor):
 
 
 def test_executors_declare_the_interface_the_runner_uses():
-    assert all(isinstance(executor, Executor) for executor in (InProcessExecutor(), WorkerPoolExecutor(2),
-                                                                  CountingExecutor()))
+    assert all(
+        isinstance(executor, Executor)
+        for executor in (InProcessExecutor(), WorkerPoolExecutor(2), CountingExecutor())
+    )
     assert not isinstance(object(), Executor)
     with pytest.raises(ValueError, match="jobs=0; expected >= 1"):
         WorkerPoolExecutor(0)
@@ -73,15 +91,30 @@ def run_study(out, spec=None, executor=None):
 def test_sweep_divergence_and_report(tmp_path):
     chosen, built, executor = run_study(tmp_path / "a")
     report = built.to_dict()  # bench_report.json's keys
-    # 3 models x 2 lrs x 1 sweep seed (1000), then the 3 comparison seeds (0, 1, 2) of each at its chosen rate
+    # 3 models x 2 lrs x 1 sweep seed (1000), then the 3 comparison seeds (0, 1, 2) of each at its
+    # chosen rate
     assert len(executor.executed) == 6 + 3 * 3
     assert chosen["fake-fragile"] == 1e-3  # 3e-3 diverged, so it cannot be chosen
     fragile = report["baselines"]["fake-fragile"]
     statuses = {entry["cfg"]["lr"]: entry["statuses"] for entry in fragile["sweep"]}
     assert statuses[3e-3] == ["diverged"] and statuses[1e-3] == ["ok"]
-    assert any(f["model"] == "fake-fragile" and f["status"] == "diverged" for f in report["failures"])
-    for key in ("bench_version", "track", "metric_direction", "n_seeds", "baseline", "idea", "comparison",
-                "mechanism_signature", "comparisons", "budget", "timings", "versions"):
+    assert any(
+        f["model"] == "fake-fragile" and f["status"] == "diverged" for f in report["failures"]
+    )
+    for key in (
+        "bench_version",
+        "track",
+        "metric_direction",
+        "n_seeds",
+        "baseline",
+        "idea",
+        "comparison",
+        "mechanism_signature",
+        "comparisons",
+        "budget",
+        "timings",
+        "versions",
+    ):
         assert key in report, key
     assert report["baseline"]["name"] == "fake-attention"
     assert set(report["baseline"]) >= {"best_cfg", "sweep", "full"}
@@ -90,10 +123,14 @@ def test_sweep_divergence_and_report(tmp_path):
     assert comparison["n_pairs"] == 3 and len(comparison["per_seed_diffs"]) == 3
     # three pairs: 2^3 exact sign patterns, so p can never fall below 2/8 and nothing is significant
     assert comparison["p_method"] == "exact" and comparison["n_patterns"] == 8
-    assert comparison["p_value"] >= 0.25 and comparison["verdict"] == "cannot reach α (too few seeds)"
+    assert (
+        comparison["p_value"] >= 0.25 and comparison["verdict"] == "cannot reach α (too few seeds)"
+    )
     assert set(report["comparisons"]) == {"fake-attention", "fake-fragile"}
     assert report["primary_baseline"] == "fake-attention" and comparison["family"] == "primary"
-    assert report["holm_adjusted_over"] == ["fake-fragile"]  # the secondary family: the other baselines
+    assert report["holm_adjusted_over"] == [
+        "fake-fragile"
+    ]  # the secondary family: the other baselines
     # the sweep reports validation means, and the chosen rate is the best one of them
     idea_sweep = report["idea"]["sweep"]
     best = min((e for e in idea_sweep if e["eligible"]), key=lambda e: e["mean"])

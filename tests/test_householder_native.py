@@ -1,8 +1,8 @@
-"""The native Householder basis (``gridmix.mixers.concentration.ops.householder_native``): equal to torch's map in
-float64, values and gradients, with and without the DCT, in every build the host can run (``kernel_build``); used
-for float32 bases on the CPU up to a size, and not where a dispatch mode watches, ``torch.compile`` traces, or the
-switch is off. Where a C compiler exists the kernels must build (tests/test_native_build.py), so nothing here is
-skipped for want of it."""
+"""The native Householder basis (``gridmix.mixers.concentration.ops.householder_native``): equal to
+torch's map in float64, values and gradients, with and without the DCT, in every build the host can
+run (``kernel_build``); used for float32 bases on the CPU up to a size, and not where a dispatch
+mode watches, ``torch.compile`` traces, or the switch is off. Where a C compiler exists the kernels
+must build (tests/test_native_build.py), so nothing here is skipped for want of it."""
 
 from __future__ import annotations
 
@@ -15,11 +15,16 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from gridmix import ConcentrationMixer
 from gridmix.mixers.concentration.factors import _OrthogonalColumns, dct_basis, orthogonal_columns
-from gridmix.mixers.concentration.ops.householder_native import MAX_BASIS_FLOATS, NativeOrthogonalColumns
+from gridmix.mixers.concentration.ops.householder_native import (
+    MAX_BASIS_FLOATS,
+    NativeOrthogonalColumns,
+)
 from gridmix.mixers.switches import set_native
 from tests.test_tucker_native import assert_close_to_scale
 
-pytestmark = pytest.mark.skipif(shutil.which(os.environ.get("CC", "cc")) is None, reason="no C compiler on PATH")
+pytestmark = pytest.mark.skipif(
+    shutil.which(os.environ.get("CC", "cc")) is None, reason="no C compiler on PATH"
+)
 
 SHAPES = [  # (bases together k, modes m, rank r, axis length n or None for no DCT)
     (2, 64, 16, 64),  # a 64x64 grid's two bases: whole vectors at every width
@@ -32,7 +37,8 @@ SHAPES = [  # (bases together k, modes m, rank r, axis length n or None for no D
 
 
 def _weights(k: int, m: int, r: int, seed: int = 0) -> torch.Tensor:
-    """(k, m, r) float64: column signs ±1 on the diagonal (both signs), reflectors of either sign below it."""
+    """(k, m, r) float64: column signs ±1 on the diagonal (both signs), reflectors of either sign
+    below it."""
     torch.manual_seed(seed)
     w = 0.4 * torch.randn(k, m, r, dtype=torch.float64)
     signs = torch.where(torch.rand(k, r) < 0.5, -1.0, 1.0).to(torch.float64)
@@ -54,21 +60,32 @@ def test_values_and_gradients_equal_torchs_map_in_float64(kernel_build, k, m, r,
     torch.manual_seed(1)
     upstream = torch.randn(k, n or m, r, dtype=torch.float64)
     want, want_grad = _bases_and_grads(_OrthogonalColumns, dct, w.unbind(), upstream)
-    got, got_grad = _bases_and_grads(NativeOrthogonalColumns, None if dct is None else dct.float(),
-                                     w.float().unbind(), upstream.float().unbind())
+    got, got_grad = _bases_and_grads(
+        NativeOrthogonalColumns,
+        None if dct is None else dct.float(),
+        w.float().unbind(),
+        upstream.float().unbind(),
+    )
     assert_close_to_scale(got, want, 2e-6)
     assert_close_to_scale(got_grad, want_grad, 2e-5)
-    assert torch.count_nonzero(got_grad.triu()) == 0  # the diagonal (signs) and above are not parameters
+    assert (
+        torch.count_nonzero(got_grad.triu()) == 0
+    )  # the diagonal (signs) and above are not parameters
 
 
-def test_a_mixers_float32_bases_take_the_kernel_unless_switched_off_watched_or_compiled(monkeypatch):
+def test_a_mixers_float32_bases_take_the_kernel_unless_switched_off_watched_or_compiled(
+    monkeypatch,
+):
     factor = ConcentrationMixer(8, "24", num_heads=2, rank=6).axis_factors[0]
 
     def backward_name():
         return type(orthogonal_columns(factor.rotation, dct=factor.dct)[0].grad_fn).__name__
 
     assert backward_name() == "NativeOrthogonalColumnsBackward"
-    assert type(orthogonal_columns(factor.rotation.double())[0].grad_fn).__name__ == "_OrthogonalColumnsBackward"
+    assert (
+        type(orthogonal_columns(factor.rotation.double())[0].grad_fn).__name__
+        == "_OrthogonalColumnsBackward"
+    )
     factor.float()
     set_native(False)
     try:
@@ -86,7 +103,9 @@ def test_bases_beyond_the_size_limit_take_the_torch_ops():
         factor = ConcentrationMixer(8, str(length), num_heads=2, rank=rank).axis_factors[0]
         return type(orthogonal_columns(factor.rotation, dct=factor.dct)[0].grad_fn).__name__
 
-    assert backward_name(MAX_BASIS_FLOATS // 16, 16) == "NativeOrthogonalColumnsBackward"  # m·r at the limit
+    assert (
+        backward_name(MAX_BASIS_FLOATS // 16, 16) == "NativeOrthogonalColumnsBackward"
+    )  # m·r at the limit
     assert backward_name(MAX_BASIS_FLOATS // 16 + 1, 16) == "_OrthogonalColumnsBackward"
 
 

@@ -1,10 +1,12 @@
-"""The image-folder acceptance check, small: on a generated glyph folder, the matched baseline trained with the
-track's default recipe reaches majority-class accuracy plus half the gap to a logistic-regression probe.
+"""The image-folder acceptance check, small: on a generated glyph folder, the matched baseline
+trained with the track's default recipe reaches majority-class accuracy plus half the gap to a
+logistic-regression probe.
 
-The full check (the default study, every model, six seeds, shifted glyphs) is ``benchmarks/check_real_data.py``
-(docs/real-data.md quotes its result); it takes minutes. Here: glyphs without shift (12x12 PNGs, 50 per class),
-grid 8x8, the matched baseline alone on seed 0 at 1e-2 (the largest rate the default sweep tries), the default
-budget with its epoch cap lowered from 60 to 30 (patience 8 as in the default).
+The full check (the default study, every model, six seeds, shifted glyphs) is
+``benchmarks/check_real_data.py`` (docs/real-data.md quotes its result); it takes minutes. Here:
+glyphs without shift (12x12 PNGs, 50 per class), grid 8x8, the matched baseline alone on seed 0 at
+1e-2 (the largest rate the default sweep tries), the default budget with its epoch cap lowered from
+60 to 30 (patience 8 as in the default).
 """
 
 from __future__ import annotations
@@ -32,8 +34,9 @@ def check_real_data():
     return module
 
 
-def test_matched_baseline_reaches_majority_plus_half_the_gap_to_a_linear_probe(tmp_path, check_real_data,
-                                                                                 one_thread):
+def test_matched_baseline_reaches_majority_plus_half_the_gap_to_a_linear_probe(
+    tmp_path, check_real_data, one_thread
+):
     root = check_real_data.write_glyph_folder(tmp_path / "glyphs", per_class=50, size=12)
     track = image_folder_track(root)
     grid = Grid((8, 8))
@@ -41,15 +44,23 @@ def test_matched_baseline_reaches_majority_plus_half_the_gap_to_a_linear_probe(t
     assert budget.patience == 8 and 1e-2 in budget.lrs
     data = track.make_data(grid, 0, budget.sizes)
     matched = track.model(track.matched_baseline)
-    run = train_run(track, matched, grid, lr=1e-2, seed=0, budget=budget, data=data, device=torch.device("cpu"))
+    run = train_run(
+        track, matched, grid, lr=1e-2, seed=0, budget=budget, data=data, device=torch.device("cpu")
+    )
     assert run.status == "ok", run.error
     result = check_real_data.acceptance(data, {matched.name: run.test_metric}, matched.name)
-    assert result["majority"] == pytest.approx(naive_references(track, grid, budget.sizes)["values"]["majority class"])
-    assert result["logistic_probe"] > result["majority"] + 0.3  # the classes are learnable, linearly even
+    assert result["majority"] == pytest.approx(
+        naive_references(track, grid, budget.sizes)["values"]["majority class"]
+    )
+    assert (
+        result["logistic_probe"] > result["majority"] + 0.3
+    )  # the classes are learnable, linearly even
     assert result["passes"], result
 
 
-def test_generated_glyph_folder_is_an_image_folder_of_four_balanced_classes(tmp_path, check_real_data):
+def test_generated_glyph_folder_is_an_image_folder_of_four_balanced_classes(
+    tmp_path, check_real_data
+):
     root = check_real_data.write_glyph_folder(tmp_path / "glyphs", per_class=3)
     track = image_folder_track(root)
     assert "4 classes, 12 images" in track.description

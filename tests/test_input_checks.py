@@ -1,7 +1,7 @@
-"""Bad input is refused before any training: every case below exits 2 with one line, no traceback and no ledger;
-the cheap checks (grids, number lists, seeds, empty lists) answer before torch is imported; the seed limit and the
-sign-flip arithmetic at any seed count; ``gridmix report`` says how many runs an unfinished study lacks."""
-
+"""Bad input is refused before any training: every case below exits 2 with one line, no traceback
+and no ledger; the cheap checks (grids, number lists, seeds, empty lists) answer before torch is
+imported; the seed limit and the sign-flip arithmetic at any seed count; ``gridmix report`` says how
+many runs an unfinished study lacks."""
 
 import pytest
 from typer.testing import CliRunner
@@ -15,7 +15,18 @@ from gridmix.tracks.plugin_loader import load_registry
 from tests import fake_track
 from tests.python_child import run_python
 
-RUN = ("run", "--track", "image", "--grid", "8x8", "--budget", "smoke", "--threads", "1", "--no-scaling")
+RUN = (
+    "run",
+    "--track",
+    "image",
+    "--grid",
+    "8x8",
+    "--budget",
+    "smoke",
+    "--threads",
+    "1",
+    "--no-scaling",
+)
 SWEEP = ("sweep", "--track", "mqar", "--budget", "smoke", "--threads", "1")
 SCALE = ("scale", "--track", "image", "--no-memory", "--repeats", "1", "--warmup", "0")
 
@@ -63,7 +74,9 @@ def test_bad_input_is_refused_in_one_line_before_anything_is_trained(args, tmp_p
     assert result.exit_code == 2, result.output
     assert isinstance(result.exception, SystemExit)  # no exception escaped: no traceback
     lines = result.output.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in result.output, result.output
+    assert (
+        len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in result.output
+    ), result.output
     assert not out.exists()  # no ledger, no report: nothing ran
 
 
@@ -75,14 +88,19 @@ def test_report_refuses_a_directory_without_a_study_in_one_line(args, tmp_path):
 
 
 def test_cheap_refusals_import_no_torch():
-    code = ("import sys\nfrom gridmix.cli import app\n"
-            "cases = [['run', '--grid', '8 x 8'], ['run', '--lrs', 'inf'], ['run', '--lrs', ','],\n"
-            "         ['run', '--seeds', '1024'], ['run', '--eval-grids', ','], ['run', '--models', ''],\n"
-            "         ['sweep', '--over', 'grid=32,,64'], ['sweep', '--over', 'grid=32,64', '--lrs', '1e400'],\n"
-            "         ['scale', '--grids', ''], ['scale', '--grids', '8 x 8']]\n"
-            "for args in cases:\n"
-            "    try:\n        app(args)\n    except SystemExit as done:\n        assert done.code == 2, args\n"
-            "print('torch' in sys.modules)")
+    code = (
+        "import sys\nfrom gridmix.cli import app\n"
+        "cases = [['run', '--grid', '8 x 8'], ['run', '--lrs', 'inf'], ['run', '--lrs', ','],\n"
+        "         ['run', '--seeds', '1024'], ['run', '--eval-grids', ','], ['run', '--models', "
+        "''],\n"
+        "         ['sweep', '--over', 'grid=32,,64'], ['sweep', '--over', 'grid=32,64', '--lrs', "
+        "'1e400'],\n"
+        "         ['scale', '--grids', ''], ['scale', '--grids', '8 x 8']]\n"
+        "for args in cases:\n"
+        "    try:\n        app(args)\n    except SystemExit as done:\n        assert done.code == "
+        "2, args\n"
+        "print('torch' in sys.modules)"
+    )
     done = run_python(code)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "False"
@@ -90,7 +108,10 @@ def test_cheap_refusals_import_no_torch():
 
 
 def test_the_list_rule_and_finite_rates():
-    assert split_list(" 8x8 , 16x16", "--grids", "8x8") == ("8x8", "16x16")  # spaces around the commas: ignored
+    assert split_list(" 8x8 , 16x16", "--grids", "8x8") == (
+        "8x8",
+        "16x16",
+    )  # spaces around the commas: ignored
     for text in ("", " ", ",", " , "):
         with pytest.raises(ValueError, match="names nothing; expected a comma-separated list"):
             split_list(text, "--grids", "8x8")
@@ -115,7 +136,8 @@ def test_the_seed_limit_and_the_sign_flip_arithmetic_at_any_seed_count():
         with pytest.raises(ValueError, match="expected finite positive learning rates"):
             resolve_budget("default", lrs=lrs)
     assert BUDGETS["default"].seeds <= MAX_SEEDS
-    # 2/2^n without overflow: exact where a float holds it, 0.0 below the smallest one; Monte Carlo past 20 pairs.
+    # 2/2^n without overflow: exact where a float holds it, 0.0 below the smallest one; Monte Carlo
+    # past 20 pairs.
     assert min_attainable_p(6) == 2 / 64 and min_attainable_p(1024, exact_max_n=2000) == 2.0**-1023
     assert min_attainable_p(1076, exact_max_n=2000) == 0.0
     assert min_attainable_p(1024) == min_attainable_p(99999999999999999999) == 1 / 100_001
@@ -130,11 +152,16 @@ def fake_registry():
 
 def test_report_on_an_unfinished_study_says_how_many_runs_are_missing(fake_registry, tmp_path):
     options = dict(budget="smoke", seeds=3, threads=1, scaling=False)
-    orchestrate.open_ledger(tmp_path, orchestrate.plan_study("fake", "8", **options)).close()  # planned, nothing run
+    orchestrate.open_ledger(
+        tmp_path, orchestrate.plan_study("fake", "8", **options)
+    ).close()  # planned, nothing run
     result = CliRunner().invoke(app, ["report", str(tmp_path)], env={"COLUMNS": "300"})
     assert result.exit_code == 0, result.output
-    assert ("unfinished: 15 of 15 planned runs are missing or failed, so this report covers only the runs done; "
-            "the same `gridmix run` command resumes the study") in result.output
+    assert (
+        "unfinished: 15 of 15 planned runs are missing or failed, so this report covers only the "
+        "runs done; "
+        "the same `gridmix run` command resumes the study"
+    ) in result.output
     orchestrate.run("fake", "8", out=tmp_path, **options)
     finished = CliRunner().invoke(app, ["report", str(tmp_path)], env={"COLUMNS": "300"})
     assert finished.exit_code == 0 and "unfinished:" not in finished.output, finished.output

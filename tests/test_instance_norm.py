@@ -1,4 +1,5 @@
-"""Per-window instance normalisation: forecasts move with the window's level and scale, and the CSV track uses it."""
+"""Per-window instance normalisation: forecasts move with the window's level and scale, and the CSV
+track uses it."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""The package's layers (docs/design.md section 9): each module's imports, read with ``ast`` (those inside
-functions too), may point only to its own layer or lower ones, no modules import each other in a circle, and no two
-subpackages import each other (counting every module inside each). The files design.md's "Where to look" names
-exist."""
+"""The package's layers (docs/design.md section 9): each module's imports, read with ``ast`` (those
+inside functions too), may point only to its own layer or lower ones, no modules import each other
+in a circle, and no two subpackages import each other (counting every module inside each). The files
+design.md's "Where to look" names exist."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "gridmix"
 
-# Lowest first, the one declaration of the layer order: each layer a subpackage, but for the public API's
-# (gridmix/__init__.py) and the command's entry (__main__). A module belongs to the layer of the longest prefix
-# that names it.
+# Lowest first, the one declaration of the layer order: each layer a subpackage, but for the public
+# API's (gridmix/__init__.py) and the command's entry (__main__). A module belongs to the layer of
+# the longest prefix that names it.
 LAYERS = [
     ("core", ("gridmix.core",)),
     ("mixers", ("gridmix.mixers",)),
@@ -41,7 +41,8 @@ def modules(root: Path = PACKAGE) -> dict[str, Path]:
 
 
 def imports(name: str, path: Path, known: set[str]) -> set[str]:
-    """The package modules that the module ``name`` (its file ``path``) imports, at any depth of the file."""
+    """The package modules that the module ``name`` (its file ``path``) imports, at any depth of the
+    file."""
     package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
@@ -63,16 +64,27 @@ def graph(found: dict[str, Path]) -> dict[str, set[str]]:
 
 
 def layer_of(module: str) -> int:
-    best = max(((len(prefix), index) for index, (_, prefixes) in enumerate(LAYERS) for prefix in prefixes
-                if module == prefix or module.startswith(prefix + ".")), default=None)
+    best = max(
+        (
+            (len(prefix), index)
+            for index, (_, prefixes) in enumerate(LAYERS)
+            for prefix in prefixes
+            if module == prefix or module.startswith(prefix + ".")
+        ),
+        default=None,
+    )
     if best is None:
         raise KeyError(f"{module} is in no layer of {[name for name, _ in LAYERS]}")
     return best[1]
 
 
 def upward_imports(edges: dict[str, set[str]]) -> list[str]:
-    return sorted(f"{a} ({LAYERS[layer_of(a)][0]}) imports {b} ({LAYERS[layer_of(b)][0]})"
-                  for a, targets in edges.items() for b in targets if layer_of(b) > layer_of(a))
+    return sorted(
+        f"{a} ({LAYERS[layer_of(a)][0]}) imports {b} ({LAYERS[layer_of(b)][0]})"
+        for a, targets in edges.items()
+        for b in targets
+        if layer_of(b) > layer_of(a)
+    )
 
 
 def circles(edges: dict[str, set[str]]) -> list[list[str]]:
@@ -107,8 +119,8 @@ def circles(edges: dict[str, set[str]]) -> list[list[str]]:
 
 
 def subpackage_pairs(edges: dict[str, set[str]], root: Path = PACKAGE) -> list[tuple[str, str]]:
-    """The pairs of the package's subpackages (its folders) that import each other, any module of one importing
-    any module of the other."""
+    """The pairs of the package's subpackages (its folders) that import each other, any module of
+    one importing any module of the other."""
     folders = {path.parent.name for path in root.glob("*/__init__.py")}
 
     def folder(module: str) -> str | None:
@@ -140,7 +152,9 @@ def test_a_layer_names_subpackages_and_top_level_modules_never_a_file_inside_a_s
     for name, prefixes in LAYERS:
         for prefix in prefixes:
             path = PACKAGE.parent / prefix.replace(".", "/")
-            top_level = prefix == "gridmix" or (prefix.count(".") == 1 and path.with_suffix(".py").exists())
+            top_level = prefix == "gridmix" or (
+                prefix.count(".") == 1 and path.with_suffix(".py").exists()
+            )
             assert top_level or (path / "__init__.py").exists(), f"layer {name}: {prefix}"
 
 
@@ -149,19 +163,27 @@ def test_the_checks_catch_a_circle_and_an_upward_import(tmp_path):
     (package / "tracks").mkdir(parents=True)
     (package / "__init__.py").write_text("")
     (package / "tracks" / "__init__.py").write_text("")
-    (package / "tracks" / "contract.py").write_text("def f():\n    from gridmix.cli import app\n")  # inside a function
-    (package / "cli.py").write_text("from gridmix.tracks import contract\nfrom gridmix.core.grid import Grid\n")
+    (package / "tracks" / "contract.py").write_text(
+        "def f():\n    from gridmix.cli import app\n"
+    )  # inside a function
+    (package / "cli.py").write_text(
+        "from gridmix.tracks import contract\nfrom gridmix.core.grid import Grid\n"
+    )
     (package / "core").mkdir()
     (package / "core" / "__init__.py").write_text("")
     (package / "core" / "grid.py").write_text("from ..tracks import contract\n")  # relative
     edges = graph(modules(package))
-    assert upward_imports(edges) == ["gridmix.core.grid (core) imports gridmix.tracks.contract (tracks)",
-                                     "gridmix.tracks.contract (tracks) imports gridmix.cli (cli)"]
+    assert upward_imports(edges) == [
+        "gridmix.core.grid (core) imports gridmix.tracks.contract (tracks)",
+        "gridmix.tracks.contract (tracks) imports gridmix.cli (cli)",
+    ]
     assert circles(edges) == [["gridmix.cli", "gridmix.core.grid", "gridmix.tracks.contract"]]
     (package / "study").mkdir()
     (package / "study" / "__init__.py").write_text("")
     (package / "study" / "harness.py").write_text("from gridmix.tracks import contract\n")
-    (package / "tracks" / "registry.py").write_text("import gridmix.study.harness\n")  # folders, not a circle
+    (package / "tracks" / "registry.py").write_text(
+        "import gridmix.study.harness\n"
+    )  # folders, not a circle
     edges = graph(modules(package))
     assert subpackage_pairs(edges, package) == [("study", "tracks")]
     with pytest.raises(KeyError, match="gridmix_extra is in no layer"):

@@ -1,6 +1,6 @@
-"""The file system as an adversary: unwritable or read-only output directories give one line naming the
-path, a half-created ledger is recreated, a second live process on one ``--out`` is refused and a
-SIGKILLed one leaves no stuck lock."""
+"""The file system as an adversary: unwritable or read-only output directories give one line naming
+the path, a half-created ledger is recreated, a second live process on one ``--out`` is refused and
+a SIGKILLed one leaves no stuck lock."""
 
 import os
 import sqlite3
@@ -15,7 +15,18 @@ from gridmix.study.harness import Study
 from gridmix.study.ledger import LEDGER_NAME, LOCK_NAME, Ledger, LedgerError
 from gridmix.tracks.budget import BUDGETS
 
-RUN = ["run", "--track", "sequence", "--models", "transformer", "--budget", "smoke", "--no-scaling", "--threads", "1"]
+RUN = [
+    "run",
+    "--track",
+    "sequence",
+    "--models",
+    "transformer",
+    "--budget",
+    "smoke",
+    "--no-scaling",
+    "--threads",
+    "1",
+]
 
 
 def one_error_line(result, *fragments) -> None:
@@ -29,7 +40,8 @@ def one_error_line(result, *fragments) -> None:
 
 @pytest.fixture
 def seal():
-    """``seal(path)`` makes a directory read-only: permissions, or a read-only bind mount when root."""
+    """``seal(path)`` makes a directory read-only: permissions, or a read-only bind mount when
+    root."""
     sealed = []
 
     def make(path):
@@ -59,9 +71,18 @@ def test_unwritable_out_is_one_line():
 
 
 def study_spec() -> dict:
-    return Study(track="sequence", grid="64", models=("transformer-concentration", "transformer"),
-                 idea="transformer-concentration", matched_baseline="transformer", metric_name="test MSE",
-                 direction="lower", budget=BUDGETS["smoke"], device="cpu", threads=1).to_dict()
+    return Study(
+        track="sequence",
+        grid="64",
+        models=("transformer-concentration", "transformer"),
+        idea="transformer-concentration",
+        matched_baseline="transformer",
+        metric_name="test MSE",
+        direction="lower",
+        budget=BUDGETS["smoke"],
+        device="cpu",
+        threads=1,
+    ).to_dict()
 
 
 def test_read_only_out_is_one_line_for_run_resume_and_report(tmp_path, seal):
@@ -80,7 +101,9 @@ def test_read_only_out_is_one_line_for_run_resume_and_report(tmp_path, seal):
 def test_half_created_ledger_is_recreated(tmp_path):
     out = tmp_path / "out"
     out.mkdir()
-    conn = sqlite3.connect(out / LEDGER_NAME)  # what a full disk left behind: the meta table, no marker
+    conn = sqlite3.connect(
+        out / LEDGER_NAME
+    )  # what a full disk left behind: the meta table, no marker
     conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
     conn.commit()
     conn.close()
@@ -111,10 +134,14 @@ time.sleep(120)
 
 def test_second_live_process_is_refused_and_a_killed_one_leaves_no_lock(tmp_path):
     out = tmp_path / "out"
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(out)], stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(out)], stdout=subprocess.PIPE, text=True
+    )
     try:
         assert holder.stdout.readline().strip() == "locked"
-        with pytest.raises(LedgerError, match=f"in use by another gridmix process \\(pid {holder.pid}\\)"):
+        with pytest.raises(
+            LedgerError, match=f"in use by another gridmix process \\(pid {holder.pid}\\)"
+        ):
             Ledger(out, lock=True)
         one_error_line(CliRunner().invoke(app, [*RUN, "--out", str(out)]), "in use", str(out))
         one_error_line(CliRunner().invoke(app, ["report", str(out)]), "in use")
@@ -130,8 +157,20 @@ def test_sqlite_error_mid_run_is_one_line(tmp_path, monkeypatch):
         raise sqlite3.OperationalError("database or disk is full")
 
     monkeypatch.setattr(Ledger, "record", full_disk)
-    result = CliRunner().invoke(app, [*RUN, "--out", str(tmp_path / "out"), "--seeds", "2", "--lrs", "1e-3",
-                                      "--models", "transformer"])
+    result = CliRunner().invoke(
+        app,
+        [
+            *RUN,
+            "--out",
+            str(tmp_path / "out"),
+            "--seeds",
+            "2",
+            "--lrs",
+            "1e-3",
+            "--models",
+            "transformer",
+        ],
+    )
     lines = [line for line in result.output.strip().splitlines() if line.startswith("error:")]
     assert result.exit_code == 2 and "Traceback" not in result.output, result.output
     assert lines == [f"error: {tmp_path / 'out'}: SQLite error: database or disk is full"]

@@ -1,4 +1,5 @@
-"""Timing, FLOP counting (nothing gridmix runs is under-counted) and peak memory in a fresh process."""
+"""Timing, FLOP counting (nothing gridmix runs is under-counted) and peak memory in a fresh
+process."""
 
 import math
 import os
@@ -22,17 +23,33 @@ pytestmark = pytest.mark.usefixtures("one_thread")  # see conftest.py
 
 
 def tiny_vit(side: int, *, mixer: bool, dim: int = 16) -> torch.nn.Module:
-    from timm.models.vision_transformer import VisionTransformer  # here: the memory subprocesses import this module
+    from timm.models.vision_transformer import (
+        VisionTransformer,
+    )  # here: the memory subprocesses import this module
 
     layer = dict(attn_layer=mixer_layer("concentration", (side, side), rank=4)) if mixer else {}
-    return VisionTransformer(img_size=side, patch_size=1, in_chans=1, embed_dim=dim, depth=1, num_heads=2,
-                             num_classes=3, class_token=False, global_pool="avg", **layer)
+    return VisionTransformer(
+        img_size=side,
+        patch_size=1,
+        in_chans=1,
+        embed_dim=dim,
+        depth=1,
+        num_heads=2,
+        num_classes=3,
+        class_token=False,
+        global_pool="avg",
+        **layer,
+    )
 
 
 def mixer_step(side: int, batch: int = 8, dim: int = 32):
-    """peak_memory target: a mixer's training step on a side x side grid (no timm: the subprocess starts faster)."""
+    """peak_memory target: a mixer's training step on a side x side grid (no timm: the subprocess
+    starts faster)."""
     torch.manual_seed(0)
-    model, x = ConcentrationMixer(dim, (side, side), num_heads=2, rank=4), torch.randn(batch, side * side, dim)
+    model, x = (
+        ConcentrationMixer(dim, (side, side), num_heads=2, rank=4),
+        torch.randn(batch, side * side, dim),
+    )
     model(x[:1]).sum().backward()  # warm-up: kernels and thread pools belong to the setup
     return lambda: model(x).sum().backward()
 
@@ -50,7 +67,8 @@ def hanging_step():
 
 
 def ballast_step(mb: int):
-    """Keeps ``mb`` MB alive in the measuring process after the step: the next measurement must not see it."""
+    """Keeps ``mb`` MB alive in the measuring process after the step: the next measurement must not
+    see it."""
     ballast = torch.ones(mb * 2**18)  # float32
     _KEPT.append(ballast)
     return lambda: None
@@ -65,7 +83,9 @@ def test_time_fn_sets_and_records_threads_and_orders_quantiles():
     timing = time_fn(lambda: calls.append(torch.get_num_threads()), warmup=3, repeats=7, threads=1)
     assert len(calls) == 10 and set(calls) == {1} and timing.threads == 1
     assert torch.get_num_threads() == before
-    assert timing.min_s <= timing.p25_s <= timing.median_s <= timing.p75_s and len(timing.times_s) == 7
+    assert (
+        timing.min_s <= timing.p25_s <= timing.median_s <= timing.p75_s and len(timing.times_s) == 7
+    )
     with pytest.raises(ValueError, match="repeats=0"):
         time_fn(lambda: None, repeats=0, threads=1)
 
@@ -83,7 +103,9 @@ def test_sdpa_on_cpu_is_counted_as_four_b_h_n2_c_forward():
     module.forward = lambda x: F.scaled_dot_product_attention(x, x, x)
     flops = count_flops(module, q, backward=False)
     assert flops.forward == 4 * B * h * N**2 * c
-    assert flops.per_op == {"aten._scaled_dot_product_flash_attention_for_cpu": 4 * B * h * N**2 * c}
+    assert flops.per_op == {
+        "aten._scaled_dot_product_flash_attention_for_cpu": 4 * B * h * N**2 * c
+    }
     assert not flops.uncounted
 
 
@@ -96,8 +118,12 @@ def test_sdpa_backward_is_counted_and_stock_flop_counter_misses_cpu_attention():
     assert stock.get_total_flops() == 0  # why FLOP_FORMULAS exists
     model = torch.nn.Linear(4, 4)
     model.forward = lambda x, w=model.weight: F.scaled_dot_product_attention(x @ w, x @ w, x @ w)
-    backward = count_flops(model, q).per_op["aten._scaled_dot_product_flash_attention_for_cpu_backward"]
-    assert backward == 2 * 2 * 32 * 32 * (3 * 4 + 2 * 4)  # B·h · N² · (3·d_qk + 2·d_v), 2 FLOPs per multiply-add
+    backward = count_flops(model, q).per_op[
+        "aten._scaled_dot_product_flash_attention_for_cpu_backward"
+    ]
+    assert backward == 2 * 2 * 32 * 32 * (
+        3 * 4 + 2 * 4
+    )  # B·h · N² · (3·d_qk + 2·d_v), 2 FLOPs per multiply-add
 
 
 @pytest.mark.parametrize("mixer", [False, True])
@@ -117,7 +143,9 @@ def test_mixer_flops_cover_the_tucker_cost():
     mix.forward = mixer.mix
     flops = count_flops(mix, torch.randn(batch, *grid, dim), backward=False)
     assert flops.forward >= batch * tucker_flops(grid, dim=dim, rank=4)
-    assert flops.per_op.get("aten.linalg_householder_product", 0) > 0  # the orthonormal basis, registered
+    assert (
+        flops.per_op.get("aten.linalg_householder_product", 0) > 0
+    )  # the orthonormal basis, registered
     assert not flops.uncounted
 
 
@@ -153,10 +181,15 @@ def test_memory_estimate_grows_with_the_grid_and_allocates_nothing():
 
 def test_peak_memory_in_a_subprocess_sees_the_steps_activations():
     memory = peak_memory("tests.test_measure:mixer_step", dict(side=64), threads=1, timeout_s=120)
-    assert memory.device == "cpu" and "VmHWM" in memory.method and memory.baseline_bytes > 50 * 2**20
+    assert (
+        memory.device == "cpu" and "VmHWM" in memory.method and memory.baseline_bytes > 50 * 2**20
+    )
     assert memory.peak_bytes == memory.setup_bytes + memory.step_bytes
-    # W_v x, the mixed tensor and the projection are (8, 4096, 32) float32 = 4 MB each; the step keeps them all.
-    assert 12 * 2**20 < memory.step_bytes < 500 * 2**20  # growth with the grid: tests/test_scaling.py
+    # W_v x, the mixed tensor and the projection are (8, 4096, 32) float32 = 4 MB each; the step
+    # keeps them all.
+    assert (
+        12 * 2**20 < memory.step_bytes < 500 * 2**20
+    )  # growth with the grid: tests/test_scaling.py
 
 
 def test_peak_memory_reports_a_failing_target_and_a_malformed_one():
@@ -168,9 +201,13 @@ def test_peak_memory_reports_a_failing_target_and_a_malformed_one():
 
 def test_a_probe_measures_each_step_in_a_fresh_child_of_one_server():
     with MemoryProbe() as probe:
-        first = probe.measure("tests.test_measure:ballast_step", dict(mb=200), threads=1, timeout_s=120)
+        first = probe.measure(
+            "tests.test_measure:ballast_step", dict(mb=200), threads=1, timeout_s=120
+        )
         server = probe._server.pid
-        second = probe.measure("tests.test_measure:ballast_step", dict(mb=8), threads=1, timeout_s=120)
+        second = probe.measure(
+            "tests.test_measure:ballast_step", dict(mb=8), threads=1, timeout_s=120
+        )
         assert probe._server.pid == server  # one server, no new interpreter per measurement
     assert 195 * 2**20 < first.setup_bytes < 260 * 2**20
     assert 7 * 2**20 < second.setup_bytes < 60 * 2**20  # the first child's 200 MB died with it
@@ -179,9 +216,13 @@ def test_a_probe_measures_each_step_in_a_fresh_child_of_one_server():
 
 def test_a_probe_reports_a_killed_or_hanging_step_and_goes_on():
     with MemoryProbe() as probe:
-        with pytest.raises(MemoryMeasurementError, match="killed by signal 9 \\(out of memory\\?\\)"):
+        with pytest.raises(
+            MemoryMeasurementError, match="killed by signal 9 \\(out of memory\\?\\)"
+        ):
             probe.measure("tests.test_measure:killed_step", {}, threads=1, timeout_s=120)
         with pytest.raises(MemoryMeasurementError, match="ran past 3 s"):
             probe.measure("tests.test_measure:hanging_step", {}, threads=1, timeout_s=3)
-        memory = probe.measure("tests.test_measure:mixer_step", dict(side=16), threads=1, timeout_s=120)
+        memory = probe.measure(
+            "tests.test_measure:mixer_step", dict(side=16), threads=1, timeout_s=120
+        )
     assert memory.step_bytes > 0 and memory.peak_bytes == memory.setup_bytes + memory.step_bytes

@@ -1,5 +1,6 @@
-"""The mechanism arms' layers: the uncapped ablation differs from the idea in the cap alone, the no-mixing control
-mixes no tokens, and the certificate with prefix tokens bounds the whole token map (built densely here)."""
+"""The mechanism arms' layers: the uncapped ablation differs from the idea in the cap alone, the
+no-mixing control mixes no tokens, and the certificate with prefix tokens bounds the whole token map
+(built densely here)."""
 
 import pytest
 import torch
@@ -10,7 +11,8 @@ from gridmix.mixers.builtin import BUILTIN
 
 
 def token_maps(mixer: torch.nn.Module, tokens: int) -> torch.Tensor:
-    """The dense (P + N)² token map per channel, (C, T, T), with W_v = W_o = I: column j is the response to token j."""
+    """The dense (P + N)² token map per channel, (C, T, T), with W_v = W_o = I: column j is the
+    response to token j."""
     C = mixer.dim
     with torch.no_grad():
         for layer in (mixer.v, mixer.proj):
@@ -25,9 +27,18 @@ def token_maps(mixer: torch.nn.Module, tokens: int) -> torch.Tensor:
 @pytest.mark.parametrize("prefix_mode", ["mean", "identity"])
 @pytest.mark.parametrize("causal", [(), (1,)])
 def test_token_map_bound_covers_the_whole_map_with_prefix_tokens(prefix_mode, causal):
-    mixer = ConcentrationMixer(4, "3x4", num_heads=2, rank=2, num_prefix_tokens=2, prefix_mode=prefix_mode,
-                               causal_axes=causal)
-    with torch.no_grad():  # a strongly contracting M: the grid-only certificate is tiny, the prefix block is not
+    mixer = ConcentrationMixer(
+        4,
+        "3x4",
+        num_heads=2,
+        rank=2,
+        num_prefix_tokens=2,
+        prefix_mode=prefix_mode,
+        causal_axes=causal,
+    )
+    with (
+        torch.no_grad()
+    ):  # a strongly contracting M: the grid-only certificate is tiny, the prefix block is not
         for factor in mixer.axis_factors:
             for parameter in factor.parameters():
                 if parameter.ndim <= 2 and parameter.shape[0] == 2:
@@ -37,9 +48,13 @@ def test_token_map_bound_covers_the_whole_map_with_prefix_tokens(prefix_mode, ca
     heads = torch.arange(4) // 2
     bound, grid_only = mixer.token_map_bound()[heads], mixer.spectral_bound()[heads]
     assert (norms <= bound.double() * (1 + 1e-5)).all(), (norms, bound)
-    assert (norms > 10 * grid_only.double()).all()  # the grid certificate alone does not bound the token map
+    assert (
+        norms > 10 * grid_only.double()
+    ).all()  # the grid certificate alone does not bound the token map
     expected = 1.0 if prefix_mode == "identity" else 0.5
-    assert norms.min() >= expected - 1e-6  # the prefix block's own norm: the bound is not loose by much
+    assert (
+        norms.min() >= expected - 1e-6
+    )  # the prefix block's own norm: the bound is not loose by much
     assert (bound - expected < 0.05).all()
 
 
@@ -53,15 +68,23 @@ def test_token_map_bound_without_prefix_is_the_spectral_bound():
 @pytest.mark.parametrize("causal", [(), (0,)])
 def test_uncapped_ablation_starts_as_the_idea_and_can_leave_the_unit_ball(causal):
     capped = ConcentrationMixer(8, "4x6", num_heads=2, rank=3, causal_axes=causal)
-    uncapped = ConcentrationMixer(8, "4x6", num_heads=2, rank=3, causal_axes=causal, spectrum="uncapped")
-    torch.testing.assert_close(uncapped.operator(), capped.operator())  # the same operator at initialisation
-    with torch.no_grad():  # the same logits far up: the cap holds one below 1, the other goes past it
+    uncapped = ConcentrationMixer(
+        8, "4x6", num_heads=2, rank=3, causal_axes=causal, spectrum="uncapped"
+    )
+    torch.testing.assert_close(
+        uncapped.operator(), capped.operator()
+    )  # the same operator at initialisation
+    with (
+        torch.no_grad()
+    ):  # the same logits far up: the cap holds one below 1, the other goes past it
         for mixer in (capped, uncapped):
             for factor in mixer.axis_factors:
                 (factor.theta if hasattr(factor, "theta") else factor.gain_logit).fill_(3.0)
     assert capped.factor_bounds().max() < 1 < uncapped.factor_bounds().min()
     largest = torch.linalg.matrix_norm(uncapped.operator().double(), ord=2)
-    assert (largest > 1).all() and (largest <= uncapped.factor_bounds().prod(0).double() * (1 + 1e-5)).all()
+    assert (largest > 1).all() and (
+        largest <= uncapped.factor_bounds().prod(0).double() * (1 + 1e-5)
+    ).all()
     with pytest.raises(ValueError, match="no certificate"):
         uncapped.spectral_bound()
     with pytest.raises(ValueError, match="spectrum='free'"):

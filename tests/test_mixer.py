@@ -19,7 +19,9 @@ CASES = [
 
 def make(grid, causal=(), rank=2, heads=2, dim=8, **kw):
     torch.manual_seed(0)
-    mixer = ConcentrationMixer(dim, grid, num_heads=heads, rank=rank, causal_axes=causal, **kw).double()
+    mixer = ConcentrationMixer(
+        dim, grid, num_heads=heads, rank=rank, causal_axes=causal, **kw
+    ).double()
     with torch.no_grad():  # move away from the symmetric initialisation so heads and modes differ
         for name, p in mixer.named_parameters():
             if "axis_factors" in name and "original" not in name:
@@ -54,7 +56,9 @@ def test_low_rank_and_dense_paths_agree():
     # The Tucker path and the dense factor matrices: same parameters, same operator.
     low = make("40", rank=16)
     v = torch.randn(2, 40, 8, dtype=torch.float64)
-    dense = torch.einsum("hij,bjhc->bihc", low.factors()[0], v.reshape(2, 40, 2, 4)).reshape(v.shape)
+    dense = torch.einsum("hij,bjhc->bihc", low.factors()[0], v.reshape(2, 40, 2, 4)).reshape(
+        v.shape
+    )
     torch.testing.assert_close(low.mix(v), dense, rtol=1e-12, atol=1e-12)
 
 
@@ -73,7 +77,9 @@ def assert_certified(mixer):
             eig = torch.linalg.eigvalsh(dense)
             assert eig.min() > -1e-10 and eig.max() < 1
             u = f.basis()
-            torch.testing.assert_close(u.T @ u, torch.eye(u.shape[1], dtype=u.dtype), rtol=1e-9, atol=1e-9)
+            torch.testing.assert_close(
+                u.T @ u, torch.eye(u.shape[1], dtype=u.dtype), rtol=1e-9, atol=1e-9
+            )
         assert (torch.linalg.matrix_norm(dense, 2) <= f.bound() + 1e-12).all()
     norm = torch.linalg.matrix_norm(mixer.operator(), 2)
     assert (norm <= bound + 1e-10).all(), (norm, bound)
@@ -85,7 +91,9 @@ def test_contraction_certificate_at_init_and_after_aggressive_training(grid, cau
     assert_certified(mixer)
     opt = torch.optim.Adam(mixer.parameters(), lr=0.5)
     v = torch.randn(4, *mixer.grid, mixer.dim, dtype=torch.float64)
-    for _ in range(300):  # push the operator towards the identity times 5: as far out of the ball as it can go
+    for _ in range(
+        300
+    ):  # push the operator towards the identity times 5: as far out of the ball as it can go
         opt.zero_grad()
         loss = (mixer.mix(v) - 5 * v).pow(2).mean()
         loss.backward()
@@ -94,7 +102,9 @@ def test_contraction_certificate_at_init_and_after_aggressive_training(grid, cau
     assert mixer.spectral_bound().max() > 0.99  # it did try
 
 
-@pytest.mark.parametrize("grid,causal", [("10", (0,)), ("5x6", (0,)), ("4x3x5", (0,)), ("4x3x5", (0, 2))])
+@pytest.mark.parametrize(
+    "grid,causal", [("10", (0,)), ("5x6", (0,)), ("4x3x5", (0,)), ("4x3x5", (0, 2))]
+)
 def test_causal_axes_see_no_future(grid, causal):
     mixer = make(grid, causal, rank=2)
     v = torch.randn(1, *mixer.grid, mixer.dim, dtype=torch.float64, requires_grad=True)
@@ -107,7 +117,9 @@ def test_causal_axes_see_no_future(grid, causal):
             future = grad.narrow(axis, t + 1, mixer.grid[axis] - t - 1)
             past = grad.narrow(axis, 0, t + 1)
             if axis in mixer.causal_axes:
-                assert future.numel() == 0 or future.abs().max() == 0.0, f"axis {axis} leaks the future"
+                assert future.numel() == 0 or future.abs().max() == 0.0, (
+                    f"axis {axis} leaks the future"
+                )
             elif future.numel():
                 assert future.abs().max() > 0, f"symmetric axis {axis} should see both sides"
             assert past.abs().max() > 0
@@ -123,19 +135,24 @@ def test_regrid_transfers_parameters_and_resolution():
     assert large.grid.shape == (64, 48)
     for f in large.axis_factors:
         u = f.basis()
-        torch.testing.assert_close(u.T @ u, torch.eye(u.shape[1], dtype=u.dtype), rtol=1e-10, atol=1e-10)
+        torch.testing.assert_close(
+            u.T @ u, torch.eye(u.shape[1], dtype=u.dtype), rtol=1e-10, atol=1e-10
+        )
     torch.testing.assert_close(large.spectral_bound(), small.spectral_bound())
     assert (large.spectral_bound() < 1).all()
 
     def field(n0, n1):  # a smooth field sampled at cell centres of the unit square
         y = (torch.arange(n0, dtype=torch.float64) + 0.5) / n0
         x = (torch.arange(n1, dtype=torch.float64) + 0.5) / n1
-        base = torch.cos(math.pi * y)[:, None] * torch.cos(2 * math.pi * x)[None, :] + 0.5 * y[:, None]
+        base = (
+            torch.cos(math.pi * y)[:, None] * torch.cos(2 * math.pi * x)[None, :] + 0.5 * y[:, None]
+        )
         return torch.stack([base, base**2, -base, base + 1], dim=-1)[None]  # (1, n0, n1, 4)
 
     out_small = small.mix(field(16, 12))
     out_large = large.mix(field(64, 48))
-    # average-pool the fine result onto the coarse cells: both approximate the same continuous operator
+    # average-pool the fine result onto the coarse cells: both approximate the same continuous
+    # operator
     pooled = torch.nn.functional.avg_pool2d(out_large.permute(0, 3, 1, 2), 4).permute(0, 2, 3, 1)
     rel = (pooled - out_small).norm() / out_small.norm()
     assert rel < 0.02, rel
@@ -158,7 +175,9 @@ def test_gradcheck_tiny_grid():
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
 def test_shapes_and_dtypes(dtype):
-    mixer = ConcentrationMixer(16, "8x6", num_heads=4, rank=3, causal_axes=(0,), num_prefix_tokens=2).to(dtype)
+    mixer = ConcentrationMixer(
+        16, "8x6", num_heads=4, rank=3, causal_axes=(0,), num_prefix_tokens=2
+    ).to(dtype)
     x = torch.randn(3, 2 + 48, 16, dtype=dtype)
     y = mixer(x)
     assert y.shape == x.shape and y.dtype == dtype and torch.isfinite(y.float()).all()
@@ -179,7 +198,9 @@ def test_prefix_tokens_modes():
     v = mean_mixer.v(x)
     grid_part = mean_mixer.mix(v[:, 1:].reshape(2, 4, 4, 8)).reshape(2, 16, 8)
     torch.testing.assert_close(ident(x)[:, 0], ident.proj(v[:, 0]))
-    torch.testing.assert_close(mean_mixer(x)[:, 0], mean_mixer.proj(0.5 * (v[:, 0] + grid_part.mean(1))))
+    torch.testing.assert_close(
+        mean_mixer(x)[:, 0], mean_mixer.proj(0.5 * (v[:, 0] + grid_part.mean(1)))
+    )
     torch.testing.assert_close(mean_mixer(x)[:, 1:], mean_mixer.proj(grid_part))
 
 
@@ -206,11 +227,14 @@ def test_bad_arguments_are_value_errors():
 
 
 def test_tucker_flops_follow_the_cheapest_projection_order():
-    # 16x32x32 at rank 16: axis 0 does not shrink (r = n), so it is projected last, after 32 -> 16 twice
+    # 16x32x32 at rank 16: axis 0 does not shrink (r = n), so it is projected last, after 32 -> 16
+    # twice
     c = 8
     macs = c * (16 * 32 * 32 * 16 + 16 * 16 * 32 * 16 + 16 * 16 * 16 * 16)  # axis 1, axis 2, axis 0
     assert tucker_flops((16, 32, 32), dim=c, rank=16) == 2 * 2 * macs
-    axis_order = c * (16 * 32 * 32 * 16 + 16 * 32 * 32 * 16 + 16 * 16 * 32 * 16)  # axis 0 first: no saving
+    axis_order = c * (
+        16 * 32 * 32 * 16 + 16 * 32 * 32 * 16 + 16 * 16 * 32 * 16
+    )  # axis 0 first: no saving
     assert tucker_flops((16, 32, 32), dim=c, rank=16) < 2 * 2 * axis_order
     assert projection_order([16, 32, 32], [16, 16, 16]) == [1, 2, 0]
 
@@ -222,8 +246,8 @@ def test_tucker_flops_counts_each_mode_product():
 
 
 def test_basis_survives_adamw_weight_decay():
-    # Regression: torch's Householder map reads the (gradient-free) diagonal with .int(); weight decay shrank it
-    # below 1 and every column of U became zero after the first AdamW step.
+    # Regression: torch's Householder map reads the (gradient-free) diagonal with .int(); weight
+    # decay shrank it below 1 and every column of U became zero after the first AdamW step.
     mixer = ConcentrationMixer(8, "40", num_heads=2, rank=16)
     opt = torch.optim.AdamW(mixer.parameters(), lr=1e-2, weight_decay=0.5)
     v = torch.randn(2, 40, 8)
@@ -237,7 +261,8 @@ def test_basis_survives_adamw_weight_decay():
 
 
 def _far_square_weight(mixer: ConcentrationMixer) -> float:
-    """Mean weight of the (head 0) operator from a 12x12 square at the corner to one 16 tokens away on 32x32."""
+    """Mean weight of the (head 0) operator from a 12x12 square at the corner to one 16 tokens away
+    on 32x32."""
     factor = mixer.factors()[0][0].detach()  # (32, 32), both axes start alike
     return float(factor[:12, 16:28].mean() ** 2)
 
@@ -258,23 +283,37 @@ def test_mean_start_is_nearer_the_averaging_operator_than_global_and_still_a_con
     global_ = ConcentrationMixer(8, "32x32", num_heads=2, rank=16, start="global")
     mean = ConcentrationMixer(8, "32x32", num_heads=2, rank=16, start="mean")
     assert _far_square_weight(global_) < _far_square_weight(mean) < uniform
-    eigenvalues = mean.axis_factors[0].eigenvalues()  # (h, r): the DC mode at sigmoid(4), the others at sigmoid(-4)
+    eigenvalues = mean.axis_factors[
+        0
+    ].eigenvalues()  # (h, r): the DC mode at sigmoid(4), the others at sigmoid(-4)
     torch.testing.assert_close(eigenvalues[:, 0], torch.sigmoid(torch.tensor([4.0, 4.0])))
     torch.testing.assert_close(eigenvalues[:, 1:], torch.sigmoid(torch.full((2, 15), -4.0)))
     assert (mean.spectral_bound() < 1).all()
-    causal = ConcentrationMixer(8, "6x10", num_heads=2, rank=4, causal_axes=(0,), start="mean").axis_factors[0]
+    causal = ConcentrationMixer(
+        8, "6x10", num_heads=2, rank=4, causal_axes=(0,), start="mean"
+    ).axis_factors[0]
     kernel = causal.kernel()  # (h, 6): flat, with the gain sigmoid(4)
-    torch.testing.assert_close(kernel, torch.full((2, 6), torch.sigmoid(torch.tensor(4.0)).item() / 6))
+    torch.testing.assert_close(
+        kernel, torch.full((2, 6), torch.sigmoid(torch.tensor(4.0)).item() / 6)
+    )
 
 
 def test_start_per_axis_and_on_causal_axes():
-    mixer = ConcentrationMixer(8, "6x10", num_heads=2, rank=4, causal_axes=(0,), start=("global", "lowpass"))
+    mixer = ConcentrationMixer(
+        8, "6x10", num_heads=2, rank=4, causal_axes=(0,), start=("global", "lowpass")
+    )
     kernel = mixer.axis_factors[0].kernel()  # (h, 6): flat, a running mean
     assert torch.allclose(kernel, kernel[:, :1].expand_as(kernel))
     assert mixer.config["start"] == ("global", "lowpass")
     assert mixer.regrid("6x12").config["start"] == ("global", "lowpass")
-    lowpass_kernel = ConcentrationMixer(8, "6x10", num_heads=2, rank=4, causal_axes=(0,)).axis_factors[0].kernel()
-    assert (lowpass_kernel[:, 0] > 10 * lowpass_kernel[:, -1]).all()  # decaying: most weight on the present step
+    lowpass_kernel = (
+        ConcentrationMixer(8, "6x10", num_heads=2, rank=4, causal_axes=(0,))
+        .axis_factors[0]
+        .kernel()
+    )
+    assert (
+        lowpass_kernel[:, 0] > 10 * lowpass_kernel[:, -1]
+    ).all()  # decaying: most weight on the present step
 
 
 @pytest.mark.parametrize("start", ["uniform", ("global",), ("global", "global", "global")])

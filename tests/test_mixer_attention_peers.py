@@ -1,6 +1,7 @@
-"""The attention-family peers of the token mixers (neighbourhood, axial, divided and linear attention), pinned in
-float64 against references written here independently: explicit loops over windows and lines, einsum softmax, the
-masked quadratic form of linear attention; and their causality, exact (a later input's gradient is 0.0)."""
+"""The attention-family peers of the token mixers (neighbourhood, axial, divided and linear
+attention), pinned in float64 against references written here independently: explicit loops over
+windows and lines, einsum softmax, the masked quadratic form of linear attention; and their
+causality, exact (a later input's gradient is 0.0)."""
 
 from __future__ import annotations
 
@@ -42,12 +43,14 @@ def tokens(grid, prefix: int = 0, batch: int = 2, seed: int = 1) -> torch.Tensor
 
 
 def positions(grid) -> list[tuple[int, ...]]:
-    """The grid positions in row-major order (the last axis fastest), by enumeration, not by reshape."""
+    """The grid positions in row-major order (the last axis fastest), by enumeration, not by
+    reshape."""
     return list(itertools.product(*(range(n) for n in grid)))
 
 
 def heads(linear: nn.Linear, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """q, k, v (B, h, T, c) of timm's fused qkv layout: output features ordered (q|k|v, head, channel)."""
+    """q, k, v (B, h, T, c) of timm's fused qkv layout: output features ordered (q|k|v, head,
+    channel)."""
     y = x @ linear.weight.T + (linear.bias if linear.bias is not None else 0.0)
     B, T, _ = x.shape
     q, k, v = y.split(DIM, dim=-1)
@@ -55,7 +58,8 @@ def heads(linear: nn.Linear, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tenso
 
 
 def softmax_attention(layer: nn.Module, x: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
-    """Dense multi-head softmax attention of ``x`` (B, T, C) with ``layer``'s qkv and proj under ``allowed`` (T, T)."""
+    """Dense multi-head softmax attention of ``x`` (B, T, C) with ``layer``'s qkv and proj under
+    ``allowed`` (T, T)."""
     q, k, v = heads(layer.qkv, x)
     scores = torch.einsum("bhic,bhjc->bhij", q, k) / math.sqrt(DIM // HEADS)
     weights = scores.masked_fill(~allowed, float("-inf")).softmax(dim=-1)
@@ -72,11 +76,16 @@ def gradient_by_token(module: nn.Module, x: torch.Tensor, i: int) -> torch.Tenso
 
 
 def assert_support(module: nn.Module, x: torch.Tensor, allowed: torch.Tensor) -> None:
-    """Output token i's gradient is exactly 0.0 on every input j with ``allowed[i, j]`` False, nonzero elsewhere."""
+    """Output token i's gradient is exactly 0.0 on every input j with ``allowed[i, j]`` False,
+    nonzero elsewhere."""
     for i in range(x.shape[1]):
         grad = gradient_by_token(module, x, i)
-        assert torch.all(grad[~allowed[i]] == 0.0), f"token {i} sees tokens {(~allowed[i] & (grad != 0)).nonzero()}"
-        assert torch.all(grad[allowed[i]] > 0.0), f"token {i} misses tokens {(allowed[i] & (grad == 0)).nonzero()}"
+        assert torch.all(grad[~allowed[i]] == 0.0), (
+            f"token {i} sees tokens {(~allowed[i] & (grad != 0)).nonzero()}"
+        )
+        assert torch.all(grad[allowed[i]] > 0.0), (
+            f"token {i} misses tokens {(allowed[i] & (grad == 0)).nonzero()}"
+        )
 
 
 def causal_support(grid, causal_axes) -> torch.Tensor:
@@ -85,11 +94,14 @@ def causal_support(grid, causal_axes) -> torch.Tensor:
     return torch.tensor([[all(kp[a] <= qp[a] for a in causal_axes) for kp in pos] for qp in pos])
 
 
-# ------------------------------------------------------------------------------------------ every mixer
+# ------------------------------------------------------------------------------------------ every
+# mixer
 
 
-@pytest.mark.parametrize("name, grid", [(name, grid) for name in BUILDERS for grid in GRIDS
-                                        if name != "divided" or len(grid) >= 2])  # divided: rank >= 2
+@pytest.mark.parametrize(
+    "name, grid",
+    [(name, grid) for name in BUILDERS for grid in GRIDS if name != "divided" or len(grid) >= 2],
+)  # divided: rank >= 2
 def test_output_shape(name, grid):
     x = tokens(grid)
     for causal_axes in ((), (0,)):
@@ -122,11 +134,19 @@ def test_device_dtype_and_biases_are_honoured(name):
 
 @pytest.mark.parametrize("name", BUILDERS)
 def test_in_a_timm_block_with_timm_arguments(name):
-    """timm's Block builds the mixer through MixerSpec.layer with all its keyword arguments (qk_norm included)."""
+    """timm's Block builds the mixer through MixerSpec.layer with all its keyword arguments (qk_norm
+    included)."""
     spec = MixerSpec(f"{name}-peer", BUILDERS[name], causal="any", prefix_tokens=True)
     for qk_norm in (False, True):
-        block = Block(DIM, num_heads=HEADS, qkv_bias=True, qk_norm=qk_norm, attn_layer=spec.layer((3, 4)), depth=2,
-                      dtype=F64)
+        block = Block(
+            DIM,
+            num_heads=HEADS,
+            qkv_bias=True,
+            qk_norm=qk_norm,
+            attn_layer=spec.layer((3, 4)),
+            depth=2,
+            dtype=F64,
+        )
         x = tokens((3, 4))
         assert block(x).shape == x.shape
         assert any(isinstance(m, nn.LayerNorm) for m in block.attn.modules()) == qk_norm
@@ -149,14 +169,19 @@ def test_refusals_common_to_all(name):
 
 @pytest.mark.parametrize("name", ["neighbourhood", "axial"])
 def test_an_axis_the_grid_lacks_is_refused_in_s4nds_words(name):
-    """One rule reads every mixer's causal axes: the same one-line error, naming the axis range inclusively."""
-    with pytest.raises(ValueError, match=r"causal axis 2 for the 2-d grid 3x4; expected an integer in \[-2, 1\]$"):
+    """One rule reads every mixer's causal axes: the same one-line error, naming the axis range
+    inclusively."""
+    with pytest.raises(
+        ValueError, match=r"causal axis 2 for the 2-d grid 3x4; expected an integer in \[-2, 1\]$"
+    ):
         build(name, (3, 4), causal_axes=(2,))
 
 
 @pytest.mark.parametrize("name", ["axial", "divided", "linear"])
 def test_refusals_of_prefix_tokens(name):
-    causal_axes = (0,) if name == "linear" else ()  # linear attention refuses prefix tokens in its causal form only
+    causal_axes = (
+        (0,) if name == "linear" else ()
+    )  # linear attention refuses prefix tokens in its causal form only
     with pytest.raises(ValueError, match="num_prefix_tokens=1"):
         build(name, (3, 4), causal_axes=causal_axes, num_prefix_tokens=1)
 
@@ -179,11 +204,13 @@ def test_refusals_of_rank_and_kernel():
         build("linear", (3, 4), eps=0)
 
 
-# ------------------------------------------------------------------------------------------ neighbourhood
+# ------------------------------------------------------------------------------------------
+# neighbourhood
 
 
 def natten_window(i: int, n: int, k: int, causal: bool) -> range:
-    """NATTEN's window of position i on an axis of length n: k positions, shifted inward at the borders."""
+    """NATTEN's window of position i on an axis of length n: k positions, shifted inward at the
+    borders."""
     k = min(k, n)
     if causal:
         return range(max(i - k + 1, 0), i + 1)
@@ -199,22 +226,35 @@ def reference_mask(grid, kernel, causal_axes, prefix: int = 0) -> torch.Tensor:
     mask = torch.zeros(P + N, P + N, dtype=torch.bool)
     for a, qp in enumerate(pos):
         for b, kp in enumerate(pos):
-            mask[P + a, P + b] = all(kp[ax] in natten_window(qp[ax], n, kernel[ax], ax in causal_axes)
-                                     for ax, n in enumerate(grid))
+            mask[P + a, P + b] = all(
+                kp[ax] in natten_window(qp[ax], n, kernel[ax], ax in causal_axes)
+                for ax, n in enumerate(grid)
+            )
     mask[:, :P] = True
     mask[:P, P:] = not causal_axes
     return mask
 
 
-NEIGHBOURHOOD_CASES = [((9,), 3, ()), ((9,), 7, ()), ((9,), 3, (0,)), ((4,), 7, ()), ((5, 6), 3, ()),
-                       ((5, 6), (3, 5), (0,)), ((5, 6), 5, (1,)), ((3, 4, 5), 3, ()), ((3, 4, 5), 3, (0, 2))]
+NEIGHBOURHOOD_CASES = [
+    ((9,), 3, ()),
+    ((9,), 7, ()),
+    ((9,), 3, (0,)),
+    ((4,), 7, ()),
+    ((5, 6), 3, ()),
+    ((5, 6), (3, 5), (0,)),
+    ((5, 6), 5, (1,)),
+    ((3, 4, 5), 3, ()),
+    ((3, 4, 5), 3, (0, 2)),
+]
 
 
 @pytest.mark.parametrize("grid, kernel, causal_axes", NEIGHBOURHOOD_CASES)
 def test_neighbourhood_mask_is_natten_window(grid, kernel, causal_axes):
     mask = neighbourhood_mask(grid, kernel, causal_axes)
     assert torch.equal(mask, reference_mask(grid, kernel, causal_axes))
-    if not causal_axes:  # every token sees exactly k positions per axis: shifted, not truncated, at the borders
+    if (
+        not causal_axes
+    ):  # every token sees exactly k positions per axis: shifted, not truncated, at the borders
         kernel = (kernel,) * len(grid) if isinstance(kernel, int) else kernel
         assert torch.all(mask.sum(dim=1) == math.prod(min(k, n) for k, n in zip(kernel, grid)))
 
@@ -222,29 +262,53 @@ def test_neighbourhood_mask_is_natten_window(grid, kernel, causal_axes):
 @pytest.mark.parametrize("prefix", [0, 2])
 @pytest.mark.parametrize("grid, kernel, causal_axes", NEIGHBOURHOOD_CASES)
 def test_neighbourhood_matches_dense_reference(grid, kernel, causal_axes, prefix):
-    module = build("neighbourhood", grid, kernel_size=kernel, causal_axes=causal_axes, num_prefix_tokens=prefix)
+    module = build(
+        "neighbourhood", grid, kernel_size=kernel, causal_axes=causal_axes, num_prefix_tokens=prefix
+    )
     x = tokens(grid, prefix)
     expected = softmax_attention(module, x, reference_mask(grid, kernel, causal_axes, prefix))
     torch.testing.assert_close(module(x), expected, rtol=1e-12, atol=1e-12)
 
 
 def test_neighbourhood_with_the_whole_grid_in_its_window_is_timm_attention():
-    module = build("neighbourhood", (3, 5), kernel_size=5, num_prefix_tokens=1, qk_norm=True, scale_norm=True)
-    timm_attention = Attention(DIM, num_heads=HEADS, qkv_bias=True, qk_norm=True, scale_norm=True,
-                               norm_layer=nn.LayerNorm, dtype=F64)
+    module = build(
+        "neighbourhood", (3, 5), kernel_size=5, num_prefix_tokens=1, qk_norm=True, scale_norm=True
+    )
+    timm_attention = Attention(
+        DIM,
+        num_heads=HEADS,
+        qkv_bias=True,
+        qk_norm=True,
+        scale_norm=True,
+        norm_layer=nn.LayerNorm,
+        dtype=F64,
+    )
     with torch.no_grad():
         for p in module.parameters():
             p.normal_()
-    timm_attention.load_state_dict(module.state_dict())  # strict: the same parameters, the mask is no state
+    timm_attention.load_state_dict(
+        module.state_dict()
+    )  # strict: the same parameters, the mask is no state
     x = tokens((3, 5), 1)
     torch.testing.assert_close(module(x), timm_attention(x), rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("grid, kernel, causal_axes", [((9,), 3, (0,)), ((5, 6), 7, (0,)), ((5, 6), 3, (0,)),
-                                                       ((5, 6), 3, ()), ((3, 4, 5), 3, (0, 2))])
+@pytest.mark.parametrize(
+    "grid, kernel, causal_axes",
+    [
+        ((9,), 3, (0,)),
+        ((5, 6), 7, (0,)),
+        ((5, 6), 3, (0,)),
+        ((5, 6), 3, ()),
+        ((3, 4, 5), 3, (0, 2)),
+    ],
+)
 def test_neighbourhood_gradient_is_exactly_its_window(grid, kernel, causal_axes):
-    """Each output sees exactly its window (and, causal, nothing later: gradient 0.0); prefix tokens included."""
-    module = build("neighbourhood", grid, kernel_size=kernel, causal_axes=causal_axes, num_prefix_tokens=1)
+    """Each output sees exactly its window (and, causal, nothing later: gradient 0.0); prefix tokens
+    included."""
+    module = build(
+        "neighbourhood", grid, kernel_size=kernel, causal_axes=causal_axes, num_prefix_tokens=1
+    )
     allowed = reference_mask(grid, kernel, causal_axes, prefix=1)
     assert_support(module, tokens(grid, 1, batch=1), allowed)
     if causal_axes:
@@ -254,24 +318,32 @@ def test_neighbourhood_gradient_is_exactly_its_window(grid, kernel, causal_axes)
 def test_neighbourhood_causal_whatever_is_causal_says():
     module = build("neighbourhood", (5, 6), kernel_size=7, causal_axes=(0,))
     x = tokens((5, 6), batch=1)
-    torch.testing.assert_close(module(x, is_causal=True), module(x, is_causal=False), rtol=0, atol=0)
+    torch.testing.assert_close(
+        module(x, is_causal=True), module(x, is_causal=False), rtol=0, atol=0
+    )
     later = causal_support((5, 6), (0,))
     for i in (0, 7, 13):
-        assert torch.all(gradient_by_token(lambda t: module(t, is_causal=False), x, i)[~later[i]] == 0.0)
+        assert torch.all(
+            gradient_by_token(lambda t: module(t, is_causal=False), x, i)[~later[i]] == 0.0
+        )
 
 
-# ------------------------------------------------------------------------------------------ axial and divided
+# ------------------------------------------------------------------------------------------ axial
+# and divided
 
 
 def line_reference(layer: nn.Module, lines: torch.Tensor, causal: bool) -> torch.Tensor:
     """timm-style attention within each line (M, L, C), by einsum softmax."""
     L = lines.shape[1]
-    allowed = torch.ones(L, L, dtype=torch.bool).tril() if causal else torch.ones(L, L, dtype=torch.bool)
+    allowed = (
+        torch.ones(L, L, dtype=torch.bool).tril() if causal else torch.ones(L, L, dtype=torch.bool)
+    )
     return softmax_attention(layer, lines, allowed)
 
 
 def axial_reference(module: nn.Module, x: torch.Tensor, grid, causal_axes) -> torch.Tensor:
-    """Attention along axis 0, then 1, …: each line gathered by index from the enumerated positions."""
+    """Attention along axis 0, then 1, …: each line gathered by index from the enumerated
+    positions."""
     index = {p: t for t, p in enumerate(positions(grid))}
     y = x
     for axis, n in enumerate(grid):
@@ -298,8 +370,18 @@ def divided_reference(module: nn.Module, x: torch.Tensor, grid, causal: bool) ->
     return out
 
 
-@pytest.mark.parametrize("grid, causal_axes", [((9,), ()), ((9,), (0,)), ((5, 6), ()), ((5, 6), (0,)),
-                                               ((5, 6), (1,)), ((3, 4, 5), ()), ((3, 4, 5), (0, 2))])
+@pytest.mark.parametrize(
+    "grid, causal_axes",
+    [
+        ((9,), ()),
+        ((9,), (0,)),
+        ((5, 6), ()),
+        ((5, 6), (0,)),
+        ((5, 6), (1,)),
+        ((3, 4, 5), ()),
+        ((3, 4, 5), (0, 2)),
+    ],
+)
 def test_axial_matches_reference(grid, causal_axes):
     module = build("axial", grid, causal_axes=causal_axes)
     x = tokens(grid)
@@ -308,7 +390,9 @@ def test_axial_matches_reference(grid, causal_axes):
     torch.testing.assert_close(module(x), expected, rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("grid, causal", [((5, 6), False), ((5, 6), True), ((3, 4, 5), False), ((3, 4, 5), True)])
+@pytest.mark.parametrize(
+    "grid, causal", [((5, 6), False), ((5, 6), True), ((3, 4, 5), False), ((3, 4, 5), True)]
+)
 def test_divided_matches_reference(grid, causal):
     module = build("divided", grid, causal_axes=(0,) if causal else ())
     x = tokens(grid)
@@ -317,22 +401,34 @@ def test_divided_matches_reference(grid, causal):
     torch.testing.assert_close(module(x), expected, rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("name, grid, causal_axes", [
-    ("axial", (9,), (0,)), ("axial", (5, 6), (0,)), ("axial", (5, 6), (1,)), ("axial", (5, 6), (0, 1)),
-    ("axial", (3, 4, 5), (0, 2)), ("divided", (5, 6), (0,)), ("divided", (3, 4, 5), (0,)),
-    ("axial", (5, 6), ()), ("divided", (5, 6), ()),
-])
+@pytest.mark.parametrize(
+    "name, grid, causal_axes",
+    [
+        ("axial", (9,), (0,)),
+        ("axial", (5, 6), (0,)),
+        ("axial", (5, 6), (1,)),
+        ("axial", (5, 6), (0, 1)),
+        ("axial", (3, 4, 5), (0, 2)),
+        ("divided", (5, 6), (0,)),
+        ("divided", (3, 4, 5), (0,)),
+        ("axial", (5, 6), ()),
+        ("divided", (5, 6), ()),
+    ],
+)
 def test_axial_and_divided_causality_is_exact(name, grid, causal_axes):
-    """Every output sees every input not later on a causal axis, and later ones with gradient exactly 0.0."""
+    """Every output sees every input not later on a causal axis, and later ones with gradient
+    exactly 0.0."""
     module = build(name, grid, causal_axes=causal_axes)
     assert_support(module, tokens(grid, batch=1), causal_support(grid, causal_axes))
 
 
-# ------------------------------------------------------------------------------------------ linear attention
+# ------------------------------------------------------------------------------------------ linear
+# attention
 
 
 def linear_reference(module: nn.Module, x: torch.Tensor, causal: bool) -> torch.Tensor:
-    """The masked quadratic form: A = φ(q) φ(k)ᵀ (lower-triangular when causal), out = A v / (A 1 + eps)."""
+    """The masked quadratic form: A = φ(q) φ(k)ᵀ (lower-triangular when causal), out = A v / (A 1 +
+    eps)."""
     q, k, v = heads(module.qkv, x)
     phi_q, phi_k = (torch.where(t > 0, t + 1, t.exp()) for t in (q, k))  # elu + 1, written out
     A = torch.einsum("bhic,bhjc->bhij", phi_q, phi_k)
@@ -346,17 +442,26 @@ def linear_reference(module: nn.Module, x: torch.Tensor, causal: bool) -> torch.
 @pytest.mark.parametrize("grid", GRIDS)
 @pytest.mark.parametrize("causal, prefix", [(False, 0), (False, 2), (True, 0)])
 def test_linear_matches_quadratic_form(grid, causal, prefix, chunk_size):
-    module = build("linear", grid, causal_axes=(0,) if causal else (), num_prefix_tokens=prefix,
-                   chunk_size=chunk_size, eps=1e-3)
+    module = build(
+        "linear",
+        grid,
+        causal_axes=(0,) if causal else (),
+        num_prefix_tokens=prefix,
+        chunk_size=chunk_size,
+        eps=1e-3,
+    )
     x = tokens(grid, prefix)
     with torch.no_grad():
         expected = linear_reference(module, x, causal)
     torch.testing.assert_close(module(x), expected, rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("grid, chunk_size", [((9,), 4), ((5, 6), 7), ((5, 6), 64), ((3, 4, 5), 16)])
+@pytest.mark.parametrize(
+    "grid, chunk_size", [((9,), 4), ((5, 6), 7), ((5, 6), 64), ((3, 4, 5), 16)]
+)
 def test_linear_causality_is_exact(grid, chunk_size):
-    """Causal along the first axis by row-major prefix sums: token i sees exactly the tokens j <= i."""
+    """Causal along the first axis by row-major prefix sums: token i sees exactly the tokens j <=
+    i."""
     module = build("linear", grid, causal_axes=(0,), chunk_size=chunk_size)
     N = math.prod(grid)
     allowed = torch.ones(N, N, dtype=torch.bool).tril()

@@ -1,9 +1,10 @@
-"""The mixer's fast path against plain references, in float64: every code path the optimisations added.
+"""The mixer's fast path against plain references, in float64: every code path the optimisations
+added.
 
-``tests/test_mixer.py`` pins the operator; here each piece behind ``mix`` (the copy-free mode product
-and its hand-written backward, the compact-WY backward of the Householder basis, the FFT form of the
-DCT, the cost-ordered projections) is checked for values and gradients against autograd through
-torch's own ops, so a fast path cannot silently drift from the mathematics.
+``tests/test_mixer.py`` pins the operator; here each piece behind ``mix`` (the copy-free mode
+product and its hand-written backward, the compact-WY backward of the Householder basis, the FFT
+form of the DCT, the cost-ordered projections) is checked for values and gradients against autograd
+through torch's own ops, so a fast path cannot silently drift from the mathematics.
 """
 
 import pytest
@@ -41,7 +42,8 @@ def randomised(mixer: ConcentrationMixer) -> ConcentrationMixer:
 
 
 def reference_mix(mixer: ConcentrationMixer, v: torch.Tensor) -> torch.Tensor:
-    """``M v`` with M = kron of per-axis factors built through torch's own ops only (no gridmix fast path)."""
+    """``M v`` with M = kron of per-axis factors built through torch's own ops only (no gridmix fast
+    path)."""
     heads = []
     for h in range(mixer.num_heads):
         op = torch.ones(1, 1, dtype=v.dtype)
@@ -50,7 +52,9 @@ def reference_mix(mixer: ConcentrationMixer, v: torch.Tensor) -> torch.Tensor:
                 factor = f.dense()[h]
             else:
                 param = f.rotation.parametrizations.weight
-                u = dct_basis(f.length, f.modes, dtype=v.dtype) @ param[0](param.original)  # torch's householder
+                u = dct_basis(f.length, f.modes, dtype=v.dtype) @ param[0](
+                    param.original
+                )  # torch's householder
                 factor = u @ torch.diag(f.eigenvalues()[h]) @ u.t()
             op = torch.kron(op, factor)
         heads.append(op)
@@ -59,17 +63,22 @@ def reference_mix(mixer: ConcentrationMixer, v: torch.Tensor) -> torch.Tensor:
     return torch.einsum("hij,bjhc->bihc", torch.stack(heads), vh).reshape(v.shape)
 
 
-@pytest.mark.parametrize("grid,rank,causal", [
-    ("48", 5, ()),  # 1-D Tucker
-    ("30x60", (12, 4), ()),  # projection order differs from axis order (axis 1 first)
-    ("160", 3, ()),  # n·m > the dense-DCT limit: the FFT basis
-    ("6x20x24", 4, (0,)),  # causal time, Tucker space: middle and last axis products
-    ("20x6", 4, ()),  # Tucker axis then a dense per-head axis
-    ("10x10", 3, ()),  # equal axes: both bases from one batched Householder call
-    ("4x9x9", 3, (0,)),  # two equal Tucker axes behind a causal one
-])
+@pytest.mark.parametrize(
+    "grid,rank,causal",
+    [
+        ("48", 5, ()),  # 1-D Tucker
+        ("30x60", (12, 4), ()),  # projection order differs from axis order (axis 1 first)
+        ("160", 3, ()),  # n·m > the dense-DCT limit: the FFT basis
+        ("6x20x24", 4, (0,)),  # causal time, Tucker space: middle and last axis products
+        ("20x6", 4, ()),  # Tucker axis then a dense per-head axis
+        ("10x10", 3, ()),  # equal axes: both bases from one batched Householder call
+        ("4x9x9", 3, (0,)),  # two equal Tucker axes behind a causal one
+    ],
+)
 def test_mix_values_and_every_gradient_match_autograd_through_torch_ops(grid, rank, causal):
-    mixer = randomised(ConcentrationMixer(8, grid, num_heads=2, rank=rank, causal_axes=causal).double())
+    mixer = randomised(
+        ConcentrationMixer(8, grid, num_heads=2, rank=rank, causal_axes=causal).double()
+    )
     v = torch.randn(2, *mixer.grid, 8, dtype=torch.float64, requires_grad=True)
     weight = torch.randn(2, *mixer.grid, 8, dtype=torch.float64)
     params = [v, *mixer.axis_factors.parameters()]
@@ -83,16 +92,26 @@ def test_mix_values_and_every_gradient_match_autograd_through_torch_ops(grid, ra
 
 
 def test_projection_order_minimises_the_tucker_cost():
-    # axis 1 shrinks 60 -> 4 (key 4·60/56 ≈ 4.3), axis 0 30 -> 12 (key 12·30/18 = 20): axis 1 goes first
+    # axis 1 shrinks 60 -> 4 (key 4·60/56 ≈ 4.3), axis 0 30 -> 12 (key 12·30/18 = 20): axis 1 goes
+    # first
     assert ConcentrationMixer(8, "30x60", num_heads=2, rank=(12, 4))._plan() == ([1, 0], [])
-    assert ConcentrationMixer(8, "64x64", num_heads=2, rank=16)._plan() == ([0, 1], [])  # ties keep axis order
-    assert ConcentrationMixer(8, "8x64x64", num_heads=2, rank=16, causal_axes=(0,))._plan() == ([1, 2], [0])
+    assert ConcentrationMixer(8, "64x64", num_heads=2, rank=16)._plan() == (
+        [0, 1],
+        [],
+    )  # ties keep axis order
+    assert ConcentrationMixer(8, "8x64x64", num_heads=2, rank=16, causal_axes=(0,))._plan() == (
+        [1, 2],
+        [0],
+    )
 
 
 @pytest.mark.parametrize("m,r", [(5, 1), (6, 2), (7, 3), (20, 5), (64, 16), (40, 17)])
 def test_wy_form_equals_lapack_for_any_tau(m, r):
     torch.manual_seed(m * r)
-    a, tau = torch.randn(m, r, dtype=torch.float64).tril(-1), torch.rand(r, dtype=torch.float64) + 0.5
+    a, tau = (
+        torch.randn(m, r, dtype=torch.float64).tril(-1),
+        torch.rand(r, dtype=torch.float64) + 0.5,
+    )
     v = a + torch.eye(m, r, dtype=torch.float64)
     wy = torch.eye(m, r, dtype=torch.float64) - v @ _wy_factor(v, tau) @ v[:r].t()
     torch.testing.assert_close(wy, torch.linalg.householder_product(a, tau), **F64)
@@ -102,7 +121,9 @@ def test_wy_form_equals_lapack_for_any_tau(m, r):
 def test_orthogonal_columns_is_the_parametrisation_and_its_gradient(dtype):
     factor = randomised(ConcentrationMixer(8, "24", num_heads=2, rank=6).to(dtype)).axis_factors[0]
     param = factor.rotation.parametrizations.weight
-    set_native(False)  # the torch-op form (the native kernel is pinned by tests/test_householder_native.py)
+    set_native(
+        False
+    )  # the torch-op form (the native kernel is pinned by tests/test_householder_native.py)
     try:
         fast, torch_map = orthogonal_columns(factor.rotation)[0], param[0](param.original)
     finally:
@@ -116,8 +137,12 @@ def test_orthogonal_columns_is_the_parametrisation_and_its_gradient(dtype):
 
 
 def test_bases_of_equal_axes_are_batched_and_equal_the_one_by_one_bases():
-    mixer = randomised(ConcentrationMixer(8, (200, 30, 200), num_heads=2, rank=5, modes=(100, 30, 100)).double())
-    factors = list(mixer.axis_factors)  # axes 0 and 2 share (length, modes, rank): one batched, FFT-form call
+    mixer = randomised(
+        ConcentrationMixer(8, (200, 30, 200), num_heads=2, rank=5, modes=(100, 30, 100)).double()
+    )
+    factors = list(
+        mixer.axis_factors
+    )  # axes 0 and 2 share (length, modes, rank): one batched, FFT-form call
     params = [p for f in factors for p in f.rotation.parameters()]
     weights = [torch.randn(f.length, f.rank, dtype=torch.float64) for f in factors]
     batched = symmetric_bases(factors)
@@ -132,12 +157,18 @@ def test_bases_of_equal_axes_are_batched_and_equal_the_one_by_one_bases():
 
 def test_the_dct_buffer_is_rebuilt_exactly_in_each_dtype():
     factor = ConcentrationMixer(8, "24", num_heads=2, rank=6).axis_factors[0]
-    assert factor.dct.dtype == torch.float32 and "dct" not in factor.state_dict()  # a constant, not saved
+    assert (
+        factor.dct.dtype == torch.float32 and "dct" not in factor.state_dict()
+    )  # a constant, not saved
     factor.double()
-    assert torch.equal(factor.dct, dct_basis(24, 24, dtype=torch.float64))  # not a float32 basis cast up
+    assert torch.equal(
+        factor.dct, dct_basis(24, 24, dtype=torch.float64)
+    )  # not a float32 basis cast up
     eye = torch.eye(6, dtype=torch.float64)
     torch.testing.assert_close(factor.basis().t() @ factor.basis(), eye, rtol=0, atol=1e-14)
-    factor.to(torch.bfloat16)  # orgqr has no bf16 kernel: the basis is built in float32, and so is the DCT
+    factor.to(
+        torch.bfloat16
+    )  # orgqr has no bf16 kernel: the basis is built in float32, and so is the DCT
     assert factor.dct.dtype == torch.float32 and factor.basis().dtype == torch.float32
 
 
@@ -155,10 +186,13 @@ def test_fft_dct_columns_equal_the_dense_basis(n, m):
 
 
 def _mode_products(x, matrices, axes):
-    """``x ×_{axes[0]} matrices[0] ×_{axes[1]} …``, one einsum per mode product, through autograd."""
+    """``x ×_{axes[0]} matrices[0] ×_{axes[1]} …``, one einsum per mode product, through
+    autograd."""
     letters = "abcdefgh"[: x.dim()]
     for axis, matrix in zip(axes, matrices):
-        x = torch.einsum(f"o{letters[axis]},{letters}->{letters.replace(letters[axis], 'o')}", matrix, x)
+        x = torch.einsum(
+            f"o{letters[axis]},{letters}->{letters.replace(letters[axis], 'o')}", matrix, x
+        )
     return x
 
 
@@ -166,8 +200,13 @@ def _mode_products(x, matrices, axes):
 @pytest.mark.parametrize("direction", ["project", "expand"])
 def test_mode_product_chain_and_its_backward_match_einsum(axes, direction):
     x = torch.randn(5, 6, 7, dtype=torch.float64, requires_grad=True)
-    sizes = dict(project=lambda n: (n, n - 2), expand=lambda n: (n + 3, n))  # basis (long, short) per axis
-    bases = [torch.randn(*sizes[direction](x.shape[a]), dtype=torch.float64, requires_grad=True) for a in axes]
+    sizes = dict(
+        project=lambda n: (n, n - 2), expand=lambda n: (n + 3, n)
+    )  # basis (long, short) per axis
+    bases = [
+        torch.randn(*sizes[direction](x.shape[a]), dtype=torch.float64, requires_grad=True)
+        for a in axes
+    ]
     if direction == "project":  # along axes[0], axes[1], …
         expected = _mode_products(x, [u.t() for u in bases], axes)
     else:  # the expansion runs in the reverse order of the axes
@@ -190,14 +229,20 @@ def test_mode_product_chain_and_its_backward_match_einsum(axes, direction):
 @pytest.mark.parametrize("axes", [(1,), (2, 0), (0, 1, 2)])
 @pytest.mark.parametrize("stages", ["all", "split"])
 def test_scaled_tucker_and_its_gradients_match_per_head_dense_factors(axes, stages):
-    # x (4, 5, 6, h=2, c=3); reference: per head, x ×_a U_a diag(λ_a[h]) U_aᵀ on every axis a, by einsum
+    # x (4, 5, 6, h=2, c=3); reference: per head, x ×_a U_a diag(λ_a[h]) U_aᵀ on every axis a, by
+    # einsum
     x = torch.randn(4, 5, 6, 2, 3, dtype=torch.float64, requires_grad=True)
-    bases = [torch.randn(x.shape[a], x.shape[a] - 2, dtype=torch.float64, requires_grad=True) for a in axes]
+    bases = [
+        torch.randn(x.shape[a], x.shape[a] - 2, dtype=torch.float64, requires_grad=True)
+        for a in axes
+    ]
     lams = [torch.rand(2, u.shape[1], dtype=torch.float64, requires_grad=True) for u in bases]
     if stages == "all":
         out = tucker(x, bases, axes, eigenvalues=lams)
     else:  # as the mixer with dense axes: project, (dense factors here), then scale and expand
-        out = tucker(tucker(x, bases, axes, expand=False), bases, axes, eigenvalues=lams, project=False)
+        out = tucker(
+            tucker(x, bases, axes, expand=False), bases, axes, eigenvalues=lams, project=False
+        )
     heads = []
     for h in range(2):
         factors = [u @ torch.diag(lam[h]) @ u.t() for u, lam in zip(bases, lams)]
@@ -224,12 +269,16 @@ def test_tucker_without_a_stage_is_an_error():
 def test_runs_under_inference_mode_and_fake_tensors_leave_the_real_path_intact():
     mixer = ConcentrationMixer(8, "12x10", num_heads=2, rank=4)
     v = torch.randn(2, 12, 10, 8)
-    with FakeTensorMode(allow_non_fake_inputs=True):  # as gridmix.analysis.measure's dry runs, before any real call
+    with FakeTensorMode(
+        allow_non_fake_inputs=True
+    ):  # as gridmix.analysis.measure's dry runs, before any real call
         mixer.mix(torch.randn(2, 12, 10, 8))
     with torch.inference_mode():
         expected = mixer.mix(v)
     out = mixer.mix(v)
-    assert type(out) is torch.Tensor  # a basis built under the fake mode must not leak into real calls
+    assert (
+        type(out) is torch.Tensor
+    )  # a basis built under the fake mode must not leak into real calls
     torch.testing.assert_close(out, expected)
     out.sum().backward()
     assert all(p.grad is not None for p in mixer.axis_factors.parameters())

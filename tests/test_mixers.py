@@ -1,6 +1,7 @@
-"""The mixer registry: built-in and third-party mixers register through ``gridmix_mixers``, broken ones are isolated,
-``gridmix mixers`` lists them, any registered mixer trains as the idea or a baseline in a track's backbone, a mixer
-that cannot serve a track is refused in one line, and the leak check refuses a mixer that sees the future."""
+"""The mixer registry: built-in and third-party mixers register through ``gridmix_mixers``, broken
+ones are isolated, ``gridmix mixers`` lists them, any registered mixer trains as the idea or a
+baseline in a track's backbone, a mixer that cannot serve a track is refused in one line, and the
+leak check refuses a mixer that sees the future."""
 
 from __future__ import annotations
 
@@ -47,9 +48,14 @@ def registry(monkeypatch):
 
 @pytest.fixture
 def example_installed(tmp_path, monkeypatch):
-    """The example mixer package, 'installed' through a dist-info folder on sys.path (its real entry point)."""
-    yield install(monkeypatch, tmp_path, {"gridmix-example-mixer": {"pooling": "gridmix_example_mixer"}},
-                  code=(EXAMPLE,))
+    """The example mixer package, 'installed' through a dist-info folder on sys.path (its real entry
+    point)."""
+    yield install(
+        monkeypatch,
+        tmp_path,
+        {"gridmix-example-mixer": {"pooling": "gridmix_example_mixer"}},
+        code=(EXAMPLE,),
+    )
     monkeypatch.undo()
     sys.modules.pop("gridmix_example_mixer", None)
     load_registry(refresh=True)
@@ -57,8 +63,13 @@ def example_installed(tmp_path, monkeypatch):
 
 def test_the_built_in_mixers_register_with_their_capabilities():
     mixers = load_registry(refresh=True).mixers
-    assert {"attention", "concentration", "concentration-uncapped", "tokenwise"} <= set(mixers.names)
-    assert mixers["concentration"].ablation == "concentration-uncapped" and mixers["concentration"].mechanism
+    assert {"attention", "concentration", "concentration-uncapped", "tokenwise"} <= set(
+        mixers.names
+    )
+    assert (
+        mixers["concentration"].ablation == "concentration-uncapped"
+        and mixers["concentration"].mechanism
+    )
     assert mixers["attention"].causal == "first" and mixers["concentration"].causal == "any"
     assert all(m.plugin == "builtin-mixers" for m in mixers)
     with pytest.raises(ValueError, match="unknown mixer 'atention'; did you mean 'attention'"):
@@ -70,22 +81,41 @@ def test_gridmix_mixers_lists_every_mixer_as_a_table_and_json(example_installed)
     assert listed.exit_code == 0, listed.output
     summary = json.loads(listed.output)
     by_name = {m["name"]: m for m in summary["mixers"]}
-    assert by_name["pooling"]["plugin"] == "pooling" and by_name["pooling"]["grid_ranks"] == [1, 2, 3]
-    assert by_name["concentration"]["causal"] == "any" and by_name["concentration"]["resolution_change"]
+    assert by_name["pooling"]["plugin"] == "pooling" and by_name["pooling"]["grid_ranks"] == [
+        1,
+        2,
+        3,
+    ]
+    assert (
+        by_name["concentration"]["causal"] == "any"
+        and by_name["concentration"]["resolution_change"]
+    )
     table = CliRunner().invoke(app, ["mixers"], env={"COLUMNS": "200"})
-    assert table.exit_code == 0 and "pooling" in table.output and "concentration-uncapped" in table.output
+    assert (
+        table.exit_code == 0
+        and "pooling" in table.output
+        and "concentration-uncapped" in table.output
+    )
 
 
-@pytest.mark.parametrize(("returned", "error"), [
-    (lambda: [object()], "returned object"),
-    (lambda: [MixerSpec("attention", leaky)], "mixer 'attention' is already provided by plugin 'builtin-mixers'"),
-    (lambda: 1 / 0, "ZeroDivisionError"),
-])
+@pytest.mark.parametrize(
+    ("returned", "error"),
+    [
+        (lambda: [object()], "returned object"),
+        (
+            lambda: [MixerSpec("attention", leaky)],
+            "mixer 'attention' is already provided by plugin 'builtin-mixers'",
+        ),
+        (lambda: 1 / 0, "ZeroDivisionError"),
+    ],
+)
 def test_a_broken_mixer_plugin_is_reported_by_name_and_breaks_nothing_else(returned, error):
     broken = SimpleNamespace(__name__="broken-mixers", gridmix_mixers=hookimpl(returned))
     registry = load_registry(extra_plugins=[broken], refresh=True)
     try:
-        assert [b.name for b in registry.broken] == ["broken-mixers"] and error in registry.broken[0].error
+        assert [b.name for b in registry.broken] == ["broken-mixers"] and error in registry.broken[
+            0
+        ].error
         assert "concentration" in registry.mixers and "image" in registry.tracks
     finally:
         load_registry(refresh=True)
@@ -108,8 +138,11 @@ def test_the_leak_check_refuses_a_leaking_mixer_naming_the_first_position(regist
     grid = check_grid(Grid((32,)), (0,))
     leak = first_leak(lambda dtype: GlobalMean(), grid, (0,), dim=8)
     assert leak.output == (0,) and leak.later == (1,)
-    with pytest.raises(ValueError, match=r"mixer 'leaky' leaks the future on causal axes \(0,\): on the check grid 32 "
-                                         r"its output at \(0,\) has gradient"):
+    with pytest.raises(
+        ValueError,
+        match=r"mixer 'leaky' leaks the future on causal axes \(0,\): on the check grid 32 "
+        r"its output at \(0,\) has gradient",
+    ):
         orchestrate.plan_study("mqar", budget="smoke", idea="leaky")
 
 
@@ -119,46 +152,122 @@ def test_every_built_in_causal_mixer_passes_the_leak_check(grid, axes):
         if mixer.unfit(grid, causal_axes=axes) is not None:
             continue
         layer = mixer.layer(grid, causal_axes=axes)
-        assert first_leak(lambda dtype, layer=layer: layer(8, num_heads=2, qkv_bias=True, dtype=dtype), grid, axes,
-                          dim=8) is None, mixer.name
+        assert (
+            first_leak(
+                lambda dtype, layer=layer: layer(8, num_heads=2, qkv_bias=True, dtype=dtype),
+                grid,
+                axes,
+                dim=8,
+            )
+            is None
+        ), mixer.name
 
 
-def test_the_idea_is_any_registered_mixer_with_its_declared_ablation_and_the_control(example_installed):
+def test_the_idea_is_any_registered_mixer_with_its_declared_ablation_and_the_control(
+    example_installed,
+):
     notes = []
-    planned = orchestrate.plan_study("image", budget="smoke", idea="pooling", baselines=("concentration",),
-                                  note=notes.append)
+    planned = orchestrate.plan_study(
+        "image", budget="smoke", idea="pooling", baselines=("concentration",), note=notes.append
+    )
     study = planned.study
-    assert study.idea == "vit-pooling" and study.models == ("vit-pooling", "vit", "vit-tokenwise", "vit-concentration")
-    assert study.roles == {"vit-pooling": "idea", "vit": "baseline", "vit-tokenwise": "control",
-                           "vit-concentration": "baseline"}
-    assert notes == ["the idea's mixer 'pooling' declares no ablation, so the question whether its mechanism helps "
-                     "is left out", "the idea's mixer 'pooling' declares no mechanism analysis: the parametrisation "
-                     "check does not apply"] == list(study.notes)
-    assert planned.track.idea.name == "vit-pooling" and planned.track.model("vit-concentration").role == "baseline"
+    assert study.idea == "vit-pooling" and study.models == (
+        "vit-pooling",
+        "vit",
+        "vit-tokenwise",
+        "vit-concentration",
+    )
+    assert study.roles == {
+        "vit-pooling": "idea",
+        "vit": "baseline",
+        "vit-tokenwise": "control",
+        "vit-concentration": "baseline",
+    }
+    assert (
+        notes
+        == [
+            "the idea's mixer 'pooling' declares no ablation, so the question whether its "
+            "mechanism helps "
+            "is left out",
+            "the idea's mixer 'pooling' declares no mechanism analysis: the parametrisation "
+            "check does not apply",
+        ]
+        == list(study.notes)
+    )
+    assert (
+        planned.track.idea.name == "vit-pooling"
+        and planned.track.model("vit-concentration").role == "baseline"
+    )
     default = orchestrate.plan_study("image", budget="smoke").study  # the default study is today's
-    assert default.models == ("vit-concentration", "vit", "vit-concentration-uncapped", "vit-tokenwise")
+    assert default.models == (
+        "vit-concentration",
+        "vit",
+        "vit-concentration-uncapped",
+        "vit-tokenwise",
+    )
     with_ablation = orchestrate.plan_study("sequence", budget="smoke", idea="concentration").study
-    assert with_ablation.roles["transformer-concentration-uncapped"] == "ablation" and not with_ablation.notes
+    assert (
+        with_ablation.roles["transformer-concentration-uncapped"] == "ablation"
+        and not with_ablation.notes
+    )
 
 
-@pytest.mark.parametrize(("track", "idea", "message"), [
-    ("mqar", "pooling", "--idea pooling: mixer 'pooling' cannot serve track 'mqar' on 32: mixer 'pooling' sees every "
-                        "token (not causal); this model needs causal axes (0,)"),
-    ("image", "poolin", "unknown mixer 'poolin'; did you mean 'pooling'"),
-    ("image", "attention", "'vit' is the matched baseline of track 'image'"),
-])
-def test_a_mixer_that_cannot_serve_the_track_is_refused_in_one_line(example_installed, tmp_path, track, idea, message):
-    result = CliRunner().invoke(app, ["run", "--track", track, "--idea", idea, "--budget", "smoke",
-                                      "--out", str(tmp_path / "out")], env={"COLUMNS": "300"})
+@pytest.mark.parametrize(
+    ("track", "idea", "message"),
+    [
+        (
+            "mqar",
+            "pooling",
+            "--idea pooling: mixer 'pooling' cannot serve track 'mqar' on 32: mixer 'pooling' "
+            "sees every "
+            "token (not causal); this model needs causal axes (0,)",
+        ),
+        ("image", "poolin", "unknown mixer 'poolin'; did you mean 'pooling'"),
+        ("image", "attention", "'vit' is the matched baseline of track 'image'"),
+    ],
+)
+def test_a_mixer_that_cannot_serve_the_track_is_refused_in_one_line(
+    example_installed, tmp_path, track, idea, message
+):
+    result = CliRunner().invoke(
+        app,
+        [
+            "run",
+            "--track",
+            track,
+            "--idea",
+            idea,
+            "--budget",
+            "smoke",
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        env={"COLUMNS": "300"},
+    )
     assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
     assert message in result.output
     assert not (tmp_path / "out").exists()
 
 
 def test_the_example_mixer_runs_as_the_idea_end_to_end(example_installed, tmp_path):
-    result = CliRunner().invoke(app, ["run", "--track", "sequence", "--idea", "pooling", "--budget", "smoke",
-                                      "--threads", "1", "--no-scaling", "--out", str(tmp_path / "run")],
-                                env={"COLUMNS": "200"})
+    result = CliRunner().invoke(
+        app,
+        [
+            "run",
+            "--track",
+            "sequence",
+            "--idea",
+            "pooling",
+            "--budget",
+            "smoke",
+            "--threads",
+            "1",
+            "--no-scaling",
+            "--out",
+            str(tmp_path / "run"),
+        ],
+        env={"COLUMNS": "200"},
+    )
     assert result.exit_code == 0, result.output
     report = json.loads((tmp_path / "run" / "bench_report.json").read_text())
     assert report["model"] == "transformer-pooling" and report["primary_baseline"] == "transformer"
@@ -172,7 +281,8 @@ SMALL = {"sequence": "24", "image": "8x8", "video": "4x8x8", "mqar": "32"}
 
 @pytest.mark.parametrize("track_name", sorted(SMALL))
 def test_every_track_trains_every_mixer_that_fits_in_its_backbone(track_name):
-    """One forward and backward of each mixer's model on the track's own data; the ones that do not fit say why."""
+    """One forward and backward of each mixer's model on the track's own data; the ones that do not
+    fit say why."""
     registry = load_registry(refresh=True)
     track, grid = registry.track(track_name), Grid.parse(SMALL[track_name])
     data = track.make_data(grid, 0, track.budget("smoke").sizes)
@@ -188,7 +298,9 @@ def test_every_track_trains_every_mixer_that_fits_in_its_backbone(track_name):
         model = spec.build(grid)
         loss = track.loss(model(data.train.inputs[:2]), data.train.targets[:2])
         loss.backward()
-        assert torch.isfinite(loss) and any(p.grad is not None for p in model.parameters()), mixer.name
+        assert torch.isfinite(loss) and any(p.grad is not None for p in model.parameters()), (
+            mixer.name
+        )
         built.append(mixer.name)
     assert {"attention", "concentration", "tokenwise"} <= set(built)
     if track_name == "mqar":  # causal: the symmetric-only mixers cannot serve it

@@ -1,4 +1,5 @@
-"""The mqar track: recall data that hold what they claim, causal models, answer-only loss and metric."""
+"""The mqar track: recall data that hold what they claim, causal models, answer-only loss and
+metric."""
 
 from __future__ import annotations
 
@@ -7,7 +8,14 @@ import math
 import numpy as np
 import pytest
 import torch
-from gridmix_tracks.mqar import IGNORE, RecallTask, answer_accuracy, answer_cross_entropy, answer_loss, make_track
+from gridmix_tracks.mqar import (
+    IGNORE,
+    RecallTask,
+    answer_accuracy,
+    answer_cross_entropy,
+    answer_loss,
+    make_track,
+)
 
 from gridmix.core.grid import Grid
 from gridmix.tracks import DataSizes
@@ -23,14 +31,18 @@ def test_every_answer_is_the_value_of_its_key_in_the_context():
         answers = [t for t, y in enumerate(targets) if y != IGNORE]
         assert len(answers) == 4 and min(answers) >= 10
         for t in answers:
-            assert targets[t] == context[tokens[t]] == tokens[t + 1]  # the next token is the key's value
+            assert (
+                targets[t] == context[tokens[t]] == tokens[t + 1]
+            )  # the next token is the key's value
         assert len({tokens[t] for t in answers}) == 4  # no key asked twice
 
 
 def test_data_are_deterministic_per_seed_and_splits_differ():
     track = make_track(RecallTask(vocab=16, pairs=3, queries=3))
     one, two = (track.make_data(Grid((24,)), 3, DataSizes(8, 8, 8)) for _ in range(2))
-    assert torch.equal(one.train.inputs, two.train.inputs) and torch.equal(one.test.targets, two.test.targets)
+    assert torch.equal(one.train.inputs, two.train.inputs) and torch.equal(
+        one.test.targets, two.test.targets
+    )
     assert not torch.equal(one.train.inputs, one.val.inputs)
 
 
@@ -63,7 +75,12 @@ def test_loss_and_metrics_count_only_the_answers():
 def test_the_metric_is_answer_accuracy_by_default_and_chance_is_a_uniform_guess_among_the_values():
     task = RecallTask(vocab=16, pairs=3, queries=3)
     track = make_track(task)
-    assert (track.metric, track.direction, track.chance, track.ceiling) == (answer_accuracy, "higher", 1 / 8, 1.0)
+    assert (track.metric, track.direction, track.chance, track.ceiling) == (
+        answer_accuracy,
+        "higher",
+        1 / 8,
+        1.0,
+    )
     targets = task.generate(np.random.default_rng(1), 8, 24).targets
     values = torch.zeros(8, 24, 16)
     values[..., :8] = -torch.inf  # the same logit for each of the 8 values, none for keys or filler
@@ -78,7 +95,9 @@ def test_the_default_budget_decays_weights_strongly_on_32_tokens():
     track = make_track()
     budget = track.budget("default")
     assert (budget.weight_decay, budget.epochs, budget.lrs) == (0.5, 14, (1.5e-3, 3e-3, 6e-3))
-    assert track.budget("smoke").weight_decay == BUDGETS["smoke"].weight_decay  # only the default changes
+    assert (
+        track.budget("smoke").weight_decay == BUDGETS["smoke"].weight_decay
+    )  # only the default changes
     assert track.default_grid == Grid((32,))
 
 

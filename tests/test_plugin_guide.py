@@ -1,7 +1,8 @@
-"""docs/plugins.md works from the page: its plugin file and ``pyproject.toml`` are extracted from the Markdown,
-installed as a plugin through the real entry-point path (a ``*.dist-info`` folder on ``sys.path``, named and
-pointed as the ``pyproject.toml`` says), and the track runs end to end at the smoke budget with its four arms, its
-baseline for gridmix's ``image`` track and its token mixer."""
+"""docs/plugins.md works from the page: its plugin file and ``pyproject.toml`` are extracted from
+the Markdown, installed as a plugin through the real entry-point path (a ``*.dist-info`` folder on
+``sys.path``, named and pointed as the ``pyproject.toml`` says), and the track runs end to end at
+the smoke budget with its four arms, its baseline for gridmix's ``image`` track and its token
+mixer."""
 
 import dataclasses
 import json
@@ -24,17 +25,21 @@ GUIDE = Path(__file__).resolve().parents[1] / "docs" / "plugins.md"
 
 def block(name: str) -> str:
     """The fenced block right after ``<!-- file: NAME -->`` in the guide."""
-    found = re.search(rf"<!-- file: {re.escape(name)} -->\n```\w*\n(.*?)\n```", GUIDE.read_text(), re.S)
+    found = re.search(
+        rf"<!-- file: {re.escape(name)} -->\n```\w*\n(.*?)\n```", GUIDE.read_text(), re.S
+    )
     assert found, f"docs/plugins.md has no block marked <!-- file: {name} -->"
     return found.group(1) + "\n"
 
 
 def pyproject_fields(text: str) -> tuple[str, str, dict[str, str]]:
-    """Name, version and the ``gridmix`` entry points of the guide's pyproject.toml (read by hand: Python 3.10 has
-    no tomllib)."""
+    """Name, version and the ``gridmix`` entry points of the guide's pyproject.toml (read by hand:
+    Python 3.10 has no tomllib)."""
     name = re.search(r'^name = "([^"]+)"', text, re.M).group(1)
     version = re.search(r'^version = "([^"]+)"', text, re.M).group(1)
-    section = re.search(r"^\[project\.entry-points\.gridmix\]\n(.*?)(?:\n\[|\Z)", text, re.M | re.S).group(1)
+    section = re.search(
+        r"^\[project\.entry-points\.gridmix\]\n(.*?)(?:\n\[|\Z)", text, re.M | re.S
+    ).group(1)
     points = dict(re.findall(r'^([\w.-]+) = "([^"]+)"', section, re.M))
     return name, version, points
 
@@ -49,7 +54,9 @@ def installed(tmp_path, monkeypatch):
     info = source / f"{name.replace('-', '_')}-{version}.dist-info"
     info.mkdir()
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
-    (info / "entry_points.txt").write_text("[gridmix]\n" + "".join(f"{k} = {v}\n" for k, v in points.items()))
+    (info / "entry_points.txt").write_text(
+        "[gridmix]\n" + "".join(f"{k} = {v}\n" for k, v in points.items())
+    )
     monkeypatch.delenv(DISABLE_AUTOLOAD_ENV, raising=False)
     monkeypatch.delenv(ALLOW_ENV, raising=False)
     monkeypatch.syspath_prepend(str(source))
@@ -60,10 +67,26 @@ def installed(tmp_path, monkeypatch):
 
 
 def test_the_guides_file_is_clean_python():
-    done = subprocess.run([sys.executable, "-m", "ruff", "check", "--line-length", "120", "--stdin-filename",
-                           "halves_track.py", "-"], input=block("halves_track.py"), capture_output=True, text=True,
-                          check=False)
-    if "No module named ruff" in done.stderr:  # ruff is a dev dependency; the venv the tests use has it
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ruff",
+            "check",
+            "--line-length",
+            "120",
+            "--stdin-filename",
+            "halves_track.py",
+            "-",
+        ],
+        input=block("halves_track.py"),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if (
+        "No module named ruff" in done.stderr
+    ):  # ruff is a dev dependency; the venv the tests use has it
         pytest.fail("ruff is not installed: pip install -e '.[dev]'")
     assert done.returncode == 0, done.stdout + done.stderr
 
@@ -74,8 +97,11 @@ def test_the_guides_plugin_loads_with_its_track_baseline_and_mixer(installed):
     halves = registry.track("halves")
     assert (halves.plugin, halves.plugin_version) == ("halves", "0.1.0")
     assert [(m.name, m.role) for m in halves.models] == [
-        ("vit", "baseline"), ("vit-concentration", "idea"), ("vit-concentration-uncapped", "ablation"),
-        ("vit-tokenwise", "control")]
+        ("vit", "baseline"),
+        ("vit-concentration", "idea"),
+        ("vit-concentration-uncapped", "ablation"),
+        ("vit-tokenwise", "control"),
+    ]
     assert (halves.chance, halves.ceiling) == (0.5, 1.0) and halves.backbone is not None
     image = registry.track("image")
     assert image.model("vit-wide").plugin == "halves"
@@ -84,14 +110,30 @@ def test_the_guides_plugin_loads_with_its_track_baseline_and_mixer(installed):
     assert planned.study.idea == "vit-grid-mean" and "vit" in planned.study.models
     model = planned.track.model("vit-grid-mean").build(halves.default_grid)
     assert model(torch.randn(3, 1, *halves.default_grid)).shape == (3, 2)
-    parity = parity_report(halves, halves.default_grid)  # the guide's track is fair to its matched baseline
+    parity = parity_report(
+        halves, halves.default_grid
+    )  # the guide's track is fair to its matched baseline
     assert parity["warnings"] == [] and parity["matched_baseline"] == "vit"
 
 
 def test_the_guides_track_runs_at_the_smoke_budget(installed, tmp_path):
     out = tmp_path / "halves"
-    result = CliRunner().invoke(app, ["run", "--track", "halves", "--budget", "smoke", "--threads", "1", "--no-scaling",
-                                      "--out", str(out)], env={"COLUMNS": "200"})
+    result = CliRunner().invoke(
+        app,
+        [
+            "run",
+            "--track",
+            "halves",
+            "--budget",
+            "smoke",
+            "--threads",
+            "1",
+            "--no-scaling",
+            "--out",
+            str(out),
+        ],
+        env={"COLUMNS": "200"},
+    )
     assert result.exit_code == 0, result.output
     report = json.loads((out / "bench_report.json").read_text())
     assert report["track"] == "halves" and report["model"] == "vit-concentration"
@@ -99,8 +141,10 @@ def test_the_guides_track_runs_at_the_smoke_budget(installed, tmp_path):
     assert report["failures"] == [] and report["budget"]["name"] == "smoke"
     assert all(arm["full"]["n"] == 2 for arm in (report["idea"], *report["baselines"].values()))
     assert report["chance"] == 0.5 and {arm["role"] for arm in report["baselines"].values()} == {
-        "baseline", "ablation", "control"}
-
+        "baseline",
+        "ablation",
+        "control",
+    }
 
 
 def written(value) -> str:

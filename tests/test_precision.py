@@ -1,4 +1,5 @@
-"""Training precision: `--precision` resolves, mixed-precision runs train and are recorded, fp32 keys stay."""
+"""Training precision: `--precision` resolves, mixed-precision runs train and are recorded, fp32
+keys stay."""
 
 import dataclasses
 
@@ -14,7 +15,9 @@ from gridmix.tracks.budget import BUDGETS
 from gridmix.tracks.plugin_loader import load_registry
 from tests import fake_track
 
-BUDGET = dataclasses.replace(BUDGETS["smoke"], seeds=2, sweep_seeds=1, lrs=(1e-3,), epochs=2, n_train=64)
+BUDGET = dataclasses.replace(
+    BUDGETS["smoke"], seeds=2, sweep_seeds=1, lrs=(1e-3,), epochs=2, n_train=64
+)
 
 
 @pytest.fixture(autouse=True)
@@ -24,15 +27,29 @@ def registry():
 
 
 def _study(precision):
-    return Study(track="fake", grid="8", models=("fake-mixer", "fake-attention"), idea="fake-mixer",
-                 matched_baseline="fake-attention", metric_name="test MSE", direction="lower", budget=BUDGET,
-                 device="cpu", threads=1, precision=precision)
+    return Study(
+        track="fake",
+        grid="8",
+        models=("fake-mixer", "fake-attention"),
+        idea="fake-mixer",
+        matched_baseline="fake-attention",
+        metric_name="test MSE",
+        direction="lower",
+        budget=BUDGET,
+        device="cpu",
+        threads=1,
+        precision=precision,
+    )
 
 
 def test_auto_is_bf16_on_cuda_and_fp32_on_cpu_and_bad_values_are_named():
-    assert resolve_precision("auto", "cuda") == "bf16" and resolve_precision("auto", "cpu") == "fp32"
+    assert (
+        resolve_precision("auto", "cuda") == "bf16" and resolve_precision("auto", "cpu") == "fp32"
+    )
     assert resolve_precision("fp16", "cpu") == "fp16"
-    with pytest.raises(ValueError, match="precision 'fp8'; expected 'auto' or one of fp32, bf16, fp16"):
+    with pytest.raises(
+        ValueError, match="precision 'fp8'; expected 'auto' or one of fp32, bf16, fp16"
+    ):
         resolve_precision("fp8", "cpu")
 
 
@@ -50,7 +67,8 @@ def test_a_mixed_precision_study_trains_and_its_report_says_so(tmp_path, precisi
         report = build_report(ledger)
         rows = ledger.rows()
     assert all(row.status == "ok" for row in rows), [row.error for row in rows]
-    # a step the fp16 scaler skips (inf gradients at its first scale) advances no learning-rate schedule
+    # a step the fp16 scaler skips (inf gradients at its first scale) advances no learning-rate
+    # schedule
     assert not [w for w in recwarn if "lr_scheduler.step()" in str(w.message)]
     assert report.precision == report.to_dict()["precision"] == precision
     assert f"Device cpu ({precision})" in render_markdown(report)

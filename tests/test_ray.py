@@ -1,5 +1,5 @@
-"""`gridmix run --executor ray` against a real Ray head started on 127.0.0.1 (and stopped again) gives the same
-ledger and report as a local run of the same command."""
+"""`gridmix run --executor ray` against a real Ray head started on 127.0.0.1 (and stopped again)
+gives the same ledger and report as a local run of the same command."""
 
 import json
 import socket
@@ -24,10 +24,29 @@ def free_port() -> int:
 def ray_head(tmp_path_factory):
     port = free_port()
     temp = tmp_path_factory.mktemp("ray")
-    started = subprocess.run([RAY, "start", "--head", "--node-ip-address", "127.0.0.1", "--port", str(port),
-                              "--num-cpus", "2", "--num-gpus", "0", "--include-dashboard", "false",
-                              "--disable-usage-stats", "--temp-dir", str(temp)],
-                             capture_output=True, text=True, timeout=180)
+    started = subprocess.run(
+        [
+            RAY,
+            "start",
+            "--head",
+            "--node-ip-address",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--num-cpus",
+            "2",
+            "--num-gpus",
+            "0",
+            "--include-dashboard",
+            "false",
+            "--disable-usage-stats",
+            "--temp-dir",
+            str(temp),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert started.returncode == 0, started.stdout + started.stderr
     try:
         yield f"127.0.0.1:{port}"
@@ -36,8 +55,22 @@ def ray_head(tmp_path_factory):
 
 
 def run(out, *extra):
-    cmd = [sys.executable, "-m", "gridmix", "run", "--track", "sequence", "--budget", "smoke", "--no-scaling",
-           "--threads", "1", "--out", str(out), *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "gridmix",
+        "run",
+        "--track",
+        "sequence",
+        "--budget",
+        "smoke",
+        "--no-scaling",
+        "--threads",
+        "1",
+        "--out",
+        str(out),
+        *extra,
+    ]
     start = time.perf_counter()
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -46,8 +79,10 @@ def run(out, *extra):
 
 def ledger_metrics(out):
     with sqlite3.connect(out / "ledger.sqlite") as conn:
-        return conn.execute("SELECT key, model, lr, seed, status, val_metric, test_metric, train_loss, threads "
-                            "FROM runs ORDER BY key").fetchall()
+        return conn.execute(
+            "SELECT key, model, lr, seed, status, val_metric, test_metric, train_loss, threads "
+            "FROM runs ORDER BY key"
+        ).fetchall()
 
 
 def test_ray_run_equals_local_run(tmp_path, ray_head):
@@ -55,7 +90,9 @@ def test_ray_run_equals_local_run(tmp_path, ray_head):
     ray_s = run(tmp_path / "ray", "--executor", "ray", "--address", ray_head)
     print(f"local {local_s:.1f} s, ray {ray_s:.1f} s")
     assert ledger_metrics(tmp_path / "ray") == ledger_metrics(tmp_path / "local")
-    reports = [json.loads((tmp_path / name / "bench_report.json").read_text()) for name in ("local", "ray")]
+    reports = [
+        json.loads((tmp_path / name / "bench_report.json").read_text()) for name in ("local", "ray")
+    ]
     for report in reports:
         report.pop("timings")
     assert reports[0] == reports[1]

@@ -1,5 +1,6 @@
-"""The typed report: it serialises to the JSON the report always had, reads back from it, renders report.md and
-the terminal table as before, checks itself when built, and says which arm a mechanism verdict is about."""
+"""The typed report: it serialises to the JSON the report always had, reads back from it, renders
+report.md and the terminal table as before, checks itself when built, and says which arm a mechanism
+verdict is about."""
 
 import dataclasses
 import json
@@ -28,16 +29,21 @@ def report(tmp_path_factory) -> Report:
 
 
 def reference_json() -> dict:
-    """The report of the example study as the golden file holds it (regenerated on purpose when the report grew)."""
+    """The report of the example study as the golden file holds it (regenerated on purpose when the
+    report grew)."""
     return json.loads((report_example.DATA / "report_example.json").read_text())
 
 
-NEW_KEYS = ("reference_comparisons", "min_effect")  # added with per-seed references; older reports lack them
+NEW_KEYS = (
+    "reference_comparisons",
+    "min_effect",
+)  # added with per-seed references; older reports lack them
 
 
 def written_before_per_seed_references() -> dict:
-    """The golden report without what per-seed references, the sign-flip interval and the constant-prediction flag
-    added, with the mechanism verdict worded as before it named its arm: a report gridmix wrote earlier."""
+    """The golden report without what per-seed references, the sign-flip interval and the
+    constant-prediction flag added, with the mechanism verdict worded as before it named its arm: a
+    report gridmix wrote earlier."""
     old = {k: v for k, v in reference_json().items() if k not in NEW_KEYS}
     comparisons = [old["comparison"], *old["comparisons"].values(), *old["mechanism"].values()]
     for arm in (old["idea"], *old["baselines"].values()):
@@ -53,25 +59,43 @@ def written_before_per_seed_references() -> dict:
 def test_the_report_serialises_to_the_keys_and_values_of_its_golden_file(report):
     before, after = reference_json(), json.loads(json.dumps(report.to_dict()))
     assert after == before
-    assert list(after) == list(before) and list(after["idea"]) == list(before["idea"])  # the same key order
+    assert list(after) == list(before) and list(after["idea"]) == list(
+        before["idea"]
+    )  # the same key order
     assert list(after["comparison"]) == list(before["comparison"])
-    assert after["comparison"]["signflip_ci_low"] < after["comparison"]["signflip_ci_high"] < 0  # p < α: excludes 0
+    assert (
+        after["comparison"]["signflip_ci_low"] < after["comparison"]["signflip_ci_high"] < 0
+    )  # p < α: excludes 0
     assert set(after["reference_comparisons"]) == set(report.arms) and after["min_effect"] == "1%"
 
 
 def test_a_mechanism_verdict_names_the_arm_it_is_about(report):
-    idea_question, baseline_question = report.mechanism["idea_vs_control"], report.mechanism["baseline_vs_control"]
+    idea_question, baseline_question = (
+        report.mechanism["idea_vs_control"],
+        report.mechanism["baseline_vs_control"],
+    )
     assert idea_question.verdict == VERDICT_BETTER and idea_question.a_better
-    assert baseline_question.verdict == "baseline better (significant)" and baseline_question.a_better
+    assert (
+        baseline_question.verdict == "baseline better (significant)" and baseline_question.a_better
+    )
     assert report.mechanism["ablation"].a_better is None  # no significant difference
     assert report.mechanism["ablation"].verdict == "no significant difference"
-    assert set(baseline_question.to_dict()) == set(reference_json()["mechanism"]["baseline_vs_control"])
+    assert set(baseline_question.to_dict()) == set(
+        reference_json()["mechanism"]["baseline_vs_control"]
+    )
 
 
-def test_each_arm_shows_the_idea_comparison_with_it(report):  # the CLI table and the paired plot's panel titles
-    assert report.comparison_with("base") is report.comparison and report.comparison.family == "primary"
+def test_each_arm_shows_the_idea_comparison_with_it(
+    report,
+):  # the CLI table and the paired plot's panel titles
+    assert (
+        report.comparison_with("base") is report.comparison
+        and report.comparison.family == "primary"
+    )
     assert report.comparison_with("uncapped") is report.mechanism["ablation"]
-    assert report.comparison_with("nomix") is report.mechanism["idea_vs_control"]  # not baseline_vs_control
+    assert (
+        report.comparison_with("nomix") is report.mechanism["idea_vs_control"]
+    )  # not baseline_vs_control
     assert report.comparison_with("wide") is report.arms["wide"].comparison
 
 
@@ -80,30 +104,53 @@ def test_a_stored_report_reads_back_as_the_same_object(report):
     old = Report.from_dict(written_before_per_seed_references())  # an older report: still read
     assert old.mechanism["baseline_vs_control"].a_better and old.comparison.result.p_value == 2 / 64
     assert old.baseline.comparison is old.comparison  # one object per comparison, as built
-    assert old.reference_comparisons == {} and old.min_effect == "1%" and old.idea_arm.constant_seeds == ()
-    assert old.comparison.result.signflip_ci_low is None and old.comparison.result.min_effect is None
-    with pytest.raises(ValueError, match="not a gridmix report .KeyError: 'comparisons'.; expected the JSON"):
+    assert (
+        old.reference_comparisons == {}
+        and old.min_effect == "1%"
+        and old.idea_arm.constant_seeds == ()
+    )
+    assert (
+        old.comparison.result.signflip_ci_low is None and old.comparison.result.min_effect is None
+    )
+    with pytest.raises(
+        ValueError, match="not a gridmix report .KeyError: 'comparisons'.; expected the JSON"
+    ):
         Report.from_dict({"track": "image"})
-    older = Report.from_dict({k: v for k, v in reference_json().items() if k != "fixed_split"})  # before that key
+    older = Report.from_dict(
+        {k: v for k, v in reference_json().items() if k != "fixed_split"}
+    )  # before that key
     assert older == dataclasses.replace(Report.from_dict(reference_json()), fixed_split=False)
     with pytest.raises(ValueError, match="not a gridmix report .KeyError: 'precision'."):
         Report.from_dict({k: v for k, v in reference_json().items() if k != "precision"})
 
 
 def test_renderers_take_the_object_and_write_what_they_wrote_before(report):
-    # report_example.md and report_example_table.txt were regenerated on purpose for one precision rule (and
-    # headers saying what they compare, parity warning only on the matched baseline's parameters; the table as
-    # piped output prints it: plain aligned text), and the headline's intervals then said as every other place says them
-    assert render_markdown(report, figures=FIGURES) == (report_example.DATA / "report_example.md").read_text()
-    assert results_table(report).plain() == (report_example.DATA / "report_example_table.txt").read_text()
+    # report_example.md and report_example_table.txt were regenerated on purpose for one precision
+    # rule (and headers saying what they compare, parity warning only on the matched baseline's
+    # parameters; the table as piped output prints it: plain aligned text), and the headline's
+    # intervals then said as every other place says them
+    assert (
+        render_markdown(report, figures=FIGURES)
+        == (report_example.DATA / "report_example.md").read_text()
+    )
+    assert (
+        results_table(report).plain()
+        == (report_example.DATA / "report_example_table.txt").read_text()
+    )
 
 
-def test_the_written_json_is_the_objects(tmp_path):  # and `gridmix report` re-renders it (tests/conftest.py)
+def test_the_written_json_is_the_objects(
+    tmp_path,
+):  # and `gridmix report` re-renders it (tests/conftest.py)
     report = build(tmp_path)
     paths = write_report(report, tmp_path)  # beside the ledger, as `gridmix run` writes it
     written = json.loads(paths[0].read_text())
-    assert written["plot_errors"] and written["plot_errors"][0].startswith("scaling plot: ")  # the example's
-    assert Report.from_dict(written) == report.with_plot_errors(written["plot_errors"])  # scaling lacks fields
+    assert written["plot_errors"] and written["plot_errors"][0].startswith(
+        "scaling plot: "
+    )  # the example's
+    assert Report.from_dict(written) == report.with_plot_errors(
+        written["plot_errors"]
+    )  # scaling lacks fields
     assert "![paired.png](paired.png)" in paths[1].read_text()
 
 
@@ -119,21 +166,33 @@ def test_the_report_and_its_parts_check_themselves(report):
         Comparison(a="mix", b="base", family="primary", verdict="not compared")
     with pytest.raises(ValueError, match="expected the idea 'mix' first"):
         dataclasses.replace(report, arms=dict(reversed(report.arms.items())))
-    with pytest.raises(ValueError, match="arm 'base' .* does not carry its comparison"):  # the idea's with it
-        dataclasses.replace(report, arms={**report.arms, "base": dataclasses.replace(report.baseline, comparison=None)})
+    with pytest.raises(
+        ValueError, match="arm 'base' .* does not carry its comparison"
+    ):  # the idea's with it
+        dataclasses.replace(
+            report,
+            arms={**report.arms, "base": dataclasses.replace(report.baseline, comparison=None)},
+        )
     with pytest.raises(ValueError, match="primary reachable=False with smallest p 0.03125"):
-        dataclasses.replace(report.power, primary=dataclasses.replace(report.power.primary, reachable=False))
+        dataclasses.replace(
+            report.power, primary=dataclasses.replace(report.power.primary, reachable=False)
+        )
     assert isinstance(arm, Arm) and arm.by_seed == dict(enumerate(arm.per_seed))
 
 
 def test_references_stored_before_they_were_per_seed_stand_for_every_seed(tmp_path):
     with Ledger(report_example.fill(tmp_path), create=False) as ledger:
-        ledger.put("references", dict(kind="regression", values={"mean": 2.5, "persistence": 0.58}))  # seed 0 only
+        ledger.put(
+            "references", dict(kind="regression", values={"mean": 2.5, "persistence": 0.58})
+        )  # seed 0 only
         report = build_report(ledger)
     against = report.reference_comparisons
     assert set(against) == set(report.arms) and {c.b for c in against.values()} == {"persistence"}
     mix = against["mix"].result  # the idea's six values against the one stored value
     assert mix.per_seed_diffs == pytest.approx([v - 0.58 for v in report_example.ARMS["mix"][1]])
     text = render_markdown(report)
-    assert "## References (seed 0's data standing for every seed: stored before references were computed per " \
-           "seed)" in text
+    assert (
+        "## References (seed 0's data standing for every seed: stored before references were "
+        "computed per "
+        "seed)" in text
+    )

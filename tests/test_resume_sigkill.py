@@ -1,5 +1,5 @@
-"""A real `gridmix run` subprocess killed with SIGKILL mid-sweep, then re-run, ends with exactly the report of
-an uninterrupted run (timings aside: they are wall-clock measurements)."""
+"""A real `gridmix run` subprocess killed with SIGKILL mid-sweep, then re-run, ends with exactly the
+report of an uninterrupted run (timings aside: they are wall-clock measurements)."""
 
 import json
 import os
@@ -13,8 +13,23 @@ from gridmix.report.build import TIMING_KEYS
 
 
 def command(out):
-    return [sys.executable, "-m", "gridmix", "run", "--track", "sequence", "--budget", "smoke", "--seeds", "3",
-            "--no-scaling", "--threads", "1", "--out", str(out)]
+    return [
+        sys.executable,
+        "-m",
+        "gridmix",
+        "run",
+        "--track",
+        "sequence",
+        "--budget",
+        "smoke",
+        "--seeds",
+        "3",
+        "--no-scaling",
+        "--threads",
+        "1",
+        "--out",
+        str(out),
+    ]
 
 
 def finished_rows(ledger) -> int:
@@ -64,7 +79,9 @@ def test_sigkill_then_resume_equals_uninterrupted(tmp_path):
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     deadline = time.monotonic() + 1.5
-    while any(alive(pid) for pid in workers):  # the orphaned workers end with their driver, memory and all
+    while any(
+        alive(pid) for pid in workers
+    ):  # the orphaned workers end with their driver, memory and all
         assert time.monotonic() < deadline, [pid for pid in workers if alive(pid)]
         time.sleep(0.2)
     before = finished_rows(killed / "ledger.sqlite")

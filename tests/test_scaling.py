@@ -1,7 +1,8 @@
-"""The scaling study on a tiny 2-D track: every point measured or skipped with a reason, exponents fitted.
+"""The scaling study on a tiny 2-D track: every point measured or skipped with a reason, exponents
+fitted.
 
-The toy track lives here, importable as ``tests.test_scaling:TOY``, so the memory subprocess can rebuild
-its points; its models avoid timm so that each subprocess starts quickly.
+The toy track lives here, importable as ``tests.test_scaling:TOY``, so the memory subprocess can
+rebuild its points; its models avoid timm so that each subprocess starts quickly.
 """
 
 import json
@@ -91,16 +92,30 @@ def broken(grid, **kwargs):
 
 
 TOY = Track(
-    name="toy", description="tiny 2-D classification", ndim=2, default_grid=Grid((8, 8)), make_data=toy_data,
-    loss=F.cross_entropy, metric=lambda p, t: float((p.argmax(1) == t).float().mean()), metric_name="accuracy",
+    name="toy",
+    description="tiny 2-D classification",
+    ndim=2,
+    default_grid=Grid((8, 8)),
+    make_data=toy_data,
+    loss=F.cross_entropy,
+    metric=lambda p, t: float((p.argmax(1) == t).float().mean()),
+    metric_name="accuracy",
     direction="higher",
     models=(
-        ModelSpec("toy-mixer", lambda g, mlp_ratio=2.0: ToyNet(g, ConcentrationMixer(DIM, g, num_heads=2, rank=4),
-                                                               mlp_ratio),
-                  role="idea", width_kwarg="mlp_ratio"),
+        ModelSpec(
+            "toy-mixer",
+            lambda g, mlp_ratio=2.0: ToyNet(
+                g, ConcentrationMixer(DIM, g, num_heads=2, rank=4), mlp_ratio
+            ),
+            role="idea",
+            width_kwarg="mlp_ratio",
+        ),
         ModelSpec("toy-attention", lambda g, mlp_ratio=2.0: ToyNet(g, Attention(DIM), mlp_ratio)),
-        ModelSpec("toy-small-only", lambda g: ToyNet(g, Attention(DIM)),
-                  supports=lambda g: None if g.numel <= 64 else f"only up to 64 tokens; got {g.numel}"),
+        ModelSpec(
+            "toy-small-only",
+            lambda g: ToyNet(g, Attention(DIM)),
+            supports=lambda g: None if g.numel <= 64 else f"only up to 64 tokens; got {g.numel}",
+        ),
         ModelSpec("toy-broken", broken),
     ),
     matched_baseline="toy-attention",
@@ -114,9 +129,15 @@ def make_toy() -> Track:
 def test_power_law_fit_recovers_exponent_and_r2():
     n = np.array([64, 256, 1024, 4096])
     exponent, intercept, r2 = fit_power_law(n, 3.0 * n**1.5)
-    assert exponent == pytest.approx(1.5) and np.exp(intercept) == pytest.approx(3.0) and r2 == pytest.approx(1.0)
+    assert (
+        exponent == pytest.approx(1.5)
+        and np.exp(intercept) == pytest.approx(3.0)
+        and r2 == pytest.approx(1.0)
+    )
     assert fit_power_law(n, n * np.array([1.0, 2.0, 0.5, 1.0]))[2] < 0.99
-    slope, _, r2 = fit_power_law([64, 256], [1.0, 3.0])  # two points: a slope, but no R² (it would always be 1)
+    slope, _, r2 = fit_power_law(
+        [64, 256], [1.0, 3.0]
+    )  # two points: a slope, but no R² (it would always be 1)
     assert slope == pytest.approx(np.log(3) / np.log(4)) and r2 is None
     with pytest.raises(ValueError, match="distinct"):
         fit_power_law([64, 64], [1.0, 2.0])
@@ -126,8 +147,12 @@ def test_tail_exponent_sees_the_asymptote_the_full_fit_blurs():
     from gridmix.analysis.measure import Flops
     from gridmix.analysis.scaling import ScalingPoint
 
-    points = [ScalingPoint("m", str(n), n, flops=Flops(forward=int(1000 * n + n**2), backward=0, per_op={}))
-              for n in (16, 64, 256, 1024, 4096, 16384)]
+    points = [
+        ScalingPoint(
+            "m", str(n), n, flops=Flops(forward=int(1000 * n + n**2), backward=0, per_op={})
+        )
+        for n in (16, 64, 256, 1024, 4096, 16384)
+    ]
     (fit,) = [f for f in fit_exponents(points, tail=2) if f.quantity == "flops"]
     assert fit.points == 6 and fit.tail_points == 2
     assert 1.0 < fit.exponent < 1.6 < fit.tail_exponent < 2.0
@@ -150,13 +175,16 @@ def needs_an_argument(size):
     return TOY
 
 
-@pytest.mark.parametrize(("ref", "message"), [
-    ("tests.test_scaling:DIM", "gave an object of type int; expected a registered name"),
-    ("tests.test_scaling:needs_an_argument", "cannot be loaded (TypeError: "),
-    ("tests.test_scaling:missing", "cannot be loaded (AttributeError: "),
-    ("tests.no_such_module:TOY", "cannot be loaded (ModuleNotFoundError: "),
-    (".relative:TOY", "cannot be loaded (TypeError: "),
-])
+@pytest.mark.parametrize(
+    ("ref", "message"),
+    [
+        ("tests.test_scaling:DIM", "gave an object of type int; expected a registered name"),
+        ("tests.test_scaling:needs_an_argument", "cannot be loaded (TypeError: "),
+        ("tests.test_scaling:missing", "cannot be loaded (AttributeError: "),
+        ("tests.no_such_module:TOY", "cannot be loaded (ModuleNotFoundError: "),
+        (".relative:TOY", "cannot be loaded (TypeError: "),
+    ],
+)
 def test_resolve_track_names_what_is_wrong_with_a_bad_reference(ref, message):
     with pytest.raises(ValueError, match=re.escape(message)):
         resolve_track(ref)
@@ -164,30 +192,68 @@ def test_resolve_track_names_what_is_wrong_with_a_bad_reference(ref, message):
 
 def test_scale_track_measures_points_and_skips_with_reasons():
     seen = []
-    result = scale_track(TOY, ["32x32", "8x8", "16x16"], batch=4, threads=1, repeats=2, warmup=1, memory=False,
-                         on_point=seen.append)
-    assert result.grids == ["8x8", "16x16", "32x32"] and len(result.points) == 12 and seen == result.points
+    result = scale_track(
+        TOY,
+        ["32x32", "8x8", "16x16"],
+        batch=4,
+        threads=1,
+        repeats=2,
+        warmup=1,
+        memory=False,
+        on_point=seen.append,
+    )
+    assert (
+        result.grids == ["8x8", "16x16", "32x32"]
+        and len(result.points) == 12
+        and seen == result.points
+    )
     by = {(p.model, p.grid): p for p in result.points}
     for model in ("toy-mixer", "toy-attention"):
         for grid in result.grids:
             point = by[model, grid]
             assert point.skipped is None and point.params > 0 and point.timing.threads == 1
-            assert point.flops.total > 0 and not point.flops.uncounted and point.memory_estimate_bytes > 0
+            assert (
+                point.flops.total > 0
+                and not point.flops.uncounted
+                and point.memory_estimate_bytes > 0
+            )
     assert by["toy-small-only", "8x8"].skipped is None
     assert by["toy-small-only", "16x16"].skipped == "unsupported: only up to 64 tokens; got 256"
-    assert by["toy-broken", "8x8"].skipped.startswith("failed: RuntimeError: this model cannot be built")
+    assert by["toy-broken", "8x8"].skipped.startswith(
+        "failed: RuntimeError: this model cannot be built"
+    )
     attention, mixer = result.fit("toy-attention", "flops"), result.fit("toy-mixer", "flops")
     assert attention.tail_exponent > 1.3 and 0.9 < mixer.tail_exponent < 1.15 and mixer.r2 > 0.99
-    assert result.fit("toy-mixer", "time").points == 3 and result.fit("toy-mixer", "memory").points == 0
+    assert (
+        result.fit("toy-mixer", "time").points == 3
+        and result.fit("toy-mixer", "memory").points == 0
+    )
     assert json.loads(json.dumps(result.to_dict()))["points"][0]["model"] == "toy-mixer"
 
 
 def test_points_that_would_not_fit_are_skipped_not_run():
-    result = scale_track(TOY, ["8x8", "16x16"], models=["toy-attention"], threads=1, memory=False,
-                         memory_fraction=1e-9)
-    assert all(p.skipped.startswith("too big: estimated peak") and p.timing is None and p.flops for p in result.points)
-    capped = scale_track(TOY, ["8x8", "32x32"], models=["toy-attention"], threads=1, repeats=1, warmup=0,
-                         memory=False, time_cap_s=1e-6)
+    result = scale_track(
+        TOY,
+        ["8x8", "16x16"],
+        models=["toy-attention"],
+        threads=1,
+        memory=False,
+        memory_fraction=1e-9,
+    )
+    assert all(
+        p.skipped.startswith("too big: estimated peak") and p.timing is None and p.flops
+        for p in result.points
+    )
+    capped = scale_track(
+        TOY,
+        ["8x8", "32x32"],
+        models=["toy-attention"],
+        threads=1,
+        repeats=1,
+        warmup=0,
+        memory=False,
+        time_cap_s=1e-6,
+    )
     first, second = capped.points
     assert first.timing is not None and second.timing is None
     assert second.skipped.startswith("too slow: estimated") and "> 1e-06 s cap" in second.skipped
@@ -196,11 +262,21 @@ def test_points_that_would_not_fit_are_skipped_not_run():
 def test_memory_is_measured_in_a_subprocess_and_grows_with_the_grid():
     step = memory_step(track="tests.test_scaling:TOY", model="toy-mixer", grid="8x8", batch=2)
     step()  # the target builds a runnable step in-process too
-    result = scale_track(TOY, ["16x16", "64x64"], models=["toy-mixer"], threads=1, repeats=1, warmup=0,
-                         track_ref="tests.test_scaling:TOY")
+    result = scale_track(
+        TOY,
+        ["16x16", "64x64"],
+        models=["toy-mixer"],
+        threads=1,
+        repeats=1,
+        warmup=0,
+        track_ref="tests.test_scaling:TOY",
+    )
     small, large = result.points
     assert small.memory and large.memory and not small.notes
-    assert large.memory.step_bytes > small.memory.step_bytes and large.memory.peak_bytes > small.memory.peak_bytes
+    assert (
+        large.memory.step_bytes > small.memory.step_bytes
+        and large.memory.peak_bytes > small.memory.peak_bytes
+    )
     assert result.fit("toy-mixer", "memory").exponent > 0
 
 
@@ -224,30 +300,70 @@ def toy_registry():
 
 
 def test_cli_scale_prints_tables_and_writes_json_and_png(toy_registry, tmp_path):
-    args = ["scale", "--track", "toy", "--grids", "8x8,16x16", "--models", "toy-mixer,toy-attention", "--no-memory",
-            "--repeats", "1", "--warmup", "0", "--threads", "1", "--out", str(tmp_path)]
+    args = [
+        "scale",
+        "--track",
+        "toy",
+        "--grids",
+        "8x8,16x16",
+        "--models",
+        "toy-mixer,toy-attention",
+        "--no-memory",
+        "--repeats",
+        "1",
+        "--warmup",
+        "0",
+        "--threads",
+        "1",
+        "--out",
+        str(tmp_path),
+    ]
     result = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     for text in ("toy-mixer", "toy-attention", "16x16", "log-log exponents", "GFLOP", "peak MB"):
         assert text in result.stdout, text
     saved = json.loads((tmp_path / "scaling.json").read_text())
-    assert saved["grids"] == ["8x8", "16x16"] and saved["threads"] == 1 and len(saved["points"]) == 4
+    assert (
+        saved["grids"] == ["8x8", "16x16"] and saved["threads"] == 1 and len(saved["points"]) == 4
+    )
     assert (tmp_path / "scaling.png").read_bytes().startswith(b"\x89PNG")
-    one_point = ["scale", "--track", "toy", "--grids", "8x8", "--models", "toy-mixer", "--no-memory", "--repeats", "1",
-                 "--threads", "1", "--out", str(tmp_path / "json"), "--json"]
+    one_point = [
+        "scale",
+        "--track",
+        "toy",
+        "--grids",
+        "8x8",
+        "--models",
+        "toy-mixer",
+        "--no-memory",
+        "--repeats",
+        "1",
+        "--threads",
+        "1",
+        "--out",
+        str(tmp_path / "json"),
+        "--json",
+    ]
     as_json = CliRunner().invoke(app, one_point)
     assert as_json.exit_code == 0 and json.loads(as_json.stdout)["points"][0]["grid"] == "8x8"
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--track", "tyo"], "unknown track 'tyo'; did you mean 'toy'?"),
-    (["--track", "toy", "--grids", "16by16"], "invalid grid '16by16'"),
-    (["--track", "toy", "--grids", "8x8x8"], "takes 2-d grids"),
-    (["--track", "toy", "--models", "toy-mixer,nope"], "no model 'nope'"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--track", "tyo"], "unknown track 'tyo'; did you mean 'toy'?"),
+        (["--track", "toy", "--grids", "16by16"], "invalid grid '16by16'"),
+        (["--track", "toy", "--grids", "8x8x8"], "takes 2-d grids"),
+        (["--track", "toy", "--models", "toy-mixer,nope"], "no model 'nope'"),
+    ],
+)
 def test_cli_scale_user_mistakes_are_one_line_errors(toy_registry, args, message):
     result = CliRunner().invoke(app, ["scale", *args], env={"COLUMNS": "300"})
-    assert result.exit_code == 2 and message in result.output and len(result.output.strip().splitlines()) == 1
+    assert (
+        result.exit_code == 2
+        and message in result.output
+        and len(result.output.strip().splitlines()) == 1
+    )
 
 
 def test_scaling_config_checks_itself_and_is_passed_whole():
@@ -255,6 +371,10 @@ def test_scaling_config_checks_itself_and_is_passed_whole():
         ScalingConfig(batch=0)
     with pytest.raises(TypeError, match="either config or its fields"):
         scale_track(TOY, ["8x8"], config=ScalingConfig(), repeats=2)
-    result = scale_track(TOY, ["8x8"], models=["toy-attention"], config=ScalingConfig(batch=2, threads=1, repeats=1,
-                                                                                     warmup=0, memory=False))
+    result = scale_track(
+        TOY,
+        ["8x8"],
+        models=["toy-attention"],
+        config=ScalingConfig(batch=2, threads=1, repeats=1, warmup=0, memory=False),
+    )
     assert (result.batch, result.repeats, result.threads) == (2, 1, 1)

@@ -1,6 +1,6 @@
-"""SIGINT and SIGTERM sent to the pid of a real `gridmix run` driver alone (not its process group) stop it within
-seconds: its worker processes ended, one line saying how to resume, exit status 128 + the signal; the same command
-then resumes, never retraining a finished run."""
+"""SIGINT and SIGTERM sent to the pid of a real `gridmix run` driver alone (not its process group)
+stop it within seconds: its worker processes ended, one line saying how to resume, exit status 128 +
+the signal; the same command then resumes, never retraining a finished run."""
 
 import os
 import signal
@@ -14,15 +14,19 @@ STOP_S = 10.0  # the longest a signalled driver may take to end
 
 
 def ledger_rows(out) -> dict[str, float]:
-    """Every finished run's key and its recorded wall-clock seconds (a retrained run would record new ones)."""
+    """Every finished run's key and its recorded wall-clock seconds (a retrained run would record
+    new ones)."""
     with sqlite3.connect(f"file:{out / 'ledger.sqlite'}?mode=ro", uri=True, timeout=5) as conn:
         return dict(conn.execute("SELECT key, wall_s FROM runs").fetchall())
 
 
 def interrupt(out, signum: int, *, after_rows: int) -> str:
-    """Start the study, send ``signum`` to its driver once the ledger holds ``after_rows`` runs, check that the driver
-    and its workers are gone within :data:`STOP_S` with the resume line and status 128 + ``signum``; its stderr."""
-    proc = subprocess.Popen(command(out), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    """Start the study, send ``signum`` to its driver once the ledger holds ``after_rows`` runs,
+    check that the driver and its workers are gone within :data:`STOP_S` with the resume line and
+    status 128 + ``signum``; its stderr."""
+    proc = subprocess.Popen(
+        command(out), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
     try:
         deadline = time.monotonic() + 300
         while finished_rows(out / "ledger.sqlite") < after_rows:
@@ -39,9 +43,14 @@ def interrupt(out, signum: int, *, after_rows: int) -> str:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert stopped_s < STOP_S, f"{signal.Signals(signum).name}: the driver took {stopped_s:.1f} s to stop"
+    assert stopped_s < STOP_S, (
+        f"{signal.Signals(signum).name}: the driver took {stopped_s:.1f} s to stop"
+    )
     assert proc.returncode == 128 + signum, stderr
-    line = f"interrupted by {signal.Signals(signum).name}: the finished runs are saved in {out / 'ledger.sqlite'}"
+    line = (
+        f"interrupted by {signal.Signals(signum).name}: the finished runs are saved in "
+        f"{out / 'ledger.sqlite'}"
+    )
     assert line in stderr and "re-run the same command to resume" in stderr
     assert "leaked semaphore" not in stderr and "Traceback" not in stderr, stderr
     deadline = time.monotonic() + 1
@@ -55,12 +64,16 @@ def test_sigint_and_sigterm_to_the_driver_stop_it_and_the_same_command_resumes(t
     out = tmp_path / "study"
     interrupt(out, signal.SIGINT, after_rows=2)
     first = ledger_rows(out)
-    interrupt(out, signal.SIGTERM, after_rows=len(first) + 2)  # the re-run resumed, then was stopped again
+    interrupt(
+        out, signal.SIGTERM, after_rows=len(first) + 2
+    )  # the re-run resumed, then was stopped again
     second = ledger_rows(out)
     assert {key: second[key] for key in first} == first  # the first part's runs were not retrained
     finished = subprocess.run(command(out), capture_output=True, text=True)
     assert finished.returncode == 0, finished.stderr
-    assert f"{len(second)} of " in finished.stderr and "runs already in the ledger" in finished.stderr
+    assert (
+        f"{len(second)} of " in finished.stderr and "runs already in the ledger" in finished.stderr
+    )
     final = ledger_rows(out)
     assert {key: final[key] for key in second} == second and len(final) > len(second)
     assert (out / "bench_report.json").exists()

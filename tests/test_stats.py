@@ -1,5 +1,5 @@
-"""Tests for gridmix.analysis.stats (the reference report, the sign-flip test, Holm) and for the test verdicts of
-gridmix.analysis.verdicts.compare on them."""
+"""Tests for gridmix.analysis.stats (the reference report, the sign-flip test, Holm) and for the
+test verdicts of gridmix.analysis.verdicts.compare on them."""
 
 import itertools
 import json
@@ -19,9 +19,17 @@ from gridmix.analysis.stats import (
     summarize,
     t_interval,
 )
-from gridmix.analysis.verdicts import VERDICT_BETTER, VERDICT_NONE, VERDICT_WORSE, MinEffect, compare, compare_many
+from gridmix.analysis.verdicts import (
+    VERDICT_BETTER,
+    VERDICT_NONE,
+    VERDICT_WORSE,
+    MinEffect,
+    compare,
+    compare_many,
+)
 
-# The report of the one-off experiment gridmix grew from (8 seeds, sequence forecasting), kept in the repo.
+# The report of the one-off experiment gridmix grew from (8 seeds, sequence forecasting), kept in
+# the repo.
 SEED_REPORT = Path(__file__).resolve().parent / "data" / "reference_report.json"
 # The reference report's "mde" is a 95% t half-width computed with t rounded to 2.365
 # instead of t_{0.975,7} = 2.36462..., which puts it 1.6e-4 (relative) above the exact value.
@@ -60,7 +68,8 @@ def test_reproduces_seed_report(seed_report):
     assert seed["mde"] == pytest.approx(SEED_T_CRIT * se, rel=1e-12)
     assert result.ci_half_width == pytest.approx(seed["mde"], rel=SEED_T_RTOL)
     assert result.ci_half_width == pytest.approx(sps.t.ppf(0.975, 7) * se, rel=1e-12)
-    # The reference report's "mde_rel_pct" is its half-width relative to the baseline mean, in percent.
+    # The reference report's "mde_rel_pct" is its half-width relative to the baseline mean, in
+    # percent.
     assert seed["mde_rel_pct"] == pytest.approx(100 * seed["mde"] / baseline["mean"], rel=1e-12)
     assert result.ci_half_width_rel_pct == pytest.approx(seed["mde_rel_pct"], rel=SEED_T_RTOL)
     assert result.mde_rel_pct == pytest.approx(100 * result.mde / baseline["mean"], rel=1e-12)
@@ -93,7 +102,9 @@ def _brute_force_p(d):
     [
         np.random.default_rng(7).normal(0.3, 1.0, size=9),
         np.array([1.0, 1.0, 2.0, 2.0, -1.0, 3.0, 0.5]),  # many exactly tied sign-pattern sums
-        np.array([0.1, 0.2, 0.3, 0.4, 0.5, 0.6, -0.7]),  # ties that rounding splits: 0.1 + 0.2 != 0.3
+        np.array(
+            [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, -0.7]
+        ),  # ties that rounding splits: 0.1 + 0.2 != 0.3
     ],
 )
 def test_exact_sign_flip_matches_brute_force(d):
@@ -128,7 +139,8 @@ def test_a_a_rejection_rate_is_nominal():
     rng = np.random.default_rng(2024)
     repetitions = 2_000
     rejections = sum(
-        sign_flip_test(rng.normal(size=8) - rng.normal(size=8)).p_value < 0.05 for _ in range(repetitions)
+        sign_flip_test(rng.normal(size=8) - rng.normal(size=8)).p_value < 0.05
+        for _ in range(repetitions)
     )
     rate = rejections / repetitions
     assert 0.03 <= rate <= 0.07, f"A/A rejection rate {rate:.4f} over {repetitions} repetitions"
@@ -166,8 +178,9 @@ def test_t_interval_matches_scipy():
 
 
 def test_the_inverted_interval_excludes_zero_exactly_when_p_is_below_alpha_at_six_pairs():
-    # At n = 6 the exact test rejects only when all six differences share a sign, so the shifts it keeps run from
-    # the smallest difference to the largest: the interval is [min d, max d], whatever the t-interval says.
+    # At n = 6 the exact test rejects only when all six differences share a sign, so the shifts it
+    # keeps run from the smallest difference to the largest: the interval is [min d, max d],
+    # whatever the t-interval says.
     rng = np.random.default_rng(6)
     for _ in range(400):
         d = rng.normal(rng.normal(0.0, 1.0), 1.0, size=6)
@@ -176,8 +189,8 @@ def test_the_inverted_interval_excludes_zero_exactly_when_p_is_below_alpha_at_si
         interval, p = sign_flip_interval(d), sign_flip_test(d).p_value
         assert interval.excludes(0.0) == (p < 0.05), (d, interval, p)
         assert (interval.low, interval.high) == (d.min(), d.max())
-    # The quarterly case: the t-interval excludes 0, the test does not reject (one small difference of the other
-    # sign: p = 4/64); the inverted interval includes 0, as the test says.
+    # The quarterly case: the t-interval excludes 0, the test does not reject (one small difference
+    # of the other sign: p = 4/64); the inverted interval includes 0, as the test says.
     d = np.array([-0.069, -0.05, -0.035, -0.06, -0.03, 0.0015])
     assert sign_flip_test(d).p_value == 4 / 64
     assert t_interval(d).high < 0 and not sign_flip_interval(d).excludes(0.0)
@@ -188,13 +201,23 @@ def test_the_inverted_interval_is_the_set_of_shifts_the_test_keeps(n, alpha):
     d = np.random.default_rng(n).normal(0.3, 1.0, size=n)
     interval = sign_flip_interval(d, alpha=alpha)
     grid = np.linspace(d.min() - 0.5, d.max() + 0.5, 2001)
-    kept = [delta for delta in grid if sign_flip_test(d - delta).p_value >= alpha]  # a plain scan of the test
+    kept = [
+        delta for delta in grid if sign_flip_test(d - delta).p_value >= alpha
+    ]  # a plain scan of the test
     step = grid[1] - grid[0]
     assert interval.low - step <= min(kept) and max(kept) <= interval.high + step
     assert abs(min(kept) - interval.low) <= step and abs(max(kept) - interval.high) <= step
     # each end is kept, and a shift just beyond it is rejected
-    assert sign_flip_test(d - (interval.high + 1e-6)).p_value < alpha <= sign_flip_test(d - interval.high).p_value
-    assert sign_flip_test(d - (interval.low - 1e-6)).p_value < alpha <= sign_flip_test(d - interval.low).p_value
+    assert (
+        sign_flip_test(d - (interval.high + 1e-6)).p_value
+        < alpha
+        <= sign_flip_test(d - interval.high).p_value
+    )
+    assert (
+        sign_flip_test(d - (interval.low - 1e-6)).p_value
+        < alpha
+        <= sign_flip_test(d - interval.low).p_value
+    )
 
 
 def test_the_monte_carlo_interval_follows_its_test_and_too_few_pairs_leave_it_unbounded():
@@ -203,35 +226,58 @@ def test_the_monte_carlo_interval_follows_its_test_and_too_few_pairs_leave_it_un
     assert interval.method == "monte-carlo"
     p = sign_flip_test(d, n_resamples=4_000).p_value
     assert interval.excludes(0.0) == (p < 0.05)
-    exact = sign_flip_interval(d, exact_max_n=24)  # every pattern of 24: the same interval to Monte Carlo error
-    assert interval.low == pytest.approx(exact.low, abs=0.05) and interval.high == pytest.approx(exact.high, abs=0.05)
-    unbounded = sign_flip_interval([0.1, 0.2, 0.3, 0.4, 0.5])  # 2/32 >= 0.05: no shift is ever rejected
+    exact = sign_flip_interval(
+        d, exact_max_n=24
+    )  # every pattern of 24: the same interval to Monte Carlo error
+    assert interval.low == pytest.approx(exact.low, abs=0.05) and interval.high == pytest.approx(
+        exact.high, abs=0.05
+    )
+    unbounded = sign_flip_interval(
+        [0.1, 0.2, 0.3, 0.4, 0.5]
+    )  # 2/32 >= 0.05: no shift is ever rejected
     assert (unbounded.low, unbounded.high) == (None, None) and not unbounded.excludes(0.0)
 
 
 def test_a_significant_effect_below_the_practical_threshold_is_negligible():
-    # Six differences of the same sign give p = 2/64 however small they are: an ablation 1.2e-05 apart.
+    # Six differences of the same sign give p = 2/64 however small they are: an ablation 1.2e-05
+    # apart.
     baseline = np.array([0.40, 0.41, 0.39, 0.42, 0.40, 0.38])
     idea = baseline - np.array([1.1, 1.3, 1.2, 1.0, 1.4, 1.2]) * 1e-5
     result = compare(idea, baseline, direction="lower", min_effect=MinEffect.parse("1%"))
     assert result.p_value == 2 / 64 and result.min_effect == pytest.approx(0.01 * baseline.mean())
     assert result.verdict == "idea better (significant but negligible)"
-    assert compare(idea, baseline, direction="lower").verdict == VERDICT_BETTER  # no threshold: a plain win
+    assert (
+        compare(idea, baseline, direction="lower").verdict == VERDICT_BETTER
+    )  # no threshold: a plain win
     absolute = compare(idea, baseline, direction="lower", min_effect=MinEffect.parse("1e-6"))
-    assert absolute.min_effect == 1e-6 and absolute.verdict == VERDICT_BETTER  # 1.2e-5 is above 1e-6
-    held = compare_many({"a": (idea, baseline)}, direction="lower", min_effect=MinEffect.parse("1%"))["a"]
-    assert held.verdict == "idea better (significant but negligible)"  # kept through the Holm re-verdict
-    assert MinEffect.parse("2.5%") == MinEffect(0.025, relative=True) and MinEffect.parse("0.01").spelled == "0.01"
-    with pytest.raises(ValueError, match="min effect 'big'; expected a number in the metric's units"):
+    assert (
+        absolute.min_effect == 1e-6 and absolute.verdict == VERDICT_BETTER
+    )  # 1.2e-5 is above 1e-6
+    held = compare_many(
+        {"a": (idea, baseline)}, direction="lower", min_effect=MinEffect.parse("1%")
+    )["a"]
+    assert (
+        held.verdict == "idea better (significant but negligible)"
+    )  # kept through the Holm re-verdict
+    assert (
+        MinEffect.parse("2.5%") == MinEffect(0.025, relative=True)
+        and MinEffect.parse("0.01").spelled == "0.01"
+    )
+    with pytest.raises(
+        ValueError, match="min effect 'big'; expected a number in the metric's units"
+    ):
         MinEffect.parse("big")
     with pytest.raises(ValueError, match="min effect -1.0; expected a finite number >= 0"):
         MinEffect.parse("-1")
 
 
 def brute_force_power(effect, spread, n, *, draws=600, seed=7):
-    """Power of the real sign_flip_test at ``effect``, by plain simulation (independent seed and loop)."""
+    """Power of the real sign_flip_test at ``effect``, by plain simulation (independent seed and
+    loop)."""
     rng = np.random.default_rng(seed)
-    hits = sum(sign_flip_test(rng.normal(effect, spread, size=n)).p_value < 0.05 for _ in range(draws))
+    hits = sum(
+        sign_flip_test(rng.normal(effect, spread, size=n)).p_value < 0.05 for _ in range(draws)
+    )
     return hits / draws
 
 
@@ -242,7 +288,9 @@ def test_sign_flip_mde_has_the_requested_power(n):
     mde = sign_flip_mde(d, alpha=0.05, power=0.8)
     assert brute_force_power(mde, spread, n) == pytest.approx(0.8, abs=0.05)
     assert brute_force_power(0.8 * mde, spread, n) < 0.75  # it is the smallest such effect, not any
-    if n == 6:  # the sign-flip test needs a larger effect than a t-test's (t_0.975 + t_0.8)·s/√6 ≈ 1.43·s
+    if (
+        n == 6
+    ):  # the sign-flip test needs a larger effect than a t-test's (t_0.975 + t_0.8)·s/√6 ≈ 1.43·s
         assert mde / spread == pytest.approx(1.78, abs=0.1)
 
 

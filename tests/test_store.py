@@ -9,10 +9,27 @@ from gridmix.study.ledger import LEDGER_NAME, Ledger, LedgerError, RunRow, run_k
 
 def row(seed=0, status="ok", test=0.5):
     key = run_key(track="t", model="m", grid="4x4", lr=1e-3, seed=seed, config={"epochs": 2})
-    return RunRow(key=key, track="t", model="m", grid="4x4", lr=1e-3, seed=seed, config={"epochs": 2},
-                  status=status, val_metric=0.4, test_metric=test, train_loss=[1.0, 0.5], val_curve=[0.5, 0.4],
-                  epochs_done=2, wall_s=1.5, threads=2, device="cpu", versions={"torch": "x"}, error="",
-                  extras={"mechanism": {"confirmed": True}})
+    return RunRow(
+        key=key,
+        track="t",
+        model="m",
+        grid="4x4",
+        lr=1e-3,
+        seed=seed,
+        config={"epochs": 2},
+        status=status,
+        val_metric=0.4,
+        test_metric=test,
+        train_loss=[1.0, 0.5],
+        val_curve=[0.5, 0.4],
+        epochs_done=2,
+        wall_s=1.5,
+        threads=2,
+        device="cpu",
+        versions={"torch": "x"},
+        error="",
+        extras={"mechanism": {"confirmed": True}},
+    )
 
 
 def test_round_trip_and_reopen(tmp_path):
@@ -32,8 +49,14 @@ def test_round_trip_and_reopen(tmp_path):
 def test_key_depends_on_everything_that_shapes_a_run():
     base = dict(track="t", model="m", grid="4x4", lr=1e-3, seed=0, config={"epochs": 2})
     keys = {run_key(**base)}
-    for change in [dict(track="u"), dict(model="n"), dict(grid="4x5"), dict(lr=3e-3), dict(seed=1),
-                   dict(config={"epochs": 3})]:
+    for change in [
+        dict(track="u"),
+        dict(model="n"),
+        dict(grid="4x5"),
+        dict(lr=3e-3),
+        dict(seed=1),
+        dict(config={"epochs": 3}),
+    ]:
         keys.add(run_key(**{**base, **change}))
     assert len(keys) == 7
     assert run_key(**base) == run_key(**dict(base))
@@ -78,16 +101,43 @@ def test_rows_are_built_from_a_task_and_its_result_or_its_failure(tmp_path):
     from gridmix.study.train import RunResult
     from gridmix.tracks.budget import BUDGETS
 
-    task = RunTask(track="t", model="m", grid="4x4", lr=1e-3, seed=3, budget=BUDGETS["smoke"], device="cpu",
-                   threads=2)
-    result = RunResult("ok", val_metric=0.4, test_metric=0.5, train_loss=[1.0], val_curve=[0.4], epochs_done=1,
-                       wall_s=2.0, extras={"mechanism": {}})
+    task = RunTask(
+        track="t",
+        model="m",
+        grid="4x4",
+        lr=1e-3,
+        seed=3,
+        budget=BUDGETS["smoke"],
+        device="cpu",
+        threads=2,
+    )
+    result = RunResult(
+        "ok",
+        val_metric=0.4,
+        test_metric=0.5,
+        train_loss=[1.0],
+        val_curve=[0.4],
+        epochs_done=1,
+        wall_s=2.0,
+        extras={"mechanism": {}},
+    )
     done = task.row(result, threads=1, versions={"torch": "x"})
     assert (done.key, done.seed, done.config, done.device) == (task.key, 3, task.config, "cpu")
-    assert (done.status, done.test_metric, done.val_curve, done.threads, done.error) == ("ok", 0.5, [0.4], 1, "")
+    assert (done.status, done.test_metric, done.val_curve, done.threads, done.error) == (
+        "ok",
+        0.5,
+        [0.4],
+        1,
+        "",
+    )
     failed = task.failed_row("worker died", versions={"torch": "x"})
     assert (failed.status, failed.error, failed.threads, failed.test_metric, failed.train_loss) == (
-        "failed", "worker died", 2, None, [])
+        "failed",
+        "worker died",
+        2,
+        None,
+        [],
+    )
     assert task.failed_row("bad data", versions={}, threads=1).threads == 1
     with Ledger(tmp_path / "out") as ledger:
         ledger.record(failed)

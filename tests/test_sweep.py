@@ -1,6 +1,7 @@
-"""``gridmix sweep``: on the fake track every point's numbers are a separate plain run's, a point a plain run already
-trained into the directory is reused, an interrupted sweep resumes without retraining finished points, an unknown
-setting is refused in one line, and the verdict's transitions are read off the points as defined."""
+"""``gridmix sweep``: on the fake track every point's numbers are a separate plain run's, a point a
+plain run already trained into the directory is reused, an interrupted sweep resumes without
+retraining finished points, an unknown setting is refused in one line, and the verdict's transitions
+are read off the points as defined."""
 
 from __future__ import annotations
 
@@ -31,7 +32,8 @@ def registry():
 
 
 class Counting(InProcessExecutor):
-    """Runs tasks in this process, as `gridmix run` does, counting them; ``stop_after`` runs, it is interrupted."""
+    """Runs tasks in this process, as `gridmix run` does, counting them; ``stop_after`` runs, it is
+    interrupted."""
 
     def __init__(self, stop_after: int | None = None):
         super().__init__(after_training=idea_mechanism)
@@ -39,7 +41,9 @@ class Counting(InProcessExecutor):
 
     def run(self, tasks, *, on_done, **hooks):
         def done(task, row):
-            self.ran.append((task.grid, tuple(sorted(task.settings.items())), task.model, task.lr, task.seed))
+            self.ran.append(
+                (task.grid, tuple(sorted(task.settings.items())), task.model, task.lr, task.seed)
+            )
             on_done(task, row)
             if self.stop_after is not None and len(self.ran) >= self.stop_after:
                 raise KeyboardInterrupt
@@ -49,7 +53,11 @@ class Counting(InProcessExecutor):
 
 def numbers(report) -> dict:
     """What a study measured, without wall-clock timings."""
-    return {key: value for key, value in report.to_dict().items() if key not in (*TIMING_KEYS, "references")}
+    return {
+        key: value
+        for key, value in report.to_dict().items()
+        if key not in (*TIMING_KEYS, "references")
+    }
 
 
 def run_sweep(out, over, executor=None, **options):
@@ -60,18 +68,35 @@ def run_sweep(out, over, executor=None, **options):
 
 def test_every_point_is_a_separate_plain_run(tmp_path):
     outcome = run_sweep(tmp_path / "sweep", [("grid", ["8", "16"]), ("dim", ["4", "8"])])
-    assert [point.label for point in outcome.report.points] == ["grid=8, dim=4", "grid=8, dim=8", "grid=16, dim=4",
-                                                                 "grid=16, dim=8"]
+    assert [point.label for point in outcome.report.points] == [
+        "grid=8, dim=4",
+        "grid=8, dim=8",
+        "grid=16, dim=4",
+        "grid=16, dim=8",
+    ]
     for point in outcome.report.points:
         grid, dim = point.values["grid"], point.values["dim"]
-        plain = orchestrate.run("fake", grid, out=tmp_path / f"plain-{grid}-{dim}", settings={"dim": dim},
-                             scaling=False, **OPTIONS)
+        plain = orchestrate.run(
+            "fake",
+            grid,
+            out=tmp_path / f"plain-{grid}-{dim}",
+            settings={"dim": dim},
+            scaling=False,
+            **OPTIONS,
+        )
         assert numbers(point.report) == numbers(plain), point.label
-    dims = {point.values["dim"]: point.report.arms["fake-attention"].per_seed for point in outcome.report.points}
+    dims = {
+        point.values["dim"]: point.report.arms["fake-attention"].per_seed
+        for point in outcome.report.points
+    }
     assert dims[4] != dims[8]  # the setting reached the model
     document = json.loads((tmp_path / "sweep" / "sweep_report.json").read_text())
     assert [p["values"] for p in document["points"]][1] == {"grid": "8", "dim": 8}
-    assert (tmp_path / "sweep" / "sweep.md").read_text().startswith("# gridmix sweep: fake-mixer vs fake-attention")
+    assert (
+        (tmp_path / "sweep" / "sweep.md")
+        .read_text()
+        .startswith("# gridmix sweep: fake-mixer vs fake-attention")
+    )
     assert (tmp_path / "sweep" / "sweep_points.png").exists()
 
 
@@ -83,14 +108,22 @@ def test_a_point_a_plain_run_trained_in_the_directory_is_reused(tmp_path):
     assert numbers(outcome.report.points[0].report) == numbers(plain)
     result = CliRunner().invoke(app, ["report", str(tmp_path)], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
-    assert "fake sweep" in result.output and (tmp_path / "report.md").exists() and (tmp_path / "sweep.md").exists()
-    later = orchestrate.run("fake", "8", out=tmp_path, scaling=False, **OPTIONS)  # the plain study still runs there
+    assert (
+        "fake sweep" in result.output
+        and (tmp_path / "report.md").exists()
+        and (tmp_path / "sweep.md").exists()
+    )
+    later = orchestrate.run(
+        "fake", "8", out=tmp_path, scaling=False, **OPTIONS
+    )  # the plain study still runs there
     assert numbers(later) == numbers(plain)
 
 
 def test_an_interrupted_sweep_resumes_without_retraining_finished_points(tmp_path):
     over = [("grid", ["8", "16"])]
-    first = Counting(stop_after=12 + 2)  # point 8: 2 models × (2 sweep rates + 3 seeds) = 10 runs, then 4 of point 16
+    first = Counting(
+        stop_after=12 + 2
+    )  # point 8: 2 models × (2 sweep rates + 3 seeds) = 10 runs, then 4 of point 16
     with pytest.raises(KeyboardInterrupt):
         run_sweep(tmp_path, over, first)
     assert {run for run in first.ran if run[0] == "8"} == {run for run in first.ran[:10]}
@@ -104,21 +137,37 @@ def test_an_interrupted_sweep_resumes_without_retraining_finished_points(tmp_pat
 
 
 def test_an_unknown_setting_is_refused_in_one_line_listing_the_track_s_settings(tmp_path):
-    result = CliRunner().invoke(app, ["sweep", "--track", "fake", "--over", "width=4,8", "--budget", "smoke",
-                                      "--out", str(tmp_path / "out")], env={"COLUMNS": "200"})
+    result = CliRunner().invoke(
+        app,
+        [
+            "sweep",
+            "--track",
+            "fake",
+            "--over",
+            "width=4,8",
+            "--budget",
+            "smoke",
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        env={"COLUMNS": "200"},
+    )
     assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
     assert "track 'fake' has no setting 'width'; its settings are dim (and grid)" in result.output
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize(("over", "message"), [
-    ([("grid", ["8"])], "expected at least two distinct values"),
-    ([("grid", ["8", "8"])], "expected at least two distinct values"),
-    ([("dim", ["4", "x"])], "setting dim='x'; expected int like its default 8"),
-    ([("grid", ["8", "16"]), ("grid", ["4", "8"])], "swept twice or also set"),
-    ([("grid", ["8", "8x8"])], "sweep point grid=8x8: track 'fake' takes 1-d grids"),
-    ([], "a sweep needs --over NAME=V1,V2,…; track 'fake' sweeps grid and its settings dim"),
-])
+@pytest.mark.parametrize(
+    ("over", "message"),
+    [
+        ([("grid", ["8"])], "expected at least two distinct values"),
+        ([("grid", ["8", "8"])], "expected at least two distinct values"),
+        ([("dim", ["4", "x"])], "setting dim='x'; expected int like its default 8"),
+        ([("grid", ["8", "16"]), ("grid", ["4", "8"])], "swept twice or also set"),
+        ([("grid", ["8", "8x8"])], "sweep point grid=8x8: track 'fake' takes 1-d grids"),
+        ([], "a sweep needs --over NAME=V1,V2,…; track 'fake' sweeps grid and its settings dim"),
+    ],
+)
 def test_a_bad_sweep_is_a_one_line_value_error(over, message):
     with pytest.raises(ValueError, match=message) as error:
         orchestrate.plan_sweep("fake", over, **OPTIONS)
@@ -128,7 +177,10 @@ def test_a_bad_sweep_is_a_one_line_value_error(over, message):
 def test_a_directory_holds_one_track_s_studies(tmp_path):
     orchestrate.run("fake", "8", out=tmp_path, scaling=False, **OPTIONS)
     planned = orchestrate.plan_sweep("mqar", [("grid", ["32", "64"])], budget="smoke", threads=1)
-    with pytest.raises(LedgerError, match="holds the study of track 'fake' on grid 8; it cannot also hold a sweep of"):
+    with pytest.raises(
+        LedgerError,
+        match="holds the study of track 'fake' on grid 8; it cannot also hold a sweep of",
+    ):
         orchestrate.open_sweep_ledger(tmp_path, planned)
     with Ledger(tmp_path / "swept") as ledger:
         ledger.set_sweep(dict(track="mqar", over=[], points=[]))
@@ -149,38 +201,58 @@ def test_the_mqar_settings_rebuild_its_task_and_models():
     track = load_registry().track("mqar", {"pairs": "6", "embed_dim": 32})
     assert track.settings == dict(embed_dim=32, depth=2, pairs=6, queries=4, vocab=64)
     data = track.make_data(track.check_grid("32"), 0, track.budget("smoke").sizes)
-    keys, values = data.train.inputs[:, 0:12:2], data.train.inputs[:, 1:12:2]  # 6 pairs: k v k v … in 12 tokens
+    keys, values = (
+        data.train.inputs[:, 0:12:2],
+        data.train.inputs[:, 1:12:2],
+    )  # 6 pairs: k v k v … in 12 tokens
     assert bool((keys >= 1).all() and (keys < 32).all() and (values >= 32).all())
     model = track.model("transformer").build(track.check_grid("32"))
     assert model.pos_embed.shape == (1, 32, 32)
-    assert track.model("transformer-global-filter").mixer == "global-filter"  # the registry's models are there too
+    assert (
+        track.model("transformer-global-filter").mixer == "global-filter"
+    )  # the registry's models are there too
 
 
 def outcomes(*sequence: str, values=(1, 2, 3, 4)):
-    return tuple(SimpleNamespace(values={"n": value}, outcome=outcome) for value, outcome in zip(values, sequence))
+    return tuple(
+        SimpleNamespace(values={"n": value}, outcome=outcome)
+        for value, outcome in zip(values, sequence)
+    )
 
 
-@pytest.mark.parametrize(("sequence", "found"), [
-    (("worse", "worse", "tie", "better"), [("stops losing to", 3), ("starts beating", 4)]),
-    (("worse", "tie", "worse", "tie"), [("stops losing to", 4)]),
-    (("better", "better", "tie", "worse"), [("starts losing to", 4), ("stops beating", 3)]),
-    (("worse", "none", "tie", "tie"), []),  # worse at 1, unknown at 2: where it stopped losing is not known
-    (("worse", "tie", "none", "tie"), []),  # no verdict at 3 breaks every transition through it
-    (("tie", "tie", "tie", "tie"), []),
-    (("none", "better", "better", "better"), []),  # better from 2 on, but unknown before: no "starts beating"
-])
+@pytest.mark.parametrize(
+    ("sequence", "found"),
+    [
+        (("worse", "worse", "tie", "better"), [("stops losing to", 3), ("starts beating", 4)]),
+        (("worse", "tie", "worse", "tie"), [("stops losing to", 4)]),
+        (("better", "better", "tie", "worse"), [("starts losing to", 4), ("stops beating", 3)]),
+        (
+            ("worse", "none", "tie", "tie"),
+            [],
+        ),  # worse at 1, unknown at 2: where it stopped losing is not known
+        (("worse", "tie", "none", "tie"), []),  # no verdict at 3 breaks every transition through it
+        (("tie", "tie", "tie", "tie"), []),
+        (
+            ("none", "better", "better", "better"),
+            [],
+        ),  # better from 2 on, but unknown before: no "starts beating"
+    ],
+)
 def test_the_verdict_s_transitions_are_the_smallest_value_from_which_on_it_holds(sequence, found):
     got = transitions(outcomes(*sequence), (("n", (1, 2, 3, 4)),))
     assert sorted((t.kind, t.at) for t in got) == sorted(found)
 
 
-@pytest.mark.parametrize(("fields", "message"), [
-    (dict(settings={"dim": 8}, rebuild=None), "expected a callable rebuild"),
-    (dict(settings={}, rebuild=fake_track.make_track), "expected a callable rebuild"),
-    (dict(settings={"grid": 8}, rebuild=fake_track.make_track), "not 'grid'"),
-    (dict(settings={"dim": True}, rebuild=fake_track.make_track), "int, float or str"),
-    (dict(fixed_grid=""), "fixed_grid ''; expected None or a one-line reason"),
-])
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        (dict(settings={"dim": 8}, rebuild=None), "expected a callable rebuild"),
+        (dict(settings={}, rebuild=fake_track.make_track), "expected a callable rebuild"),
+        (dict(settings={"grid": 8}, rebuild=fake_track.make_track), "not 'grid'"),
+        (dict(settings={"dim": True}, rebuild=fake_track.make_track), "int, float or str"),
+        (dict(fixed_grid=""), "fixed_grid ''; expected None or a one-line reason"),
+    ],
+)
 def test_a_track_s_settings_and_grids_are_checked_when_it_is_built(fields, message):
     from gridmix.tracks import ContractError
 
@@ -195,25 +267,53 @@ def test_setting_values_take_their_default_s_type():
         with pytest.raises(ValueError, match="expected int like its default 8"):
             track.setting_value("dim", bad)
     assert track.with_settings({"dim": "8"}) is track
-    with pytest.raises(ValueError, match=r"^track 'mqar' with embed_dim=33: embed_dim=33 must be divisible by"):
-        load_registry().track("mqar").with_settings({"embed_dim": 33})  # the plugin's refusal, in one line
+    with pytest.raises(
+        ValueError, match=r"^track 'mqar' with embed_dim=33: embed_dim=33 must be divisible by"
+    ):
+        load_registry().track("mqar").with_settings(
+            {"embed_dim": 33}
+        )  # the plugin's refusal, in one line
 
 
-@pytest.mark.parametrize(("arguments", "message"), [
-    (["--set", "dim"], "--set 'dim'; expected NAME=VALUE"),
-    (["--set", "dim=4", "--set", "dim=8"], "--set names 'dim' twice"),
-    (["--set", "width=4"], "track 'fake' has no setting 'width'; its settings are dim (and grid)"),
-])
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--set", "dim"], "--set 'dim'; expected NAME=VALUE"),
+        (["--set", "dim=4", "--set", "dim=8"], "--set names 'dim' twice"),
+        (
+            ["--set", "width=4"],
+            "track 'fake' has no setting 'width'; its settings are dim (and grid)",
+        ),
+    ],
+)
 def test_gridmix_run_set_is_refused_in_one_line(tmp_path, arguments, message):
-    result = CliRunner().invoke(app, ["run", "--track", "fake", "--budget", "smoke", *arguments, "--out",
-                                      str(tmp_path / "out")], env={"COLUMNS": "200"})
+    result = CliRunner().invoke(
+        app,
+        ["run", "--track", "fake", "--budget", "smoke", *arguments, "--out", str(tmp_path / "out")],
+        env={"COLUMNS": "200"},
+    )
     assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
     assert message in result.output
 
 
 def test_gridmix_sweep_on_the_command_line_writes_its_report_and_resumes(tmp_path):
-    arguments = ["sweep", "--track", "fake", "--over", "dim=4,8", "--grid", "16", "--models", "fake-attention",
-                 "--budget", "smoke", "--threads", "1", "--out", str(tmp_path)]
+    arguments = [
+        "sweep",
+        "--track",
+        "fake",
+        "--over",
+        "dim=4,8",
+        "--grid",
+        "16",
+        "--models",
+        "fake-attention",
+        "--budget",
+        "smoke",
+        "--threads",
+        "1",
+        "--out",
+        str(tmp_path),
+    ]
     result = CliRunner().invoke(app, arguments, env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     assert "2 points over dim=4,8" in result.output and "fake sweep — test MSE" in result.output

@@ -1,12 +1,14 @@
-"""The fused native Tucker kernel against the library-GEMM path and float64, its fallback and its integration.
+"""The fused native Tucker kernel against the library-GEMM path and float64, its fallback and its
+integration.
 
-``gridmix.mixers.concentration.ops.tucker_native`` compiles ``tucker_native.c`` on first use; every float32 CPU mixer
-call without dense axes runs it. These tests pin that it computes the same function and gradients as
-``gridmix.mixers.concentration.ops.tucker._Tucker`` (itself pinned against einsum in float64 by
-``test_mixer_fastpath.py``) over the kernel's code paths (vector blocks and scalar tails, packed and strided strips,
-the long-row basis gradient, permuted step orders, 1–3 axes) in every build the host can run (``kernel_build``: each
-x86 ISA level, the scalar form, no OpenMP), that results do not depend on the thread count, and that without a
-compiler gridmix warns and still computes.
+``gridmix.mixers.concentration.ops.tucker_native`` compiles ``tucker_native.c`` on first use; every
+float32 CPU mixer call without dense axes runs it. These tests pin that it computes the same
+function and gradients as ``gridmix.mixers.concentration.ops.tucker._Tucker`` (itself pinned against
+einsum in float64 by ``test_mixer_fastpath.py``) over the kernel's code paths (vector blocks and
+scalar tails, packed and strided strips, the long-row basis gradient, permuted step orders, 1–3
+axes) in every build the host can run (``kernel_build``: each x86 ISA level, the scalar form, no
+OpenMP), that results do not depend on the thread count, and that without a compiler gridmix warns
+and still computes.
 """
 
 import warnings
@@ -37,15 +39,17 @@ F32 = dict(rtol=2e-5, atol=2e-5)
 
 
 def assert_close_to_scale(got: torch.Tensor, want: torch.Tensor, tol: float = 2e-6) -> None:
-    """``|got − want| ≤ tol · max |want|``: float32 sums of thousands of products err to the tensor's scale, in an
-    order that depends on the build's vector width, so an element near zero cannot be held to its own size."""
+    """``|got − want| ≤ tol · max |want|``: float32 sums of thousands of products err to the
+    tensor's scale, in an order that depends on the build's vector width, so an element near zero
+    cannot be held to its own size."""
     error, scale = (got.double() - want.double()).abs().max().item(), want.abs().max().item()
     assert error <= tol * scale, f"max error {error:.3g} > {tol} × scale {scale:.3g}"
 
 
 @pytest.fixture
 def fresh_library(monkeypatch):
-    """Forget the loaded kernel before and after the test, so environment changes take effect and do not leak."""
+    """Forget the loaded kernel before and after the test, so environment changes take effect and do
+    not leak."""
     forget_library()
     yield monkeypatch
     monkeypatch.undo()
@@ -53,10 +57,13 @@ def fresh_library(monkeypatch):
 
 
 def _problem(shape, axes, ranks, *, seed=0):
-    """x (B, *grid, h, c), orthonormal bases (n, r) per axis in ``axes`` order, eigenvalues (h, r) in (0, 1)."""
+    """x (B, *grid, h, c), orthonormal bases (n, r) per axis in ``axes`` order, eigenvalues (h, r)
+    in (0, 1)."""
     torch.manual_seed(seed)
     x = torch.randn(*shape, requires_grad=True)
-    bases = [torch.linalg.qr(torch.randn(shape[a], r))[0].requires_grad_() for a, r in zip(axes, ranks)]
+    bases = [
+        torch.linalg.qr(torch.randn(shape[a], r))[0].requires_grad_() for a, r in zip(axes, ranks)
+    ]
     lams = [torch.rand(shape[-2], r, requires_grad=True) for r in ranks]
     return x, bases, lams
 
@@ -71,19 +78,51 @@ def _library(x, bases, lams, axes):
 
 
 CASES = [
-    ((3, 64, 64, 4, 16), (1, 2), (16, 12)),  # packed expansion strips, long-row gradients fused with the projection
-    ((3, 64, 64, 4, 16), (1, 2), (16, 16)),  # tied: run (2, 1), short-row gradients with P = 64, fused
-    ((2, 8, 40, 2, 8), (1, 2), (4, 4)),  # gradient rows of 640 floats: column chunks of 256, 256 and 128
-    ((2, 6, 8, 4, 16), (2, 1), (4, 4)),  # short-row gradients over P = 6 slices: a group of 4 (SLICES) and 2
-    ((2, 16, 8, 4, 16), (1, 2), (6, 4)),  # with 8 lanes, column pairs fused with a projection to 6 = 4 + 2 rows
+    (
+        (3, 64, 64, 4, 16),
+        (1, 2),
+        (16, 12),
+    ),  # packed expansion strips, long-row gradients fused with the projection
+    (
+        (3, 64, 64, 4, 16),
+        (1, 2),
+        (16, 16),
+    ),  # tied: run (2, 1), short-row gradients with P = 64, fused
+    (
+        (2, 8, 40, 2, 8),
+        (1, 2),
+        (4, 4),
+    ),  # gradient rows of 640 floats: column chunks of 256, 256 and 128
+    (
+        (2, 6, 8, 4, 16),
+        (2, 1),
+        (4, 4),
+    ),  # short-row gradients over P = 6 slices: a group of 4 (SLICES) and 2
+    (
+        (2, 16, 8, 4, 16),
+        (1, 2),
+        (6, 4),
+    ),  # with 8 lanes, column pairs fused with a projection to 6 = 4 + 2 rows
     ((2, 10, 7, 3, 5), (1, 2), (4, 3)),  # scalar tails everywhere (S0 = 15)
     ((2, 10, 7, 3, 5), (2, 1), (3, 4)),  # the projection order differs from the axis order
     ((2, 6, 5, 7, 2, 3), (3, 1, 2), (4, 2, 3)),  # three axes in a permuted order
-    ((2, 4, 8, 32, 2, 4), (1, 2, 3), (4, 4, 8)),  # a long-row gradient with P > 1 (axis 2: P = 4, S = 256)
+    (
+        (2, 4, 8, 32, 2, 4),
+        (1, 2, 3),
+        (4, 4, 8),
+    ),  # a long-row gradient with P > 1 (axis 2: P = 4, S = 256)
     ((1, 33, 17, 1, 19), (1, 2), (33, 5)),  # a full-rank axis, one head, odd channels
     ((2, 48, 2, 3), (1,), (5,)),  # one axis
-    ((2, 45, 2, 3), (1,), (18,)),  # one axis: the short-row basis gradient with a row tail and two column blocks
-    ((2, 1100, 2, 8), (1,), (20,)),  # a long axis beyond L1: the one-sweep projection (a 16-row block and a tail)
+    (
+        (2, 45, 2, 3),
+        (1,),
+        (18,),
+    ),  # one axis: the short-row basis gradient with a row tail and two column blocks
+    (
+        (2, 1100, 2, 8),
+        (1,),
+        (20,),
+    ),  # a long axis beyond L1: the one-sweep projection (a 16-row block and a tail)
 ]
 
 
@@ -92,13 +131,21 @@ def test_native_chain_matches_the_library_path_and_float64(kernel_build, shape, 
     x, bases, lams = _problem(shape, axes, ranks)
     assert native_applies(x, bases, axes)
     weight = torch.randn(shape)
-    native = _value_and_grads(lambda x, b, lam: tucker(x, b, axes, eigenvalues=lam), x, bases, lams, weight)
+    native = _value_and_grads(
+        lambda x, b, lam: tucker(x, b, axes, eigenvalues=lam), x, bases, lams, weight
+    )
     library = _value_and_grads(lambda x, b, lam: _library(x, b, lam, axes), x, bases, lams, weight)
+
     def f64(t):
         return t.detach().double().requires_grad_()
 
-    exact = _value_and_grads(lambda x, b, lam: _library(x, b, lam, axes),
-                             f64(x), [f64(u) for u in bases], [f64(lam) for lam in lams], weight.double())
+    exact = _value_and_grads(
+        lambda x, b, lam: _library(x, b, lam, axes),
+        f64(x),
+        [f64(u) for u in bases],
+        [f64(lam) for lam in lams],
+        weight.double(),
+    )
     for got, lib, want in zip(native, library, exact):  # output, ∂x, ∂U_k, ∂λ_k
         assert_close_to_scale(got, lib)
         assert_close_to_scale(got, want)
@@ -106,13 +153,23 @@ def test_native_chain_matches_the_library_path_and_float64(kernel_build, shape, 
 
 def test_the_kernel_takes_long_tied_axes_innermost_first(monkeypatch):
     assert innermost_first_among_ties([1, 2], [64, 64], [16, 16]) == [1, 0]
-    assert innermost_first_among_ties([1, 2], [32, 32], [16, 16]) == [0, 1]  # shorter than INNER_FIRST_LENGTH
+    assert innermost_first_among_ties([1, 2], [32, 32], [16, 16]) == [
+        0,
+        1,
+    ]  # shorter than INNER_FIRST_LENGTH
     assert innermost_first_among_ties([1, 2], [64, 64], [16, 12]) == [0, 1]  # ranks differ: no tie
-    assert innermost_first_among_ties([2, 3, 1], [64, 64, 8], [16, 16, 8]) == [1, 0, 2]  # a run, then the rest
+    assert innermost_first_among_ties([2, 3, 1], [64, 64, 8], [16, 16, 8]) == [
+        1,
+        0,
+        2,
+    ]  # a run, then the rest
     assert innermost_first_among_ties([1, 2], [32, 32], [16, 16], min_length=0) == [1, 0]
     calls = []
-    monkeypatch.setattr(tucker_module, "tucker_chain",
-                        lambda x, bases, scale, axes: calls.append((axes, bases)) or [x])
+    monkeypatch.setattr(
+        tucker_module,
+        "tucker_chain",
+        lambda x, bases, scale, axes: calls.append((axes, bases)) or [x],
+    )
     x, bases, lams = _problem((2, 64, 64, 2, 8), (1, 2), (16, 16))
     tucker(x, bases, (1, 2), eigenvalues=lams)
     axes, passed = calls[0]
@@ -128,11 +185,17 @@ def test_results_do_not_depend_on_the_thread_count(kernel_build):
     try:
         for threads in (1, 2, 1):
             torch.set_num_threads(threads)
-            runs.append(_value_and_grads(lambda x, b, lam: tucker(x, b, axes, eigenvalues=lam), x, bases, lams, weight))
+            runs.append(
+                _value_and_grads(
+                    lambda x, b, lam: tucker(x, b, axes, eigenvalues=lam), x, bases, lams, weight
+                )
+            )
     finally:
         torch.set_num_threads(previous)
     for first, other in zip(runs[0], runs[1]):
-        assert torch.equal(first, other)  # bit for bit: each batch element is one thread's, partials summed in order
+        assert torch.equal(
+            first, other
+        )  # bit for bit: each batch element is one thread's, partials summed in order
     for first, again in zip(runs[0], runs[2]):
         assert torch.equal(first, again)
 
@@ -155,26 +218,39 @@ def test_a_float32_mixer_runs_the_kernel_and_agrees_with_float64():
 def test_other_dtypes_and_dense_axes_keep_the_library_path():
     x, bases, lams = _problem((2, 6, 5, 2, 3), (1, 2), (3, 3))
     assert not native_applies(x.double(), [u.double() for u in bases], (1, 2))
-    assert not native_applies(x, bases[:1], (1,))  # axis 2 would be dense (a causal factor): not every grid axis
+    assert not native_applies(
+        x, bases[:1], (1,)
+    )  # axis 2 would be dense (a causal factor): not every grid axis
     assert native_applies(x, bases, (1, 2))
 
 
 def test_the_custom_ops_pass_torch_opcheck():
-    # non-contiguous inputs (QR's column-major bases, a transposed scale, as compiled graphs produce):
-    # the fake kernels must report the contiguous outputs the real ones return
+    # non-contiguous inputs (QR's column-major bases, a transposed scale, as compiled graphs
+    # produce): the fake kernels must report the contiguous outputs the real ones return
     x, bases, lams = _problem((2, 6, 5, 2, 3), (1, 2), (3, 4))
     scale = torch.rand(2, 12).t().requires_grad_()
     bases = [u.detach() for u in bases]
     torch.library.opcheck(tucker_chain, (x, bases, scale, [1, 2]))
     intermediates = tucker_chain(x, bases, scale, [1, 2])[1:]
-    torch.library.opcheck(tucker_chain_backward, (torch.randn(x.shape), x.detach(), bases, scale.detach(), [1, 2],
-                                                  [t.detach() for t in intermediates]))
+    torch.library.opcheck(
+        tucker_chain_backward,
+        (
+            torch.randn(x.shape),
+            x.detach(),
+            bases,
+            scale.detach(),
+            [1, 2],
+            [t.detach() for t in intermediates],
+        ),
+    )
 
 
 def test_torch_compile_runs_the_kernel_and_matches_eager():
     mixer = ConcentrationMixer(8, "6x5", num_heads=2, rank=3)
     v = torch.randn(2, 6, 5, 8, requires_grad=True)
-    compiled = torch.compile(mixer.mix, backend="aot_eager")  # no C++ codegen: the op's fake kernels and autograd
+    compiled = torch.compile(
+        mixer.mix, backend="aot_eager"
+    )  # no C++ codegen: the op's fake kernels and autograd
     out = compiled(v)
     torch.testing.assert_close(out, mixer.mix(v), **F32)
     (grad,) = torch.autograd.grad(out.sum(), v)
@@ -189,11 +265,16 @@ def test_the_constant_marker_is_torchs_own_and_costs_no_dynamo_import():
         return True
 
     marked = assume_constant_result(lambda: True)
-    assert vars(torch.compiler.assume_constant_result(probe)) == vars(marked)  # the same mark torch.compile reads
-    code = ("import sys, gridmix.mixers.concentration.ops.native_build as b; "
-            "print('torch._dynamo' in sys.modules, b.native_available._dynamo_marked_constant)")
-    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          check=True).stdout.split() == ["False", "True"]
+    assert vars(torch.compiler.assume_constant_result(probe)) == vars(
+        marked
+    )  # the same mark torch.compile reads
+    code = (
+        "import sys, gridmix.mixers.concentration.ops.native_build as b; "
+        "print('torch._dynamo' in sys.modules, b.native_available._dynamo_marked_constant)"
+    )
+    assert subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.split() == ["False", "True"]
 
 
 def test_flops_are_counted_on_real_and_fake_tensors():
@@ -224,7 +305,10 @@ def test_the_kernel_without_its_formula_would_be_reported_uncounted(monkeypatch)
     mixer = ConcentrationMixer(16, "8x8", num_heads=2, rank=4)
     mix = torch.nn.Module()
     mix.forward = mixer.mix
-    assert "gridmix.tucker_chain" in count_flops(mix, torch.randn(2, 8, 8, 16), backward=False).uncounted
+    assert (
+        "gridmix.tucker_chain"
+        in count_flops(mix, torch.randn(2, 8, 8, 16), backward=False).uncounted
+    )
 
 
 def test_without_a_compiler_gridmix_warns_once_and_uses_library_gemms(fresh_library, tmp_path):
@@ -268,7 +352,9 @@ def test_set_native_overrides_the_variable_both_ways(fresh_library):
         assert native_applies(x, bases, (1, 2))
     finally:
         set_native(None)
-    with pytest.raises(TypeError, match="set_native\\(enabled='no'\\); expected True, False or None"):
+    with pytest.raises(
+        TypeError, match="set_native\\(enabled='no'\\); expected True, False or None"
+    ):
         set_native("no")
 
 
@@ -287,7 +373,9 @@ def test_the_kernel_is_built_once_into_the_cache(fresh_library, tmp_path):
     fresh_library.setenv("GRIDMIX_CACHE_DIR", str(tmp_path))
     assert native_library() is not None
     built = list(tmp_path.glob("gridmix_native-*.so"))
-    assert len(built) == 1 and not [p for p in tmp_path.iterdir() if p.is_dir()]  # no temporary left behind
+    assert len(built) == 1 and not [
+        p for p in tmp_path.iterdir() if p.is_dir()
+    ]  # no temporary left behind
     stamp = built[0].stat().st_mtime_ns
     forget_library()
     assert native_library() is not None
@@ -295,7 +383,8 @@ def test_the_kernel_is_built_once_into_the_cache(fresh_library, tmp_path):
 
 
 def test_double_backward_runs_through_the_library_form():
-    # The chain is linear in x: Jᵀu by a backward with create_graph, then J v = ∂⟨Jᵀu, v⟩/∂u = the chain at v.
+    # The chain is linear in x: Jᵀu by a backward with create_graph, then J v = ∂⟨Jᵀu, v⟩/∂u = the
+    # chain at v.
     x, bases, lams = _problem((2, 12, 10, 2, 4), (1, 2), (4, 5))
     y = tucker(x, bases, (1, 2), eigenvalues=lams)
     u = torch.zeros_like(y, requires_grad=True)

@@ -78,21 +78,28 @@ def test_a_family_whose_holm_floor_is_not_below_alpha_cannot_reach_it():
 
 
 def test_a_family_is_holm_adjusted_and_named_by_each_role():
-    family = judge_family({"x": (BETTER_BY, BASE), "y": (BASE, BETTER_BY)}, direction="lower",
-                          min_effect=None, roles=dict(x="idea", y="baseline"),
-                          flags=dict(x=NO_FLAGS, y=NO_FLAGS))
+    family = judge_family(
+        {"x": (BETTER_BY, BASE), "y": (BASE, BETTER_BY)},
+        direction="lower",
+        min_effect=None,
+        roles=dict(x="idea", y="baseline"),
+        flags=dict(x=NO_FLAGS, y=NO_FLAGS),
+    )
     assert family["x"].p_holm == family["y"].p_holm == 4 / 64
     assert family["x"].verdict == family["y"].verdict == VERDICT_UNREACHABLE  # 6 seeds, 2 tests
     assert judge_family({}, direction="lower", min_effect=None, roles={}, flags={}) == {}
 
 
-@pytest.mark.parametrize(("values", "flag"), [
-    ([2.49, 2.50, 2.51, 2.50, 2.49, 2.50], "at chance"),  # within 5% of the range of chance
-    ([2.7, 2.8, 2.6, 2.9, 2.7, 2.8], "at chance"),  # worse than chance counts as at chance
-    ([0.001, 0.002, 0.0, 0.001, 0.002, 0.001], "at ceiling"),  # within 0.5% of the range
-    ([0.012, 0.011, 0.012, 0.011, 0.012, 0.011], None),  # in the band but off it by > 2 sds
-    ([0.5, 0.52, 0.48, 0.51, 0.49, 0.5], None),
-])
+@pytest.mark.parametrize(
+    ("values", "flag"),
+    [
+        ([2.49, 2.50, 2.51, 2.50, 2.49, 2.50], "at chance"),  # within 5% of the range of chance
+        ([2.7, 2.8, 2.6, 2.9, 2.7, 2.8], "at chance"),  # worse than chance counts as at chance
+        ([0.001, 0.002, 0.0, 0.001, 0.002, 0.001], "at ceiling"),  # within 0.5% of the range
+        ([0.012, 0.011, 0.012, 0.011, 0.012, 0.011], None),  # in the band but off it by > 2 sds
+        ([0.5, 0.52, 0.48, 0.51, 0.49, 0.5], None),
+    ],
+)
 def test_the_floor_and_ceiling_bands(values, flag):
     assert bound_flag(values, chance=2.5, ceiling=0.0, direction="lower") == flag
 
@@ -122,8 +129,12 @@ def test_min_effect_reads_a_percentage_or_the_metric_s_units():
 
 def transfer_report(idea_at_16: list[float], base_at_16: list[float]):
     """The example study (six seeds, one rate), its idea and matched baseline also tested at 16."""
-    study = dataclasses.replace(report_example.study(), models=("mix", "base"), eval_grids=("16",),
-                                budget=dataclasses.replace(report_example.BUDGET, lrs=(1e-3,)))
+    study = dataclasses.replace(
+        report_example.study(),
+        models=("mix", "base"),
+        eval_grids=("16",),
+        budget=dataclasses.replace(report_example.BUDGET, lrs=(1e-3,)),
+    )
     rows = {}
     for model, at_16 in (("mix", idea_at_16), ("base", base_at_16)):
         for index, (seed, value) in enumerate(zip(study.comparison_seeds, at_16)):

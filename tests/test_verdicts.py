@@ -1,5 +1,6 @@
-"""Verdicts a reviewer would sign: the primary comparison alone at α, power checked before training, sweep
-seeds apart from comparison seeds, floor flags, and an A/A false-positive rate at the exact test's level."""
+"""Verdicts a reviewer would sign: the primary comparison alone at α, power checked before training,
+sweep seeds apart from comparison seeds, floor flags, and an A/A false-positive rate at the exact
+test's level."""
 
 import json
 
@@ -49,21 +50,40 @@ class FirstToken(nn.Module):
 
 def clear_track(**changes) -> Track:
     fields = dict(
-        name="clear", description="the idea sees every token, the baselines one", ndim=1, default_grid=Grid((N,)),
-        make_data=make_data, loss=nn.functional.mse_loss, metric=lambda p, t: float(((p - t) ** 2).mean()),
-        metric_name="test MSE", direction="lower", matched_baseline="one-token",
-        models=(ModelSpec("mixer", lambda g: FirstToken(ConcentrationMixer(8, g, num_heads=1, rank=4)), role="idea"),
-                ModelSpec("one-token", lambda g: FirstToken(TokenwiseMixer(8, g))),
-                ModelSpec("one-token-wide", lambda g: FirstToken(TokenwiseMixer(16, g), dim=16)),
-                ModelSpec("no-mix", lambda g: FirstToken(TokenwiseMixer(8, g)), role="control")),
-        budget_overrides={"default": dict(n_train=256, n_val=64, n_test=256, epochs=4, lrs=(1e-2,))})
+        name="clear",
+        description="the idea sees every token, the baselines one",
+        ndim=1,
+        default_grid=Grid((N,)),
+        make_data=make_data,
+        loss=nn.functional.mse_loss,
+        metric=lambda p, t: float(((p - t) ** 2).mean()),
+        metric_name="test MSE",
+        direction="lower",
+        matched_baseline="one-token",
+        models=(
+            ModelSpec(
+                "mixer",
+                lambda g: FirstToken(ConcentrationMixer(8, g, num_heads=1, rank=4)),
+                role="idea",
+            ),
+            ModelSpec("one-token", lambda g: FirstToken(TokenwiseMixer(8, g))),
+            ModelSpec("one-token-wide", lambda g: FirstToken(TokenwiseMixer(16, g), dim=16)),
+            ModelSpec("no-mix", lambda g: FirstToken(TokenwiseMixer(8, g)), role="control"),
+        ),
+        budget_overrides={
+            "default": dict(n_train=256, n_val=64, n_test=256, epochs=4, lrs=(1e-2,))
+        },
+    )
     return Track(**{**fields, **changes})
 
 
 class ClearPlugin:
     @hookimpl
     def gridmix_tracks(self):
-        return [clear_track(), clear_track(name="clear-chance", chance=2.5, ceiling=0.0)]  # MSE 2.5: a poor guess
+        return [
+            clear_track(),
+            clear_track(name="clear-chance", chance=2.5, ceiling=0.0),
+        ]  # MSE 2.5: a poor guess
 
 
 @pytest.fixture(autouse=True)
@@ -73,7 +93,9 @@ def registry():
 
 
 def run(*args):
-    return CliRunner().invoke(app, ["run", "--no-scaling", "--threads", "1", *args], env={"COLUMNS": "200"})
+    return CliRunner().invoke(
+        app, ["run", "--no-scaling", "--threads", "1", *args], env={"COLUMNS": "200"}
+    )
 
 
 def test_a_clear_win_is_significant_at_the_default_seeds_with_two_baselines(tmp_path):
@@ -83,20 +105,36 @@ def test_a_clear_win_is_significant_at_the_default_seeds_with_two_baselines(tmp_
     primary = report["comparison"]
     assert report["n_seeds"] == 6 and report["primary_baseline"] == "one-token"
     assert primary["family"] == "primary" and primary["idea_wins"] == 6
-    assert primary["p_value"] == primary["p_holm"] == 2 / 64 and primary["verdict"] == VERDICT_BETTER
+    assert (
+        primary["p_value"] == primary["p_holm"] == 2 / 64 and primary["verdict"] == VERDICT_BETTER
+    )
     secondary = report["comparisons"]["one-token-wide"]
     assert secondary["family"] == "secondary" and report["holm_adjusted_over"] == ["one-token-wide"]
     assert secondary["verdict"] == VERDICT_BETTER  # a family of one: Holm leaves it at 2/64
     assert report["power"]["primary"] == dict(min_p=2 / 64, seeds_needed=6, reachable=True)
     # each mechanism question is tested alone, so 6 seeds can answer it too
     mechanism = report["mechanism"]
-    assert set(mechanism) == {"idea_vs_control", "baseline_vs_control"}  # the track has no ablation arm
-    assert mechanism["idea_vs_control"]["verdict"] == VERDICT_BETTER and mechanism["idea_vs_control"]["holm_over"] == 1
-    assert "does the idea's token mixing help over no mixing?" in (tmp_path / "out" / "report.md").read_text()
-    # the interval from inverting the test agrees with it; the practical threshold is the default, 1 %
-    assert primary["signflip_ci_high"] < 0 and primary["min_effect"] == pytest.approx(0.01 * primary["baseline_mean"])
+    assert set(mechanism) == {
+        "idea_vs_control",
+        "baseline_vs_control",
+    }  # the track has no ablation arm
+    assert (
+        mechanism["idea_vs_control"]["verdict"] == VERDICT_BETTER
+        and mechanism["idea_vs_control"]["holm_over"] == 1
+    )
+    assert (
+        "does the idea's token mixing help over no mixing?"
+        in (tmp_path / "out" / "report.md").read_text()
+    )
+    # the interval from inverting the test agrees with it; the practical threshold is the default, 1
+    # %
+    assert primary["signflip_ci_high"] < 0 and primary["min_effect"] == pytest.approx(
+        0.01 * primary["baseline_mean"]
+    )
     assert report["min_effect"] == "1%"
-    with Ledger(tmp_path / "out", create=False) as ledger:  # the same study with a threshold no MSE win can pass
+    with Ledger(
+        tmp_path / "out", create=False
+    ) as ledger:  # the same study with a threshold no MSE win can pass
         ledger.put("study", dict(ledger.study(), min_effect="100%"))
     assert CliRunner().invoke(app, ["report", str(tmp_path / "out")]).exit_code == 0
     report = json.loads((tmp_path / "out" / "bench_report.json").read_text())
@@ -119,17 +157,38 @@ def test_too_few_seeds_are_refused_before_any_training(tmp_path):
 
 
 def test_underpowered_runs_say_they_cannot_reach_alpha(tmp_path):
-    result = run("--track", "clear", "--seeds", "4", "--underpowered", "--models", "one-token",
-                 "--out", str(tmp_path / "out"))
+    result = run(
+        "--track",
+        "clear",
+        "--seeds",
+        "4",
+        "--underpowered",
+        "--models",
+        "one-token",
+        "--out",
+        str(tmp_path / "out"),
+    )
     assert result.exit_code == 0, result.output
     report = json.loads((tmp_path / "out" / "bench_report.json").read_text())
-    assert report["comparison"]["verdict"] == VERDICT_UNREACHABLE and report["comparison"]["idea_wins"] == 4
+    assert (
+        report["comparison"]["verdict"] == VERDICT_UNREACHABLE
+        and report["comparison"]["idea_wins"] == 4
+    )
     assert report["power"]["underpowered_run"] and not report["power"]["primary"]["reachable"]
     assert "cannot reach α = 0.05" in (tmp_path / "out" / "report.md").read_text()
 
 
 def test_sweep_seeds_never_enter_the_comparison(tmp_path):
-    result = run("--track", "clear", "--lrs", "3e-3,1e-2", "--models", "one-token", "--out", str(tmp_path / "out"))
+    result = run(
+        "--track",
+        "clear",
+        "--lrs",
+        "3e-3,1e-2",
+        "--models",
+        "one-token",
+        "--out",
+        str(tmp_path / "out"),
+    )
     assert result.exit_code == 0, result.output
     report = json.loads((tmp_path / "out" / "bench_report.json").read_text())
     sweep = [SWEEP_SEED_OFFSET, SWEEP_SEED_OFFSET + 1]  # the default budget's 2 sweep seeds
@@ -137,7 +196,9 @@ def test_sweep_seeds_never_enter_the_comparison(tmp_path):
     with Ledger(tmp_path / "out", create=False) as ledger:
         rows = ledger.rows()
     assert {row.seed for row in rows} == set(range(6)) | set(sweep)
-    assert len(rows) == 2 * (2 * 2 + 6)  # per model: 2 rates on 2 sweep seeds, then 6 comparison seeds
+    assert len(rows) == 2 * (
+        2 * 2 + 6
+    )  # per model: 2 rates on 2 sweep seeds, then 6 comparison seeds
     assert "sweep seeds [1000, 1001]" in (tmp_path / "out" / "report.md").read_text()
 
 
@@ -145,8 +206,12 @@ def test_arms_worse_than_chance_are_flagged_and_the_verdict_is_uninformative(tmp
     result = run("--track", "clear-chance", "--models", "one-token", "--out", str(tmp_path / "out"))
     assert result.exit_code == 0, result.output
     report = json.loads((tmp_path / "out" / "bench_report.json").read_text())
-    assert report["idea"]["flag"] is None and report["comparison"]["verdict"] == VERDICT_BETTER  # far from 2.5
-    with Ledger(tmp_path / "out", create=False) as ledger:  # the same study, with a floor above every arm
+    assert (
+        report["idea"]["flag"] is None and report["comparison"]["verdict"] == VERDICT_BETTER
+    )  # far from 2.5
+    with Ledger(
+        tmp_path / "out", create=False
+    ) as ledger:  # the same study, with a floor above every arm
         spec = ledger.study()
         ledger.put("study", dict(spec, chance=0.0, ceiling=-1.0))
     assert CliRunner().invoke(app, ["report", str(tmp_path / "out")]).exit_code == 0
@@ -162,9 +227,19 @@ def test_seeds_needed_grows_with_the_holm_family():
 
 def test_a_study_refuses_comparison_seeds_that_are_sweep_seeds():
     with pytest.raises(ValueError, match="none of the sweep seeds"):
-        Study(track="fake", grid="8", models=("fake-mixer", "fake-attention"), idea="fake-mixer",
-              matched_baseline="fake-attention", metric_name="m", direction="lower", device="cpu", threads=1,
-              budget=fake_budget(lrs=(1e-3, 3e-3)), first_seed=SWEEP_SEED_OFFSET - 2)
+        Study(
+            track="fake",
+            grid="8",
+            models=("fake-mixer", "fake-attention"),
+            idea="fake-mixer",
+            matched_baseline="fake-attention",
+            metric_name="m",
+            direction="lower",
+            device="cpu",
+            threads=1,
+            budget=fake_budget(lrs=(1e-3, 3e-3)),
+            first_seed=SWEEP_SEED_OFFSET - 2,
+        )
 
 
 def fake_budget(**changes):
@@ -172,25 +247,47 @@ def fake_budget(**changes):
 
     from gridmix.tracks.budget import BUDGETS
 
-    return dataclasses.replace(BUDGETS["smoke"], **{**dict(seeds=6, lrs=(3e-3,), epochs=1, n_train=32, n_val=8,
-                                                           n_test=64, batch_size=32), **changes})
+    return dataclasses.replace(
+        BUDGETS["smoke"],
+        **{
+            **dict(seeds=6, lrs=(3e-3,), epochs=1, n_train=32, n_val=8, n_test=64, batch_size=32),
+            **changes,
+        },
+    )
 
 
 def test_aa_false_positive_rate_is_at_the_exact_level(tmp_path_factory, one_thread):
-    """Many tiny A/A studies through the real runner, ledger and report on the fake track (their reports are
-    built in the test, so the ledgers live outside ``tmp_path``, where conftest would report each again)."""
-    study = Study(track="fake", grid="8", models=("fake-mixer", "fake-attention"), idea="fake-mixer",
-                  matched_baseline="fake-attention", metric_name="test MSE", direction="lower",
-                  budget=fake_budget(), device="cpu", threads=1, first_seed=2000)
+    """Many tiny A/A studies through the real runner, ledger and report on the fake track (their
+    reports are built in the test, so the ledgers live outside ``tmp_path``, where conftest would
+    report each again)."""
+    study = Study(
+        track="fake",
+        grid="8",
+        models=("fake-mixer", "fake-attention"),
+        idea="fake-mixer",
+        matched_baseline="fake-attention",
+        metric_name="test MSE",
+        direction="lower",
+        budget=fake_budget(),
+        device="cpu",
+        threads=1,
+        first_seed=2000,
+    )
     replicates = 96
     result = aa_false_positive_rate(study, tmp_path_factory.mktemp("aa"), replicates=replicates)
     level = exact_level(6)
     assert result["exact_level"] == level == 2 / 64
-    # The count of false positives is Binomial(96, 2/64) if the harness is sound: not above its 99.9% quantile.
+    # The count of false positives is Binomial(96, 2/64) if the harness is sound: not above its
+    # 99.9% quantile.
     assert result["significant"] <= scipy_stats.binom.ppf(0.999, replicates, level)
-    # The arms differ (not one model twice) and are not systematically apart: p-values spread like the null's.
+    # The arms differ (not one model twice) and are not systematically apart: p-values spread like
+    # the null's.
     below_half = sum(p <= 0.5 for p in result["p_values"])
-    assert scipy_stats.binom.ppf(0.001, replicates, 0.5) <= below_half <= scipy_stats.binom.ppf(0.999, replicates, 0.5)
+    assert (
+        scipy_stats.binom.ppf(0.001, replicates, 0.5)
+        <= below_half
+        <= scipy_stats.binom.ppf(0.999, replicates, 0.5)
+    )
     assert len(set(result["p_values"])) > 3
 
 
@@ -204,5 +301,10 @@ def test_aa_run_compares_the_matched_baseline_with_a_copy_of_itself(tmp_path):
     assert all(d != 0 for d in diffs)  # independent initialisations: never the same model twice
     with Ledger(tmp_path / "out", create=False) as ledger:
         rows = ledger.rows()
-    seeds = {model: sorted(row.seed for row in rows if row.model == model) for model in ("one-token~aa", "one-token")}
-    assert seeds["one-token~aa"] == seeds["one-token"] == list(range(6))  # the same data seeds (one rate: no sweep)
+    seeds = {
+        model: sorted(row.seed for row in rows if row.model == model)
+        for model in ("one-token~aa", "one-token")
+    }
+    assert (
+        seeds["one-token~aa"] == seeds["one-token"] == list(range(6))
+    )  # the same data seeds (one rate: no sweep)

@@ -1,21 +1,24 @@
-"""Measuring one training step honestly: wall-clock, FLOPs and peak memory (docs/design.md section 5, Scaling).
+"""Measuring one training step honestly: wall-clock, FLOPs and peak memory (docs/design.md section
+5, Scaling).
 
-Three measurements, each usable on its own (the scaling study and the benchmarks both build on them):
+Three measurements, each usable on its own (the scaling study and the benchmarks both build on
+them):
 
-* :func:`time_fn`: wall-clock of a step, after warm-up, as the median and quartiles of repeats, with the
-  thread count set and recorded (CUDA is synchronised around every repeat).
-* :func:`count_flops`: forward and backward FLOPs with ``torch.utils.flop_counter.FlopCounterMode``, plus
-  :data:`FLOP_FORMULAS` for ops it does not count that gridmix's models run (attention on CPU, FFTs, the
-  Householder product behind the mixer's orthonormal bases; the fused native kernel registers its own
-  formula in :mod:`gridmix.mixers.concentration.ops.tucker_native`), and a list
-  of any heavy op that still went uncounted, so an under-count is visible instead of silent. Optionally
-  on fake tensors (shapes only).
+* :func:`time_fn`: wall-clock of a step, after warm-up, as the median and quartiles of repeats, with
+  the thread count set and recorded (CUDA is synchronised around every repeat).
+* :func:`count_flops`: forward and backward FLOPs with ``torch.utils.flop_counter.FlopCounterMode``,
+  plus
+  :data:`FLOP_FORMULAS` for ops it does not count that gridmix's models run (attention on CPU, FFTs,
+  the Householder product behind the mixer's orthonormal bases; the fused native kernel registers
+  its own formula in :mod:`gridmix.mixers.concentration.ops.tucker_native`), and a list
+  of any heavy op that still went uncounted, so an under-count is visible instead of silent.
+  Optionally on fake tensors (shapes only).
 * peak memory, in a fresh process per measurement: :mod:`gridmix.analysis.memory`.
-  :func:`estimate_peak_memory` predicts it beforehand from a fake-tensor dry run. docs/analysis.md states
-  exactly what each figure includes and its caveats.
+  :func:`estimate_peak_memory` predicts it beforehand from a fake-tensor dry run. docs/analysis.md
+  states exactly what each figure includes and its caveats.
 
-FLOP convention: FlopCounterMode counts matrix products and convolutions (2 FLOPs per multiply-add) and
-nothing element-wise (norms, activations, softmax), so figures compare token mixers' GEMM work.
+FLOP convention: FlopCounterMode counts matrix products and convolutions (2 FLOPs per multiply-add)
+and nothing element-wise (norms, activations, softmax), so figures compare token mixers' GEMM work.
 """
 
 from __future__ import annotations
@@ -45,7 +48,8 @@ MB = 2**20
 
 @dataclass(frozen=True)
 class Timing:
-    """Wall-clock seconds of one call of a step over ``repeats`` timed calls after ``warmup`` untimed ones."""
+    """Wall-clock seconds of one call of a step over ``repeats`` timed calls after ``warmup``
+    untimed ones."""
 
     median_s: float
     p25_s: float
@@ -65,11 +69,20 @@ def _synchronize(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def time_fn(step: Callable[[], object], *, warmup: int = 2, repeats: int = 5, threads: int,
-            device: str = "cpu") -> Timing:
-    """Time ``step()`` with ``threads`` torch threads (restored afterwards); ``device="cuda"`` synchronises."""
+def time_fn(
+    step: Callable[[], object],
+    *,
+    warmup: int = 2,
+    repeats: int = 5,
+    threads: int,
+    device: str = "cpu",
+) -> Timing:
+    """Time ``step()`` with ``threads`` torch threads (restored afterwards); ``device="cuda"``
+    synchronises."""
     if warmup < 0 or repeats < 1 or threads < 1:
-        raise ValueError(f"warmup={warmup}, repeats={repeats}, threads={threads}; expected >= 0, >= 1, >= 1")
+        raise ValueError(
+            f"warmup={warmup}, repeats={repeats}, threads={threads}; expected >= 0, >= 1, >= 1"
+        )
     previous = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
@@ -86,8 +99,16 @@ def time_fn(step: Callable[[], object], *, warmup: int = 2, repeats: int = 5, th
     finally:
         torch.set_num_threads(previous)
     p25, median, p75 = np.percentile(times, [25, 50, 75])
-    return Timing(median_s=float(median), p25_s=float(p25), p75_s=float(p75), min_s=min(times), repeats=repeats,
-                  warmup=warmup, threads=used, times_s=tuple(times))
+    return Timing(
+        median_s=float(median),
+        p25_s=float(p25),
+        p75_s=float(p75),
+        min_s=min(times),
+        repeats=repeats,
+        warmup=warmup,
+        threads=used,
+        times_s=tuple(times),
+    )
 
 
 # ---------------------------------------------------------------- FLOPs
@@ -95,19 +116,22 @@ def time_fn(step: Callable[[], object], *, warmup: int = 2, repeats: int = 5, th
 
 
 def _sdpa_forward_flops(query, key, value, *args, out_shape=None, **kwargs) -> int:
-    """``S = Q Kᵀ`` then ``O = P V``: ``2·b·h·s_q·s_k·(d_qk + d_v)``; 4·B·h·N²·c for self-attention."""
+    """``S = Q Kᵀ`` then ``O = P V``: ``2·b·h·s_q·s_k·(d_qk + d_v)``; 4·B·h·N²·c for
+    self-attention."""
     heads, s_q, d_qk = math.prod(query[:-2]), query[-2], query[-1]
     return 2 * heads * s_q * key[-2] * (d_qk + value[-1])
 
 
 def _sdpa_backward_flops(grad_out, query, key, value, *args, out_shape=None, **kwargs) -> int:
-    """Recompute ``S``, then ``dP = dO Vᵀ``, ``dV = Pᵀ dO``, ``dQ = dS K``, ``dK = dSᵀ Q`` (torch's CUDA convention)."""
+    """Recompute ``S``, then ``dP = dO Vᵀ``, ``dV = Pᵀ dO``, ``dQ = dS K``, ``dK = dSᵀ Q`` (torch's
+    CUDA convention)."""
     heads, s_q, d_qk = math.prod(query[:-2]), query[-2], query[-1]
     return 2 * heads * s_q * key[-2] * (3 * d_qk + 2 * value[-1])
 
 
 def _fft_flops(signal_shape, dim) -> int:
-    """``5·n·log2(n)`` per transform of length ``n`` (the radix-2 count; real transforms do about half)."""
+    """``5·n·log2(n)`` per transform of length ``n`` (the radix-2 count; real transforms do about
+    half)."""
     n = math.prod(signal_shape[d] for d in dim)
     transforms = math.prod(signal_shape) // max(n, 1)
     return int(transforms * 5 * n * math.log2(n)) if n > 1 else 0
@@ -126,49 +150,64 @@ def _fft_c2c_flops(x, dim, *args, out_shape=None, **kwargs) -> int:
 
 
 def _householder_product_flops(a, tau, *args, out_shape=None, **kwargs) -> int:
-    """LAPACK ``orgqr`` on an ``m×n`` matrix with ``k`` reflectors: ``4mnk − 2(m+n)k² + 4k³/3`` per matrix."""
+    """LAPACK ``orgqr`` on an ``m×n`` matrix with ``k`` reflectors: ``4mnk − 2(m+n)k² + 4k³/3`` per
+    matrix."""
     m, n, k = a[-2], a[-1], tau[-1]
     return math.prod(a[:-2]) * int(4 * m * n * k - 2 * (m + n) * k * k + 4 * k**3 / 3)
 
 
 def _solve_triangular_flops(a, b, *args, out_shape=None, **kwargs) -> int:
-    """Back-substitution of an ``n×n`` triangular system for ``k`` right-hand sides: ``n²·k`` per matrix."""
+    """Back-substitution of an ``n×n`` triangular system for ``k`` right-hand sides: ``n²·k`` per
+    matrix."""
     return math.prod(b[:-2]) * a[-1] ** 2 * b[-1]
 
 
 FLOP_FORMULAS: dict = {
-    # CPU scaled_dot_product_attention (flash kernel): FlopCounterMode 2.x counts only the CUDA kernels.
+    # CPU scaled_dot_product_attention (flash kernel): FlopCounterMode 2.x counts only the CUDA
+    # kernels.
     aten._scaled_dot_product_flash_attention_for_cpu: _sdpa_forward_flops,
     aten._scaled_dot_product_flash_attention_for_cpu_backward: _sdpa_backward_flops,
     aten._fft_r2c: _fft_r2c_flops,
     aten._fft_c2r: _fft_c2r_flops,
     aten._fft_c2c: _fft_c2c_flops,
-    aten.linalg_householder_product: _householder_product_flops,  # the mixer's orthogonal parametrisation
+    # the mixer's orthogonal parametrisation
+    aten.linalg_householder_product: _householder_product_flops,
     aten.linalg_solve_triangular: _solve_triangular_flops,  # its WY-form backward
 }
 """Formulas gridmix adds to FlopCounterMode's registry (passed as its ``custom_mapping``)."""
 
-# Op names that do real arithmetic (products, transforms, factorisations); one without a formula is reported.
-_HEAVY_OP = re.compile(r"mm|\bmv|addmv|\bdot|vdot|conv|attention|fft|householder|orgqr|ormqr|geqrf|svd|eig|"
-                       r"cholesky|solve|lu_factor|matmul|einsum|tensordot|bilinear|tucker")
+# Op names that do real arithmetic (products, transforms, factorisations); one without a formula is
+# reported.
+_HEAVY_OP = re.compile(
+    r"mm|\bmv|addmv|\bdot|vdot|conv|attention|fft|householder|orgqr|ormqr|geqrf|svd|eig|"
+    r"cholesky|solve|lu_factor|matmul|einsum|tensordot|bilinear|tucker"
+)
 
 
 @dataclass(frozen=True)
 class Flops:
-    """FLOPs of one forward (+ backward) pass; ``per_op`` sums both; ``uncounted`` names heavy ops left out."""
+    """FLOPs of one forward (+ backward) pass; ``per_op`` sums both; ``uncounted`` names heavy ops
+    left out."""
 
     forward: int
     backward: int
     per_op: dict[str, int]
-    uncounted: dict[str, int] = field(default_factory=dict)  # op name -> calls seen without a formula
+    uncounted: dict[str, int] = field(
+        default_factory=dict
+    )  # op name -> calls seen without a formula
 
     @property
     def total(self) -> int:
         return self.forward + self.backward
 
     def to_dict(self) -> dict:
-        return dict(forward=self.forward, backward=self.backward, total=self.total, per_op=self.per_op,
-                    uncounted=self.uncounted)
+        return dict(
+            forward=self.forward,
+            backward=self.backward,
+            total=self.total,
+            per_op=self.per_op,
+            uncounted=self.uncounted,
+        )
 
 
 class _OpLog(TorchDispatchMode):
@@ -197,11 +236,13 @@ def _fake_mode():
     return FakeTensorMode(allow_non_fake_inputs=True)  # real parameters become fake on first use
 
 
-# ---------------------------------------------------------------- tracing: FLOPs and the memory estimate
+# ---------------------------------------------------------------- tracing: FLOPs and the memory
+# estimate
 
 
 class _LiveBytes(TorchDispatchMode):
-    """Peak bytes of live tensor storages created by ops (views and in-place results share one storage)."""
+    """Peak bytes of live tensor storages created by ops (views and in-place results share one
+    storage)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -216,7 +257,9 @@ class _LiveBytes(TorchDispatchMode):
                 key = id(storage)
                 if key not in self._refs:
                     nbytes = storage.nbytes()
-                    self._refs[key] = weakref.ref(storage, lambda _, key=key, nbytes=nbytes: self._free(key, nbytes))
+                    self._refs[key] = weakref.ref(
+                        storage, lambda _, key=key, nbytes=nbytes: self._free(key, nbytes)
+                    )
                     self.live += nbytes
                     self.peak = max(self.peak, self.live)
         return out
@@ -226,47 +269,69 @@ class _LiveBytes(TorchDispatchMode):
         self._refs.pop(key, None)
 
 
-def count_flops(model: nn.Module, inputs: torch.Tensor | Sequence[torch.Tensor], *, backward: bool = True,
-                loss: Callable[[object], torch.Tensor] | None = None, fake: bool = False) -> Flops:
-    """FLOPs of ``model(*inputs)`` and, with ``backward``, of the gradient of ``loss(output)`` (default: sum).
+def count_flops(
+    model: nn.Module,
+    inputs: torch.Tensor | Sequence[torch.Tensor],
+    *,
+    backward: bool = True,
+    loss: Callable[[object], torch.Tensor] | None = None,
+    fake: bool = False,
+) -> Flops:
+    """FLOPs of ``model(*inputs)`` and, with ``backward``, of the gradient of ``loss(output)``
+    (default: sum).
 
-    The backward pass is taken with ``torch.autograd.grad`` with respect to the parameters that require
-    gradients, so ``.grad`` is left untouched. ``fake=True`` runs on fake tensors: shapes only, nothing
-    computed or allocated, the same counts (a model that branches on tensor values cannot run this way).
+    The backward pass is taken with ``torch.autograd.grad`` with respect to the parameters that
+    require gradients, so ``.grad`` is left untouched. ``fake=True`` runs on fake tensors: shapes
+    only, nothing computed or allocated, the same counts (a model that branches on tensor values
+    cannot run this way).
     """
     return _trace(model, inputs, backward=backward, loss=loss, fake=fake)[0]
 
 
-def estimate_peak_memory(model: nn.Module, inputs: torch.Tensor | Sequence[torch.Tensor], *,
-                         loss: Callable[[object], torch.Tensor] | None = None) -> int:
-    """Predicted peak bytes of one forward+backward, from a fake-tensor dry run (nothing is allocated).
+def estimate_peak_memory(
+    model: nn.Module,
+    inputs: torch.Tensor | Sequence[torch.Tensor],
+    *,
+    loss: Callable[[object], torch.Tensor] | None = None,
+) -> int:
+    """Predicted peak bytes of one forward+backward, from a fake-tensor dry run (nothing is
+    allocated).
 
-    The estimate is the bytes of the parameters and buffers, one gradient per trainable parameter and
-    the inputs, plus the peak of live tensors the ops create (activations saved for backward,
-    temporaries, gradients). It leaves out what no op returns: kernels' internal workspaces, allocator
-    fragmentation, the interpreter. Raises whatever the model raises on fake tensors.
+    The estimate is the bytes of the parameters and buffers, one gradient per trainable parameter
+    and the inputs, plus the peak of live tensors the ops create (activations saved for backward,
+    temporaries, gradients). It leaves out what no op returns: kernels' internal workspaces,
+    allocator fragmentation, the interpreter. Raises whatever the model raises on fake tensors.
     """
     return dry_run(model, inputs, loss=loss)[1]
 
 
-def dry_run(model: nn.Module, inputs: torch.Tensor | Sequence[torch.Tensor], *,
-            loss: Callable[[object], torch.Tensor] | None = None) -> tuple[Flops, int]:
-    """``count_flops(..., fake=True)`` and :func:`estimate_peak_memory` of a forward+backward in one fake pass."""
+def dry_run(
+    model: nn.Module,
+    inputs: torch.Tensor | Sequence[torch.Tensor],
+    *,
+    loss: Callable[[object], torch.Tensor] | None = None,
+) -> tuple[Flops, int]:
+    """``count_flops(..., fake=True)`` and :func:`estimate_peak_memory` of a forward+backward in one
+    fake pass."""
     flops, live_peak = _trace(model, inputs, backward=True, loss=loss, fake=True, live_bytes=True)
     params = [p for p in model.parameters() if p.requires_grad]
-    resident = sum(t.numel() * t.element_size() for t in [*model.parameters(), *model.buffers(), *params])
+    resident = sum(
+        t.numel() * t.element_size() for t in [*model.parameters(), *model.buffers(), *params]
+    )
     resident += sum(x.numel() * x.element_size() for x in _as_tuple(inputs))
     return flops, resident + live_peak
 
 
-def _trace(model: nn.Module, inputs, *, backward: bool, loss, fake: bool,
-           live_bytes: bool = False) -> tuple[Flops, int]:
-    """Run the model (and the loss's gradient) under the FLOP counter; with ``live_bytes``, the peak of op outputs."""
+def _trace(
+    model: nn.Module, inputs, *, backward: bool, loss, fake: bool, live_bytes: bool = False
+) -> tuple[Flops, int]:
+    """Run the model (and the loss's gradient) under the FLOP counter; with ``live_bytes``, the peak
+    of op outputs."""
     inputs, loss = _as_tuple(inputs), loss or _default_loss
     params = [p for p in model.parameters() if p.requires_grad]
     counters = []
     tracker = _LiveBytes() if live_bytes else nullcontext()
-    with (_fake_mode() if fake else nullcontext()), _OpLog() as log, tracker:
+    with _fake_mode() if fake else nullcontext(), _OpLog() as log, tracker:
         with FlopCounterMode(display=False, custom_mapping=FLOP_FORMULAS) as forward:
             value = loss(model(*inputs))
         counters.append(forward)
@@ -279,15 +344,23 @@ def _trace(model: nn.Module, inputs, *, backward: bool, loss, fake: bool,
     for counter in counters:
         per_op.update({str(op): n for op, n in counter.get_flop_counts().get("Global", {}).items()})
     registry = counters[0].flop_registry
-    uncounted = {str(op): n for op, n in log.calls.items() if op not in registry and _HEAVY_OP.search(str(op))}
-    flops = Flops(forward=counters[0].get_total_flops(),
-                  backward=counters[1].get_total_flops() if len(counters) > 1 else 0,
-                  per_op=dict(per_op), uncounted=uncounted)
+    uncounted = {
+        str(op): n
+        for op, n in log.calls.items()
+        if op not in registry and _HEAVY_OP.search(str(op))
+    }
+    flops = Flops(
+        forward=counters[0].get_total_flops(),
+        backward=counters[1].get_total_flops() if len(counters) > 1 else 0,
+        per_op=dict(per_op),
+        uncounted=uncounted,
+    )
     return flops, tracker.peak if live_bytes else 0
 
 
 def available_memory(device: str = "cpu") -> int:
-    """Bytes free for a new process: ``MemAvailable`` of /proc/meminfo on Linux, free CUDA memory on a GPU."""
+    """Bytes free for a new process: ``MemAvailable`` of /proc/meminfo on Linux, free CUDA memory on
+    a GPU."""
     if device.startswith("cuda"):
         return torch.cuda.mem_get_info(torch.device(device))[0]
     try:

@@ -1,14 +1,17 @@
-"""Peak memory of one training step, each measured in a fresh process (docs/analysis.md, "Peak memory").
+"""Peak memory of one training step, each measured in a fresh process (docs/analysis.md, "Peak
+memory").
 
-:func:`peak_memory` measures one step; a :class:`MemoryProbe` measures many (the scaling study's points)
-from one warm server. The server is ``python -m gridmix.analysis.memory --serve``: it imports torch, timm
-and the targets' modules once (about 5 s here), never runs a torch operation itself, and forks a child
-per measurement, so every measurement still starts from a process that has allocated nothing for any other
-point, for milliseconds instead of seconds of imports. Where there is no ``fork`` (Windows) the server
-measures one request in itself and exits, and the probe starts a new one for the next.
+:func:`peak_memory` measures one step; a :class:`MemoryProbe` measures many (the scaling study's
+points) from one warm server. The server is ``python -m gridmix.analysis.memory --serve``: it
+imports torch, timm and the targets' modules once (about 5 s here), never runs a torch operation
+itself, and forks a child per measurement, so every measurement still starts from a process that has
+allocated nothing for any other point, for milliseconds instead of seconds of imports. Where there
+is no ``fork`` (Windows) the server measures one request in itself and exits, and the probe starts a
+new one for the next.
 
-In the measuring process, on CPU the peak is Linux's ``VmHWM`` (the resident-set high-water mark), reset
-through ``/proc/self/clear_refs`` right before the step; on CUDA it is ``torch.cuda.max_memory_allocated``.
+In the measuring process, on CPU the peak is Linux's ``VmHWM`` (the resident-set high-water mark),
+reset through ``/proc/self/clear_refs`` right before the step; on CUDA it is
+``torch.cuda.max_memory_allocated``.
 """
 
 from __future__ import annotations
@@ -41,7 +44,8 @@ class Memory:
     """Peak memory of one step measured in a fresh process (see :func:`peak_memory`), in bytes.
 
     ``peak_bytes = setup_bytes + step_bytes``: everything the target allocated (model, data, its own
-    warm-up) plus the step's growth above that. ``baseline_bytes`` (interpreter and imports) is not in it.
+    warm-up) plus the step's growth above that. ``baseline_bytes`` (interpreter and imports) is not
+    in it.
     """
 
     peak_bytes: int
@@ -60,29 +64,43 @@ class Memory:
 
 
 class MemoryMeasurementError(RuntimeError):
-    """The measuring process failed, timed out or was killed (for instance by the out-of-memory killer)."""
+    """The measuring process failed, timed out or was killed (for instance by the out-of-memory
+    killer)."""
 
 
-def peak_memory(target: str, kwargs: dict, *, threads: int, device: str = "cpu", timeout_s: float = 600.0,
-                preload: str | None = None) -> Memory:
-    """Peak memory of ``step()`` where ``step = module.function(**kwargs)`` for ``target="module:function"``.
+def peak_memory(
+    target: str,
+    kwargs: dict,
+    *,
+    threads: int,
+    device: str = "cpu",
+    timeout_s: float = 600.0,
+    preload: str | None = None,
+) -> Memory:
+    """Peak memory of ``step()`` where ``step = module.function(**kwargs)`` for
+    ``target="module:function"``.
 
-    The target runs in a fresh process that sees this process's ``sys.path``; it must build everything on
-    ``device`` and return a zero-argument callable that runs one step (a forward and backward pass).
-    ``kwargs`` must be JSON-serialisable. ``preload``, another ``"module:function"``, is called with the same
-    ``kwargs`` before the baseline is read: what it loads (plugin modules, a registry) counts as
-    interpreter, not as the target's setup. Raises :class:`MemoryMeasurementError` when the measuring
-    process fails, times out or is killed. For many measurements, one :class:`MemoryProbe` is faster.
+    The target runs in a fresh process that sees this process's ``sys.path``; it must build
+    everything on ``device`` and return a zero-argument callable that runs one step (a forward and
+    backward pass). ``kwargs`` must be JSON-serialisable. ``preload``, another
+    ``"module:function"``, is called with the same ``kwargs`` before the baseline is read: what it
+    loads (plugin modules, a registry) counts as interpreter, not as the target's setup. Raises
+    :class:`MemoryMeasurementError` when the measuring process fails, times out or is killed. For
+    many measurements, one
+    :class:`MemoryProbe` is faster.
     """
     with MemoryProbe() as probe:
-        return probe.measure(target, kwargs, threads=threads, device=device, timeout_s=timeout_s, preload=preload)
+        return probe.measure(
+            target, kwargs, threads=threads, device=device, timeout_s=timeout_s, preload=preload
+        )
 
 
 class MemoryProbe:
-    """A warm measuring server (module docstring); use it as a context manager, which stops the server.
+    """A warm measuring server (module docstring); use it as a context manager, which stops the
+    server.
 
-    ``modules`` are imported by the server before its first fork, besides :data:`SERVER_MODULES` and each
-    target's module (the server imports those as they come).
+    ``modules`` are imported by the server before its first fork, besides :data:`SERVER_MODULES` and
+    each target's module (the server imports those as they come).
     """
 
     def __init__(self, modules: Sequence[str] = ()) -> None:
@@ -99,19 +117,31 @@ class MemoryProbe:
         self.close()
 
     def start(self) -> MemoryProbe:
-        """Start the server now, so that its imports overlap other work (else the first measurement starts it)."""
+        """Start the server now, so that its imports overlap other work (else the first measurement
+        starts it)."""
         self._started()
         return self
 
-    def measure(self, target: str, kwargs: dict, *, threads: int, device: str = "cpu", timeout_s: float = 600.0,
-                preload: str | None = None) -> Memory:
-        """Peak memory of ``target``'s step in a fresh child of the server (the arguments of :func:`peak_memory`)."""
+    def measure(
+        self,
+        target: str,
+        kwargs: dict,
+        *,
+        threads: int,
+        device: str = "cpu",
+        timeout_s: float = 600.0,
+        preload: str | None = None,
+    ) -> Memory:
+        """Peak memory of ``target``'s step in a fresh child of the server (the arguments of
+        :func:`peak_memory`)."""
         _parse_target(target)
         if preload:
             _parse_target(preload)
         if threads < 1:
             raise ValueError(f"threads={threads}; expected >= 1")
-        request = dict(target=target, kwargs=kwargs, threads=threads, device=device, preload=preload)
+        request = dict(
+            target=target, kwargs=kwargs, threads=threads, device=device, preload=preload
+        )
         server = self._started()
         try:
             server.stdin.write((json.dumps(request) + "\n").encode())
@@ -123,8 +153,10 @@ class MemoryProbe:
             stopped = self.close()
             if stopped is None:
                 raise MemoryMeasurementError(f"{target}({kwargs}) ran past {timeout_s:g} s")
-            raise MemoryMeasurementError(f"{target}({kwargs}): the measuring server exited with {stopped}: "
-                                         f"{self._last_error_line}")
+            raise MemoryMeasurementError(
+                f"{target}({kwargs}): the measuring server exited with {stopped}: "
+                f"{self._last_error_line}"
+            )
         if not _CAN_FORK:
             self.close()  # a one-shot server (module docstring)
         if "error" in reply:
@@ -132,7 +164,8 @@ class MemoryProbe:
         return Memory(**reply["memory"])
 
     def close(self) -> int | None:
-        """Stop the server; returns its exit code, or ``None`` if it was still running (and is now killed)."""
+        """Stop the server; returns its exit code, or ``None`` if it was still running (and is now
+        killed)."""
         server, self._server, self._pending = self._server, None, b""
         self._last_error_line = "no error output"
         if server is None:
@@ -150,7 +183,8 @@ class MemoryProbe:
 
     @staticmethod
     def _kill(server: subprocess.Popen) -> None:
-        """Kill the server and the child it is waiting for (its own process group, where there are groups)."""
+        """Kill the server and the child it is waiting for (its own process group, where there are
+        groups)."""
         if hasattr(os, "killpg"):
             try:
                 os.killpg(server.pid, signal.SIGKILL)
@@ -164,14 +198,19 @@ class MemoryProbe:
             self.close()
             self._stderr = tempfile.TemporaryFile()
             env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-            self._server = subprocess.Popen([sys.executable, "-m", "gridmix.analysis.memory", "--serve",
-                                             *self.modules], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                            stderr=self._stderr, env=env,
-                                            start_new_session=hasattr(os, "killpg"))
+            self._server = subprocess.Popen(
+                [sys.executable, "-m", "gridmix.analysis.memory", "--serve", *self.modules],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=self._stderr,
+                env=env,
+                start_new_session=hasattr(os, "killpg"),
+            )
         return self._server
 
     def _read_reply(self, deadline: float) -> dict | None:
-        """The server's next reply line, or ``None`` if it closed its output or the deadline passed."""
+        """The server's next reply line, or ``None`` if it closed its output or the deadline
+        passed."""
         out = self._server.stdout.fileno()
         while True:
             head, sep, rest = self._pending.partition(b"\n")
@@ -179,7 +218,7 @@ class MemoryProbe:
                 self._pending = rest
                 text = head.decode(errors="replace")
                 if text.startswith(_REPLY_MARK):
-                    return json.loads(text[len(_REPLY_MARK):])
+                    return json.loads(text[len(_REPLY_MARK) :])
                 continue  # a line the target printed
             remaining = deadline - time.monotonic()
             if remaining <= 0 or not select.select([out], [], [], remaining)[0]:
@@ -196,8 +235,10 @@ class MemoryProbe:
 def _parse_target(target: str) -> tuple[str, str]:
     module, sep, name = target.partition(":")
     if not sep or not module or not name.isidentifier():
-        raise ValueError(f"target {target!r}; expected an importable 'module:function', e.g. "
-                         "'gridmix.analysis.scaling:memory_step'")
+        raise ValueError(
+            f"target {target!r}; expected an importable 'module:function', e.g. "
+            "'gridmix.analysis.scaling:memory_step'"
+        )
     return module, name
 
 
@@ -231,8 +272,11 @@ def _reset_rss_peak() -> bool:
         return False
 
 
-def _measure_in_this_process(target: str, kwargs: dict, *, threads: int, device: str, preload: str | None) -> Memory:
-    """One measurement in this process, which must have run nothing else (see :func:`peak_memory`)."""
+def _measure_in_this_process(
+    target: str, kwargs: dict, *, threads: int, device: str, preload: str | None
+) -> Memory:
+    """One measurement in this process, which must have run nothing else (see
+    :func:`peak_memory`)."""
     import torch
 
     torch.set_num_threads(threads)
@@ -252,7 +296,10 @@ def _measure_in_this_process(target: str, kwargs: dict, *, threads: int, device:
         step()
         torch.cuda.synchronize()
         peak = torch.cuda.max_memory_allocated()
-        method = "torch.cuda.max_memory_allocated (tensors only, not the CUDA context or allocator cache)"
+        method = (
+            "torch.cuda.max_memory_allocated (tensors only, not the CUDA context or "
+            "allocator cache)"
+        )
     elif _proc_status_bytes("RssAnon") is not None:
         baseline = _proc_status_bytes("RssAnon")
         step = make_step(**kwargs)
@@ -260,10 +307,17 @@ def _measure_in_this_process(target: str, kwargs: dict, *, threads: int, device:
         before, resident = _proc_status_bytes("RssAnon"), _proc_status_bytes("VmRSS")
         reset = _reset_rss_peak()
         step()
-        peak = before + _proc_status_bytes("VmHWM") - resident  # the step's growth, on top of the anonymous setup
-        method = ("anonymous memory (RssAnon) for the setup, then VmHWM reset via /proc/self/clear_refs before the "
-                  "step" if reset else "anonymous memory (RssAnon) for the setup, then VmHWM over setup and step "
-                  "(clear_refs unavailable: step_bytes may include setup transients)")
+        peak = (
+            before + _proc_status_bytes("VmHWM") - resident
+        )  # the step's growth, on top of the anonymous setup
+        method = (
+            "anonymous memory (RssAnon) for the setup, then VmHWM reset via /proc/self/clear_refs "
+            "before the "
+            "step"
+            if reset
+            else "anonymous memory (RssAnon) for the setup, then VmHWM over setup and step "
+            "(clear_refs unavailable: step_bytes may include setup transients)"
+        )
     else:
         baseline = _ru_maxrss_bytes()
         step = make_step(**kwargs)
@@ -271,10 +325,18 @@ def _measure_in_this_process(target: str, kwargs: dict, *, threads: int, device:
         before = _ru_maxrss_bytes()
         step()
         peak = _ru_maxrss_bytes()
-        method = "ru_maxrss lifetime peak (no /proc: baseline and setup are peaks, not current sizes)"
+        method = (
+            "ru_maxrss lifetime peak (no /proc: baseline and setup are peaks, not current sizes)"
+        )
     peak = max(peak, before)
-    return Memory(peak_bytes=peak - baseline, setup_bytes=before - baseline, step_bytes=peak - before,
-                  baseline_bytes=baseline, device=device, method=method)
+    return Memory(
+        peak_bytes=peak - baseline,
+        setup_bytes=before - baseline,
+        step_bytes=peak - before,
+        baseline_bytes=baseline,
+        device=device,
+        method=method,
+    )
 
 
 def _answer(request: dict) -> dict:
@@ -285,9 +347,12 @@ def _answer(request: dict) -> dict:
 
 
 def _answer_in_a_child(request: dict) -> dict:
-    """Forks; the child measures and writes its answer to a pipe. A child killed midway is reported by signal."""
+    """Forks; the child measures and writes its answer to a pipe. A child killed midway is reported
+    by signal."""
     module, _ = _parse_target(request["target"])
-    importlib.import_module(module)  # the server keeps it for the next child: imports are not the measurement
+    importlib.import_module(
+        module
+    )  # the server keeps it for the next child: imports are not the measurement
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -303,7 +368,9 @@ def _answer_in_a_child(request: dict) -> dict:
         return json.loads(text)
     if os.WIFSIGNALED(status):
         signal = os.WTERMSIG(status)
-        return {"error": f"was killed by signal {signal}" + (" (out of memory?)" if signal == 9 else "")}
+        return {
+            "error": f"was killed by signal {signal}" + (" (out of memory?)" if signal == 9 else "")
+        }
     return {"error": f"exited with {os.WEXITSTATUS(status)} before it measured"}
 
 
@@ -312,7 +379,8 @@ def _serve(modules: Sequence[str]) -> None:
         try:
             importlib.import_module(module)
         except ImportError:
-            pass  # a module that is not installed (timm without the image tracks) is simply not preloaded
+            # a module that is not installed (timm without the image tracks) is simply not preloaded
+            pass
     for line in sys.stdin:
         request = json.loads(line)
         reply = _answer_in_a_child(request) if _CAN_FORK else _answer(request)
@@ -322,8 +390,12 @@ def _serve(modules: Sequence[str]) -> None:
 
 
 def _main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="The measuring server of gridmix.analysis.memory.MemoryProbe.")
-    parser.add_argument("--serve", nargs="*", metavar="MODULE", required=True, help="modules to import first")
+    parser = argparse.ArgumentParser(
+        description="The measuring server of gridmix.analysis.memory.MemoryProbe."
+    )
+    parser.add_argument(
+        "--serve", nargs="*", metavar="MODULE", required=True, help="modules to import first"
+    )
     _serve(parser.parse_args(argv).serve)
 
 

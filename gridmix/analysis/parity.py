@@ -1,14 +1,17 @@
-"""Parity audit: is the idea model compared with baselines of the same size? (docs/design.md section 3)
+"""Parity audit: is the idea model compared with baselines of the same size? (docs/design.md section
+3)
 
 On one grid, every model's parameter count and forward+backward FLOPs of one training batch
-(:func:`gridmix.analysis.measure.count_flops`), with the idea's ratios to each other model (``idea / model``).
-One question is a fairness one, and only it warns: does the *matched baseline* (the model that differs from the
-idea in the token mixer only, the primary comparison's) have the idea's parameter count within the tolerance
-(10%)? Otherwise a difference between the two may come from their size, not their mixing. FLOPs are reported,
-never warned about: spending fewer of them is what a structured mixer is for; nor are the other models, which are
-not meant to match (the no-mixing control has no mixing parameters at all).
-:func:`match_parameters` removes a parameter gap: it bisects a model's ``ModelSpec.width_kwarg`` (a float
-keyword of ``build``, e.g. ``mlp_ratio``) until the count is within 2% of a target, e.g. a baseline's.
+(:func:`gridmix.analysis.measure.count_flops`), with the idea's ratios to each other model (``idea /
+model``). One question is a fairness one, and only it warns: does the *matched baseline* (the model
+that differs from the idea in the token mixer only, the primary comparison's) have the idea's
+parameter count within the tolerance (10%)? Otherwise a difference between the two may come from
+their size, not their mixing. FLOPs are reported, never warned about: spending fewer of them is what
+a structured mixer is for; nor are the other models, which are not meant to match (the no-mixing
+control has no mixing parameters at all).
+:func:`match_parameters` removes a parameter gap: it bisects a model's ``ModelSpec.width_kwarg`` (a
+float keyword of ``build``, e.g. ``mlp_ratio``) until the count is within 2% of a target, e.g. a
+baseline's.
 """
 
 from __future__ import annotations
@@ -25,7 +28,9 @@ from gridmix.core.grid import Grid, GridLike
 from gridmix.tracks import ModelSpec, Track
 
 TOLERANCE = 0.10
-PARITY_KWARGS_KEY = "knobs"  # the report's stored name of model_kwargs (kept so stored reports do not change)
+PARITY_KWARGS_KEY = (
+    "knobs"  # the report's stored name of model_kwargs (kept so stored reports do not change)
+)
 
 
 @dataclass(frozen=True)
@@ -57,24 +62,46 @@ class Parity:
         return [row.warning for row in self.rows if row.warning]
 
     def to_dict(self) -> dict:
-        return dict(track=self.track, grid=self.grid, batch=self.batch, idea=self.idea, tolerance=self.tolerance,
-                    matched_baseline=self.matched_baseline, rows=[asdict(row) for row in self.rows],
-                    warnings=self.warnings)
+        return dict(
+            track=self.track,
+            grid=self.grid,
+            batch=self.batch,
+            idea=self.idea,
+            tolerance=self.tolerance,
+            matched_baseline=self.matched_baseline,
+            rows=[asdict(row) for row in self.rows],
+            warnings=self.warnings,
+        )
 
 
-def parameter_warning(idea: str, baseline: str, params_ratio: float, tolerance: float) -> str | None:
+def parameter_warning(
+    idea: str, baseline: str, params_ratio: float, tolerance: float
+) -> str | None:
     """The one parity warning: the matched baseline's parameter count is off the idea's by more than
     ``tolerance`` (``None`` when within it)."""
     if abs(params_ratio - 1) <= tolerance:
         return None
-    return (f"{idea} has {params_ratio:.4g} times the parameters of its matched baseline {baseline} (beyond "
-            f"±{tolerance:.0%}): a difference between them may come from their size, not their token mixer; "
-            f"`--match-params {baseline}` evens it")
+    return (
+        f"{idea} has {params_ratio:.4g} times the parameters of its matched baseline {baseline} "
+        "(beyond "
+        f"±{tolerance:.0%}): a difference between them may come from their size, not their token "
+        "mixer; "
+        f"`--match-params {baseline}` evens it"
+    )
 
 
-def _measure(track: Track, spec: ModelSpec, grid: Grid, *, batch: int, seed: int,
-             model_kwargs: dict | None = None) -> tuple[int, int]:
-    model, inputs, targets = prepare(track, spec, grid, batch=batch, seed=seed, device="cpu", **(model_kwargs or {}))
+def _measure(
+    track: Track,
+    spec: ModelSpec,
+    grid: Grid,
+    *,
+    batch: int,
+    seed: int,
+    model_kwargs: dict | None = None,
+) -> tuple[int, int]:
+    model, inputs, targets = prepare(
+        track, spec, grid, batch=batch, seed=seed, device="cpu", **(model_kwargs or {})
+    )
     loss = lambda out: track.loss(out, targets)  # noqa: E731
     try:
         flops = count_flops(model, inputs, loss=loss, fake=True)
@@ -84,16 +111,27 @@ def _measure(track: Track, spec: ModelSpec, grid: Grid, *, batch: int, seed: int
 
 
 def count_parameters(model: nn.Module) -> int:
-    """Trainable and frozen parameters alike (a parametrised weight counts its stored ``original``)."""
+    """Trainable and frozen parameters alike (a parametrised weight counts its stored
+    ``original``)."""
     return sum(p.numel() for p in model.parameters())
 
 
-def audit_parity(track: Track, grid: GridLike, *, models: Sequence[str] | None = None, batch: int = 8, seed: int = 0,
-                 tolerance: float = TOLERANCE, model_kwargs: dict[str, dict] | None = None) -> Parity:
-    """Parameters and FLOPs of the idea against each model of ``track`` on ``grid`` (default: all models); a warning
-    only when the matched baseline's parameter count is off the idea's by more than ``tolerance``.
+def audit_parity(
+    track: Track,
+    grid: GridLike,
+    *,
+    models: Sequence[str] | None = None,
+    batch: int = 8,
+    seed: int = 0,
+    tolerance: float = TOLERANCE,
+    model_kwargs: dict[str, dict] | None = None,
+) -> Parity:
+    """Parameters and FLOPs of the idea against each model of ``track`` on ``grid`` (default: all
+    models); a warning only when the matched baseline's parameter count is off the idea's by more
+    than ``tolerance``.
 
-    ``model_kwargs`` maps a model name to keyword overrides of its builder (e.g. the idea's matched width).
+    ``model_kwargs`` maps a model name to keyword overrides of its builder (e.g. the idea's matched
+    width).
     """
     model_kwargs = model_kwargs or {}
     grid = track.check_grid(grid)
@@ -102,8 +140,14 @@ def audit_parity(track: Track, grid: GridLike, *, models: Sequence[str] | None =
     names = list(models) if models else [m.name for m in track.models]
     if track.idea.name not in names:
         names.insert(0, track.idea.name)
-    idea_params, idea_flops = _measure(track, track.idea, grid, batch=batch, seed=seed,
-                                       model_kwargs=model_kwargs.get(track.idea.name))
+    idea_params, idea_flops = _measure(
+        track,
+        track.idea,
+        grid,
+        batch=batch,
+        seed=seed,
+        model_kwargs=model_kwargs.get(track.idea.name),
+    )
     rows = []
     for name in names:
         spec = track.model(name)
@@ -112,28 +156,59 @@ def audit_parity(track: Track, grid: GridLike, *, models: Sequence[str] | None =
             continue
         reason = spec.supports(grid)
         if reason:
-            rows.append(ParityRow(name, spec.role, None, None, None, None, skipped=f"unsupported: {reason}"))
+            rows.append(
+                ParityRow(name, spec.role, None, None, None, None, skipped=f"unsupported: {reason}")
+            )
             continue
-        params, flops = _measure(track, spec, grid, batch=batch, seed=seed, model_kwargs=model_kwargs.get(name))
+        params, flops = _measure(
+            track, spec, grid, batch=batch, seed=seed, model_kwargs=model_kwargs.get(name)
+        )
         params_ratio, flops_ratio = idea_params / params, idea_flops / flops
-        warning = (parameter_warning(track.idea.name, name, params_ratio, tolerance)
-                   if name == track.matched_baseline else None)
+        warning = (
+            parameter_warning(track.idea.name, name, params_ratio, tolerance)
+            if name == track.matched_baseline
+            else None
+        )
         rows.append(ParityRow(name, spec.role, params, flops, params_ratio, flops_ratio, warning))
-    return Parity(track=track.name, grid=str(grid), batch=batch, idea=track.idea.name, tolerance=tolerance, rows=rows,
-                  matched_baseline=track.matched_baseline)
+    return Parity(
+        track=track.name,
+        grid=str(grid),
+        batch=batch,
+        idea=track.idea.name,
+        tolerance=tolerance,
+        rows=rows,
+        matched_baseline=track.matched_baseline,
+    )
 
 
-def parity_report(track: Track, grid: GridLike, *, models: Sequence[str] | None = None, batch: int = 8,
-                  seed: int = 0, tolerance: float = TOLERANCE, model_kwargs: dict[str, dict] | None = None) -> dict:
-    """:func:`audit_parity` as a JSON-ready dict (the report's ``parity`` key), with the ``model_kwargs`` used."""
-    parity = audit_parity(track, grid, models=models, batch=batch, seed=seed, tolerance=tolerance,
-                          model_kwargs=model_kwargs)
+def parity_report(
+    track: Track,
+    grid: GridLike,
+    *,
+    models: Sequence[str] | None = None,
+    batch: int = 8,
+    seed: int = 0,
+    tolerance: float = TOLERANCE,
+    model_kwargs: dict[str, dict] | None = None,
+) -> dict:
+    """:func:`audit_parity` as a JSON-ready dict (the report's ``parity`` key), with the
+    ``model_kwargs`` used."""
+    parity = audit_parity(
+        track,
+        grid,
+        models=models,
+        batch=batch,
+        seed=seed,
+        tolerance=tolerance,
+        model_kwargs=model_kwargs,
+    )
     return dict(parity.to_dict(), **{PARITY_KWARGS_KEY: model_kwargs or {}})
 
 
 @dataclass(frozen=True)
 class WidthMatch:
-    """The width argument value whose model has ``params`` parameters, ``rel_error`` off ``target``."""
+    """The width argument value whose model has ``params`` parameters, ``rel_error`` off
+    ``target``."""
 
     kwarg: str
     value: float
@@ -142,18 +217,32 @@ class WidthMatch:
     rel_error: float
 
 
-def match_parameters(spec: ModelSpec, grid: GridLike, target_params: int, *, tolerance: float = 0.02,
-                     start: float = 1.0, max_builds: int = 60) -> WidthMatch:
-    """Bisect ``spec.width_kwarg`` (assumed to grow the parameter count) to within ``tolerance`` of the target.
+def match_parameters(
+    spec: ModelSpec,
+    grid: GridLike,
+    target_params: int,
+    *,
+    tolerance: float = 0.02,
+    start: float = 1.0,
+    max_builds: int = 60,
+) -> WidthMatch:
+    """Bisect ``spec.width_kwarg`` (assumed to grow the parameter count) to within ``tolerance`` of
+    the target.
 
-    The argument is first doubled or halved from ``start`` until the target is bracketed, then bisected
-    geometrically. ``ValueError`` if the spec has no width argument, or no value within ``max_builds`` builds matches.
+    The argument is first doubled or halved from ``start`` until the target is bracketed, then
+    bisected geometrically. ``ValueError`` if the spec has no width argument, or no value within
+    ``max_builds`` builds matches.
     """
     if not spec.width_kwarg:
-        raise ValueError(f"model {spec.name!r} has no width_kwarg; parameter matching needs a float build keyword")
+        raise ValueError(
+            f"model {spec.name!r} has no width_kwarg; parameter matching needs a float build "
+            "keyword"
+        )
     if target_params < 1 or not 0 < tolerance < 1 or start <= 0:
-        raise ValueError(f"target_params={target_params}, tolerance={tolerance}, start={start}; expected "
-                         "a positive count, a fraction in (0, 1) and a positive start")
+        raise ValueError(
+            f"target_params={target_params}, tolerance={tolerance}, start={start}; expected "
+            "a positive count, a fraction in (0, 1) and a positive start"
+        )
     grid = Grid.parse(grid)
     tried: dict[float, int] = {}
 
@@ -180,6 +269,14 @@ def match_parameters(spec: ModelSpec, grid: GridLike, target_params: int, *, tol
     best = min(tried, key=lambda v: abs(tried[v] - target_params))
     rel_error = abs(tried[best] - target_params) / target_params
     if rel_error > tolerance:
-        raise ValueError(f"cannot bring {spec.name!r} within {tolerance:.0%} of {target_params} parameters with "
-                         f"{spec.width_kwarg}: the closest, {spec.width_kwarg}={best:.4g}, gives {tried[best]}")
-    return WidthMatch(kwarg=spec.width_kwarg, value=best, params=tried[best], target=target_params, rel_error=rel_error)
+        raise ValueError(
+            f"cannot bring {spec.name!r} within {tolerance:.0%} of {target_params} parameters with "
+            f"{spec.width_kwarg}: the closest, {spec.width_kwarg}={best:.4g}, gives {tried[best]}"
+        )
+    return WidthMatch(
+        kwarg=spec.width_kwarg,
+        value=best,
+        params=tried[best],
+        target=target_params,
+        rel_error=rel_error,
+    )

@@ -1,18 +1,19 @@
-"""Scaling study: how parameters, FLOPs, wall-clock and peak memory of a training step grow with the grid.
+"""Scaling study: how parameters, FLOPs, wall-clock and peak memory of a training step grow with the
+grid.
 
-docs/design.md section 5 (Scaling). For a track, a list of grids and its models, every point (model, grid)
-gets: parameters; forward+backward FLOPs of one batch (:func:`gridmix.analysis.measure.count_flops`,
-on fake tensors, so even a point too large to run has them); a memory estimate from a fake-tensor dry
-run, made *before* anything large is allocated; then, if the estimate fits (and the time extrapolated
-from the model's previous grid is under a cap), the wall-clock of a step in this process
-(:func:`~gridmix.analysis.measure.time_fn`) and its peak memory in a fresh process
-(:class:`~gridmix.analysis.memory.MemoryProbe` running :func:`memory_step`, which rebuilds the point
-from ``(track, model, grid)``). A point that is unsupported, would not fit or fails is kept with the
-reason, never a crash.
+docs/design.md section 5 (Scaling). For a track, a list of grids and its models, every point (model,
+grid) gets: parameters; forward+backward FLOPs of one batch
+(:func:`gridmix.analysis.measure.count_flops`, on fake tensors, so even a point too large to run has
+them); a memory estimate from a fake-tensor dry run, made *before* anything large is allocated;
+then, if the estimate fits (and the time extrapolated from the model's previous grid is under a
+cap), the wall-clock of a step in this process (:func:`~gridmix.analysis.measure.time_fn`) and its
+peak memory in a fresh process (:class:`~gridmix.analysis.memory.MemoryProbe` running
+:func:`memory_step`, which rebuilds the point from ``(track, model, grid)``). A point that is
+unsupported, would not fit or fails is kept with the reason, never a crash.
 
-Exponents: least squares of ``log y = a·log N + b`` per model and quantity (time, FLOPs, memory) with
-its R² (from three grids up: two points always fit), over all measured grids and over the largest ``tail`` grids
-only (small grids are dominated by
+Exponents: least squares of ``log y = a·log N + b`` per model and quantity (time, FLOPs, memory)
+with its R² (from three grids up: two points always fit), over all measured grids and over the
+largest ``tail`` grids only (small grids are dominated by
 per-call overhead, so the tail exponent is the asymptotic one).
 
 Shape legend:
@@ -53,7 +54,8 @@ QUANTITIES = ("time", "flops", "memory")
 
 @dataclass
 class ScalingPoint:
-    """One model on one grid. ``skipped`` says why time and memory were not measured (None: they were)."""
+    """One model on one grid. ``skipped`` says why time and memory were not measured (None: they
+    were)."""
 
     model: str
     grid: str
@@ -67,7 +69,8 @@ class ScalingPoint:
     notes: list[str] = field(default_factory=list)
 
     def value(self, quantity: str) -> float | None:
-        """The figure the exponent fits use: seconds, FLOPs or peak bytes (None when not measured)."""
+        """The figure the exponent fits use: seconds, FLOPs or peak bytes (None when not
+        measured)."""
         if quantity == "time":
             return self.timing.median_s if self.timing else None
         if quantity == "flops":
@@ -78,12 +81,18 @@ class ScalingPoint:
 
     def to_dict(self) -> dict:
         return dict(
-            model=self.model, grid=self.grid, tokens=self.tokens, params=self.params,
+            model=self.model,
+            grid=self.grid,
+            tokens=self.tokens,
+            params=self.params,
             gflops=self.flops.total / 1e9 if self.flops else None,
             time_ms=self.timing.median_s * 1e3 if self.timing else None,
             peak_mb=self.memory.peak_mb if self.memory else None,
-            memory_estimate_mb=self.memory_estimate_bytes / MB if self.memory_estimate_bytes is not None else None,
-            skipped=self.skipped, notes=list(self.notes),
+            memory_estimate_mb=self.memory_estimate_bytes / MB
+            if self.memory_estimate_bytes is not None
+            else None,
+            skipped=self.skipped,
+            notes=list(self.notes),
             flops=self.flops.to_dict() if self.flops else None,
             timing=self.timing.to_dict() if self.timing else None,
             memory=self.memory.to_dict() if self.memory else None,
@@ -92,7 +101,8 @@ class ScalingPoint:
 
 @dataclass(frozen=True)
 class Fit:
-    """``y ≈ e^intercept · N^exponent`` over ``points`` grids; ``tail_exponent`` over the largest ``tail_points``."""
+    """``y ≈ e^intercept · N^exponent`` over ``points`` grids; ``tail_exponent`` over the largest
+    ``tail_points``."""
 
     model: str
     quantity: str
@@ -109,8 +119,9 @@ class Fit:
 
 @dataclass
 class ScalingResult:
-    """Every point and fit. ``load_average``: the 1-minute load before and after, next to ``cpu_count``
-    (timings taken while other processes compete for the cores are slower and noisier)."""
+    """Every point and fit. ``load_average``: the 1-minute load before and after, next to
+    ``cpu_count`` (timings taken while other processes compete for the cores are slower and
+    noisier)."""
 
     track: str
     device: str
@@ -129,22 +140,42 @@ class ScalingResult:
         for fit in self.fits:
             if fit.model == model and fit.quantity == quantity:
                 return fit
-        raise ValueError(f"no fit for model {model!r} and quantity {quantity!r}; models {self.models}")
+        raise ValueError(
+            f"no fit for model {model!r} and quantity {quantity!r}; models {self.models}"
+        )
 
     def to_dict(self) -> dict:
-        return dict(track=self.track, device=self.device, threads=self.threads, batch=self.batch,
-                    repeats=self.repeats, warmup=self.warmup, grids=self.grids, models=self.models,
-                    load_average=list(self.load_average), cpu_count=self.cpu_count,
-                    points=[p.to_dict() for p in self.points], fits=[f.to_dict() for f in self.fits])
+        return dict(
+            track=self.track,
+            device=self.device,
+            threads=self.threads,
+            batch=self.batch,
+            repeats=self.repeats,
+            warmup=self.warmup,
+            grids=self.grids,
+            models=self.models,
+            load_average=list(self.load_average),
+            cpu_count=self.cpu_count,
+            points=[p.to_dict() for p in self.points],
+            fits=[f.to_dict() for f in self.fits],
+        )
 
 
-def fit_power_law(tokens: Sequence[float], values: Sequence[float]) -> tuple[float, float, float | None]:
-    """Least squares of ``log y = a·log N + b``: ``(a, b, R²)``; R² is ``None`` for two token counts (a line through
-    two points always fits them: R² would say nothing) and 1 for a perfect fit of more."""
+def fit_power_law(
+    tokens: Sequence[float], values: Sequence[float]
+) -> tuple[float, float, float | None]:
+    """Least squares of ``log y = a·log N + b``: ``(a, b, R²)``; R² is ``None`` for two token counts
+    (a line through two points always fits them: R² would say nothing) and 1 for a perfect fit of
+    more."""
     if len(tokens) != len(values) or len(set(tokens)) < 2:
-        raise ValueError(f"need >= 2 distinct token counts with one value each; got {list(tokens)}, {list(values)}")
+        raise ValueError(
+            f"need >= 2 distinct token counts with one value each; got {list(tokens)}, "
+            f"{list(values)}"
+        )
     if min(tokens) <= 0 or min(values) <= 0:
-        raise ValueError(f"a log-log fit needs positive values; got tokens {list(tokens)}, values {list(values)}")
+        raise ValueError(
+            f"a log-log fit needs positive values; got tokens {list(tokens)}, values {list(values)}"
+        )
     x, y = np.log(np.asarray(tokens, float)), np.log(np.asarray(values, float))
     slope, intercept = np.polyfit(x, y, 1)
     total = float(((y - y.mean()) ** 2).sum())
@@ -161,21 +192,35 @@ def fit_exponents(points: Sequence[ScalingPoint], *, tail: int = 2) -> list[Fit]
     fits = []
     for model in dict.fromkeys(p.model for p in points):
         for quantity in QUANTITIES:
-            pairs = sorted((p.tokens, p.value(quantity)) for p in points
-                           if p.model == model and p.value(quantity) is not None)
+            pairs = sorted(
+                (p.tokens, p.value(quantity))
+                for p in points
+                if p.model == model and p.value(quantity) is not None
+            )
             exponent = intercept = r2 = tail_exponent = None
             if len({n for n, _ in pairs}) >= 2:
                 exponent, intercept, r2 = fit_power_law(*zip(*pairs))
                 ends = pairs[-tail:]
                 if len({n for n, _ in ends}) >= 2:
                     tail_exponent = fit_power_law(*zip(*ends))[0]
-            fits.append(Fit(model=model, quantity=quantity, exponent=exponent, intercept=intercept, r2=r2,
-                            points=len(pairs), tail_exponent=tail_exponent, tail_points=min(tail, len(pairs))))
+            fits.append(
+                Fit(
+                    model=model,
+                    quantity=quantity,
+                    exponent=exponent,
+                    intercept=intercept,
+                    r2=r2,
+                    points=len(pairs),
+                    tail_exponent=tail_exponent,
+                    tail_points=min(tail, len(pairs)),
+                )
+            )
     return fits
 
 
 def scaling_grids(grid: GridLike, *, count: int = 3) -> list[Grid]:
-    """``grid`` and up to ``count - 1`` successive halvings of every axis (never below 2), smallest first."""
+    """``grid`` and up to ``count - 1`` successive halvings of every axis (never below 2), smallest
+    first."""
     grid = Grid.parse(grid)
     if count < 1:
         raise ValueError(f"count={count}; expected >= 1")
@@ -184,38 +229,50 @@ def scaling_grids(grid: GridLike, *, count: int = 3) -> list[Grid]:
 
 
 def resolve_track(ref: str) -> Track:
-    """A track from a registered name (through the plugin registry) or an importable ``"module:attribute"``.
+    """A track from a registered name (through the plugin registry) or an importable
+    ``"module:attribute"``.
 
-    The attribute is a :class:`Track` or a function returning one; that is how the measuring process rebuilds a
-    track that is not installed as a plugin (e.g. one defined in a test).
+    The attribute is a :class:`Track` or a function returning one; that is how the measuring process
+    rebuilds a track that is not installed as a plugin (e.g. one defined in a test).
     """
     module, sep, name = ref.partition(":")
     if not sep:
         from gridmix.tracks.plugin_loader import load_registry
 
         return load_registry().track(ref)
-    expected = "expected a registered name or MODULE:ATTRIBUTE naming a Track or a function returning one"
-    try:  # the module's import and the factory are user code: whatever they raise is the reference's fault
+    expected = (
+        "expected a registered name or MODULE:ATTRIBUTE naming a Track or a function returning one"
+    )
+    # the module's import and the factory are user code: whatever they raise is the reference's
+    # fault
+    try:
         found = getattr(importlib.import_module(module), name)
         track = found if isinstance(found, Track) or not callable(found) else found()
     except Exception as error:
-        raise ValueError(f"track {ref!r} cannot be loaded ({type(error).__name__}: {error}); {expected}") from None
+        raise ValueError(
+            f"track {ref!r} cannot be loaded ({type(error).__name__}: {error}); {expected}"
+        ) from None
     if not isinstance(track, Track):
         raise ValueError(f"{ref!r} gave an object of type {type(track).__name__}; {expected}")
     return track
 
 
-def prepare(track: Track, spec: ModelSpec, grid: Grid, *, batch: int, seed: int, device: str,
-            **build_kwargs) -> tuple[nn.Module, torch.Tensor, torch.Tensor]:
-    """The model (train mode) and one training batch ``(inputs, targets)`` for a point, on ``device``."""
+def prepare(
+    track: Track, spec: ModelSpec, grid: Grid, *, batch: int, seed: int, device: str, **build_kwargs
+) -> tuple[nn.Module, torch.Tensor, torch.Tensor]:
+    """The model (train mode) and one training batch ``(inputs, targets)`` for a point, on
+    ``device``."""
     split = track.make_data(grid, seed, DataSizes(n_train=batch, n_val=1, n_test=1)).train
     torch.manual_seed(seed)
     model = spec.build(grid, **build_kwargs).to(device).train()
     return model, split.inputs[:batch].to(device), split.targets[:batch].to(device)
 
 
-def train_step(model: nn.Module, loss: Callable, inputs: torch.Tensor, targets: torch.Tensor) -> Callable[[], None]:
-    """One forward+backward: ``loss(model(inputs), targets).backward()`` after clearing the gradients."""
+def train_step(
+    model: nn.Module, loss: Callable, inputs: torch.Tensor, targets: torch.Tensor
+) -> Callable[[], None]:
+    """One forward+backward: ``loss(model(inputs), targets).backward()`` after clearing the
+    gradients."""
 
     def step() -> None:
         model.zero_grad(set_to_none=True)
@@ -225,21 +282,29 @@ def train_step(model: nn.Module, loss: Callable, inputs: torch.Tensor, targets: 
 
 
 def load_track(*, track: str, **point) -> Track:
-    """:meth:`~gridmix.analysis.memory.MemoryProbe.measure` preload: the track's plugin imports are not the step's
-    memory."""
+    """:meth:`~gridmix.analysis.memory.MemoryProbe.measure` preload: the track's plugin imports are
+    not the step's memory."""
     return resolve_track(track)
 
 
-def memory_step(*, track: str, model: str, grid: str, batch: int, seed: int = 0,
-                device: str = "cpu") -> Callable[[], None]:
-    """:meth:`~gridmix.analysis.memory.MemoryProbe.measure` target: builds the point and returns its step.
+def memory_step(
+    *, track: str, model: str, grid: str, batch: int, seed: int = 0, device: str = "cpu"
+) -> Callable[[], None]:
+    """:meth:`~gridmix.analysis.memory.MemoryProbe.measure` target: builds the point and returns its
+    step.
 
     A one-sample step runs here, during setup, so that kernels, thread pools and lazily initialised
     libraries are part of the setup figure and the measured step is the batch's own memory.
     """
     resolved = resolve_track(track)
-    net, inputs, targets = prepare(resolved, resolved.model(model), resolved.check_grid(grid), batch=batch,
-                                   seed=seed, device=device)
+    net, inputs, targets = prepare(
+        resolved,
+        resolved.model(model),
+        resolved.check_grid(grid),
+        batch=batch,
+        seed=seed,
+        device=device,
+    )
     train_step(net, resolved.loss, inputs[:1], targets[:1])()
     net.zero_grad(set_to_none=True)
     return train_step(net, resolved.loss, inputs, targets)
@@ -250,15 +315,18 @@ class ScalingConfig:
     """How :func:`scale_track` measures every point.
 
     Attributes:
-        batch: samples per timed step. threads: torch threads for timing and memory (``None``: the current
-            ``torch.get_num_threads()``). repeats, warmup: timed and untimed steps per point. seed: the
-            point's data and initialisation. device: ``"cpu"`` or ``"cuda"``.
+        batch: samples per timed step. threads: torch threads for timing and memory (``None``: the
+        current
+            ``torch.get_num_threads()``). repeats, warmup: timed and untimed steps per point. seed:
+            the point's data and initialisation. device: ``"cpu"`` or ``"cuda"``.
         memory: measure peak memory (a fresh process per point, forked from one warm server).
         track_ref: how the measuring process finds the track (``None``: its registered name), see
             :func:`resolve_track`.
-        memory_fraction: skip a point whose estimated peak exceeds this fraction of the available memory.
-        time_cap_s: skip a point whose warm-up and repeats, extrapolated from the model's previous grid at
-            that grid's FLOP throughput, would take longer. timeout_s: the limit of one point's memory measurement.
+        memory_fraction: skip a point whose estimated peak exceeds this fraction of the available
+        memory. time_cap_s: skip a point whose warm-up and repeats, extrapolated from the model's
+        previous grid at
+            that grid's FLOP throughput, would take longer. timeout_s: the limit of one point's
+            memory measurement.
         tail: the tail exponent fits the largest ``tail`` grids.
     """
 
@@ -277,10 +345,16 @@ class ScalingConfig:
 
     def __post_init__(self) -> None:
         if self.batch < 1 or not 0 < self.memory_fraction <= 1:
-            raise ValueError(f"batch={self.batch}, memory_fraction={self.memory_fraction}; expected >= 1 and in (0, 1]")
+            raise ValueError(
+                f"batch={self.batch}, memory_fraction={self.memory_fraction}; expected >= 1 and "
+                "in (0, 1]"
+            )
         if self.repeats < 1 or self.warmup < 0 or self.tail < 2:
-            raise ValueError(f"repeats={self.repeats}, warmup={self.warmup}, tail={self.tail}; expected >= 1, >= 0, "
-                             ">= 2")
+            raise ValueError(
+                f"repeats={self.repeats}, warmup={self.warmup}, tail={self.tail}; expected >= 1, "
+                ">= 0, "
+                ">= 2"
+            )
 
 
 def memory_probe() -> MemoryProbe:
@@ -288,27 +362,40 @@ def memory_probe() -> MemoryProbe:
     return MemoryProbe(modules=[MEMORY_TARGET.partition(":")[0]])
 
 
-def scale_track(track: Track, grids: Sequence[GridLike], *, models: Sequence[str] | None = None,
-                config: ScalingConfig | None = None, on_start: Callable[[str, Grid], None] | None = None,
-                on_point: Callable[[ScalingPoint], None] | None = None, probe: MemoryProbe | None = None,
-                **options) -> ScalingResult:
+def scale_track(
+    track: Track,
+    grids: Sequence[GridLike],
+    *,
+    models: Sequence[str] | None = None,
+    config: ScalingConfig | None = None,
+    on_start: Callable[[str, Grid], None] | None = None,
+    on_point: Callable[[ScalingPoint], None] | None = None,
+    probe: MemoryProbe | None = None,
+    **options,
+) -> ScalingResult:
     """Measure every (model, grid) point of ``track``; see the module docstring.
 
-    ``models``: model names (default: all the track offers); grids are measured smallest first. ``config`` (or
-    its fields as keyword ``options``) says how; ``on_start(model name, grid)`` and ``on_point(point)`` are called
-    before and after each point (progress bars). ``probe``: a :func:`memory_probe` the caller started early and
-    closes itself (default: one started here, at the first memory measurement, and closed at the end).
+    ``models``: model names (default: all the track offers); grids are measured smallest first.
+    ``config`` (or its fields as keyword ``options``) says how; ``on_start(model name, grid)`` and
+    ``on_point(point)`` are called before and after each point (progress bars). ``probe``: a
+    :func:`memory_probe` the caller started early and closes itself (default: one started here, at
+    the first memory measurement, and closed at the end).
     """
     if config is None:
         config = ScalingConfig(**options)
     elif options:
-        raise TypeError(f"pass either config or its fields, not both (got config and {sorted(options)})")
+        raise TypeError(
+            f"pass either config or its fields, not both (got config and {sorted(options)})"
+        )
     parsed = sorted((track.check_grid(g) for g in grids), key=lambda g: g.numel)
     if not parsed:
         raise ValueError("grids is empty; expected at least one grid, e.g. ['16x16', '32x32']")
     specs = [track.model(name) for name in models] if models else list(track.models)
-    config = dataclasses.replace(config, threads=config.threads or torch.get_num_threads(),
-                                 track_ref=config.track_ref or track.name)
+    config = dataclasses.replace(
+        config,
+        threads=config.threads or torch.get_num_threads(),
+        track_ref=config.track_ref or track.name,
+    )
     load_before, points = _load_average(), []
     with contextlib.nullcontext(probe) if probe is not None else memory_probe() as probe:
         for spec in specs:
@@ -316,23 +403,38 @@ def scale_track(track: Track, grids: Sequence[GridLike], *, models: Sequence[str
             for grid in parsed:
                 if on_start:
                     on_start(spec.name, grid)
-                point = _measure_point(track, spec, grid, config, throughput=throughput, probe=probe)
+                point = _measure_point(
+                    track, spec, grid, config, throughput=throughput, probe=probe
+                )
                 if point.timing and point.flops:
                     throughput = point.flops.total / point.timing.median_s
                 points.append(point)
                 if on_point:
                     on_point(point)
-    return ScalingResult(track=track.name, device=config.device, threads=config.threads, batch=config.batch,
-                         repeats=config.repeats, warmup=config.warmup, grids=[str(g) for g in parsed],
-                         models=[s.name for s in specs], points=points, fits=fit_exponents(points, tail=config.tail),
-                         load_average=(load_before, _load_average()), cpu_count=os.cpu_count())
+    return ScalingResult(
+        track=track.name,
+        device=config.device,
+        threads=config.threads,
+        batch=config.batch,
+        repeats=config.repeats,
+        warmup=config.warmup,
+        grids=[str(g) for g in parsed],
+        models=[s.name for s in specs],
+        points=points,
+        fits=fit_exponents(points, tail=config.tail),
+        load_average=(load_before, _load_average()),
+        cpu_count=os.cpu_count(),
+    )
 
 
 def load_averages() -> list[float] | None:
     """The machine's 1, 5 and 15 minute load averages (None where the system keeps none)."""
     try:
         return list(os.getloadavg())
-    except (AttributeError, OSError):  # no getloadavg on this platform, or the value is unobtainable
+    except (
+        AttributeError,
+        OSError,
+    ):  # no getloadavg on this platform, or the value is unobtainable
         return None
 
 
@@ -341,8 +443,15 @@ def _load_average() -> float | None:
     return averages[0] if averages else None
 
 
-def _measure_point(track: Track, spec: ModelSpec, grid: Grid, config: ScalingConfig, *,
-                   throughput: float | None, probe: MemoryProbe) -> ScalingPoint:
+def _measure_point(
+    track: Track,
+    spec: ModelSpec,
+    grid: Grid,
+    config: ScalingConfig,
+    *,
+    throughput: float | None,
+    probe: MemoryProbe,
+) -> ScalingPoint:
     point = ScalingPoint(model=spec.name, grid=str(grid), tokens=grid.numel)
     reason = spec.supports(grid)
     if reason:
@@ -352,22 +461,46 @@ def _measure_point(track: Track, spec: ModelSpec, grid: Grid, config: ScalingCon
         _count_and_time(point, track, spec, grid, config, throughput=throughput)
         gc.collect()  # the timed model is gone before the memory is measured
         if config.memory and not point.skipped:
-            kwargs = dict(track=config.track_ref, model=spec.name, grid=str(grid), batch=config.batch,
-                          seed=config.seed, device=config.device)
+            kwargs = dict(
+                track=config.track_ref,
+                model=spec.name,
+                grid=str(grid),
+                batch=config.batch,
+                seed=config.seed,
+                device=config.device,
+            )
             try:
-                point.memory = probe.measure(MEMORY_TARGET, kwargs, threads=config.threads, device=config.device,
-                                             timeout_s=config.timeout_s, preload=MEMORY_PRELOAD)
+                point.memory = probe.measure(
+                    MEMORY_TARGET,
+                    kwargs,
+                    threads=config.threads,
+                    device=config.device,
+                    timeout_s=config.timeout_s,
+                    preload=MEMORY_PRELOAD,
+                )
             except MemoryMeasurementError as error:
                 point.notes.append(f"memory not measured: {error}")
-    except Exception as error:  # a broken model is this point's recorded failure, not a crashed study
+    except (
+        Exception
+    ) as error:  # a broken model is this point's recorded failure, not a crashed study
         point.skipped = f"failed: {type(error).__name__}: {error}"
     return point
 
 
-def _count_and_time(point: ScalingPoint, track: Track, spec: ModelSpec, grid: Grid, config: ScalingConfig, *,
-                    throughput: float | None) -> None:
-    """Fill in parameters, FLOPs and the memory estimate; then, unless the point is too big, its timing."""
-    net, inputs, targets = prepare(track, spec, grid, batch=config.batch, seed=config.seed, device=config.device)
+def _count_and_time(
+    point: ScalingPoint,
+    track: Track,
+    spec: ModelSpec,
+    grid: Grid,
+    config: ScalingConfig,
+    *,
+    throughput: float | None,
+) -> None:
+    """Fill in parameters, FLOPs and the memory estimate; then, unless the point is too big, its
+    timing."""
+    net, inputs, targets = prepare(
+        track, spec, grid, batch=config.batch, seed=config.seed, device=config.device
+    )
     point.params = sum(p.numel() for p in net.parameters())
 
     def loss(out):
@@ -376,14 +509,21 @@ def _count_and_time(point: ScalingPoint, track: Track, spec: ModelSpec, grid: Gr
     try:
         point.flops, point.memory_estimate_bytes = dry_run(net, inputs, loss=loss)
     except Exception as error:  # a model that branches on values cannot run on fake tensors
-        point.notes.append(f"no fake-tensor dry run ({type(error).__name__}: {error}); memory not estimated")
+        point.notes.append(
+            f"no fake-tensor dry run ({type(error).__name__}: {error}); memory not estimated"
+        )
     point.skipped = _too_big(point, config, throughput=throughput)
     if point.skipped:
         return
     if point.flops is None:
         point.flops = count_flops(net, inputs, loss=loss)
-    point.timing = time_fn(train_step(net, track.loss, inputs, targets), warmup=config.warmup,
-                           repeats=config.repeats, threads=config.threads, device=config.device)
+    point.timing = time_fn(
+        train_step(net, track.loss, inputs, targets),
+        warmup=config.warmup,
+        repeats=config.repeats,
+        threads=config.threads,
+        device=config.device,
+    )
 
 
 def _too_big(point: ScalingPoint, config: ScalingConfig, *, throughput: float | None) -> str | None:
@@ -391,11 +531,17 @@ def _too_big(point: ScalingPoint, config: ScalingConfig, *, throughput: float | 
     if point.memory_estimate_bytes is not None:
         available = available_memory(config.device)
         if point.memory_estimate_bytes > memory_fraction * available:
-            return (f"too big: estimated peak {point.memory_estimate_bytes / MB:.0f} MB > {memory_fraction:.0%} "
-                    f"of {available / MB:.0f} MB available")
+            return (
+                f"too big: estimated peak {point.memory_estimate_bytes / MB:.0f} MB > "
+                f"{memory_fraction:.0%} "
+                f"of {available / MB:.0f} MB available"
+            )
     if throughput and point.flops:
         seconds = steps * point.flops.total / throughput
         if seconds > config.time_cap_s:
-            return (f"too slow: estimated {seconds:.0f} s for {steps} steps > {config.time_cap_s:g} s cap "
-                    f"(at {throughput / 1e9:.2g} GFLOP/s, the previous grid's)")
+            return (
+                f"too slow: estimated {seconds:.0f} s for {steps} steps > {config.time_cap_s:g} s "
+                "cap "
+                f"(at {throughput / 1e9:.2g} GFLOP/s, the previous grid's)"
+            )
     return None

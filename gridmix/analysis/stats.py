@@ -14,9 +14,9 @@ turns them into words (every rule of a verdict lives there):
   correction of Phipson & Smyth 2010, so p is never 0).
 * Several comparisons at once: Holm's step-down adjustment, S. Holm, "A simple
   sequentially rejective multiple test procedure", Scand. J. Statist. 6, 1979.
-* Effect size: the interval obtained by inverting the sign-flip test (every shift ``δ`` at which the test of
-  ``d - δ`` does not reject at ``alpha``; Hartigan 1969, "Using subsample values as typical values", JASA 64),
-  which excludes 0 exactly when ``p < alpha``; beside it the Student t-interval
+* Effect size: the interval obtained by inverting the sign-flip test (every shift ``δ`` at which the
+  test of ``d - δ`` does not reject at ``alpha``; Hartigan 1969, "Using subsample values as typical
+  values", JASA 64), which excludes 0 exactly when ``p < alpha``; beside it the Student t-interval
   ``mean(d) +- t_{1-a/2,n-1} s_d/sqrt(n)``, which need not agree with the test.
 * Sensitivity: the minimum detectable effect (MDE) of the sign-flip test itself
   (the test the verdict uses), at the given power, for normal paired differences
@@ -80,17 +80,20 @@ class TInterval:
 
 @dataclass(frozen=True)
 class SignFlipInterval:
-    """The confidence interval of the mean difference by inverting the sign-flip test: ``[low, high]`` holds every
-    shift the test does not reject at ``1 - confidence``; ``None`` ends when every shift is kept (too few pairs for
-    the test to reject anything)."""
+    """The confidence interval of the mean difference by inverting the sign-flip test: ``[low,
+    high]`` holds every shift the test does not reject at ``1 - confidence``; ``None`` ends when
+    every shift is kept (too few pairs for the test to reject anything)."""
 
     low: float | None
     high: float | None
     confidence: float
-    method: str  # "exact" (the endpoints are subset means of the differences) or "monte-carlo" (bisection)
+    # "exact" (the endpoints are subset means of the differences) or "monte-carlo" (bisection)
+    method: str
 
     def excludes(self, value: float) -> bool:
-        return (self.low is not None and value < self.low) or (self.high is not None and value > self.high)
+        return (self.low is not None and value < self.low) or (
+            self.high is not None and value > self.high
+        )
 
 
 def summarize(values: Sequence[float]) -> Summary:
@@ -98,7 +101,9 @@ def summarize(values: Sequence[float]) -> Summary:
     arr = _finite_vector(values, "values")
     if arr.size == 0:
         raise ValueError("values is empty; expected at least 1 value")
-    return Summary(mean=float(arr.mean()), std=float(arr.std()), per_seed=arr.tolist(), n=int(arr.size))
+    return Summary(
+        mean=float(arr.mean()), std=float(arr.std()), per_seed=arr.tolist(), n=int(arr.size)
+    )
 
 
 def paired_differences(idea: Sequence[float], baseline: Sequence[float]) -> np.ndarray:
@@ -133,7 +138,9 @@ def sign_flip_test(
         for value in d:  # doubling: after k steps, the sums of all 2^k sign patterns so far
             sums = np.concatenate([sums + value, sums - value])
         n_extreme = int(np.count_nonzero(np.abs(sums) >= threshold))
-        return SignFlipResult(p_value=n_extreme / sums.size, method="exact", n_patterns=int(sums.size))
+        return SignFlipResult(
+            p_value=n_extreme / sums.size, method="exact", n_patterns=int(sums.size)
+        )
     rng = np.random.default_rng(rng_seed)
     n_extreme = 0
     for start in range(0, n_resamples, _MC_BATCH):
@@ -146,30 +153,41 @@ def sign_flip_test(
 
 
 def t_interval(diffs: Sequence[float], *, confidence: float = 0.95) -> TInterval:
-    """Student t interval ``mean(d) +- t_{(1+confidence)/2, n-1} * s_d / sqrt(n)``, s_d with ddof=1."""
+    """Student t interval ``mean(d) +- t_{(1+confidence)/2, n-1} * s_d / sqrt(n)``, s_d with
+    ddof=1."""
     check_unit_interval(confidence, "confidence")
     d = _check_diffs(diffs)
     mean = float(d.mean())
     t_crit = stats.t.ppf(0.5 + confidence / 2, d.size - 1)
     half_width = float(t_crit * _standard_error(d))
     return TInterval(
-        mean=mean, low=mean - half_width, high=mean + half_width, half_width=half_width, confidence=confidence
+        mean=mean,
+        low=mean - half_width,
+        high=mean + half_width,
+        half_width=half_width,
+        confidence=confidence,
     )
 
 
 def sign_flip_interval(
-    diffs: Sequence[float], *, alpha: float = 0.05, exact_max_n: int = 20, n_resamples: int = 100_000,
-    rng_seed: int = 0
+    diffs: Sequence[float],
+    *,
+    alpha: float = 0.05,
+    exact_max_n: int = 20,
+    n_resamples: int = 100_000,
+    rng_seed: int = 0,
 ) -> SignFlipInterval:
-    """The shifts ``δ`` at which :func:`sign_flip_test` of ``diffs - δ`` gives ``p >= alpha``: an interval.
+    """The shifts ``δ`` at which :func:`sign_flip_test` of ``diffs - δ`` gives ``p >= alpha``: an
+    interval.
 
-    For a fixed set of sign patterns (all of them, or the seeded random ones) each pattern's ``|Σ s(d - δ)|`` reaches
-    ``|Σ (d - δ)|`` on a set of shifts that shrinks as ``δ`` moves away from ``mean(d)`` (where p = 1), so p falls
-    monotonically on either side and the kept shifts form one closed interval. Exact: p changes only at subset
-    means of ``d``, so each end is the last subset mean kept, found by binary search. Monte Carlo: bisection
-    between ``mean(d)`` and the extreme difference (beyond it every difference has one sign and p is at its floor).
-    Either way the interval excludes 0 exactly when the test at 0 rejects (an end within round-off of 0 is put at
-    0 when the test at 0 does not reject). Unbounded (``None`` ends) when the test can never reject.
+    For a fixed set of sign patterns (all of them, or the seeded random ones) each pattern's ``|Σ
+    s(d - δ)|`` reaches ``|Σ (d - δ)|`` on a set of shifts that shrinks as ``δ`` moves away from
+    ``mean(d)`` (where p = 1), so p falls monotonically on either side and the kept shifts form one
+    closed interval. Exact: p changes only at subset means of ``d``, so each end is the last subset
+    mean kept, found by binary search. Monte Carlo: bisection between ``mean(d)`` and the extreme
+    difference (beyond it every difference has one sign and p is at its floor). Either way the
+    interval excludes 0 exactly when the test at 0 rejects (an end within round-off of 0 is put at 0
+    when the test at 0 does not reject). Unbounded (``None`` ends) when the test can never reject.
     """
     check_unit_interval(alpha, "alpha")
     d = _check_diffs(diffs)
@@ -186,21 +204,30 @@ def sign_flip_interval(
     if exact:
         sums, counts = np.zeros(1), np.zeros(1)
         for value in d:  # doubling: the sums and sizes of every subset so far
-            sums, counts = np.concatenate([sums, sums + value]), np.concatenate([counts, counts + 1])
+            sums, counts = (
+                np.concatenate([sums, sums + value]),
+                np.concatenate([counts, counts + 1]),
+            )
         means = np.unique(sums[1:] / counts[1:])  # ascending: every subset mean, where p can change
         low = _last_kept(means[means <= center][::-1], kept)
         high = _last_kept(means[means >= center], kept)
     else:
         low = _bisect_kept(center, float(d.min()), kept)
         high = _bisect_kept(center, float(d.max()), kept)
-    if kept(0.0) and not low <= 0.0 <= high:  # round-off at an end: the interval follows the test at 0
+    if (
+        kept(0.0) and not low <= 0.0 <= high
+    ):  # round-off at an end: the interval follows the test at 0
         low, high = min(low, 0.0), max(high, 0.0)
     return SignFlipInterval(low=float(low), high=float(high), confidence=1 - alpha, method=method)
 
 
 def _last_kept(candidates: np.ndarray, kept) -> float:
-    """The last of ``candidates`` (ordered away from the mean, the first kept) at which ``kept`` holds."""
-    first, last = 0, candidates.size - 1  # kept(candidates[first]) holds; find the last index that does
+    """The last of ``candidates`` (ordered away from the mean, the first kept) at which ``kept``
+    holds."""
+    first, last = (
+        0,
+        candidates.size - 1,
+    )  # kept(candidates[first]) holds; find the last index that does
     while first < last:
         middle = (first + last + 1) // 2
         first, last = (middle, last) if kept(float(candidates[middle])) else (first, middle - 1)
@@ -208,7 +235,8 @@ def _last_kept(candidates: np.ndarray, kept) -> float:
 
 
 def _bisect_kept(center: float, extreme: float, kept, *, steps: int = 80) -> float:
-    """The farthest shift from ``center`` towards ``extreme`` that ``kept`` holds for, to round-off."""
+    """The farthest shift from ``center`` towards ``extreme`` that ``kept`` holds for, to
+    round-off."""
     inside, outside = center, extreme
     if kept(outside):
         return outside
@@ -221,15 +249,22 @@ def _bisect_kept(center: float, extreme: float, kept, *, steps: int = 80) -> flo
 
 
 def sign_flip_mde(
-    diffs: Sequence[float], *, alpha: float = 0.05, power: float = 0.8, n_sim: int = 2000, rng_seed: int = 0
+    diffs: Sequence[float],
+    *,
+    alpha: float = 0.05,
+    power: float = 0.8,
+    n_sim: int = 2000,
+    rng_seed: int = 0,
 ) -> float | None:
-    """Smallest true mean difference the two-sided sign-flip test at ``alpha`` detects with ``power``.
+    """Smallest true mean difference the two-sided sign-flip test at ``alpha`` detects with
+    ``power``.
 
-    Estimated from the observed spread: ``n_sim`` samples of n normal differences with standard deviation
-    ``s_d`` (ddof=1), drawn once from ``rng_seed`` and shifted by each candidate effect (common random
-    numbers, so power rises with the effect), each tested as :func:`sign_flip_test` would (every sign
-    pattern up to n = 12, else 4,096 random patterns drawn from the same seed); bisection to 0.1% of
-    ``s_d``. ``None`` when n pairs can never give ``p < alpha`` (``2/2^n >= alpha``).
+    Estimated from the observed spread: ``n_sim`` samples of n normal differences with standard
+    deviation ``s_d`` (ddof=1), drawn once from ``rng_seed`` and shifted by each candidate effect
+    (common random numbers, so power rises with the effect), each tested as :func:`sign_flip_test`
+    would (every sign pattern up to n = 12, else 4,096 random patterns drawn from the same seed);
+    bisection to 0.1% of ``s_d``. ``None`` when n pairs can never give ``p < alpha`` (``2/2^n >=
+    alpha``).
     """
     check_unit_interval(alpha, "alpha")
     check_unit_interval(power, "power")
@@ -242,7 +277,9 @@ def sign_flip_mde(
     rng = np.random.default_rng(rng_seed)
     noise = rng.standard_normal((n_sim, n)) * spread  # (R, n)
     if n <= 12:
-        patterns = 1.0 - 2.0 * ((np.arange(2**n)[:, None] >> np.arange(n)) & 1)  # (2^n, n): every sign pattern
+        patterns = 1.0 - 2.0 * (
+            (np.arange(2**n)[:, None] >> np.arange(n)) & 1
+        )  # (2^n, n): every sign pattern
     else:
         patterns = 1.0 - 2.0 * rng.integers(0, 2, size=(4096, n))  # (4096, n)
 
@@ -266,9 +303,10 @@ def sign_flip_mde(
 def min_attainable_p(n_pairs: int, *, exact_max_n: int = 20, n_resamples: int = 100_000) -> float:
     """The smallest p :func:`sign_flip_test` can return for ``n_pairs`` pairs, whatever the data.
 
-    Exact (n ≤ ``exact_max_n``): ``2/2^n`` (the observed pattern and its mirror are always as extreme).
-    Monte Carlo: ``1/(n_resamples + 1)``, or the exact floor where that is larger. ``2/2^n`` is ``ldexp(1, 1 - n)``:
-    exact, and 0.0 rather than an overflow where it is below the smallest float (n > 1075).
+    Exact (n ≤ ``exact_max_n``): ``2/2^n`` (the observed pattern and its mirror are always as
+    extreme). Monte Carlo: ``1/(n_resamples + 1)``, or the exact floor where that is larger.
+    ``2/2^n`` is ``ldexp(1, 1 - n)``: exact, and 0.0 rather than an overflow where it is below the
+    smallest float (n > 1075).
     """
     if n_pairs < 2:
         raise ValueError(f"n_pairs is {n_pairs!r}; expected at least 2")
@@ -277,25 +315,30 @@ def min_attainable_p(n_pairs: int, *, exact_max_n: int = 20, n_resamples: int = 
 
 
 def exact_level(n_pairs: int, alpha: float = 0.05) -> float:
-    """The exact sign-flip test's false-positive rate at ``p < alpha`` for n continuous pairs under H0.
+    """The exact sign-flip test's false-positive rate at ``p < alpha`` for n continuous pairs under
+    H0.
 
-    All ``2^n`` sign patterns are equally likely and p takes the values ``2k/2^n``, so the rate is the
-    largest such value below ``alpha``: 2/64 at n = 6, 6/128 at n = 7, 12/256 at n = 8. Computed in exact
-    integers (``alpha`` as the fraction its float is), so no n overflows.
+    All ``2^n`` sign patterns are equally likely and p takes the values ``2k/2^n``, so the rate is
+    the largest such value below ``alpha``: 2/64 at n = 6, 6/128 at n = 7, 12/256 at n = 8. Computed
+    in exact integers (``alpha`` as the fraction its float is), so no n overflows.
     """
     check_unit_interval(alpha, "alpha")
     if n_pairs < 2:
         raise ValueError(f"n_pairs is {n_pairs!r}; expected at least 2")
     patterns = 2**n_pairs
-    k = 2 * math.ceil(Fraction(alpha) * patterns / 2) - 2  # the largest even count with k / 2^n < alpha
+    k = (
+        2 * math.ceil(Fraction(alpha) * patterns / 2) - 2
+    )  # the largest even count with k / 2^n < alpha
     return k / patterns
 
 
 def seeds_needed(alpha: float = 0.05, *, comparisons: int = 1) -> int:
-    """Fewest pairs with which ``comparisons`` Holm-adjusted sign-flip tests can all reach ``p < alpha``.
+    """Fewest pairs with which ``comparisons`` Holm-adjusted sign-flip tests can all reach ``p <
+    alpha``.
 
-    Holm multiplies the smallest p by the number of comparisons, so the floor ``2/2^n`` must be below
-    ``alpha / comparisons``: 6 pairs for one comparison at 0.05, 7 for two or three, 8 for four to six.
+    Holm multiplies the smallest p by the number of comparisons, so the floor ``2/2^n`` must be
+    below ``alpha / comparisons``: 6 pairs for one comparison at 0.05, 7 for two or three, 8 for
+    four to six.
     """
     check_unit_interval(alpha, "alpha")
     if comparisons < 1:
@@ -330,7 +373,9 @@ def holm(p_values: Sequence[float]) -> np.ndarray:
 def _finite_vector(values: Sequence[float], name: str) -> np.ndarray:
     arr = np.asarray(values, dtype=np.float64)
     if arr.ndim != 1:
-        raise ValueError(f"{name} has shape {arr.shape}; expected a 1-D sequence of per-seed values")
+        raise ValueError(
+            f"{name} has shape {arr.shape}; expected a 1-D sequence of per-seed values"
+        )
     bad = np.flatnonzero(~np.isfinite(arr))
     if bad.size:
         raise ValueError(f"{name}[{bad[0]}] is {float(arr[bad[0]])!r}; expected a finite number")

@@ -94,9 +94,10 @@ class MinEffect:
         try:
             value = float(spelled.removesuffix("%"))
         except ValueError:
-            raise ValueError(f"min effect {spelled!r}; expected a number in the metric's units "
-                             "(e.g. 0.005) or a percentage of the compared arm's mean (e.g. 1%)"
-                             ) from None
+            raise ValueError(
+                f"min effect {spelled!r}; expected a number in the metric's units "
+                "(e.g. 0.005) or a percentage of the compared arm's mean (e.g. 1%)"
+            ) from None
         return cls(value / 100 if relative else value, relative)
 
     def threshold(self, baseline_mean: float) -> float:
@@ -178,8 +179,9 @@ def compare(
     ``|mean(d)|`` is below ``min_effect``'s threshold for the baseline's mean.
     """
     if direction not in DIRECTIONS:
-        raise ValueError(f"direction is {direction!r}; expected one of {DIRECTIONS!r} "
-                         "(which values are better)")
+        raise ValueError(
+            f"direction is {direction!r}; expected one of {DIRECTIONS!r} (which values are better)"
+        )
     check_unit_interval(alpha, "alpha")
     d = paired_differences(idea, baseline)  # (n,)
     options = dict(exact_max_n=exact_max_n, n_resamples=n_resamples, rng_seed=rng_seed)
@@ -210,8 +212,9 @@ def compare(
         idea_mean=float(np.mean(idea)),
         direction=direction,
         alpha=alpha,
-        verdict=tested_verdict(delta_mean, test.p_value, alpha=alpha, direction=direction,
-                               min_effect=threshold),
+        verdict=tested_verdict(
+            delta_mean, test.p_value, alpha=alpha, direction=direction, min_effect=threshold
+        ),
         signflip_ci_low=inverted.low,
         signflip_ci_high=inverted.high,
         min_effect=threshold,
@@ -231,22 +234,33 @@ def compare_many(
     ``options`` are passed on to :func:`compare`.
     """
     if not comparisons:
-        raise ValueError("comparisons is empty; expected at least one name -> (idea, baseline) "
-                         "entry")
-    raw = {name: compare(idea, baseline, direction=direction, alpha=alpha, **options)
-           for name, (idea, baseline) in comparisons.items()}
+        raise ValueError(
+            "comparisons is empty; expected at least one name -> (idea, baseline) entry"
+        )
+    raw = {
+        name: compare(idea, baseline, direction=direction, alpha=alpha, **options)
+        for name, (idea, baseline) in comparisons.items()
+    }
     adjusted = holm([result.p_value for result in raw.values()])
     return {
         name: dataclasses.replace(
-            result, p_holm=float(p_holm),
-            verdict=tested_verdict(result.delta_mean, float(p_holm), alpha=alpha,
-                                   direction=direction, min_effect=result.min_effect))
+            result,
+            p_holm=float(p_holm),
+            verdict=tested_verdict(
+                result.delta_mean,
+                float(p_holm),
+                alpha=alpha,
+                direction=direction,
+                min_effect=result.min_effect,
+            ),
+        )
         for (name, result), p_holm in zip(raw.items(), adjusted, strict=True)
     }
 
 
-def tested_verdict(delta_mean: float, p: float, *, alpha: float, direction: str,
-                   min_effect: float | None = None) -> str:
+def tested_verdict(
+    delta_mean: float, p: float, *, alpha: float, direction: str, min_effect: float | None = None
+) -> str:
     """The test's verdict, said of the idea: significant when ``p < alpha``, negligible below
     ``min_effect`` (in the metric's units; None: no threshold)."""
     if p >= alpha:
@@ -257,8 +271,9 @@ def tested_verdict(delta_mean: float, p: float, *, alpha: float, direction: str,
     return VERDICT_BETTER if better else VERDICT_WORSE
 
 
-def judge(result: PairedComparison, *, role: str, holm_over: int,
-          flags: tuple[str | None, str | None]) -> PairedComparison:
+def judge(
+    result: PairedComparison, *, role: str, holm_over: int, flags: tuple[str | None, str | None]
+) -> PairedComparison:
     """``result`` with its report verdict: identical when the arms agree on every seed,
     uninformative when both carry the same flag and differ by no more than the MDE, "cannot reach α"
     when the Holm floor of a family of ``holm_over`` is not below α, else the test's verdict said of
@@ -273,9 +288,14 @@ def judge(result: PairedComparison, *, role: str, holm_over: int,
     return dataclasses.replace(result, verdict=verdict)
 
 
-def judge_family(pairs: Mapping[str, tuple[Sequence[float], Sequence[float]]], *, direction: str,
-                 min_effect: MinEffect | None, roles: Mapping[str, str],
-                 flags: Mapping[str, tuple[str | None, str | None]]) -> dict[str, PairedComparison]:
+def judge_family(
+    pairs: Mapping[str, tuple[Sequence[float], Sequence[float]]],
+    *,
+    direction: str,
+    min_effect: MinEffect | None,
+    roles: Mapping[str, str],
+    flags: Mapping[str, tuple[str | None, str | None]],
+) -> dict[str, PairedComparison]:
     """Each ``name -> (a values, b values)`` compared (a − b per seed), Holm-adjusted within the
     family (a family of one is a test alone at α) and judged by :func:`judge` with the arm ``a``'s
     ``roles[name]`` and the two arms' ``flags[name]``. Every pair needs :data:`MIN_PAIRS` values or
@@ -283,8 +303,10 @@ def judge_family(pairs: Mapping[str, tuple[Sequence[float], Sequence[float]]], *
     if not pairs:
         return {}
     compared = compare_many(pairs, direction=direction, alpha=ALPHA, min_effect=min_effect)
-    return {name: judge(result, role=roles[name], holm_over=len(pairs), flags=flags[name])
-            for name, result in compared.items()}
+    return {
+        name: judge(result, role=roles[name], holm_over=len(pairs), flags=flags[name])
+        for name, result in compared.items()
+    }
 
 
 def holm_floor(n_pairs: int, comparisons: int = 1) -> float:
@@ -293,8 +315,9 @@ def holm_floor(n_pairs: int, comparisons: int = 1) -> float:
     return min(1.0, comparisons * min_attainable_p(n_pairs))
 
 
-def bound_flag(values: Sequence[float], *, chance: float | None, ceiling: float | None,
-               direction: str) -> str | None:
+def bound_flag(
+    values: Sequence[float], *, chance: float | None, ceiling: float | None, direction: str
+) -> str | None:
     """``"at chance"`` / ``"at ceiling"`` when an arm with these per-seed ``values`` sits there,
     else None.
 
@@ -314,11 +337,15 @@ def bound_flag(values: Sequence[float], *, chance: float | None, ceiling: float 
     def beyond(value: float) -> bool:  # worse than chance: below the floor is at the floor, too
         return value < chance if direction == "higher" else value > chance
 
-    if (all(abs(v - chance) <= FLOOR_BAND * span or beyond(v) for v in values)
-            and (abs(mean - chance) <= noise or beyond(mean))):
+    if all(abs(v - chance) <= FLOOR_BAND * span or beyond(v) for v in values) and (
+        abs(mean - chance) <= noise or beyond(mean)
+    ):
         return FLAGS[0]
-    if (ceiling is not None and all(abs(v - ceiling) <= CEILING_BAND * span for v in values)
-            and abs(mean - ceiling) <= noise):
+    if (
+        ceiling is not None
+        and all(abs(v - ceiling) <= CEILING_BAND * span for v in values)
+        and abs(mean - ceiling) <= noise
+    ):
         return FLAGS[1]
     return None
 
@@ -338,9 +365,13 @@ def ablation_verdict(result: PairedComparison, signature: dict | None) -> Paired
     """The idea − ablation ``result``, untestable when the idea's largest learned factor singular
     value (over every seed, ``signature``) stayed below :data:`CAP_REACHED` of its bound: the cap
     never bound, so removing it cannot show what it does."""
-    if (not signature or "error" in signature or "observed_max_factor_singular" not in signature
-            or signature["observed_max_factor_singular"]
-            >= CAP_REACHED * signature["predicted_factor_bound"]):
+    if (
+        not signature
+        or "error" in signature
+        or "observed_max_factor_singular" not in signature
+        or signature["observed_max_factor_singular"]
+        >= CAP_REACHED * signature["predicted_factor_bound"]
+    ):
         return result
     return dataclasses.replace(result, verdict=VERDICT_CAP_INACTIVE)
 

@@ -1,6 +1,6 @@
-"""The ``gridmix`` command line: ``tracks``, ``mixers``, ``budgets``, ``run``, ``sweep``, ``report``, ``runs``,
-``status``, ``export``, ``scale``, ``info`` (docs/design.md section 7). No module here imports torch until a command
-runs."""
+"""The ``gridmix`` command line: ``tracks``, ``mixers``, ``budgets``, ``run``, ``sweep``,
+``report``, ``runs``, ``status``, ``export``, ``scale``, ``info`` (docs/design.md section 7). No
+module here imports torch until a command runs."""
 
 from gridmix.cli import info as _info  # noqa: F401  (registers `info`)
 from gridmix.cli import mixers as _mixers  # noqa: F401  (registers `mixers`)

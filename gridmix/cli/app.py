@@ -1,9 +1,10 @@
-"""The Typer application every ``gridmix`` sub-command registers on (one module per command), and what the
-commands share: the stderr console, :func:`fail` (a user mistake in one line, exit status 2), the choices Typer
-validates for ``--budget``, ``--device`` and ``--executor``, and the help text naming each budget's contents.
+"""The Typer application every ``gridmix`` sub-command registers on (one module per command), and
+what the commands share: the stderr console, :func:`fail` (a user mistake in one line, exit status
+2), the choices Typer validates for ``--budget``, ``--device`` and ``--executor``, and the help text
+naming each budget's contents.
 
-Nothing here, nor in any command module at import time, imports torch: ``gridmix --help`` and ``gridmix run
---help`` answer at once; each command imports what it needs when it runs."""
+Nothing here, nor in any command module at import time, imports torch: ``gridmix --help`` and
+``gridmix run --help`` answer at once; each command imports what it needs when it runs."""
 
 from enum import Enum
 
@@ -15,7 +16,9 @@ from typer.core import TyperGroup
 from gridmix.core.version import __version__
 from gridmix.tracks.budget import BUDGETS, MAX_SEEDS, describe
 
-console = Console(stderr=True, soft_wrap=True)  # a log file gets whole lines, never wrapped at 80 columns
+console = Console(
+    stderr=True, soft_wrap=True
+)  # a log file gets whole lines, never wrapped at 80 columns
 
 
 def fail(message: str) -> None:
@@ -25,30 +28,49 @@ def fail(message: str) -> None:
 
 
 class _OneLineErrors(TyperGroup):
-    """A bad option value that Typer or Click catches (an unknown choice, a number out of range) is reported like
-    every other user mistake: ``error: …`` in one line, exit status 2, not a usage box."""
+    """A bad option value that Typer or Click catches (an unknown choice, a number out of range) is
+    reported like every other user mistake: ``error: …`` in one line, exit status 2, not a usage
+    box."""
 
     def invoke(self, ctx: typer.Context):
         try:
             return super().invoke(ctx)
-        except typer.BadParameter as error:  # Typer's own Click (typer._click), not the click package
+        except (
+            typer.BadParameter
+        ) as error:  # Typer's own Click (typer._click), not the click package
             fail(error.format_message())
 
 
-BudgetName = Enum("BudgetName", [(name, name) for name in BUDGETS], type=str)  # smoke, default, full
-BUDGET_HELP = ("Run budget, before the track's changes (`gridmix budgets --track T`): "
-               + "; ".join(f"{name}: {describe(budget)}" for name, budget in BUDGETS.items()) + ".")
-SEEDS_HELP = (f"Paired comparison seeds, 2 to {MAX_SEEDS}, instead of the budget's ("
-              + ", ".join(f"{name} {budget.seeds}" for name, budget in BUDGETS.items()) + ").")
-LRS_HELP = ("Learning rates to sweep, e.g. 1e-3,3e-3, instead of the budget's ("
-            + "; ".join(f"{name} {','.join(f'{lr:g}' for lr in budget.lrs)}" for name, budget in BUDGETS.items())
-            + ").")
-EPOCHS_HELP = ("Epochs per run, instead of the budget's ("
-               + ", ".join(f"{name} {budget.epochs}" for name, budget in BUDGETS.items())
-               + "); recorded in the report and every run's key.")
-N_TRAIN_HELP = ("Training samples per run, instead of the budget's ("
-                + ", ".join(f"{name} {budget.n_train}" for name, budget in BUDGETS.items())
-                + "); recorded in the report and every run's key.")
+BudgetName = Enum(
+    "BudgetName", [(name, name) for name in BUDGETS], type=str
+)  # smoke, default, full
+BUDGET_HELP = (
+    "Run budget, before the track's changes (`gridmix budgets --track T`): "
+    + "; ".join(f"{name}: {describe(budget)}" for name, budget in BUDGETS.items())
+    + "."
+)
+SEEDS_HELP = (
+    f"Paired comparison seeds, 2 to {MAX_SEEDS}, instead of the budget's ("
+    + ", ".join(f"{name} {budget.seeds}" for name, budget in BUDGETS.items())
+    + ")."
+)
+LRS_HELP = (
+    "Learning rates to sweep, e.g. 1e-3,3e-3, instead of the budget's ("
+    + "; ".join(
+        f"{name} {','.join(f'{lr:g}' for lr in budget.lrs)}" for name, budget in BUDGETS.items()
+    )
+    + ")."
+)
+EPOCHS_HELP = (
+    "Epochs per run, instead of the budget's ("
+    + ", ".join(f"{name} {budget.epochs}" for name, budget in BUDGETS.items())
+    + "); recorded in the report and every run's key."
+)
+N_TRAIN_HELP = (
+    "Training samples per run, instead of the budget's ("
+    + ", ".join(f"{name} {budget.n_train}" for name, budget in BUDGETS.items())
+    + "); recorded in the report and every run's key."
+)
 TRACK_HELP = "Track name (see `gridmix tracks`)."
 DEFAULT_TRACK = "image"
 
@@ -62,8 +84,11 @@ class DeviceName(str, Enum):
 DEVICE_HELP = "auto (cuda when available, else cpu), cpu or cuda."
 PRECISION_HELP = "auto (bf16 mixed precision on CUDA, fp32 on CPU), fp32, bf16 or fp16."
 EXECUTOR_HELP = "local (this machine) or ray (a Ray cluster)."
-JOBS_HELP = ("Local worker processes: auto (one per core, one thread each, on the CPU; one on CUDA) or a number (the "
-             "cores are split between them).")
+JOBS_HELP = (
+    "Local worker processes: auto (one per core, one thread each, on the CPU; one on CUDA) or a "
+    "number (the "
+    "cores are split between them)."
+)
 ADDRESS_HELP = "Ray cluster address HOST:PORT (with --executor ray; default: start a local Ray)."
 THREADS_HELP = "Torch threads per run (default: cores / jobs; 1 with --jobs auto on the CPU)."
 
@@ -75,15 +100,16 @@ class ExecutorName(str, Enum):
 
 app = typer.Typer(
     name="gridmix",
-    help="Does a structured token mixer beat attention on your grids? Paired-seed comparisons, scaling, mechanism.",
+    help="Does a structured token mixer beat attention on your grids? Paired-seed comparisons, "
+    "scaling, mechanism.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
     cls=_OneLineErrors,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-"""The ``gridmix`` command line: ``tracks``, ``mixers``, ``budgets``, ``run``, ``report``, ``runs``, ``status``,
-``export``, ``scale``, ``info`` (docs/design.md section 7)."""
+"""The ``gridmix`` command line: ``tracks``, ``mixers``, ``budgets``, ``run``, ``report``, ``runs``,
+``status``, ``export``, ``scale``, ``info`` (docs/design.md section 7)."""
 
 
 def _print_version(value: bool) -> None:
@@ -93,6 +119,14 @@ def _print_version(value: bool) -> None:
 
 
 @app.callback()
-def main(version: bool = typer.Option(False, "--version", is_eager=True, callback=_print_version,
-                                      help="Print gridmix's version and exit.")) -> None:
-    """Does a structured token mixer beat attention on your grids? Paired-seed comparisons, scaling, mechanism."""
+def main(
+    version: bool = typer.Option(
+        False,
+        "--version",
+        is_eager=True,
+        callback=_print_version,
+        help="Print gridmix's version and exit.",
+    ),
+) -> None:
+    """Does a structured token mixer beat attention on your grids? Paired-seed comparisons, scaling,
+    mechanism."""

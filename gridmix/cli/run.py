@@ -1,8 +1,8 @@
 """``gridmix run`` and ``gridmix report``: the paired-seed comparison and its re-rendering.
 
 ``gridmix run --track image --grid 32x32`` trains the idea model and its baselines over paired seeds
-with a learning-rate sweep (:mod:`gridmix.study.harness`), writes every finished run to the ledger in
-``--out`` (re-running resumes), measures parity and scaling, and writes the report.
+with a learning-rate sweep (:mod:`gridmix.study.harness`), writes every finished run to the ledger
+in ``--out`` (re-running resumes), measures parity and scaling, and writes the report.
 ``gridmix report DIR`` rebuilds the report from the ledger alone.
 """
 
@@ -62,7 +62,8 @@ if TYPE_CHECKING:  # the report's modules import torch; the command imports them
 
 
 def parse_jobs(jobs: str) -> int | str:
-    """``--jobs``: ``"auto"`` or a positive number of worker processes; ``ValueError`` in one line otherwise."""
+    """``--jobs``: ``"auto"`` or a positive number of worker processes; ``ValueError`` in one line
+    otherwise."""
     if jobs == "auto":
         return jobs
     if not (jobs.isascii() and jobs.isdigit() and int(jobs) >= 1):
@@ -74,14 +75,19 @@ DATA_ENV = {"image-folder": "GRIDMIX_IMAGE_FOLDER", "sequence-csv": "GRIDMIX_SEQ
 
 
 def set_data_env(track: str, *, data: Path | None, data_root: Path | None, download: bool) -> None:
-    """Hand --data / --data-root / --download to the data plugins through their environment variables.
+    """Hand --data / --data-root / --download to the data plugins through their environment
+    variables.
 
-    The variables are the plugins' one interface (worker processes inherit them); the options only set them.
+    The variables are the plugins' one interface (worker processes inherit them); the options only
+    set them.
     """
     if data is not None:
         if track not in DATA_ENV:
-            fail(f"--data is for the tracks {sorted(DATA_ENV)}; track {track!r} takes none (--data-root for "
-                 f"torchvision data sets)")
+            fail(
+                f"--data is for the tracks {sorted(DATA_ENV)}; track {track!r} takes none "
+                "(--data-root for "
+                f"torchvision data sets)"
+            )
         os.environ[DATA_ENV[track]] = str(data.expanduser().resolve())
     if data_root is not None:
         os.environ["GRIDMIX_DATA_ROOT"] = str(data_root.expanduser().resolve())
@@ -97,31 +103,70 @@ DELTA_HEADER = "Δ (idea − model)"
 
 
 def results_table(report: Report) -> TextTable:
-    """Every arm with its chosen rate, its test metric, and the idea's comparison with it (or mechanism question)."""
+    """Every arm with its chosen rate, its test metric, and the idea's comparison with it (or
+    mechanism question)."""
     arms = list(report.arms.items())
     comparisons = [report.comparison_with(name) for name, _ in arms]
     results = [comp.result if comp else None for comp in comparisons]
-    means, stds = fmt_column([arm.mean for _, arm in arms]), fmt_column([arm.std for _, arm in arms])
+    means, stds = (
+        fmt_column([arm.mean for _, arm in arms]),
+        fmt_column([arm.std for _, arm in arms]),
+    )
     deltas = fmt_column([getattr(result, "delta_mean", None) for result in results])
     mdes = fmt_column([getattr(result, "mde", None) for result in results])
     rows = []
     for index, ((name, arm), comp, result) in enumerate(zip(arms, comparisons, results)):
         role = arm.role + (" (primary)" if comp and comp.family == "primary" else "")
-        verdict = " ".join(part for part in (comp.verdict if comp else "", f"[{arm.flag}]" if arm.flag else "") if part)
-        rows.append((escape(name), role, fmt(arm.lr), means[index], stds[index], str(arm.n), deltas[index],
-                     fmt(getattr(result, "p_holm", None)), mdes[index], escape(verdict)))
-    columns = (Column("model", "name"), Column("role"), Column("lr", "number"), Column("mean", "number"),
-               Column("std", "number"), Column("n", "number"), Column(DELTA_HEADER, "number"),
-               Column("p", "number"), Column("MDE 80%", "number"), Column("verdict"))
-    caption = (f"mean, std: {report.metric} over the comparison seeds (std ddof=0); {DELTA_HEADER}: the idea's "
-               f"{report.metric} minus this model's, mean over paired seeds ({report.metric_direction}); p: exact "
-               "sign-flip (Holm among secondary baselines); MDE 80%: the smallest |Δ| the test detects at 80% power")
-    return TextTable(title=f"{report.track} {report.grid} — {report.metric} ({report.metric_direction})",
-                     columns=columns, rows=rows, caption=caption)
+        verdict = " ".join(
+            part
+            for part in (comp.verdict if comp else "", f"[{arm.flag}]" if arm.flag else "")
+            if part
+        )
+        rows.append(
+            (
+                escape(name),
+                role,
+                fmt(arm.lr),
+                means[index],
+                stds[index],
+                str(arm.n),
+                deltas[index],
+                fmt(getattr(result, "p_holm", None)),
+                mdes[index],
+                escape(verdict),
+            )
+        )
+    columns = (
+        Column("model", "name"),
+        Column("role"),
+        Column("lr", "number"),
+        Column("mean", "number"),
+        Column("std", "number"),
+        Column("n", "number"),
+        Column(DELTA_HEADER, "number"),
+        Column("p", "number"),
+        Column("MDE 80%", "number"),
+        Column("verdict"),
+    )
+    caption = (
+        f"mean, std: {report.metric} over the comparison seeds (std ddof=0); {DELTA_HEADER}: the "
+        "idea's "
+        f"{report.metric} minus this model's, mean over paired seeds ({report.metric_direction}); "
+        "p: exact "
+        "sign-flip (Holm among secondary baselines); MDE 80%: the smallest |Δ| the test detects "
+        "at 80% power"
+    )
+    return TextTable(
+        title=f"{report.track} {report.grid} — {report.metric} ({report.metric_direction})",
+        columns=columns,
+        rows=rows,
+        caption=caption,
+    )
 
 
 def sweep_table(report: SweepReport) -> TextTable:
-    """Every point: the swept values, each model's mean ± std, the primary comparison's Δ, MDE and verdict."""
+    """Every point: the swept values, each model's mean ± std, the primary comparison's Δ, MDE and
+    verdict."""
     first = report.first
     names = [name for name, _ in report.over]
     models = list(dict.fromkeys(name for point in report.points for name in point.report.arms))
@@ -129,50 +174,94 @@ def sweep_table(report: SweepReport) -> TextTable:
     for point in report.points:
         arms = point.report.arms
         cells = [str(point.values[name]) for name in names]
-        cells += ["–" if model not in arms else f"{fmt(arms[model].mean)} ± {fmt(arms[model].std)}" for model in models]
+        cells += [
+            "–" if model not in arms else f"{fmt(arms[model].mean)} ± {fmt(arms[model].std)}"
+            for model in models
+        ]
         comparison = point.report.comparison
         result = comparison.result if comparison else None
-        cells += [fmt(getattr(result, "delta_mean", None)), fmt(getattr(result, "mde", None)),
-                  escape(comparison.verdict) if comparison else "no baseline"]
+        cells += [
+            fmt(getattr(result, "delta_mean", None)),
+            fmt(getattr(result, "mde", None)),
+            escape(comparison.verdict) if comparison else "no baseline",
+        ]
         rows.append(tuple(cells))
-    columns = (*(Column(name, "number") for name in names), *(Column(escape(model), "number") for model in models),
-               Column("Δ (idea − baseline)", "number"), Column("MDE 80%", "number"), Column("verdict"))
-    return TextTable(title=f"{report.track} sweep — {first.metric} ({first.metric_direction})", columns=columns,
-                     rows=rows, caption=f"each model: mean ± std of {first.metric} over the comparison seeds")
+    columns = (
+        *(Column(name, "number") for name in names),
+        *(Column(escape(model), "number") for model in models),
+        Column("Δ (idea − baseline)", "number"),
+        Column("MDE 80%", "number"),
+        Column("verdict"),
+    )
+    return TextTable(
+        title=f"{report.track} sweep — {first.metric} ({first.metric_direction})",
+        columns=columns,
+        rows=rows,
+        caption=f"each model: mean ± std of {first.metric} over the comparison seeds",
+    )
 
 
+# the options read as one table, not one per line
+# fmt: off
 @app.command("run")
-def run(track: Track = DEFAULT_TRACK, grid: RunGrid = None, models: RunModels = None, idea: RunIdea = None,
-        baselines: Baselines = None, budget: RunBudget = "default", seeds: Seeds = None, lrs: Lrs = None,
-        epochs: Epochs = None, n_train: NTrain = None, out: RunOut = None, device: Device = "auto",
-        precision: Precision = "auto", executor: Executor = "local", jobs: Jobs = "auto", address: Address = None,
+def run(track: Track = DEFAULT_TRACK, grid: RunGrid = None, models: RunModels = None,
+        idea: RunIdea = None, baselines: Baselines = None, budget: RunBudget = "default",
+        seeds: Seeds = None, lrs: Lrs = None, epochs: Epochs = None, n_train: NTrain = None,
+        out: RunOut = None, device: Device = "auto", precision: Precision = "auto",
+        executor: Executor = "local", jobs: Jobs = "auto", address: Address = None,
         threads: Threads = None, scaling: Scaling = True, match_params: MatchParams = None,
-        underpowered: RunUnderpowered = False, aa: AA = False, min_effect: MinEffect = DEFAULT_MIN_EFFECT,
-        fresh: RunFresh = False, data: Data = None, data_root: DataRoot = None, download: Download = False,
-        eval_grids: EvalGrids = None, settings: RunSet = None) -> None:
-    """Compare the idea model with its baselines on a track: paired seeds, LR sweep, exact statistics."""
+        underpowered: RunUnderpowered = False, aa: AA = False,
+        min_effect: MinEffect = DEFAULT_MIN_EFFECT, fresh: RunFresh = False, data: Data = None,
+        data_root: DataRoot = None, download: Download = False, eval_grids: EvalGrids = None,
+        settings: RunSet = None) -> None:
+    """Compare the idea model with its baselines on a track: paired seeds, LR sweep, exact
+    statistics."""
     arguments = run_arguments(**locals())  # every option, checked before torch loads
     from gridmix.orchestrate import front_door
 
     print_run(drive(front_door.run, run_header, arguments))  # gridmix.run
+# fmt: on
 
 
-def run_arguments(*, track: str, grid: str | None, models: str | None, baselines: str | None, budget: BudgetName,
-                  lrs: str | None, device: DeviceName, executor: ExecutorName, jobs: str, eval_grids: str | None,
-                  settings: list[str] | None, data: Path | None, data_root: Path | None, download: bool,
-                  **options) -> dict:
-    """:func:`gridmix.run`'s keyword arguments from ``gridmix run``'s options: the cheap checks done before torch and
-    the plugins load (one line, exit 2; docs/guide.md, "Input checks"), the data plugins told where their data is
-    (:func:`set_data_env`); ``options``: those passed on as they are."""
+def run_arguments(
+    *,
+    track: str,
+    grid: str | None,
+    models: str | None,
+    baselines: str | None,
+    budget: BudgetName,
+    lrs: str | None,
+    device: DeviceName,
+    executor: ExecutorName,
+    jobs: str,
+    eval_grids: str | None,
+    settings: list[str] | None,
+    data: Path | None,
+    data_root: Path | None,
+    download: bool,
+    **options,
+) -> dict:
+    """:func:`gridmix.run`'s keyword arguments from ``gridmix run``'s options: the cheap checks done
+    before torch and the plugins load (one line, exit 2; docs/guide.md, "Input checks"), the data
+    plugins told where their data is (:func:`set_data_env`); ``options``: those passed on as they
+    are."""
     try:
-        arguments = dict(track=track, grid=str(Grid.parse(grid)) if grid is not None else None,
-                         models=parse_names(models, "--models") if models is not None else None,
-                         baselines=parse_names(baselines, "--baselines") if baselines is not None else (),
-                         lrs=parse_rates(lrs) if lrs is not None else None,
-                         eval_grids=() if eval_grids is None else tuple(map(str, parse_grids(eval_grids,
-                                                                                             "--eval-grids"))),
-                         settings=parse_settings(settings or []), jobs=parse_jobs(jobs), budget=budget.value,
-                         device=device.value, executor=executor.value, **options)
+        arguments = dict(
+            track=track,
+            grid=str(Grid.parse(grid)) if grid is not None else None,
+            models=parse_names(models, "--models") if models is not None else None,
+            baselines=parse_names(baselines, "--baselines") if baselines is not None else (),
+            lrs=parse_rates(lrs) if lrs is not None else None,
+            eval_grids=()
+            if eval_grids is None
+            else tuple(map(str, parse_grids(eval_grids, "--eval-grids"))),
+            settings=parse_settings(settings or []),
+            jobs=parse_jobs(jobs),
+            budget=budget.value,
+            device=device.value,
+            executor=executor.value,
+            **options,
+        )
     except ValueError as error:
         fail(str(error))
     set_data_env(track, data=data, data_root=data_root, download=download)
@@ -180,25 +269,36 @@ def run_arguments(*, track: str, grid: str | None, models: str | None, baselines
 
 
 def run_header(planned, ledger) -> None:
-    """The line ``gridmix run`` prints as the study begins: what it trains, on what, with what, where."""
+    """The line ``gridmix run`` prints as the study begins: what it trains, on what, with what,
+    where."""
     study = planned.study
-    changed = f", changed by {', '.join(f'--{k.replace(chr(95), chr(45))}' for k in study.overrides)}" \
-        if study.overrides else ""
-    console.print(f"[bold]gridmix run[/] {escape(study.track)} {study.grid}: models {escape(', '.join(study.models))}; "
-                  f"budget {study.budget.name} ({describe(study.budget)}{changed}); {study.device} {study.precision}, "
-                  f"{planned.jobs} worker(s) × {study.threads} thread(s); data {study.data['hash']}; "
-                  f"ledger {escape(str(ledger.path))}", highlight=False)
+    changed = (
+        f", changed by {', '.join(f'--{k.replace(chr(95), chr(45))}' for k in study.overrides)}"
+        if study.overrides
+        else ""
+    )
+    console.print(
+        f"[bold]gridmix run[/] {escape(study.track)} {study.grid}: models "
+        f"{escape(', '.join(study.models))}; "
+        f"budget {study.budget.name} ({describe(study.budget)}{changed}); {study.device} "
+        f"{study.precision}, "
+        f"{planned.jobs} worker(s) × {study.threads} thread(s); data {study.data['hash']}; "
+        f"ledger {escape(str(ledger.path))}",
+        highlight=False,
+    )
 
 
 def print_run(outcome) -> None:
-    """The finished study on the console: the results table, the transfer lines, the verdict and the report's path;
-    exit status 1 when a run or an analysis failed (never because the idea lost)."""
+    """The finished study on the console: the results table, the transfer lines, the verdict and the
+    report's path; exit status 1 when a run or an analysis failed (never because the idea lost)."""
     report = outcome.report
     results_table(report).print(Console())
     for line in transfer_lines(report):
         console.print(line, highlight=False, markup=False)
-    console.print(f"verdict: [bold]{report.verdict}[/]; report: {outcome.paths[1]} ({outcome.seconds:.0f} s)",
-                  highlight=False)
+    console.print(
+        f"verdict: [bold]{report.verdict}[/]; report: {outcome.paths[1]} ({outcome.seconds:.0f} s)",
+        highlight=False,
+    )
     errors = analysis_errors(report)
     for line in errors:
         console.print(f"[red]{escape(line)}[/]", highlight=False)
@@ -207,8 +307,8 @@ def print_run(outcome) -> None:
 
 
 def parse_settings(assignments: list[str]) -> dict[str, str]:
-    """``["pairs=8", "vocab=128"]`` as ``{"pairs": "8", "vocab": "128"}`` (the track converts the values); a malformed
-    or repeated one is a ``ValueError`` in one line."""
+    """``["pairs=8", "vocab=128"]`` as ``{"pairs": "8", "vocab": "128"}`` (the track converts the
+    values); a malformed or repeated one is a ``ValueError`` in one line."""
     settings = {}
     for text in assignments:
         name, sep, value = text.partition("=")
@@ -222,7 +322,8 @@ def parse_settings(assignments: list[str]) -> dict[str, str]:
 
 
 def transfer_lines(report: Report) -> list[str]:
-    """One line per evaluation grid: the idea against the matched baseline there, marked secondary."""
+    """One line per evaluation grid: the idea against the matched baseline there, marked
+    secondary."""
     if report.transfer is None:
         return []
     lines = []
@@ -230,30 +331,55 @@ def transfer_lines(report: Report) -> list[str]:
         comp = point.comparison
         if comp is None:
             continue
-        detail = (f"Δ = {fmt(comp.result.delta_mean)}, p = {fmt(comp.result.p_value)}" if comp.result
-                  else comp.reason)
-        lines.append(f"transfer to {point.grid} (secondary, alone at α): {comp.a} − {comp.b}: {comp.verdict} "
-                     f"({detail})")
+        detail = (
+            f"Δ = {fmt(comp.result.delta_mean)}, p = {fmt(comp.result.p_value)}"
+            if comp.result
+            else comp.reason
+        )
+        lines.append(
+            f"transfer to {point.grid} (secondary, alone at α): {comp.a} − {comp.b}: "
+            f"{comp.verdict} "
+            f"({detail})"
+        )
     return lines
 
 
 def analysis_errors(report: Report) -> list[str]:
-    """What went wrong in the study itself (never that the idea lost): failed runs and failed analyses."""
-    errors = [f"run {f.model} lr={f.lr:g} {'sweep seed' if f.seed in report.sweep_seeds else 'seed'} {f.seed} "
-              f"failed: {f.error}"
-              for f in report.failures if f.status == "failed"]
-    errors += [f"{name} analysis failed: {report.analyses[name]['error']}" for name in ("parity", "scaling")
-               if isinstance(report.analyses.get(name), dict) and "error" in report.analyses[name]]
-    if report.transfer is not None:  # an evaluation that raised (a model that cannot move is no error)
-        errors += [f"transfer of {name}: {reason}" for point in report.transfer.grids
-                   for name, arm in point.arms.items() for reason in arm.reasons if reason.startswith("failed")]
+    """What went wrong in the study itself (never that the idea lost): failed runs and failed
+    analyses."""
+    errors = [
+        f"run {f.model} lr={f.lr:g} {'sweep seed' if f.seed in report.sweep_seeds else 'seed'} "
+        f"{f.seed} "
+        f"failed: {f.error}"
+        for f in report.failures
+        if f.status == "failed"
+    ]
+    errors += [
+        f"{name} analysis failed: {report.analyses[name]['error']}"
+        for name in ("parity", "scaling")
+        if isinstance(report.analyses.get(name), dict) and "error" in report.analyses[name]
+    ]
+    if (
+        report.transfer is not None
+    ):  # an evaluation that raised (a model that cannot move is no error)
+        errors += [
+            f"transfer of {name}: {reason}"
+            for point in report.transfer.grids
+            for name, arm in point.arms.items()
+            for reason in arm.reasons
+            if reason.startswith("failed")
+        ]
     return errors
 
 
 @app.command("report")
-def report(directory: Path = typer.Argument(..., help="An output directory of `gridmix run` or `gridmix sweep`.")
-           ) -> None:
-    """Re-render bench_report.json, report.md and the plots (and a sweep's sweep.md) from a directory's ledger."""
+def report(
+    directory: Path = typer.Argument(
+        ..., help="An output directory of `gridmix run` or `gridmix sweep`."
+    ),
+) -> None:
+    """Re-render bench_report.json, report.md and the plots (and a sweep's sweep.md) from a
+    directory's ledger."""
     from gridmix.orchestrate.front_door import storage_error
     from gridmix.report.build import build_report, write_report
     from gridmix.report.sweep_report import build_sweep_report, write_sweep_report
@@ -262,7 +388,9 @@ def report(directory: Path = typer.Argument(..., help="An output directory of `g
     rebuilt, swept, paths = None, None, []
     try:
         with Ledger(directory, create=False, lock=True) as ledger:
-            if ledger.study() is not None or ledger.sweep() is None:  # neither: build_report says what is missing
+            if (
+                ledger.study() is not None or ledger.sweep() is None
+            ):  # neither: build_report says what is missing
                 rebuilt = build_report(ledger)
                 paths += write_report(rebuilt, directory)
             if ledger.sweep() is not None:
@@ -282,14 +410,19 @@ def report(directory: Path = typer.Argument(..., help="An output directory of `g
     console.print(f"wrote {', '.join(str(p) for p in paths)}", highlight=False)
     if unfinished:
         command = "gridmix sweep" if swept is not None else "gridmix run"
-        console.print(f"[yellow]unfinished:[/] {unfinished} of {planned} planned runs are missing or failed, so "
-                      f"this report covers only the runs done; the same `{command}` command resumes the study",
-                      highlight=False)
+        console.print(
+            f"[yellow]unfinished:[/] {unfinished} of {planned} planned runs are missing or "
+            "failed, so "
+            f"this report covers only the runs done; the same `{command}` command resumes the "
+            "study",
+            highlight=False,
+        )
 
 
 def unfinished_runs(ledger) -> tuple[int, int]:
-    """``(runs missing or failed, runs planned)`` over the ledger's study and every point of its sweep
-    (:func:`gridmix.study.harness.study_progress`; a comparison not yet planned counts as ``models × seeds``)."""
+    """``(runs missing or failed, runs planned)`` over the ledger's study and every point of its
+    sweep (:func:`gridmix.study.harness.study_progress`; a comparison not yet planned counts as
+    ``models × seeds``)."""
     from gridmix.study.harness import Study, study_progress
 
     specs = [] if ledger.study() is None else [ledger.study()]
@@ -300,8 +433,11 @@ def unfinished_runs(ledger) -> tuple[int, int]:
         try:
             progress = study_progress(Study.from_dict(spec), rows)
         except (KeyError, TypeError) as error:
-            raise ValueError(f"the study spec in {ledger.path} is incomplete or foreign ({type(error).__name__}: "
-                             f"{error})") from None
+            raise ValueError(
+                f"the study spec in {ledger.path} is incomplete or foreign "
+                f"({type(error).__name__}: "
+                f"{error})"
+            ) from None
         unfinished += sum(phase["missing"] + phase["failed"] for phase in progress.values())
         planned += sum(phase["planned"] for phase in progress.values())
     return unfinished, planned

@@ -1,8 +1,9 @@
-"""``gridmix budgets``, ``gridmix runs``, ``gridmix status`` and ``gridmix export``: what a budget spends, the
-studies under a directory, how far one study is (and which process runs it), and its per-seed results as CSV.
+"""``gridmix budgets``, ``gridmix runs``, ``gridmix status`` and ``gridmix export``: what a budget
+spends, the studies under a directory, how far one study is (and which process runs it), and its
+per-seed results as CSV.
 
-``budgets`` without ``--track`` and every ``--help`` need no torch; the others import the study's modules when
-they run."""
+``budgets`` without ``--track`` and every ``--help`` need no torch; the others import the study's
+modules when they run."""
 
 from __future__ import annotations
 
@@ -25,8 +26,20 @@ from gridmix.core.files import write_atomic
 from gridmix.report.format import fmt
 from gridmix.tracks.budget import BUDGETS
 
-BUDGET_FIELDS = ("seeds", "sweep_seeds", "lrs", "epochs", "patience", "batch_size", "n_train", "n_val", "n_test",
-                 "weight_decay", "warmup_frac", "exploratory")
+BUDGET_FIELDS = (
+    "seeds",
+    "sweep_seeds",
+    "lrs",
+    "epochs",
+    "patience",
+    "batch_size",
+    "n_train",
+    "n_val",
+    "n_test",
+    "weight_decay",
+    "warmup_frac",
+    "exploratory",
+)
 
 
 def _cell(value) -> str:
@@ -38,12 +51,22 @@ def _cell(value) -> str:
 
 
 @app.command("budgets")
-def budgets(track: str = typer.Option(None, help="Show the budgets as this track runs them, its changes marked * "
-                                                 "(default: the built-in budgets)."),
-            as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON, not a table.")) -> None:
-    """What each budget spends: seeds, sweep seeds, learning rates, epochs, batch, split sizes, regularisation."""
+def budgets(
+    track: str = typer.Option(
+        None,
+        help="Show the budgets as this track runs them, its changes marked * "
+        "(default: the built-in budgets).",
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON, not a table."),
+) -> None:
+    """What each budget spends: seeds, sweep seeds, learning rates, epochs, batch, split sizes,
+    regularisation."""
     if track is None:
-        chosen, title, owner = dict(BUDGETS), "gridmix budgets (built in; a track may change them)", None
+        chosen, title, owner = (
+            dict(BUDGETS),
+            "gridmix budgets (built in; a track may change them)",
+            None,
+        )
     else:
         from gridmix.tracks.plugin_loader import load_registry
 
@@ -51,39 +74,68 @@ def budgets(track: str = typer.Option(None, help="Show the budgets as this track
             owner = load_registry().track(track)
         except ValueError as error:
             fail(str(error))
-        chosen, title = {name: owner.budget(name) for name in BUDGETS}, f"budgets of track {owner.name}"
+        chosen, title = (
+            {name: owner.budget(name) for name in BUDGETS},
+            f"budgets of track {owner.name}",
+        )
     if as_json:
-        typer.echo(json.dumps({name: dataclasses.asdict(budget) for name, budget in chosen.items()}, indent=2))
+        typer.echo(
+            json.dumps(
+                {name: dataclasses.asdict(budget) for name, budget in chosen.items()}, indent=2
+            )
+        )
         return
     rows = []
     for name, budget in chosen.items():
         changed = set(owner.budget_overrides.get(name, {})) if owner is not None else set()
-        rows.append((name, *(_cell(getattr(budget, f)) + ("*" if f in changed else "") for f in BUDGET_FIELDS)))
-    caption = ("seeds: paired comparison seeds 0 … seeds − 1; sweep_seeds: seeds of their own (1000, …) that choose "
-               "the learning rate; patience: early stopping (– : none, train every epoch); exploratory: a plumbing "
-               "check whose seeds are too few for a verdict. `gridmix run` changes seeds, lrs, epochs and n_train "
-               "with --seeds, --lrs, --epochs and --n-train"
-               + ("; *: changed by the track" if owner is not None else ""))
-    TextTable(title=title, caption=caption, rows=rows,
-              columns=(Column("budget", "name"), *(Column(f, "number") for f in BUDGET_FIELDS))).print(Console())
+        rows.append(
+            (
+                name,
+                *(_cell(getattr(budget, f)) + ("*" if f in changed else "") for f in BUDGET_FIELDS),
+            )
+        )
+    caption = (
+        "seeds: paired comparison seeds 0 … seeds − 1; sweep_seeds: seeds of their own (1000, …) "
+        "that choose "
+        "the learning rate; patience: early stopping (– : none, train every epoch); exploratory: "
+        "a plumbing "
+        "check whose seeds are too few for a verdict. `gridmix run` changes seeds, lrs, epochs "
+        "and n_train "
+        "with --seeds, --lrs, --epochs and --n-train"
+        + ("; *: changed by the track" if owner is not None else "")
+    )
+    TextTable(
+        title=title,
+        caption=caption,
+        rows=rows,
+        columns=(Column("budget", "name"), *(Column(f, "number") for f in BUDGET_FIELDS)),
+    ).print(Console())
 
 
 def _study_line(spec: dict) -> tuple[str, str, str]:
     budget = spec.get("budget") or {}
     changed = spec.get("overrides") or {}
-    name = budget.get("name", "?") + (f" ({', '.join(f'{k} {_cell(v)}' for k, v in changed.items())})"
-                                      if changed else "")
+    name = budget.get("name", "?") + (
+        f" ({', '.join(f'{k} {_cell(v)}' for k, v in changed.items())})" if changed else ""
+    )
     return spec.get("track", "?"), spec.get("grid", "?"), name
 
 
 @app.command("runs")
-def runs(directory: Path = typer.Argument(Path("runs"), help="Where to look for studies (every folder below it "
-                                                              "holding a ledger).")) -> None:
-    """List the studies under a directory: track, grid, budget, verdict, runs in the ledger, when last written."""
+def runs(
+    directory: Path = typer.Argument(
+        Path("runs"), help="Where to look for studies (every folder below it holding a ledger)."
+    ),
+) -> None:
+    """List the studies under a directory: track, grid, budget, verdict, runs in the ledger, when
+    last written."""
     from gridmix.study.ledger import Ledger, find_ledgers, lock_holder
 
     if not directory.is_dir():
-        fail(f"{directory} is not a directory; expected one holding `gridmix run` output folders, e.g. runs")
+        fail(
+            f"{directory} is not a directory; expected one holding `gridmix run` output folders, "
+            "e.g. runs"
+        )
     rows = []
     for out in find_ledgers(directory):
         try:
@@ -98,17 +150,42 @@ def runs(directory: Path = typer.Argument(Path("runs"), help="Where to look for 
         holder = lock_holder(out)
         if holder is not None:
             verdict = f"running (pid {holder})"
-        when = datetime.fromtimestamp((out / "ledger.sqlite").stat().st_mtime).strftime("%Y-%m-%d %H:%M")
+        when = datetime.fromtimestamp((out / "ledger.sqlite").stat().st_mtime).strftime(
+            "%Y-%m-%d %H:%M"
+        )
         track, grid, budget = _study_line(spec)
-        rows.append((escape(str(out)), escape(track), grid, escape(budget), escape(verdict), fmt(count), when))
+        rows.append(
+            (
+                escape(str(out)),
+                escape(track),
+                grid,
+                escape(budget),
+                escape(verdict),
+                fmt(count),
+                when,
+            )
+        )
     if not rows:
-        console.print(f"no study under {escape(str(directory))} (no ledger.sqlite below it)", highlight=False)
+        console.print(
+            f"no study under {escape(str(directory))} (no ledger.sqlite below it)", highlight=False
+        )
         return
-    TextTable(title=f"studies under {directory}", rows=rows,
-              columns=(Column("directory", "name"), Column("track", "name"), Column("grid", "name"),
-                       Column("budget"), Column("verdict"), Column("runs", "number"), Column("when", "name")),
-              caption="verdict: the primary comparison's, from the last report written (bench_report.json); runs: "
-                      "rows in the ledger; when: the ledger's last write").print(Console())
+    TextTable(
+        title=f"studies under {directory}",
+        rows=rows,
+        columns=(
+            Column("directory", "name"),
+            Column("track", "name"),
+            Column("grid", "name"),
+            Column("budget"),
+            Column("verdict"),
+            Column("runs", "number"),
+            Column("when", "name"),
+        ),
+        caption="verdict: the primary comparison's, from the last report written "
+        "(bench_report.json); runs: "
+        "rows in the ledger; when: the ledger's last write",
+    ).print(Console())
 
 
 def _verdict(out: Path) -> str:
@@ -121,8 +198,8 @@ def _verdict(out: Path) -> str:
 
 
 def _open_study(directory: Path):
-    """The ledger of ``directory``, opened read-only in spirit (no lock, nothing created); exits 2 when there is
-    none."""
+    """The ledger of ``directory``, opened read-only in spirit (no lock, nothing created); exits 2
+    when there is none."""
     from gridmix.study.ledger import Ledger
 
     try:
@@ -132,9 +209,17 @@ def _open_study(directory: Path):
 
 
 @app.command("status")
-def status(directory: Path = typer.Argument(..., help="An output directory of `gridmix run`.")) -> None:
-    """How far a study is: per phase the runs done, failed and still to run, and the process running it (its pid)."""
-    from gridmix.study.harness import Study, comparison_phase_purpose, study_progress, sweep_phase_purpose
+def status(
+    directory: Path = typer.Argument(..., help="An output directory of `gridmix run`."),
+) -> None:
+    """How far a study is: per phase the runs done, failed and still to run, and the process running
+    it (its pid)."""
+    from gridmix.study.harness import (
+        Study,
+        comparison_phase_purpose,
+        study_progress,
+        sweep_phase_purpose,
+    )
     from gridmix.study.ledger import lock_holder
     from gridmix.tracks.budget import describe
 
@@ -145,36 +230,70 @@ def status(directory: Path = typer.Argument(..., help="An output directory of `g
         try:
             study = Study.from_dict(spec)
         except (KeyError, TypeError) as error:
-            fail(f"the study spec in {directory} is incomplete or foreign ({type(error).__name__}: {error})")
+            fail(
+                f"the study spec in {directory} is incomplete or foreign ({type(error).__name__}: "
+                f"{error})"
+            )
         progress = study_progress(study, {row.key: row for row in ledger.rows()})
     out = Console(soft_wrap=True)
     track, grid, budget = _study_line(spec)
-    out.print(f"{track} {grid}: models {', '.join(study.models)}; budget {budget}: {describe(study.budget)}",
-              highlight=False, markup=False)
-    purposes = {"sweep": sweep_phase_purpose(study) if study.sweep_seeds else "one learning rate: none",
-                "comparison": comparison_phase_purpose(study)}
+    out.print(
+        f"{track} {grid}: models {', '.join(study.models)}; budget {budget}: "
+        f"{describe(study.budget)}",
+        highlight=False,
+        markup=False,
+    )
+    purposes = {
+        "sweep": sweep_phase_purpose(study) if study.sweep_seeds else "one learning rate: none",
+        "comparison": comparison_phase_purpose(study),
+    }
     for name, counts in progress.items():
-        parts = [f"{counts[key]} {word}" for key, word in (("ok", "done"), ("diverged", "diverged"),
-                                                           ("failed", "failed"), ("missing", "to run")) if counts[key]]
-        out.print(f"{name} ({purposes[name]}): {counts['planned']} runs" + (f": {', '.join(parts)}" if parts else ""),
-                  highlight=False, markup=False)
+        parts = [
+            f"{counts[key]} {word}"
+            for key, word in (
+                ("ok", "done"),
+                ("diverged", "diverged"),
+                ("failed", "failed"),
+                ("missing", "to run"),
+            )
+            if counts[key]
+        ]
+        out.print(
+            f"{name} ({purposes[name]}): {counts['planned']} runs"
+            + (f": {', '.join(parts)}" if parts else ""),
+            highlight=False,
+            markup=False,
+        )
     done = sum(c["ok"] + c["diverged"] for c in progress.values())
     total = sum(c["planned"] for c in progress.values())
     failed = sum(c["failed"] for c in progress.values())
     holder = lock_holder(directory)
-    running = (f"running: pid {holder} holds the lock" if holder not in (None, -1) else
-               "running: a process holds the lock (its pid is unreadable)" if holder == -1 else
-               "not running: no process holds the lock")
-    out.print(f"{done} of {total} runs done, {failed} failed; {running}", highlight=False, markup=False)
+    running = (
+        f"running: pid {holder} holds the lock"
+        if holder not in (None, -1)
+        else "running: a process holds the lock (its pid is unreadable)"
+        if holder == -1
+        else "not running: no process holds the lock"
+    )
+    out.print(
+        f"{done} of {total} runs done, {failed} failed; {running}", highlight=False, markup=False
+    )
 
 
 @app.command("export")
-def export(directory: Path = typer.Argument(..., help="An output directory of `gridmix run`."),
-           as_csv: bool = typer.Option(True, "--csv/--json", help="CSV (one header line, one line per run) or JSON "
-                                                                  "(a list of objects)."),
-           out: Path = typer.Option(None, help="Where to write, '-' for stdout (default: DIR/results.csv or "
-                                               "DIR/results.json).")) -> None:
-    """Write a study's per-seed results (every run: phase, model, role, lr, seed, status, metrics, seconds)."""
+def export(
+    directory: Path = typer.Argument(..., help="An output directory of `gridmix run`."),
+    as_csv: bool = typer.Option(
+        True,
+        "--csv/--json",
+        help="CSV (one header line, one line per run) or JSON (a list of objects).",
+    ),
+    out: Path = typer.Option(
+        None, help="Where to write, '-' for stdout (default: DIR/results.csv or DIR/results.json)."
+    ),
+) -> None:
+    """Write a study's per-seed results (every run: phase, model, role, lr, seed, status, metrics,
+    seconds)."""
     from gridmix.report.export import COLUMNS, export_rows
 
     with _open_study(directory) as ledger:
@@ -199,4 +318,3 @@ def export(directory: Path = typer.Argument(..., help="An output directory of `g
     except OSError as error:
         fail(f"{target}: {error.strerror or error} ({type(error).__name__})")
     console.print(f"wrote {len(rows)} runs to {escape(str(target))}", highlight=False)
-

@@ -1,8 +1,10 @@
-"""``gridmix sweep``: quality against scale, one paired-seed study per point of a grid of sizes, one report.
+"""``gridmix sweep``: quality against scale, one paired-seed study per point of a grid of sizes, one
+report.
 
-``gridmix sweep --track mqar --over grid=64,128,256 --over embed_dim=32,64,128`` runs the study ``gridmix run`` would
-run at every combination of the swept values (:mod:`gridmix.orchestrate.sweeping`), all in one ledger in ``--out``
-(re-running resumes; a point a plain ``gridmix run`` already trained there is reused), and writes ``sweep.md``,
+``gridmix sweep --track mqar --over grid=64,128,256 --over embed_dim=32,64,128`` runs the study
+``gridmix run`` would run at every combination of the swept values
+(:mod:`gridmix.orchestrate.sweeping`), all in one ledger in ``--out`` (re-running resumes; a point a
+plain ``gridmix run`` already trained there is reused), and writes ``sweep.md``,
 ``sweep_report.json`` and ``sweep_points.png`` (:mod:`gridmix.report.sweep_report`).
 """
 
@@ -43,51 +45,96 @@ from gridmix.core.inputs import parse_names, parse_over, parse_rates
 
 
 @app.command("sweep")
-def sweep(track: Track = "mqar", over: Over = ..., grid: SweepGrid = None, settings: SweepSet = None,
-          models: SweepModels = None, idea: SweepIdea = None, baselines: Baselines = None,
-          budget: SweepBudget = "default", seeds: Seeds = None, lrs: Lrs = None, out: SweepOut = None,
-          device: Device = "auto", precision: Precision = "auto", executor: Executor = "local", jobs: Jobs = "auto",
-          address: Address = None, threads: Threads = None, underpowered: SweepUnderpowered = False,
-          fresh: SweepFresh = False) -> None:
-    """How the verdict moves with size: the paired comparison at every point of a grid of sizes, one report."""
+def sweep(
+    track: Track = "mqar",
+    over: Over = ...,
+    grid: SweepGrid = None,
+    settings: SweepSet = None,
+    models: SweepModels = None,
+    idea: SweepIdea = None,
+    baselines: Baselines = None,
+    budget: SweepBudget = "default",
+    seeds: Seeds = None,
+    lrs: Lrs = None,
+    out: SweepOut = None,
+    device: Device = "auto",
+    precision: Precision = "auto",
+    executor: Executor = "local",
+    jobs: Jobs = "auto",
+    address: Address = None,
+    threads: Threads = None,
+    underpowered: SweepUnderpowered = False,
+    fresh: SweepFresh = False,
+) -> None:
+    """How the verdict moves with size: the paired comparison at every point of a grid of sizes, one
+    report."""
     arguments = sweep_arguments(**locals())  # every option, checked before torch loads
     from gridmix.orchestrate import front_door
 
     print_sweep(drive(front_door.sweep, sweep_header, arguments))  # gridmix.sweep
 
 
-def sweep_arguments(*, over: list[str], grid: str | None, settings: list[str] | None, models: str | None,
-                    baselines: str | None, budget: BudgetName, lrs: str | None, device: DeviceName,
-                    executor: ExecutorName, jobs: str, **options) -> dict:
-    """:func:`gridmix.sweep`'s keyword arguments from ``gridmix sweep``'s options, the cheap checks done before torch
-    and the plugins load (one line, exit 2; docs/guide.md, "Input checks"); ``options``: those passed on as they
-    are."""
+def sweep_arguments(
+    *,
+    over: list[str],
+    grid: str | None,
+    settings: list[str] | None,
+    models: str | None,
+    baselines: str | None,
+    budget: BudgetName,
+    lrs: str | None,
+    device: DeviceName,
+    executor: ExecutorName,
+    jobs: str,
+    **options,
+) -> dict:
+    """:func:`gridmix.sweep`'s keyword arguments from ``gridmix sweep``'s options, the cheap checks
+    done before torch and the plugins load (one line, exit 2; docs/guide.md, "Input checks");
+    ``options``: those passed on as they are."""
     try:
-        return dict(over=parse_over(over), grid=str(Grid.parse(grid)) if grid is not None else None,
-                    settings=parse_settings(settings or []),
-                    models=parse_names(models, "--models") if models is not None else None,
-                    baselines=parse_names(baselines, "--baselines") if baselines is not None else (),
-                    lrs=parse_rates(lrs) if lrs is not None else None, jobs=parse_jobs(jobs), budget=budget.value,
-                    device=device.value, executor=executor.value, **options)
+        return dict(
+            over=parse_over(over),
+            grid=str(Grid.parse(grid)) if grid is not None else None,
+            settings=parse_settings(settings or []),
+            models=parse_names(models, "--models") if models is not None else None,
+            baselines=parse_names(baselines, "--baselines") if baselines is not None else (),
+            lrs=parse_rates(lrs) if lrs is not None else None,
+            jobs=parse_jobs(jobs),
+            budget=budget.value,
+            device=device.value,
+            executor=executor.value,
+            **options,
+        )
     except ValueError as error:
         fail(str(error))
 
 
 def sweep_header(planned, ledger) -> None:
-    """The line ``gridmix sweep`` prints as the sweep begins: its points, models, budget and ledger."""
+    """The line ``gridmix sweep`` prints as the sweep begins: its points, models, budget and
+    ledger."""
     first = planned.studies[0]
     swept = ", ".join(f"{name}=" + ",".join(map(str, values)) for name, values in planned.over)
-    console.print(f"[bold]gridmix sweep[/] {planned.track}: {len(planned.points)} points over {swept}; models "
-                  f"{', '.join(first.models)}; budget {first.budget.name} ({first.budget.seeds} seeds); ledger "
-                  f"{ledger.path}", highlight=False)
+    console.print(
+        f"[bold]gridmix sweep[/] {planned.track}: {len(planned.points)} points over {swept}; "
+        "models "
+        f"{', '.join(first.models)}; budget {first.budget.name} ({first.budget.seeds} seeds); "
+        "ledger "
+        f"{ledger.path}",
+        highlight=False,
+    )
 
 
 def print_sweep(outcome) -> None:
-    """The finished sweep on the console: its table and the report's path; exit status 1 when a run failed."""
+    """The finished sweep on the console: its table and the report's path; exit status 1 when a run
+    failed."""
     Console(width=None if sys.stdout.isatty() else 160).print(sweep_table(outcome.report))
     console.print(f"report: {outcome.paths[1]} ({outcome.seconds:.0f} s)", highlight=False)
-    failed = [f"{point.label}: run {f.model} lr={f.lr:g} seed={f.seed} failed: {f.error}"
-              for point in outcome.report.points for f in point.report.failures if f.status == "failed"]
+    failed = [
+        f"{point.label}: run {f.model} lr={f.lr:g} seed={f.seed} failed: {f.error}"
+        for point in outcome.report.points
+        for f in point.report.failures
+        if f.status == "failed"
+    ]
     for line in failed:
         console.print(f"[red]{escape(line)}[/]", highlight=False)
     if failed:

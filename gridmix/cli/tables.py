@@ -1,10 +1,11 @@
 """Every table the command line prints, written once and shown two ways: :class:`TextTable`.
 
-On a terminal it is a rich table in which no name is ever cut: a name column (model, track, mixer) and a number
-column never break inside a word, text columns wrap at word boundaries, and when the terminal is too narrow for
-that the table grows past it rather than folding a name or ending it in "…". Anywhere else (a pipe, a file, a
-test's captured output) it is plain text in aligned columns, every cell whole, with no box characters and no
-colour, so ``gridmix tracks > tracks.txt`` and ``grep`` read every name as written.
+On a terminal it is a rich table in which no name is ever cut: a name column (model, track, mixer)
+and a number column never break inside a word, text columns wrap at word boundaries, and when the
+terminal is too narrow for that the table grows past it rather than folding a name or ending it in
+"…". Anywhere else (a pipe, a file, a test's captured output) it is plain text in aligned columns,
+every cell whole, with no box characters and no colour, so ``gridmix tracks > tracks.txt`` and
+``grep`` read every name as written.
 """
 
 from __future__ import annotations
@@ -21,9 +22,9 @@ KINDS = ("name", "number", "text")
 
 @dataclass(frozen=True)
 class Column:
-    """A column: ``kind`` ``"text"`` (wraps at word boundaries), ``"name"`` (the same, but narrowed only once every
-    text column is as narrow as it can be, so a name and its tag stay on one line where any line can) or
-    ``"number"`` (right-aligned, never wrapped)."""
+    """A column: ``kind`` ``"text"`` (wraps at word boundaries), ``"name"`` (the same, but narrowed
+    only once every text column is as narrow as it can be, so a name and its tag stay on one line
+    where any line can) or ``"number"`` (right-aligned, never wrapped)."""
 
     header: str
     kind: str = "text"
@@ -35,8 +36,8 @@ class Column:
 
 @dataclass(frozen=True)
 class TextTable:
-    """A titled table of string cells (rich markup and line breaks allowed), with an optional caption; ``lines``
-    rules off every row (for rows of several lines)."""
+    """A titled table of string cells (rich markup and line breaks allowed), with an optional
+    caption; ``lines`` rules off every row (for rows of several lines)."""
 
     title: str
     columns: tuple[Column, ...]
@@ -48,21 +49,37 @@ class TextTable:
     def __post_init__(self) -> None:
         for row in self.rows:
             if len(row) != len(self.columns):
-                raise ValueError(f"table {self.title!r}: a row of {len(row)} cells for {len(self.columns)} columns "
-                                 f"{[c.header for c in self.columns]}; expected one cell per column")
+                raise ValueError(
+                    f"table {self.title!r}: a row of {len(row)} cells for {len(self.columns)} "
+                    "columns "
+                    f"{[c.header for c in self.columns]}; expected one cell per column"
+                )
 
     def widths(self, available: int) -> list[int]:
-        """Each column's width for a table of at most ``available`` characters (borders and padding included):
-        every column as wide as its longest line when that fits, else text columns narrowed (the one with the most
-        room first), then name columns, but none below its longest word (a number column below its longest cell);
-        when even that does not fit, those least widths, and the table is wider than ``available``."""
-        cells = [[_plain(row[i]).split("\n") for row in self.rows] for i in range(len(self.columns))]
+        """Each column's width for a table of at most ``available`` characters (borders and padding
+        included): every column as wide as its longest line when that fits, else text columns
+        narrowed (the one with the most room first), then name columns, but none below its longest
+        word (a number column below its longest cell); when even that does not fit, those least
+        widths, and the table is wider than ``available``."""
+        cells = [
+            [_plain(row[i]).split("\n") for row in self.rows] for i in range(len(self.columns))
+        ]
         longest, least = [], []
         for column, lines in zip(self.columns, cells):
             flat = [line for cell in lines for line in cell]
             longest.append(max([cell_len(column.header), *map(cell_len, flat)]))
-            words = flat if column.kind == "number" else [word for line in flat for word in line.split()]
-            least.append(max([cell_len(w) for w in column.header.split()] + [cell_len(w) for w in words] + [1]))
+            words = (
+                flat
+                if column.kind == "number"
+                else [word for line in flat for word in line.split()]
+            )
+            least.append(
+                max(
+                    [cell_len(w) for w in column.header.split()]
+                    + [cell_len(w) for w in words]
+                    + [1]
+                )
+            )
         widths = list(longest)
         room = available - (3 * len(widths) + 1)  # "│ " before each column, " │" after the last
         for kind in ("text", "name"):
@@ -76,32 +93,50 @@ class TextTable:
         return widths
 
     def rich(self, available: int = 10**5) -> Table:
-        """The rich table in at most ``available`` characters where it fits (:meth:`widths`): text wraps at word
-        boundaries, and nothing is ever folded inside a word or cut."""
-        table = Table(title=self.title, caption=self.caption or None, show_lines=self.lines,
-                      title_style=self.title_style)
+        """The rich table in at most ``available`` characters where it fits (:meth:`widths`): text
+        wraps at word boundaries, and nothing is ever folded inside a word or cut."""
+        table = Table(
+            title=self.title,
+            caption=self.caption or None,
+            show_lines=self.lines,
+            title_style=self.title_style,
+        )
         for column, width in zip(self.columns, self.widths(available)):
-            table.add_column(column.header, justify="right" if column.kind == "number" else "left", width=width,
-                             no_wrap=column.kind == "number", overflow="fold")
+            table.add_column(
+                column.header,
+                justify="right" if column.kind == "number" else "left",
+                width=width,
+                no_wrap=column.kind == "number",
+                overflow="fold",
+            )
         for row in self.rows:
             table.add_row(*row)
         return table
 
     def plain(self) -> str:
-        """Aligned plain text: the title, the headers over a rule of dashes, each row's cells whole (a cell of
-        several lines takes as many), the caption last."""
+        """Aligned plain text: the title, the headers over a rule of dashes, each row's cells whole
+        (a cell of several lines takes as many), the caption last."""
         cells = [[_plain(cell).split("\n") for cell in row] for row in self.rows]
         headers = [column.header for column in self.columns]
-        widths = [max([cell_len(headers[i]), *(cell_len(line) for row in cells for line in row[i])])
-                  for i in range(len(headers))]
+        widths = [
+            max([cell_len(headers[i]), *(cell_len(line) for row in cells for line in row[i])])
+            for i in range(len(headers))
+        ]
 
         def line(parts: list[str]) -> str:
-            padded = [" " * (width - cell_len(part)) + part if column.kind == "number" else
-                      part + " " * (width - cell_len(part)) for part, width, column in zip(parts, widths, self.columns)]
+            padded = [
+                " " * (width - cell_len(part)) + part
+                if column.kind == "number"
+                else part + " " * (width - cell_len(part))
+                for part, width, column in zip(parts, widths, self.columns)
+            ]
             return "  ".join(padded).rstrip()
 
-        out = [self.title, line(headers), "  ".join("-" * width for width in widths)] if self.title else [
-            line(headers), "  ".join("-" * width for width in widths)]
+        out = (
+            [self.title, line(headers), "  ".join("-" * width for width in widths)]
+            if self.title
+            else [line(headers), "  ".join("-" * width for width in widths)]
+        )
         for index, row in enumerate(cells):
             if self.lines and index:
                 out.append("")
@@ -112,7 +147,8 @@ class TextTable:
         return "\n".join(out) + "\n"
 
     def print(self, console: Console) -> None:
-        """On a terminal the rich table (as wide as it must be for no name to break); elsewhere :meth:`plain`."""
+        """On a terminal the rich table (as wide as it must be for no name to break); elsewhere
+        :meth:`plain`."""
         if not console.is_terminal:
             console.file.write(self.plain())
             console.file.flush()
@@ -122,8 +158,13 @@ class TextTable:
         if needed <= console.width:
             console.print(table)
             return
-        wider = Console(file=console.file, width=needed, force_terminal=True, color_system=console.color_system,
-                        legacy_windows=False)
+        wider = Console(
+            file=console.file,
+            width=needed,
+            force_terminal=True,
+            color_system=console.color_system,
+            legacy_windows=False,
+        )
         wider.print(table)
 
 

@@ -1,5 +1,5 @@
-"""``gridmix tracks``: the installed tracks, their models and settings, whether their data is at hand, their plugins of
-origin, and the broken plugins."""
+"""``gridmix tracks``: the installed tracks, their models and settings, whether their data is at
+hand, their plugins of origin, and the broken plugins."""
 
 from __future__ import annotations
 
@@ -22,7 +22,9 @@ def registry_summary(registry: Registry) -> dict:
     """The registry as plain JSON-ready data (what ``gridmix tracks --json`` prints)."""
     return {
         "tracks": [_track_summary(track) for track in registry.tracks.values()],
-        "broken": [{"name": b.name, "version": b.version, "error": b.error} for b in registry.broken],
+        "broken": [
+            {"name": b.name, "version": b.version, "error": b.error} for b in registry.broken
+        ],
     }
 
 
@@ -42,17 +44,25 @@ def _track_summary(track: Track) -> dict:
         "settings": dict(track.settings),
         "other_grids": track.fixed_grid or "defined",
         "models": [
-            {"name": spec.name, "role": spec.role, "description": spec.description, "plugin": spec.plugin,
-             "plugin_version": spec.plugin_version, "matched_baseline": spec.name == track.matched_baseline}
+            {
+                "name": spec.name,
+                "role": spec.role,
+                "description": spec.description,
+                "plugin": spec.plugin,
+                "plugin_version": spec.plugin_version,
+                "matched_baseline": spec.name == track.matched_baseline,
+            }
             for spec in track.models
         ],
     }
 
 
 def data_status(track: Track) -> tuple[str, str]:
-    """``("generated" | "found" | "missing", detail)``: whether the track needs data, and if so whether it is there.
+    """``("generated" | "found" | "missing", detail)``: whether the track needs data, and if so
+    whether it is there.
 
-    The detail is the data's source when found (empty when the track does not name it), the reason when missing.
+    The detail is the data's source when found (empty when the track does not name it), the reason
+    when missing.
     """
     if not track.needs_data:
         return "generated", ""
@@ -77,8 +87,11 @@ def _model_label(track: Track, name: str, role: str, plugin: str) -> str:
 
 
 @app.command("tracks")
-def tracks(as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON, not tables.")) -> None:
-    """List installed tracks (grid, metric, models, data, plugin of origin) and plugins that failed to load."""
+def tracks(
+    as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON, not tables."),
+) -> None:
+    """List installed tracks (grid, metric, models, data, plugin of origin) and plugins that failed
+    to load."""
     from gridmix.tracks.plugin_loader import load_registry
 
     registry = load_registry()
@@ -92,25 +105,52 @@ def tracks(as_json: bool = typer.Option(False, "--json", help="Print machine-rea
         models = "\n".join(_model_label(track, m.name, m.role, m.plugin) for m in track.models)
         plugin = f"{track.plugin} {track.plugin_version}".strip()
         settings = ", ".join(f"{name}={value}" for name, value in track.settings.items())
-        description = escape(track.description) + (f"\nsettings: {escape(settings)}" if settings else "")
-        rows.append((f"[bold]{escape(track.name)}[/]\n[dim]{description}[/]",
-                     f"{track.ndim}-d\n{track.default_grid}", f"{escape(track.metric_name)} {arrow}", models,
-                     _data_cell(track), escape(plugin)))
+        description = escape(track.description) + (
+            f"\nsettings: {escape(settings)}" if settings else ""
+        )
+        rows.append(
+            (
+                f"[bold]{escape(track.name)}[/]\n[dim]{description}[/]",
+                f"{track.ndim}-d\n{track.default_grid}",
+                f"{escape(track.metric_name)} {arrow}",
+                models,
+                _data_cell(track),
+                escape(plugin),
+            )
+        )
     if not registry.tracks:
         rows.append(("[dim](none installed)[/]", "", "", "", "", ""))
-    TextTable(title="gridmix tracks", lines=True, rows=rows,
-              columns=(Column("track", "name"), Column("grid", "name"), Column("metric"), Column("models", "name"),
-                       Column("data"), Column("plugin", "name")),
-              caption="↓ lower / ↑ higher is better; (idea): the concentration mixer; (matched): the baseline it "
-                      "differs from in the token mixer only; +name: added by that plugin; data: generated, or read "
-                      "from disk (found, or missing and how to give it)").print(console)
+    TextTable(
+        title="gridmix tracks",
+        lines=True,
+        rows=rows,
+        columns=(
+            Column("track", "name"),
+            Column("grid", "name"),
+            Column("metric"),
+            Column("models", "name"),
+            Column("data"),
+            Column("plugin", "name"),
+        ),
+        caption="↓ lower / ↑ higher is better; (idea): the concentration mixer; (matched): the "
+        "baseline it "
+        "differs from in the token mixer only; +name: added by that plugin; data: generated, or "
+        "read "
+        "from disk (found, or missing and how to give it)",
+    ).print(console)
     if registry.broken:
         broken_table(registry.broken).print(console)
 
 
 def broken_table(broken) -> TextTable:
-    """The plugins that failed to load, each with its one-line error (``gridmix tracks`` and ``gridmix mixers``)."""
-    return TextTable(title="broken plugins", title_style="bold red",
-                     columns=(Column("plugin", "name"), Column("error")),
-                     rows=[(escape(f"{plugin.name} {plugin.version}".strip()), escape(plugin.error))
-                           for plugin in broken])
+    """The plugins that failed to load, each with its one-line error (``gridmix tracks`` and
+    ``gridmix mixers``)."""
+    return TextTable(
+        title="broken plugins",
+        title_style="bold red",
+        columns=(Column("plugin", "name"), Column("error")),
+        rows=[
+            (escape(f"{plugin.name} {plugin.version}".strip()), escape(plugin.error))
+            for plugin in broken
+        ],
+    )

@@ -1,4 +1,5 @@
-"""Cartesian token grids: parsing and validating grid specs such as ``"64"``, ``"32x32"``, ``"8x16x16"``.
+"""Cartesian token grids: parsing and validating grid specs such as ``"64"``, ``"32x32"``,
+``"8x16x16"``.
 
 A grid is the shape ``(n_1, …, n_d)`` that tokens live on, in row-major order (last axis fastest,
 as ``reshape`` gives): a sequence is ``d = 1``, an image ``d = 2``, a video ``d = 3`` (time, height,
@@ -13,7 +14,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 _ACCEPTED = "positive integers joined by 'x' with no spaces, e.g. '64', '32x32' or '8x16x16'"
-_SPEC = re.compile(r"[0-9]+(x[0-9]+)*", re.IGNORECASE)  # whole text only (fullmatch): no space is guessed away
+_SPEC = re.compile(
+    r"[0-9]+(x[0-9]+)*", re.IGNORECASE
+)  # whole text only (fullmatch): no space is guessed away
+
 
 @dataclass(frozen=True)
 class Grid:
@@ -26,11 +30,14 @@ class Grid:
             raise ValueError(f"grid {self.shape!r} has no axes; expected {_ACCEPTED}")
         for n in self.shape:
             if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-                raise ValueError(f"grid {self.shape!r} has an invalid axis size {n!r}; expected {_ACCEPTED}")
+                raise ValueError(
+                    f"grid {self.shape!r} has an invalid axis size {n!r}; expected {_ACCEPTED}"
+                )
 
     @classmethod
     def parse(cls, spec: Grid | str | int | Sequence[int]) -> Grid:
-        """Parse ``"32x32"``, ``"64"``, ``64``, ``(8, 16, 16)`` or a :class:`Grid`; ``ValueError`` otherwise."""
+        """Parse ``"32x32"``, ``"64"``, ``64``, ``(8, 16, 16)`` or a :class:`Grid`; ``ValueError``
+        otherwise."""
         if isinstance(spec, Grid):
             return spec
         if isinstance(spec, bool):
@@ -46,9 +53,13 @@ class Grid:
                 raise ValueError(f"invalid grid {spec!r}; expected {_ACCEPTED}")
             shape = tuple(spec)
         else:
-            raise ValueError(f"invalid grid {spec!r} of type {type(spec).__name__}; expected {_ACCEPTED}")
+            raise ValueError(
+                f"invalid grid {spec!r} of type {type(spec).__name__}; expected {_ACCEPTED}"
+            )
         if not shape or min(shape) < 1:
-            raise ValueError(f"invalid grid {spec!r}: every axis needs at least 1 token; expected {_ACCEPTED}")
+            raise ValueError(
+                f"invalid grid {spec!r}: every axis needs at least 1 token; expected {_ACCEPTED}"
+            )
         return cls(shape)
 
     @property

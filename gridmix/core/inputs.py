@@ -1,10 +1,13 @@
-"""What a user types as a list or a number (a command line option, :func:`gridmix.orchestrate.plan.plan_study`'s
-comma-separated strings), checked before anything heavy loads: this module imports no torch, so the command line
-refuses a bad value in a fraction of a second (docs/guide.md, "Input checks").
+"""What a user types as a list or a number (a command line option,
+:func:`gridmix.orchestrate.plan.plan_study`'s comma-separated strings), checked before anything
+heavy loads: this module imports no torch, so the command line refuses a bad value in a fraction of
+a second (docs/guide.md, "Input checks").
 
-One rule for every list: a list that is given names at least one item and has no empty item (``''``, ``','`` and
-``'a,,b'`` are refused, naming the option); spaces around the commas are ignored. Leaving the option out is how
-to ask for its default. Learning rates are finite positive numbers; grids follow :meth:`Grid.parse`."""
+One rule for every list: a list that is given names at least one item and has no empty item (``''``,
+``','`` and ``'a,,b'`` are refused, naming the option); spaces around the commas are ignored.
+Leaving the option out is how to ask for its default. Learning rates are finite positive numbers;
+grids follow
+:meth:`Grid.parse`."""
 
 from __future__ import annotations
 
@@ -15,37 +18,48 @@ from gridmix.core.grid import Grid
 
 
 def split_list(text: str, option: str, example: str) -> tuple[str, ...]:
-    """The comma-separated items of ``text``, each stripped; ``ValueError`` in one line, naming ``option`` and an
-    ``example`` of what it takes, when ``text`` names no item or holds an empty one."""
+    """The comma-separated items of ``text``, each stripped; ``ValueError`` in one line, naming
+    ``option`` and an ``example`` of what it takes, when ``text`` names no item or holds an empty
+    one."""
     items = tuple(item.strip() for item in text.split(","))
     if not any(items):
-        raise ValueError(f"{option} {text!r} names nothing; expected a comma-separated list such as {example!r}, "
-                         "or leave the option out for its default")
+        raise ValueError(
+            f"{option} {text!r} names nothing; expected a comma-separated list such as "
+            f"{example!r}, "
+            "or leave the option out for its default"
+        )
     if not all(items):
-        raise ValueError(f"{option} {text!r} holds an empty item; expected a comma-separated list such as "
-                         f"{example!r}")
+        raise ValueError(
+            f"{option} {text!r} holds an empty item; expected a comma-separated list such as "
+            f"{example!r}"
+        )
     return items
 
 
 def parse_rates(text: str, option: str = "--lrs") -> tuple[float, ...]:
-    """Learning rates ``'1e-3,3e-3'`` as floats, each finite and positive; ``ValueError`` in one line otherwise."""
+    """Learning rates ``'1e-3,3e-3'`` as floats, each finite and positive; ``ValueError`` in one
+    line otherwise."""
     rates = []
     for item in split_list(text, option, "1e-3,3e-3"):
         try:
             rate = float(item)
         except ValueError:
-            raise ValueError(f"{option} {text!r}: {item!r} is not a number; expected positive numbers such as "
-                             "'1e-3,3e-3'") from None
+            raise ValueError(
+                f"{option} {text!r}: {item!r} is not a number; expected positive numbers such as "
+                "'1e-3,3e-3'"
+            ) from None
         if not (math.isfinite(rate) and rate > 0):
-            raise ValueError(f"{option} {text!r}: {item!r} is not a finite positive number; expected learning "
-                             "rates such as '1e-3,3e-3'")
+            raise ValueError(
+                f"{option} {text!r}: {item!r} is not a finite positive number; expected learning "
+                "rates such as '1e-3,3e-3'"
+            )
         rates.append(rate)
     return tuple(rates)
 
 
 def parse_grids(text: str, option: str) -> tuple[Grid, ...]:
-    """Grids ``'8x8,16x16'`` parsed by :meth:`Grid.parse` (no space inside a grid); ``ValueError`` names
-    ``option`` and the bad grid."""
+    """Grids ``'8x8,16x16'`` parsed by :meth:`Grid.parse` (no space inside a grid); ``ValueError``
+    names ``option`` and the bad grid."""
     grids = []
     for item in split_list(text, option, "8x8,16x16"):
         try:
@@ -56,13 +70,15 @@ def parse_grids(text: str, option: str) -> tuple[Grid, ...]:
 
 
 def parse_names(text: str, option: str) -> tuple[str, ...]:
-    """Names ``'vit,mlp-mixer'`` (models, mixers) as a tuple, by the list rule of :func:`split_list`."""
+    """Names ``'vit,mlp-mixer'`` (models, mixers) as a tuple, by the list rule of
+    :func:`split_list`."""
     return split_list(text, option, "vit,mlp-mixer")
 
 
 def parse_over(assignments: Sequence[str]) -> list[tuple[str, tuple[str, ...]]]:
-    """``gridmix sweep --over``: ``["grid=64,128", "embed_dim=32,64"]`` as ``[("grid", ("64", "128")), ("embed_dim",
-    ("32", "64"))]``, each value list by the rule of :func:`split_list`; ``ValueError`` in one line otherwise."""
+    """``gridmix sweep --over``: ``["grid=64,128", "embed_dim=32,64"]`` as ``[("grid", ("64",
+    "128")), ("embed_dim", ("32", "64"))]``, each value list by the rule of :func:`split_list`;
+    ``ValueError`` in one line otherwise."""
     over = []
     for text in assignments:
         name, sep, values = text.partition("=")

@@ -1,5 +1,6 @@
-"""Names a package exports but imports on first use (PEP 562), so that importing the package (and the command
-line's ``--help``) costs no torch: :func:`lazy_names` gives a package its ``__getattr__`` and ``__dir__``."""
+"""Names a package exports but imports on first use (PEP 562), so that importing the package (and
+the command line's ``--help``) costs no torch: :func:`lazy_names` gives a package its
+``__getattr__`` and ``__dir__``."""
 
 from __future__ import annotations
 
@@ -7,11 +8,15 @@ import importlib
 from collections.abc import Callable, Mapping
 
 
-def lazy_names(package: str, sources: Mapping[str, str], namespace: dict) -> tuple[Callable, Callable]:
-    """``(__getattr__, __dir__)`` for ``package`` whose names ``sources`` maps to the modules defining them.
+def lazy_names(
+    package: str, sources: Mapping[str, str], namespace: dict
+) -> tuple[Callable, Callable]:
+    """``(__getattr__, __dir__)`` for ``package`` whose names ``sources`` maps to the modules
+    defining them.
 
-    A name is imported from its module when first read and then kept in ``namespace`` (the package's globals), so
-    the next read is a plain lookup; a name the package does not export is an ``AttributeError``, as usual.
+    A name is imported from its module when first read and then kept in ``namespace`` (the package's
+    globals), so the next read is a plain lookup; a name the package does not export is an
+    ``AttributeError``, as usual.
     """
 
     def __getattr__(name: str):

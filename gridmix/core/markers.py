@@ -1,6 +1,7 @@
-"""The pluggy markers of gridmix's plugins (project and entry-point group ``"gridmix"``), in the lowest layer, so
-that a plugin module at any layer (the built-in mixers, the built-in tracks) marks its hooks with the same
-``hookimpl``. The hooks themselves are specified in :mod:`gridmix.tracks.hookspecs`."""
+"""The pluggy markers of gridmix's plugins (project and entry-point group ``"gridmix"``), in the
+lowest layer, so that a plugin module at any layer (the built-in mixers, the built-in tracks) marks
+its hooks with the same ``hookimpl``. The hooks themselves are specified in
+:mod:`gridmix.tracks.hookspecs`."""
 
 import pluggy
 

@@ -1,3 +1,4 @@
-"""gridmix's version, in a module of its own so that every layer can read it without importing the package API."""
+"""gridmix's version, in a module of its own so that every layer can read it without importing the
+package API."""
 
 __version__ = "0.1.0"

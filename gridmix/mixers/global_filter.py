@@ -1,19 +1,22 @@
 """The global filter mixer: GFNet's learned frequency-domain filter as a token mixer on an N-d grid.
 
-Follows Rao et al. 2021, "Global Filter Networks for Image Classification" (GFNet): the grid tokens are taken to
-the frequency domain by a real FFT over the grid axes (``norm="ortho"``), multiplied elementwise by a learned complex
-filter (one value per channel and frequency, initialised ``0.02 · randn`` as GFNet's ``complex_weight``) and taken
-back by the inverse real FFT. The map is a circular convolution of every channel with a learned real kernel over the
-whole grid, so it sees every token (not causal), in O(N log N). Any grid rank: the filter has the shape of the
-half-spectrum ``(n_1, …, n_{d-1}, n_d // 2 + 1)`` per channel.
+Follows Rao et al. 2021, "Global Filter Networks for Image Classification" (GFNet): the grid tokens
+are taken to the frequency domain by a real FFT over the grid axes (``norm="ortho"``), multiplied
+elementwise by a learned complex filter (one value per channel and frequency, initialised ``0.02 ·
+randn`` as GFNet's ``complex_weight``) and taken back by the inverse real FFT. The map is a circular
+convolution of every channel with a learned real kernel over the whole grid, so it sees every token
+(not causal), in O(N log N). Any grid rank: the filter has the shape of the half-spectrum ``(n_1, …,
+n_{d-1}, n_d // 2 + 1)`` per channel.
 
-Prefix tokens (class / register tokens) are not on the grid: they pass through unchanged. There are no value or
-output projections, as in GFNet, where the filter layer sits between a norm and the channel MLP.
+Prefix tokens (class / register tokens) are not on the grid: they pass through unchanged. There are
+no value or output projections, as in GFNet, where the filter layer sits between a norm and the
+channel MLP.
 
-Resolution change (:func:`regrid_global_filter`): the filter is resampled to the new half-spectrum by N-d linear
-interpolation of its real and imaginary parts with ``align_corners=True``, in the FFT's own index order, as GFNet
-interpolates its filter for other resolutions (bilinearly for images); an axis whose spectrum length does not
-change is copied as it is, so the same grid gives the same mixer bit for bit.
+Resolution change (:func:`regrid_global_filter`): the filter is resampled to the new half-spectrum
+by N-d linear interpolation of its real and imaginary parts with ``align_corners=True``, in the
+FFT's own index order, as GFNet interpolates its filter for other resolutions (bilinearly for
+images); an axis whose spectrum length does not change is copied as it is, so the same grid gives
+the same mixer bit for bit.
 
 Shape legend:
     B: batch, P: prefix tokens, N: grid tokens (n_1·…·n_d), C: channels,
@@ -35,14 +38,19 @@ INIT_SCALE = 0.02  # GFNet: complex_weight = randn(...) * 0.02
 
 
 def half_spectrum(grid: Grid) -> tuple[int, ...]:
-    """The shape of ``rfftn`` over all of ``grid``'s axes: the last axis halved, ``n_d // 2 + 1``."""
+    """The shape of ``rfftn`` over all of ``grid``'s axes: the last axis halved, ``n_d // 2 +
+    1``."""
     return (*grid.shape[:-1], grid.shape[-1] // 2 + 1)
 
 
 def _check_arguments(dim, num_prefix_tokens, dtype) -> None:
     if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
         raise ValueError(f"dim={dim!r}; expected a positive integer (channels)")
-    if isinstance(num_prefix_tokens, bool) or not isinstance(num_prefix_tokens, int) or num_prefix_tokens < 0:
+    if (
+        isinstance(num_prefix_tokens, bool)
+        or not isinstance(num_prefix_tokens, int)
+        or num_prefix_tokens < 0
+    ):
         raise ValueError(f"num_prefix_tokens={num_prefix_tokens!r}; expected an integer >= 0")
     if dtype is not None and not dtype.is_floating_point:
         raise ValueError(f"dtype={dtype}; expected a real floating-point dtype")
@@ -58,36 +66,63 @@ class GlobalFilterMixer(nn.Module):
         device, dtype: where and in which dtype the filter is built.
     """
 
-    def __init__(self, dim: int, grid: Grid | str | int | Sequence[int], *, num_prefix_tokens: int = 0,
-                 device=None, dtype=None) -> None:
+    def __init__(
+        self,
+        dim: int,
+        grid: Grid | str | int | Sequence[int],
+        *,
+        num_prefix_tokens: int = 0,
+        device=None,
+        dtype=None,
+    ) -> None:
         super().__init__()
         _check_arguments(dim, num_prefix_tokens, dtype)
         self.grid = Grid.parse(grid)
         self.dim, self.num_prefix_tokens = dim, num_prefix_tokens
-        weight = torch.randn(*half_spectrum(self.grid), dim, 2, device=device, dtype=dtype)  # (*F, C, 2)
-        self.complex_weight = nn.Parameter(INIT_SCALE * weight)  # (*F, C, 2): real and imaginary parts
+        weight = torch.randn(
+            *half_spectrum(self.grid), dim, 2, device=device, dtype=dtype
+        )  # (*F, C, 2)
+        self.complex_weight = nn.Parameter(
+            INIT_SCALE * weight
+        )  # (*F, C, 2): real and imaginary parts
 
     def filter(self, dtype: torch.dtype | None = None) -> torch.Tensor:
-        """The complex filter (*F, C), from the real parameter in ``dtype`` (default: the parameter's)."""
-        weight = self.complex_weight if dtype is None else self.complex_weight.to(dtype)  # (*F, C, 2)
+        """The complex filter (*F, C), from the real parameter in ``dtype`` (default: the
+        parameter's)."""
+        weight = (
+            self.complex_weight if dtype is None else self.complex_weight.to(dtype)
+        )  # (*F, C, 2)
         return torch.view_as_complex(weight.contiguous())  # (*F, C)
 
-    def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None = None, is_causal: bool = False) -> torch.Tensor:
-        """``x``: (B, P + N, C) with P prefix tokens first, then the grid in row-major order; returns its shape.
+    def forward(
+        self, x: torch.Tensor, attn_mask: torch.Tensor | None = None, is_causal: bool = False
+    ) -> torch.Tensor:
+        """``x``: (B, P + N, C) with P prefix tokens first, then the grid in row-major order;
+        returns its shape.
 
-        The FFTs run in at least float32 with autocast off (cuFFT's half precision takes only powers of two); the
-        result comes back in ``x``'s dtype.
+        The FFTs run in at least float32 with autocast off (cuFFT's half precision takes only powers
+        of two); the result comes back in ``x``'s dtype.
         """
-        check_input(x, attn_mask, is_causal, causal=False, prefix=self.num_prefix_tokens, grid=self.grid,
-                    dim=self.dim)
+        check_input(
+            x,
+            attn_mask,
+            is_causal,
+            causal=False,
+            prefix=self.num_prefix_tokens,
+            grid=self.grid,
+            dim=self.dim,
+        )
         return mix_grid_tokens(x, self.grid, self.num_prefix_tokens, self.convolve)  # (B, P + N, C)
 
     def convolve(self, g: torch.Tensor) -> torch.Tensor:
-        """``g`` (B, *grid, C) → (B, *grid, C): multiplied by the filter in the frequency domain, in ``g``'s dtype."""
+        """``g`` (B, *grid, C) → (B, *grid, C): multiplied by the filter in the frequency domain, in
+        ``g``'s dtype."""
         dims = tuple(range(1, self.grid.ndim + 1))
         spectrum = torch.fft.rfftn(g, dim=dims, norm="ortho")  # (B, *F, C)
         spectrum = spectrum * self.filter(g.dtype)  # (B, *F, C)
-        return torch.fft.irfftn(spectrum, s=self.grid.shape, dim=dims, norm="ortho")  # (B, *grid, C)
+        return torch.fft.irfftn(
+            spectrum, s=self.grid.shape, dim=dims, norm="ortho"
+        )  # (B, *grid, C)
 
     def regrid(self, grid: Grid | str | int | Sequence[int]) -> GlobalFilterMixer:
         """:func:`regrid_global_filter` of this mixer."""
@@ -98,50 +133,81 @@ class GlobalFilterMixer(nn.Module):
 
 
 def interpolate_linear(values: torch.Tensor, size: Sequence[int]) -> torch.Tensor:
-    """N-d linear interpolation with ``align_corners=True`` of ``values`` (*S, …) to (*size, …) over its leading
-    ``len(size)`` axes, one axis after another (``torch.nn.functional.interpolate``'s linear, bilinear and
-    trilinear modes for 1 to 3 axes, any number here). An axis whose length does not change is left as it is."""
+    """N-d linear interpolation with ``align_corners=True`` of ``values`` (*S, …) to (*size, …) over
+    its leading ``len(size)`` axes, one axis after another (``torch.nn.functional.interpolate``'s
+    linear, bilinear and trilinear modes for 1 to 3 axes, any number here). An axis whose length
+    does not change is left as it is."""
     for axis, new in enumerate(size):
         old = values.shape[axis]
         if new == old:
             continue
         if old == 1:
-            values = values.expand(*values.shape[:axis], new, *values.shape[axis + 1:])  # (…, new, …)
+            values = values.expand(
+                *values.shape[:axis], new, *values.shape[axis + 1 :]
+            )  # (…, new, …)
             continue
-        position = torch.linspace(0, old - 1, new, device=values.device, dtype=torch.float64)  # (new,)
+        position = torch.linspace(
+            0, old - 1, new, device=values.device, dtype=torch.float64
+        )  # (new,)
         low = position.floor().long().clamp(max=old - 2)  # (new,)
-        frac = (position - low).to(values.dtype).view(-1, *([1] * (values.dim() - axis - 1)))  # (new, 1, …)
+        frac = (
+            (position - low).to(values.dtype).view(-1, *([1] * (values.dim() - axis - 1)))
+        )  # (new, 1, …)
         a, b = values.index_select(axis, low), values.index_select(axis, low + 1)  # (…, new, …)
         values = a + (b - a) * frac  # (…, new, …)
     return values.contiguous()  # (*size, …)
 
 
-def regrid_global_filter(module: GlobalFilterMixer, grid: Grid | str | int | Sequence[int]) -> GlobalFilterMixer:
-    """The same global filter on another grid of the same rank (module docstring, "Resolution change").
+def regrid_global_filter(
+    module: GlobalFilterMixer, grid: Grid | str | int | Sequence[int]
+) -> GlobalFilterMixer:
+    """The same global filter on another grid of the same rank (module docstring, "Resolution
+    change").
 
-    Returns a new module; its filter is the old one resampled to the new half-spectrum (copied exactly where an
-    axis's spectrum length is unchanged, so the same grid gives bit-identical outputs).
+    Returns a new module; its filter is the old one resampled to the new half-spectrum (copied
+    exactly where an axis's spectrum length is unchanged, so the same grid gives bit-identical
+    outputs).
     """
-    other = same_rank_copy(module, grid, GlobalFilterMixer, caller="regrid_global_filter",
-                           expected="a GlobalFilterMixer", described="the {d}-d global filter on {grid}")
+    other = same_rank_copy(
+        module,
+        grid,
+        GlobalFilterMixer,
+        caller="regrid_global_filter",
+        expected="a GlobalFilterMixer",
+        described="the {d}-d global filter on {grid}",
+    )
     with torch.no_grad():
-        weight = interpolate_linear(module.complex_weight.detach(), half_spectrum(other.grid))  # (*F', C, 2)
+        weight = interpolate_linear(
+            module.complex_weight.detach(), half_spectrum(other.grid)
+        )  # (*F', C, 2)
         trainable = module.complex_weight.requires_grad
         other.complex_weight = nn.Parameter(weight.clone(), requires_grad=trainable)  # (*F', C, 2)
     return other
 
 
-def build_global_filter(dim: int, grid: Grid | str | int | Sequence[int], *, num_heads: int,
-                        causal_axes: Sequence[int] = (), num_prefix_tokens: int = 0, device=None, dtype=None,
-                        **unused) -> GlobalFilterMixer:
+def build_global_filter(
+    dim: int,
+    grid: Grid | str | int | Sequence[int],
+    *,
+    num_heads: int,
+    causal_axes: Sequence[int] = (),
+    num_prefix_tokens: int = 0,
+    device=None,
+    dtype=None,
+    **unused,
+) -> GlobalFilterMixer:
     """The registry's builder (:mod:`gridmix.mixers.contract`): a :class:`GlobalFilterMixer`.
 
-    ``num_heads`` is accepted and unused (the filter is per channel); timm's other keyword arguments (``qkv_bias``,
-    ``attn_drop``, ``norm_layer`` …) are accepted and ignored. ``causal_axes`` must be empty: the filter is a circular
-    convolution over the whole grid.
+    ``num_heads`` is accepted and unused (the filter is per channel); timm's other keyword arguments
+    (``qkv_bias``, ``attn_drop``, ``norm_layer`` …) are accepted and ignored. ``causal_axes`` must
+    be empty: the filter is a circular convolution over the whole grid.
     """
     causal_axes = tuple(causal_axes)
     if causal_axes:
-        raise ValueError(f"the global filter sees every token (a circular convolution over the grid); got "
-                         f"causal_axes={causal_axes}, expected ()")
-    return GlobalFilterMixer(dim, grid, num_prefix_tokens=num_prefix_tokens, device=device, dtype=dtype)
+        raise ValueError(
+            f"the global filter sees every token (a circular convolution over the grid); got "
+            f"causal_axes={causal_axes}, expected ()"
+        )
+    return GlobalFilterMixer(
+        dim, grid, num_prefix_tokens=num_prefix_tokens, device=device, dtype=dtype
+    )

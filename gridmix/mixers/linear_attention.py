@@ -1,21 +1,23 @@
-"""Linear attention on the tokens of an N-d grid, as timm's ``attn_layer``: softmax replaced by a feature map.
+"""Linear attention on the tokens of an N-d grid, as timm's ``attn_layer``: softmax replaced by a
+feature map.
 
-Follows Katharopoulos et al. 2020, "Transformers are RNNs: Fast Autoregressive Transformers with Linear
-Attention". Per head, with ``φ(x) = elu(x) + 1`` on queries and keys,
+Follows Katharopoulos et al. 2020, "Transformers are RNNs: Fast Autoregressive Transformers with
+Linear Attention". Per head, with ``φ(x) = elu(x) + 1`` on queries and keys,
 
     out_i = φ(q_i)ᵀ Σ_j φ(k_j) v_jᵀ / (φ(q_i)ᵀ Σ_j φ(k_j) + eps)
 
-in O(N c²) per head instead of O(N² c). Multi-head, with the parameters of timm's ``Attention`` (``qkv``,
-``q_norm``, ``k_norm``, ``norm``, ``proj``).
+in O(N c²) per head instead of O(N² c). Multi-head, with the parameters of timm's ``Attention``
+(``qkv``, ``q_norm``, ``k_norm``, ``norm``, ``proj``).
 
-**Causal form.** With ``causal_axes=(0,)`` the sums run over the tokens up to ``i`` in row-major order (prefix sums of
-``φ(k_j) v_jᵀ`` and of ``φ(k_j)``), which is exactly causal along the first grid axis (causal ``"first"``; a token
-also sees none of the later tokens of its own frame). The prefix sums are blocked: within a chunk of ``chunk_size``
-tokens the masked quadratic form, across chunks the running state, so memory is O(N·chunk_size + (N / chunk_size) c²)
-per head rather than O(N c²). The sums are taken in at least float32 (autocast off), then cast back.
+**Causal form.** With ``causal_axes=(0,)`` the sums run over the tokens up to ``i`` in row-major
+order (prefix sums of ``φ(k_j) v_jᵀ`` and of ``φ(k_j)``), which is exactly causal along the first
+grid axis (causal ``"first"``; a token also sees none of the later tokens of its own frame). The
+prefix sums are blocked: within a chunk of ``chunk_size`` tokens the masked quadratic form, across
+chunks the running state, so memory is O(N·chunk_size + (N / chunk_size) c²) per head rather than
+O(N c²). The sums are taken in at least float32 (autocast off), then cast back.
 
-**Prefix tokens** (class / register tokens) are tokens like any other in the non-causal form; with causal axes they
-are refused (``ValueError``): a prefix token is on no axis.
+**Prefix tokens** (class / register tokens) are tokens like any other in the non-causal form; with
+causal axes they are refused (``ValueError``): a prefix token is on no axis.
 
 Shape legend:
     B: batch, T = P + N tokens (P prefix, N grid), C: channels, h: heads, c = C / h
@@ -44,15 +46,23 @@ def _feature_map(x: torch.Tensor) -> torch.Tensor:
 
 
 def _exclusive_cumsum(x: torch.Tensor, dim: int) -> torch.Tensor:
-    """Σ over the entries before each entry along ``dim`` (the first is zero): no later entry enters, exactly."""
+    """Σ over the entries before each entry along ``dim`` (the first is zero): no later entry
+    enters, exactly."""
     total = x.cumsum(dim).narrow(dim, 0, x.shape[dim] - 1)  # same shape as x, one fewer along dim
     return torch.cat([torch.zeros_like(x.narrow(dim, 0, 1)), total], dim=dim)  # same shape as x
 
 
-def linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool = False, eps: float = 1e-6,
-                     chunk_size: int = 64) -> torch.Tensor:
-    """Linear attention of ``q, k, v`` (B, h, T, c) → (B, h, T, c), the feature map applied here (module docstring);
-    ``causal``: token ``i`` sees the tokens ``j <= i``."""
+def linear_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    *,
+    causal: bool = False,
+    eps: float = 1e-6,
+    chunk_size: int = 64,
+) -> torch.Tensor:
+    """Linear attention of ``q, k, v`` (B, h, T, c) → (B, h, T, c), the feature map applied here
+    (module docstring); ``causal``: token ``i`` sees the tokens ``j <= i``."""
     fq, fk = _feature_map(q), _feature_map(k)  # (B, h, T, c)
     if not causal:
         state = fk.transpose(-2, -1) @ v  # (B, h, c, c): Σ_j φ(k_j) v_jᵀ
@@ -61,9 +71,16 @@ def linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causa
     B, h, T, c = q.shape
     L = min(chunk_size, T)
     G = math.ceil(T / L)
-    pad = (0, 0, 0, G * L - T)  # zero tokens after the last: φ(k) = 0 and v = 0 add nothing, and come last
+    pad = (
+        0,
+        0,
+        0,
+        G * L - T,
+    )  # zero tokens after the last: φ(k) = 0 and v = 0 add nothing, and come last
     fq, fk, v = (F.pad(t, pad).reshape(B, h, G, L, c) for t in (fq, fk, v))  # (B, h, G, L, c)
-    within = torch.ones(L, L, dtype=torch.bool, device=q.device).tril()  # (L, L): j <= i inside a chunk
+    within = torch.ones(
+        L, L, dtype=torch.bool, device=q.device
+    ).tril()  # (L, L): j <= i inside a chunk
     scores = (fq @ fk.transpose(-2, -1)).masked_fill(~within, 0.0)  # (B, h, G, L, L)
     state = _exclusive_cumsum(fk.transpose(-2, -1) @ v, dim=2)  # (B, h, G, c, c): the chunks before
     z = _exclusive_cumsum(fk.sum(dim=-2), dim=2).unsqueeze(-1)  # (B, h, G, c, 1)
@@ -73,7 +90,8 @@ def linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causa
 
 
 class LinearAttention(AttentionProjections):
-    """Multi-head linear attention over ``P`` prefix tokens and the tokens of ``grid`` (module docstring).
+    """Multi-head linear attention over ``P`` prefix tokens and the tokens of ``grid`` (module
+    docstring).
 
     Args:
         dim: channels ``C``, divisible by ``num_heads``.
@@ -82,69 +100,164 @@ class LinearAttention(AttentionProjections):
         causal_axes: () or (0,) (the first axis; ``-d`` also names it).
         num_prefix_tokens: ``P``; must be 0 with causal axes.
         eps: added to the denominator (> 0).
-        chunk_size: tokens per chunk of the causal form's blocked prefix sums (the result does not depend on it).
-        qkv_bias, qk_norm, scale_norm, proj_bias, proj_drop, norm_layer: as timm's ``Attention`` (``norm_layer``
-            defaults to ``nn.LayerNorm`` where ``qk_norm`` or ``scale_norm`` needs it); there is no attention map,
-            so timm's ``attn_drop`` is not an argument here (the builder ignores it).
+        chunk_size: tokens per chunk of the causal form's blocked prefix sums (the result does not
+        depend on it). qkv_bias, qk_norm, scale_norm, proj_bias, proj_drop, norm_layer: as timm's
+        ``Attention`` (``norm_layer``
+            defaults to ``nn.LayerNorm`` where ``qk_norm`` or ``scale_norm`` needs it); there is no
+            attention map, so timm's ``attn_drop`` is not an argument here (the builder ignores it).
         device, dtype: where and in what the parameters are built.
     """
 
-    def __init__(self, dim: int, grid: GridLike, *, num_heads: int = 8, causal_axes: Sequence[int] = (),
-                 num_prefix_tokens: int = 0, eps: float = 1e-6, chunk_size: int = 64, qkv_bias: bool = True,
-                 qk_norm: bool = False, scale_norm: bool = False, proj_bias: bool = True, proj_drop: float = 0.0,
-                 norm_layer: type[nn.Module] | None = None, device=None, dtype=None) -> None:
-        super().__init__(dim, num_heads=num_heads, qkv_bias=qkv_bias, qk_norm=qk_norm, scale_norm=scale_norm,
-                         proj_bias=proj_bias, proj_drop=proj_drop, norm_layer=norm_layer, device=device, dtype=dtype)
+    def __init__(
+        self,
+        dim: int,
+        grid: GridLike,
+        *,
+        num_heads: int = 8,
+        causal_axes: Sequence[int] = (),
+        num_prefix_tokens: int = 0,
+        eps: float = 1e-6,
+        chunk_size: int = 64,
+        qkv_bias: bool = True,
+        qk_norm: bool = False,
+        scale_norm: bool = False,
+        proj_bias: bool = True,
+        proj_drop: float = 0.0,
+        norm_layer: type[nn.Module] | None = None,
+        device=None,
+        dtype=None,
+    ) -> None:
+        super().__init__(
+            dim,
+            num_heads=num_heads,
+            qkv_bias=qkv_bias,
+            qk_norm=qk_norm,
+            scale_norm=scale_norm,
+            proj_bias=proj_bias,
+            proj_drop=proj_drop,
+            norm_layer=norm_layer,
+            device=device,
+            dtype=dtype,
+        )
         self.grid = Grid.parse(grid)
         d = self.grid.ndim
         for axis in causal_axes:
-            if isinstance(axis, bool) or not isinstance(axis, int) or axis % d != 0 or not -d <= axis < d:
-                raise ValueError(f"causal_axes={tuple(causal_axes)!r}; expected () or (0,) (linear attention is "
-                                 "causal along the first grid axis only)")
+            if (
+                isinstance(axis, bool)
+                or not isinstance(axis, int)
+                or axis % d != 0
+                or not -d <= axis < d
+            ):
+                raise ValueError(
+                    f"causal_axes={tuple(causal_axes)!r}; expected () or (0,) (linear attention is "
+                    "causal along the first grid axis only)"
+                )
         self.causal = bool(causal_axes)
-        if isinstance(num_prefix_tokens, bool) or not isinstance(num_prefix_tokens, int) or num_prefix_tokens < 0:
+        if (
+            isinstance(num_prefix_tokens, bool)
+            or not isinstance(num_prefix_tokens, int)
+            or num_prefix_tokens < 0
+        ):
             raise ValueError(f"num_prefix_tokens={num_prefix_tokens!r}; expected an integer >= 0")
         if self.causal and num_prefix_tokens:
-            raise ValueError(f"num_prefix_tokens={num_prefix_tokens} with causal_axes={tuple(causal_axes)!r}; "
-                             "expected 0 (causal linear attention takes no prefix tokens)")
+            raise ValueError(
+                f"num_prefix_tokens={num_prefix_tokens} with causal_axes={tuple(causal_axes)!r}; "
+                "expected 0 (causal linear attention takes no prefix tokens)"
+            )
         if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not eps > 0:
             raise ValueError(f"eps={eps!r}; expected a positive number")
         if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
             raise ValueError(f"chunk_size={chunk_size!r}; expected a positive integer")
         self.causal_axes = (0,) if self.causal else ()
-        self.num_prefix_tokens, self.eps, self.chunk_size = num_prefix_tokens, float(eps), chunk_size
+        self.num_prefix_tokens, self.eps, self.chunk_size = (
+            num_prefix_tokens,
+            float(eps),
+            chunk_size,
+        )
 
-    def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None = None, is_causal: bool = False) -> torch.Tensor:
-        """``x``: (B, P + N, C) → (B, P + N, C); causality is the built ``causal_axes``, whatever ``is_causal`` says."""
-        check_input(x, attn_mask, is_causal, causal=self.causal, prefix=self.num_prefix_tokens, grid=self.grid,
-                    dim=self.dim)
+    def forward(
+        self, x: torch.Tensor, attn_mask: torch.Tensor | None = None, is_causal: bool = False
+    ) -> torch.Tensor:
+        """``x``: (B, P + N, C) → (B, P + N, C); causality is the built ``causal_axes``, whatever
+        ``is_causal`` says."""
+        check_input(
+            x,
+            attn_mask,
+            is_causal,
+            causal=self.causal,
+            prefix=self.num_prefix_tokens,
+            grid=self.grid,
+            dim=self.dim,
+        )
         q, k, v = self.heads(x)  # (B, h, T, c) each
         work = torch.promote_types(v.dtype, torch.float32)
         with torch.autocast(x.device.type, enabled=False):
-            out = linear_attention(q.to(work), k.to(work), v.to(work), causal=self.causal, eps=self.eps,
-                                   chunk_size=self.chunk_size)  # (B, h, T, c)
+            out = linear_attention(
+                q.to(work),
+                k.to(work),
+                v.to(work),
+                causal=self.causal,
+                eps=self.eps,
+                chunk_size=self.chunk_size,
+            )  # (B, h, T, c)
         return self.merge(out.to(v.dtype))  # (B, T, C)
 
     def extra_repr(self) -> str:
-        return (f"dim={self.dim}, grid={self.grid}, heads={self.num_heads}, causal_axes={self.causal_axes}, "
-                f"prefix={self.num_prefix_tokens}, eps={self.eps}")
+        return (
+            f"dim={self.dim}, grid={self.grid}, heads={self.num_heads}, "
+            f"causal_axes={self.causal_axes}, "
+            f"prefix={self.num_prefix_tokens}, eps={self.eps}"
+        )
 
 
 def regrid_linear_attention(module: LinearAttention, grid: GridLike) -> LinearAttention:
-    """The same linear attention on another grid of the same rank: a copy with the same parameters (none depends on
-    the token count), bit-identical on its own grid."""
-    return same_rank_copy(module, grid, LinearAttention, caller="regrid_linear_attention",
-                          expected="a LinearAttention", described="linear attention on the {d}-d grid {grid}")
+    """The same linear attention on another grid of the same rank: a copy with the same parameters
+    (none depends on the token count), bit-identical on its own grid."""
+    return same_rank_copy(
+        module,
+        grid,
+        LinearAttention,
+        caller="regrid_linear_attention",
+        expected="a LinearAttention",
+        described="linear attention on the {d}-d grid {grid}",
+    )
 
 
-def build_linear_attention(dim: int, grid: GridLike, *, num_heads: int, causal_axes: Sequence[int] = (),
-                           num_prefix_tokens: int = 0, qkv_bias: bool = True, eps: float = 1e-6,
-                           chunk_size: int = 64, qk_norm: bool = False, scale_norm: bool = False,
-                           proj_bias: bool = True, proj_drop: float = 0.0, norm_layer: type[nn.Module] | None = None,
-                           device=None, dtype=None, **unused) -> LinearAttention:
-    """The mixer builder (:mod:`gridmix.mixers.contract`): :class:`LinearAttention`; timm's other keyword arguments
-    (``attn_drop``, ``depth`` …) are ignored."""
-    return LinearAttention(dim, grid, num_heads=num_heads, causal_axes=causal_axes,
-                           num_prefix_tokens=num_prefix_tokens, eps=eps, chunk_size=chunk_size, qkv_bias=qkv_bias,
-                           qk_norm=qk_norm, scale_norm=scale_norm, proj_bias=proj_bias, proj_drop=proj_drop,
-                           norm_layer=norm_layer, device=device, dtype=dtype)
+def build_linear_attention(
+    dim: int,
+    grid: GridLike,
+    *,
+    num_heads: int,
+    causal_axes: Sequence[int] = (),
+    num_prefix_tokens: int = 0,
+    qkv_bias: bool = True,
+    eps: float = 1e-6,
+    chunk_size: int = 64,
+    qk_norm: bool = False,
+    scale_norm: bool = False,
+    proj_bias: bool = True,
+    proj_drop: float = 0.0,
+    norm_layer: type[nn.Module] | None = None,
+    device=None,
+    dtype=None,
+    **unused,
+) -> LinearAttention:
+    """The mixer builder (:mod:`gridmix.mixers.contract`): :class:`LinearAttention`; timm's other
+    keyword arguments (``attn_drop``, ``depth`` …) are ignored."""
+    return LinearAttention(
+        dim,
+        grid,
+        num_heads=num_heads,
+        causal_axes=causal_axes,
+        num_prefix_tokens=num_prefix_tokens,
+        eps=eps,
+        chunk_size=chunk_size,
+        qkv_bias=qkv_bias,
+        qk_norm=qk_norm,
+        scale_norm=scale_norm,
+        proj_bias=proj_bias,
+        proj_drop=proj_drop,
+        norm_layer=norm_layer,
+        device=device,
+        dtype=dtype,
+    )

@@ -1,6 +1,6 @@
-"""What the attention-family mixers share: timm's ``Attention`` projections (``qkv``, ``q_norm``, ``k_norm``,
-``norm``, ``proj``, ``proj_drop``, with timm's parameter names, so a state dict moves between them), the split into
-heads and the merge back, and the checks of their arguments.
+"""What the attention-family mixers share: timm's ``Attention`` projections (``qkv``, ``q_norm``,
+``k_norm``, ``norm``, ``proj``, ``proj_drop``, with timm's parameter names, so a state dict moves
+between them), the split into heads and the merge back, and the checks of their arguments.
 
 Shape legend:
     B: batch (or independent lines), T: tokens, C: channels, h: heads, c = C / h
@@ -25,11 +25,23 @@ def check_probability(name: str, p: float) -> None:
 
 
 class AttentionProjections(nn.Module):
-    """timm's ``Attention`` projections on ``dim`` channels in ``num_heads`` heads; subclasses attend in between."""
+    """timm's ``Attention`` projections on ``dim`` channels in ``num_heads`` heads; subclasses
+    attend in between."""
 
-    def __init__(self, dim: int, *, num_heads: int, qkv_bias: bool = True, qk_norm: bool = False,
-                 scale_norm: bool = False, proj_bias: bool = True, proj_drop: float = 0.0,
-                 norm_layer: type[nn.Module] | None = None, device=None, dtype=None) -> None:
+    def __init__(
+        self,
+        dim: int,
+        *,
+        num_heads: int,
+        qkv_bias: bool = True,
+        qk_norm: bool = False,
+        scale_norm: bool = False,
+        proj_bias: bool = True,
+        proj_drop: float = 0.0,
+        norm_layer: type[nn.Module] | None = None,
+        device=None,
+        dtype=None,
+    ) -> None:
         super().__init__()
         check_heads(dim, num_heads)
         check_probability("proj_drop", proj_drop)
@@ -46,10 +58,18 @@ class AttentionProjections(nn.Module):
     def heads(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``x`` (B, T, C) → ``q, k, v``, each (B, h, T, c), with ``q`` and ``k`` normalised."""
         B, T, _ = x.shape
-        q, k, v = self.qkv(x).reshape(B, T, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
+        q, k, v = (
+            self.qkv(x)
+            .reshape(B, T, 3, self.num_heads, self.head_dim)
+            .permute(2, 0, 3, 1, 4)
+            .unbind(0)
+        )
         return self.q_norm(q), self.k_norm(k), v  # (B, h, T, c) each
 
     def merge(self, out: torch.Tensor) -> torch.Tensor:
-        """The heads' outputs (B, h, T, c) → (B, T, C) through ``norm``, ``proj`` and its dropout."""
+        """The heads' outputs (B, h, T, c) → (B, T, C) through ``norm``, ``proj`` and its
+        dropout."""
         B, _, T, _ = out.shape
-        return self.proj_drop(self.proj(self.norm(out.transpose(1, 2).reshape(B, T, self.dim))))  # (B, T, C)
+        return self.proj_drop(
+            self.proj(self.norm(out.transpose(1, 2).reshape(B, T, self.dim)))
+        )  # (B, T, C)

@@ -1,10 +1,11 @@
-"""The mixers' fast-path switches in one place, as timm's ``layers/config.py``: the fused native CPU kernels
-(``GRIDMIX_NATIVE``, on unless ``0``; :func:`set_native`) and the experimental Triton chain on CUDA
-(``GRIDMIX_TRITON``, off unless ``1``; :func:`set_triton`).
+"""The mixers' fast-path switches in one place, as timm's ``layers/config.py``: the fused native CPU
+kernels (``GRIDMIX_NATIVE``, on unless ``0``; :func:`set_native`) and the experimental Triton chain
+on CUDA (``GRIDMIX_TRITON``, off unless ``1``; :func:`set_triton`).
 
-Each switch is the program's choice where one was made, else its environment variable, and is read on every call
-(a dispatch site asks :func:`native_enabled` or :func:`triton_enabled`), so a change takes effect on the next call;
-a function already compiled by ``torch.compile`` keeps the choice it was traced with.
+Each switch is the program's choice where one was made, else its environment variable, and is read
+on every call (a dispatch site asks :func:`native_enabled` or :func:`triton_enabled`), so a change
+takes effect on the next call; a function already compiled by ``torch.compile`` keeps the choice it
+was traced with.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from dataclasses import dataclass
 
 @dataclass
 class _Switch:
-    """One fast path's switch: the setter's name (for errors), its variable, its default, and the choice made."""
+    """One fast path's switch: the setter's name (for errors), its variable, its default, and the
+    choice made."""
 
     setter: str
     variable: str
@@ -41,8 +43,8 @@ _TRITON = _Switch("set_triton", "GRIDMIX_TRITON", default=False)
 
 
 def set_native(enabled: bool | None) -> None:
-    """Use the fused native kernels (``True``), the torch ops (``False``), or what ``GRIDMIX_NATIVE`` says (``None``;
-    on unless it is ``0``), as timm's ``set_fused_attn``."""
+    """Use the fused native kernels (``True``), the torch ops (``False``), or what
+    ``GRIDMIX_NATIVE`` says (``None``; on unless it is ``0``), as timm's ``set_fused_attn``."""
     _NATIVE.set(enabled)
 
 
@@ -52,8 +54,9 @@ def native_enabled() -> bool:
 
 
 def set_triton(enabled: bool | None) -> None:
-    """Use the Triton kernel for 2-d chains on CUDA (``True``), not (``False``), or as ``GRIDMIX_TRITON`` says
-    (``None``; off unless it is ``1``). Experimental (:mod:`gridmix.mixers.concentration.ops.tucker_triton`)."""
+    """Use the Triton kernel for 2-d chains on CUDA (``True``), not (``False``), or as
+    ``GRIDMIX_TRITON`` says (``None``; off unless it is ``1``). Experimental
+    (:mod:`gridmix.mixers.concentration.ops.tucker_triton`)."""
     _TRITON.set(enabled)
 
 

@@ -1,15 +1,18 @@
 """The token-mixing MLP of MLP-Mixer as a token mixer on a grid.
 
-Follows Tolstikhin et al. 2021, "MLP-Mixer: An all-MLP Architecture for Vision": every channel's column of N grid
-tokens goes through one MLP shared by the channels, ``Linear(N → hidden) · GELU · Linear(hidden → N)`` with
-``hidden = int(N · token_ratio)``. The weights hold the grid's token count, so the mixer sees every token (not causal)
-and cannot change resolution; its N·hidden weights grow as N², so it is built for at most :data:`MAX_TOKENS` tokens.
-The weights are initialised as timm's MLP-Mixer (``xavier_uniform_``, biases ``N(0, 1e-6)``).
+Follows Tolstikhin et al. 2021, "MLP-Mixer: An all-MLP Architecture for Vision": every channel's
+column of N grid tokens goes through one MLP shared by the channels, ``Linear(N → hidden) · GELU ·
+Linear(hidden → N)`` with ``hidden = int(N · token_ratio)``. The weights hold the grid's token
+count, so the mixer sees every token (not causal) and cannot change resolution; its N·hidden weights
+grow as N², so it is built for at most
+:data:`MAX_TOKENS` tokens. The weights are initialised as timm's MLP-Mixer (``xavier_uniform_``,
+biases ``N(0, 1e-6)``).
 
 Prefix tokens (class / register tokens) are not on the grid: they pass through unchanged.
 
 Shape legend:
-    B: batch, P: prefix tokens, N: grid tokens (n_1·…·n_d), C: channels, H: hidden tokens (int(N · token_ratio))
+    B: batch, P: prefix tokens, N: grid tokens (n_1·…·n_d), C: channels, H: hidden tokens (int(N ·
+    token_ratio))
 """
 
 from __future__ import annotations
@@ -36,21 +39,43 @@ class TokenMLPMixer(nn.Module):
         device, dtype: where and in which dtype the weights are built.
     """
 
-    def __init__(self, dim: int, grid: Grid | str | int | Sequence[int], *, num_prefix_tokens: int = 0,
-                 token_ratio: float = 0.5, device=None, dtype=None) -> None:
+    def __init__(
+        self,
+        dim: int,
+        grid: Grid | str | int | Sequence[int],
+        *,
+        num_prefix_tokens: int = 0,
+        token_ratio: float = 0.5,
+        device=None,
+        dtype=None,
+    ) -> None:
         super().__init__()
         self.grid = Grid.parse(grid)
         N = self.grid.numel
         if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
             raise ValueError(f"dim={dim!r}; expected a positive integer (channels)")
-        if isinstance(num_prefix_tokens, bool) or not isinstance(num_prefix_tokens, int) or num_prefix_tokens < 0:
+        if (
+            isinstance(num_prefix_tokens, bool)
+            or not isinstance(num_prefix_tokens, int)
+            or num_prefix_tokens < 0
+        ):
             raise ValueError(f"num_prefix_tokens={num_prefix_tokens!r}; expected an integer >= 0")
         if N > MAX_TOKENS:
-            raise ValueError(f"the token MLP's weights grow as N²: got {N} tokens on {self.grid}; expected at most "
-                             f"{MAX_TOKENS}")
-        if isinstance(token_ratio, bool) or not isinstance(token_ratio, (int, float)) or int(N * token_ratio) < 1:
-            raise ValueError(f"token_ratio={token_ratio!r} gives int({N} * token_ratio) hidden tokens on {self.grid}; "
-                             "expected a number with at least 1 hidden token")
+            raise ValueError(
+                f"the token MLP's weights grow as N²: got {N} tokens on {self.grid}; expected at "
+                "most "
+                f"{MAX_TOKENS}"
+            )
+        if (
+            isinstance(token_ratio, bool)
+            or not isinstance(token_ratio, (int, float))
+            or int(N * token_ratio) < 1
+        ):
+            raise ValueError(
+                f"token_ratio={token_ratio!r} gives int({N} * token_ratio) hidden tokens on "
+                f"{self.grid}; "
+                "expected a number with at least 1 hidden token"
+            )
         if dtype is not None and not dtype.is_floating_point:
             raise ValueError(f"dtype={dtype}; expected a real floating-point dtype")
         self.dim, self.num_prefix_tokens, self.token_ratio = dim, num_prefix_tokens, token_ratio
@@ -62,10 +87,20 @@ class TokenMLPMixer(nn.Module):
             nn.init.xavier_uniform_(layer.weight)  # (H, N) or (N, H)
             nn.init.normal_(layer.bias, std=1e-6)  # (H,) or (N,)
 
-    def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None = None, is_causal: bool = False) -> torch.Tensor:
-        """``x``: (B, P + N, C) with P prefix tokens first, then the grid in row-major order; returns its shape."""
-        check_input(x, attn_mask, is_causal, causal=False, prefix=self.num_prefix_tokens, grid=self.grid,
-                    dim=self.dim)
+    def forward(
+        self, x: torch.Tensor, attn_mask: torch.Tensor | None = None, is_causal: bool = False
+    ) -> torch.Tensor:
+        """``x``: (B, P + N, C) with P prefix tokens first, then the grid in row-major order;
+        returns its shape."""
+        check_input(
+            x,
+            attn_mask,
+            is_causal,
+            causal=False,
+            prefix=self.num_prefix_tokens,
+            grid=self.grid,
+            dim=self.dim,
+        )
         P = self.num_prefix_tokens
         columns = x[:, P:].transpose(1, 2)  # (B, C, N): one column of grid tokens per channel
         y = self.fc2(self.act(self.fc1(columns)))  # (B, C, N)
@@ -75,21 +110,43 @@ class TokenMLPMixer(nn.Module):
         return y
 
     def extra_repr(self) -> str:
-        return (f"dim={self.dim}, grid={self.grid}, hidden={self.hidden} (token_ratio={self.token_ratio}), "
-                f"prefix={self.num_prefix_tokens} (identity)")
+        return (
+            f"dim={self.dim}, grid={self.grid}, hidden={self.hidden} "
+            f"(token_ratio={self.token_ratio}), "
+            f"prefix={self.num_prefix_tokens} (identity)"
+        )
 
 
-def build_token_mlp(dim: int, grid: Grid | str | int | Sequence[int], *, num_heads: int,
-                    causal_axes: Sequence[int] = (), num_prefix_tokens: int = 0, token_ratio: float = 0.5,
-                    device=None, dtype=None, **unused) -> TokenMLPMixer:
+def build_token_mlp(
+    dim: int,
+    grid: Grid | str | int | Sequence[int],
+    *,
+    num_heads: int,
+    causal_axes: Sequence[int] = (),
+    num_prefix_tokens: int = 0,
+    token_ratio: float = 0.5,
+    device=None,
+    dtype=None,
+    **unused,
+) -> TokenMLPMixer:
     """The registry's builder (:mod:`gridmix.mixers.contract`): a :class:`TokenMLPMixer`.
 
-    ``num_heads`` is accepted and unused; timm's other keyword arguments (``qkv_bias``, ``attn_drop``, ``norm_layer``
-    …) are accepted and ignored. ``causal_axes`` must be empty: the MLP mixes the whole grid.
+    ``num_heads`` is accepted and unused; timm's other keyword arguments (``qkv_bias``,
+    ``attn_drop``, ``norm_layer`` …) are accepted and ignored. ``causal_axes`` must be empty: the
+    MLP mixes the whole grid.
     """
     causal_axes = tuple(causal_axes)
     if causal_axes:
-        raise ValueError(f"the token MLP sees every token (a dense MLP over the grid); got causal_axes={causal_axes}, "
-                         "expected ()")
-    return TokenMLPMixer(dim, grid, num_prefix_tokens=num_prefix_tokens, token_ratio=token_ratio, device=device,
-                         dtype=dtype)
+        raise ValueError(
+            "the token MLP sees every token (a dense MLP over the grid); got "
+            f"causal_axes={causal_axes}, "
+            "expected ()"
+        )
+    return TokenMLPMixer(
+        dim,
+        grid,
+        num_prefix_tokens=num_prefix_tokens,
+        token_ratio=token_ratio,
+        device=device,
+        dtype=dtype,
+    )

@@ -1,8 +1,10 @@
-"""The no-mixing control: ``y = W_o · W_v · x`` per token, with the concentration mixer's constructor.
+"""The no-mixing control: ``y = W_o · W_v · x`` per token, with the concentration mixer's
+constructor.
 
-A track's control arm is its idea model with :class:`TokenwiseMixer` in place of the concentration mixer:
-the same backbone, the same value and output projections, no token mixing at all. If the idea does not
-beat it, the idea's token mixing is not what its results rest on (docs/analysis.md, "Mechanism").
+A track's control arm is its idea model with :class:`TokenwiseMixer` in place of the concentration
+mixer: the same backbone, the same value and output projections, no token mixing at all. If the idea
+does not beat it, the idea's token mixing is not what its results rest on (docs/analysis.md,
+"Mechanism").
 
 Shape legend:
     B: batch, T: tokens (prefix tokens, then the grid), C: channels
@@ -21,13 +23,30 @@ from gridmix.mixers.concentration.layer import ConcentrationMixer
 
 class TokenwiseMixer(nn.Module):
     """``y = W_o · W_v · x`` on every token alone; takes (and ignores) the mixing arguments of
-    :class:`~gridmix.ConcentrationMixer` (``rank``, ``modes``, ``causal_axes``, ``prefix_mode``, ``spectrum``,
-    ``start``, timm's ``attn_drop`` …) so that the two are interchangeable, e.g. as timm's ``attn_layer``."""
+    :class:`~gridmix.ConcentrationMixer` (``rank``, ``modes``, ``causal_axes``, ``prefix_mode``,
+    ``spectrum``, ``start``, timm's ``attn_drop`` …) so that the two are interchangeable, e.g. as
+    timm's ``attn_layer``."""
 
-    def __init__(self, dim: int, grid: Grid | str | int | Sequence[int], *, num_heads: int = 8,
-                 num_prefix_tokens: int = 0, qkv_bias: bool = False, proj_bias: bool = True, proj_drop: float = 0.0,
-                 rank=None, modes=None, causal_axes: Sequence[int] = (), prefix_mode: str = "mean",
-                 spectrum: str = "capped", start="lowpass", device=None, dtype=None, **timm_kwargs) -> None:
+    def __init__(
+        self,
+        dim: int,
+        grid: Grid | str | int | Sequence[int],
+        *,
+        num_heads: int = 8,
+        num_prefix_tokens: int = 0,
+        qkv_bias: bool = False,
+        proj_bias: bool = True,
+        proj_drop: float = 0.0,
+        rank=None,
+        modes=None,
+        causal_axes: Sequence[int] = (),
+        prefix_mode: str = "mean",
+        spectrum: str = "capped",
+        start="lowpass",
+        device=None,
+        dtype=None,
+        **timm_kwargs,
+    ) -> None:
         super().__init__()
         self.grid = Grid.parse(grid)
         if dim % num_heads != 0:
@@ -42,8 +61,11 @@ class TokenwiseMixer(nn.Module):
         if device is not None or dtype is not None:
             self.to(device=device, dtype=dtype)
 
-    def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None = None, is_causal: bool = False) -> torch.Tensor:
-        """``x``: (B, P + N, C) → (B, P + N, C); every token on its own, so it is causal on any axis."""
+    def forward(
+        self, x: torch.Tensor, attn_mask: torch.Tensor | None = None, is_causal: bool = False
+    ) -> torch.Tensor:
+        """``x``: (B, P + N, C) → (B, P + N, C); every token on its own, so it is causal on any
+        axis."""
         if attn_mask is not None:
             raise ValueError("TokenwiseMixer cannot apply attn_mask: it mixes no tokens")
         B, T, C = x.shape

@@ -1,11 +1,13 @@
-"""A pre-norm transformer over the tokens of any ``d``-dimensional grid, with any registered token mixer.
+"""A pre-norm transformer over the tokens of any ``d``-dimensional grid, with any registered token
+mixer.
 
 Used where timm has no ready-made model: 1-D sequences and 3-D videos. Every input position is one
 token (a per-token linear embedding, i.e. patch size 1), plus learned positional parameters of shape
-(N, C); then ``depth`` timm ``Block`` modules whose token mixer is ``attn_layer`` (a registered mixer's,
+(N, C); then ``depth`` timm ``Block`` modules whose token mixer is ``attn_layer`` (a registered
+mixer's,
 :meth:`gridmix.mixers.contract.MixerSpec.layer`, through a track's
-:meth:`~gridmix.tracks.contract.Backbone.around`), a final norm and a read-out. Everything but the token mixer
-(embedding, positions, depth, width, MLP, norms, read-out) is the same for every mixer.
+:meth:`~gridmix.tracks.contract.Backbone.around`), a final norm and a read-out. Everything but the
+token mixer (embedding, positions, depth, width, MLP, norms, read-out) is the same for every mixer.
 
 Shape legend:
     B: batch, C_in: input channels, N: grid tokens (n_1·…·n_d), C: embed dim, K: outputs
@@ -33,12 +35,21 @@ class GridTransformer(nn.Module):
         num_outputs: K.
         backbone: width, depth, heads, MLP ratio.
         attn_layer: every block's token mixer (timm's ``attn_layer``, a registered mixer's).
-        readout: ``"mean"`` pools the tokens then applies a linear head; ``"flatten"`` applies a linear
+        readout: ``"mean"`` pools the tokens then applies a linear head; ``"flatten"`` applies a
+        linear
             head to all N·C features (forecasting heads, where each output needs positions).
     """
 
-    def __init__(self, grid: Grid, *, in_chans: int, num_outputs: int, backbone: BackboneConfig,
-                 attn_layer: type[nn.Module], readout: str = "mean") -> None:
+    def __init__(
+        self,
+        grid: Grid,
+        *,
+        in_chans: int,
+        num_outputs: int,
+        backbone: BackboneConfig,
+        attn_layer: type[nn.Module],
+        readout: str = "mean",
+    ) -> None:
         super().__init__()
         self.grid = Grid.parse(grid)
         if readout not in READOUTS:
@@ -47,8 +58,16 @@ class GridTransformer(nn.Module):
         self.in_chans, self.readout = in_chans, readout
         self.embed = nn.Linear(in_chans, dim)
         self.pos_embed = nn.Parameter(torch.zeros(1, N, dim))
-        blocks = [Block(dim, num_heads=backbone.num_heads, mlp_ratio=backbone.mlp_ratio, qkv_bias=True,
-                        attn_layer=attn_layer) for _ in range(backbone.depth)]
+        blocks = [
+            Block(
+                dim,
+                num_heads=backbone.num_heads,
+                mlp_ratio=backbone.mlp_ratio,
+                qkv_bias=True,
+                attn_layer=attn_layer,
+            )
+            for _ in range(backbone.depth)
+        ]
         self.blocks = nn.Sequential(*blocks)
         self.norm = nn.LayerNorm(dim)
         self.head = nn.Linear(dim * N if readout == "flatten" else dim, num_outputs)
@@ -58,8 +77,10 @@ class GridTransformer(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``x``: (B, C_in, *grid) → (B, K)."""
         if tuple(x.shape[1:]) != (self.in_chans, *self.grid.shape):
-            raise ValueError(f"expected input (B, {self.in_chans}, {', '.join(map(str, self.grid))}); "
-                             f"got {tuple(x.shape)}")
+            raise ValueError(
+                f"expected input (B, {self.in_chans}, {', '.join(map(str, self.grid))}); "
+                f"got {tuple(x.shape)}"
+            )
         tokens = x.flatten(2).transpose(1, 2)  # (B, N, C_in), row-major grid order
         tokens = self.norm(self.blocks(self.embed(tokens) + self.pos_embed))  # (B, N, C)
         pooled = tokens.flatten(1) if self.readout == "flatten" else tokens.mean(dim=1)
@@ -67,7 +88,8 @@ class GridTransformer(nn.Module):
 
 
 def _init_linear(module: nn.Module) -> None:
-    """timm's ViT initialisation of linear layers (truncated normal, zero bias), for both mixers alike."""
+    """timm's ViT initialisation of linear layers (truncated normal, zero bias), for both mixers
+    alike."""
     if isinstance(module, nn.Linear):
         trunc_normal_(module.weight, std=0.02)
         if module.bias is not None:

@@ -1,7 +1,8 @@
-"""timm image models on a token grid: ``VisionTransformer`` (attention or any drop-in mixer) and ``MlpMixer``.
+"""timm image models on a token grid: ``VisionTransformer`` (attention or any drop-in mixer) and
+``MlpMixer``.
 
-Grids are given in tokens and images are exactly grid-sized with ``patch_size=1``, so a ``32x32`` grid
-is 1024 tokens. The ViT has no class token and average-pools its tokens (with a class token the
+Grids are given in tokens and images are exactly grid-sized with ``patch_size=1``, so a ``32x32``
+grid is 1024 tokens. The ViT has no class token and average-pools its tokens (with a class token the
 concentration mixer would hand that token only the grid mean, a weaker read-out than pooling).
 
 Shape legend:
@@ -20,23 +21,43 @@ from gridmix.models.mixer_config import BackboneConfig
 MLP_MIXER_MAX_TOKENS = 4096  # its token MLP holds two dense N × N/2 matrices per block
 
 
-def build_vit(grid: Grid, *, in_chans: int, num_outputs: int, backbone: BackboneConfig,
-              attn_layer: type[nn.Module] | None = None, global_pool: str = "avg",
-              fc_norm: bool | None = None) -> VisionTransformer:
-    """timm's ViT mapping (B, C_in, H, W) → (B, K); ``attn_layer`` replaces attention (``None``: timm's).
+def build_vit(
+    grid: Grid,
+    *,
+    in_chans: int,
+    num_outputs: int,
+    backbone: BackboneConfig,
+    attn_layer: type[nn.Module] | None = None,
+    global_pool: str = "avg",
+    fc_norm: bool | None = None,
+) -> VisionTransformer:
+    """timm's ViT mapping (B, C_in, H, W) → (B, K); ``attn_layer`` replaces attention (``None``:
+    timm's).
 
-    ``global_pool=""`` keeps every token: (B, H·W, K), for per-token outputs. ``fc_norm`` is timm's: ``None``
-    puts a LayerNorm after average pooling; ``False`` normalises every token before pooling instead, so a model
-    without token mixing has a logit that is a sum of per-token terms (no interaction between tokens).
+    ``global_pool=""`` keeps every token: (B, H·W, K), for per-token outputs. ``fc_norm`` is timm's:
+    ``None`` puts a LayerNorm after average pooling; ``False`` normalises every token before pooling
+    instead, so a model without token mixing has a logit that is a sum of per-token terms (no
+    interaction between tokens).
     """
     grid = Grid.parse(grid)
     if grid.ndim != 2:
-        raise ValueError(f"build_vit takes a 2-d grid (height x width); got the {grid.ndim}-d grid {grid}")
+        raise ValueError(
+            f"build_vit takes a 2-d grid (height x width); got the {grid.ndim}-d grid {grid}"
+        )
     extra = {} if attn_layer is None else {"attn_layer": attn_layer}
     return VisionTransformer(
-        img_size=grid.shape, patch_size=1, in_chans=in_chans, num_classes=num_outputs,
-        embed_dim=backbone.embed_dim, depth=backbone.depth, num_heads=backbone.num_heads,
-        mlp_ratio=backbone.mlp_ratio, qkv_bias=True, class_token=False, global_pool=global_pool, fc_norm=fc_norm,
+        img_size=grid.shape,
+        patch_size=1,
+        in_chans=in_chans,
+        num_classes=num_outputs,
+        embed_dim=backbone.embed_dim,
+        depth=backbone.depth,
+        num_heads=backbone.num_heads,
+        mlp_ratio=backbone.mlp_ratio,
+        qkv_bias=True,
+        class_token=False,
+        global_pool=global_pool,
+        fc_norm=fc_norm,
         **extra,
     )
 
@@ -44,16 +65,28 @@ def build_vit(grid: Grid, *, in_chans: int, num_outputs: int, backbone: Backbone
 def mlp_mixer_supports(grid: Grid) -> str | None:
     """``None`` when MLP-Mixer's dense token MLP fits the grid, else why not."""
     if grid.numel > MLP_MIXER_MAX_TOKENS:
-        return (f"MLP-Mixer's token MLP is dense in N = {grid.numel} tokens "
-                f"(> {MLP_MIXER_MAX_TOKENS}); its N² parameters do not scale to this grid")
+        return (
+            f"MLP-Mixer's token MLP is dense in N = {grid.numel} tokens "
+            f"(> {MLP_MIXER_MAX_TOKENS}); its N² parameters do not scale to this grid"
+        )
     return None
 
 
-def build_mlp_mixer(grid: Grid, *, in_chans: int, num_outputs: int, backbone: BackboneConfig) -> MlpMixer:
-    """timm's MLP-Mixer (B, C_in, H, W) → (B, K) with the backbone's width and depth (``num_heads`` unused)."""
+def build_mlp_mixer(
+    grid: Grid, *, in_chans: int, num_outputs: int, backbone: BackboneConfig
+) -> MlpMixer:
+    """timm's MLP-Mixer (B, C_in, H, W) → (B, K) with the backbone's width and depth (``num_heads``
+    unused)."""
     grid = Grid.parse(grid)
     reason = mlp_mixer_supports(grid)
     if reason is not None:
         raise ValueError(reason)
-    return MlpMixer(num_classes=num_outputs, img_size=grid.shape, in_chans=in_chans, patch_size=1,
-                    num_blocks=backbone.depth, embed_dim=backbone.embed_dim, mlp_ratio=(0.5, backbone.mlp_ratio))
+    return MlpMixer(
+        num_classes=num_outputs,
+        img_size=grid.shape,
+        in_chans=in_chans,
+        patch_size=1,
+        num_blocks=backbone.depth,
+        embed_dim=backbone.embed_dim,
+        mlp_ratio=(0.5, backbone.mlp_ratio),
+    )

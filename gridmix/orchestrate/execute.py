@@ -1,6 +1,7 @@
-"""Running a planned study: its ledger (:func:`open_ledger`), the executor that trains it (:func:`make_executor`),
-and :func:`run_study`, which trains what the ledger lacks, stores the references and the parity and scaling
-analyses, and builds and writes the report (an :class:`Outcome`).
+"""Running a planned study: its ledger (:func:`open_ledger`), the executor that trains it
+(:func:`make_executor`), and :func:`run_study`, which trains what the ledger lacks, stores the
+references and the parity and scaling analyses, and builds and writes the report (an
+:class:`Outcome`).
 """
 
 from __future__ import annotations
@@ -26,16 +27,18 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Outcome:
-    """A finished study: its report, the files written (``bench_report.json``, ``report.md``, plots) and the
-    seconds it took."""
+    """A finished study: its report, the files written (``bench_report.json``, ``report.md``, plots)
+    and the seconds it took."""
 
     report: Report
     paths: tuple[Path, ...]
     seconds: float
 
+
 def open_ledger(out: str | Path, planned: PlannedStudy, *, fresh: bool = False) -> Ledger:
-    """The study's ledger in ``out``, locked, holding ``planned``'s specification (``ValueError`` when ``out`` holds
-    another study or something else; ``OSError`` or ``sqlite3.Error`` when the file system refuses)."""
+    """The study's ledger in ``out``, locked, holding ``planned``'s specification (``ValueError``
+    when ``out`` holds another study or something else; ``OSError`` or ``sqlite3.Error`` when the
+    file system refuses)."""
     ledger = Ledger(out, lock=True)
     try:
         if fresh:
@@ -48,7 +51,8 @@ def open_ledger(out: str | Path, planned: PlannedStudy, *, fresh: bool = False) 
 
 
 def make_executor(kind: str = "local", *, jobs: int = 1, address: str | None = None):
-    """The executor ``--executor`` names (``local`` or ``ray``), handing every run the idea's mechanism analysis."""
+    """The executor ``--executor`` names (``local`` or ``ray``), handing every run the idea's
+    mechanism analysis."""
     from gridmix.analysis.idea_mechanism import idea_mechanism
     from gridmix.study.executors import InProcessExecutor, WorkerPoolExecutor
 
@@ -61,23 +65,39 @@ def make_executor(kind: str = "local", *, jobs: int = 1, address: str | None = N
     try:
         from gridmix.study.executors_ray import RayExecutor
     except ImportError as error:
-        raise ValueError(f"--executor ray needs Ray: pip install 'gridmix[ray]' ({error})") from None
+        raise ValueError(
+            f"--executor ray needs Ray: pip install 'gridmix[ray]' ({error})"
+        ) from None
     return RayExecutor(address=address, after_training=idea_mechanism)
 
 
-def run_study(planned: PlannedStudy, ledger: Ledger, executor, out: str | Path, *,
-              callbacks: Callbacks = QUIET) -> Outcome:
-    """Train what the ledger lacks, store the references and (with ``planned.scaling``) parity and scaling, and
-    write the report into ``out``; the executor is closed when the runs end."""
+def run_study(
+    planned: PlannedStudy,
+    ledger: Ledger,
+    executor,
+    out: str | Path,
+    *,
+    callbacks: Callbacks = QUIET,
+) -> Outcome:
+    """Train what the ledger lacks, store the references and (with ``planned.scaling``) parity and
+    scaling, and write the report into ``out``; the executor is closed when the runs end."""
     from gridmix.analysis.scaling import memory_probe
 
     started = time.perf_counter()
     with ledger:
         try:
             callbacks.begin(planned, ledger)
-            Runner(planned.study, ledger, executor, on_plan=callbacks.plan, on_start=callbacks.start,
-                   on_epoch=callbacks.epoch, on_done=callbacks.done, on_phase=callbacks.phase,
-                   on_resume=callbacks.resume).run()
+            Runner(
+                planned.study,
+                ledger,
+                executor,
+                on_plan=callbacks.plan,
+                on_start=callbacks.start,
+                on_epoch=callbacks.epoch,
+                on_done=callbacks.done,
+                on_phase=callbacks.phase,
+                on_resume=callbacks.resume,
+            ).run()
         finally:
             executor.close()  # the workers are gone before the analyses time anything
         measure_analyses = planned.scaling and not analyses_stored(ledger, planned.model_kwargs)
@@ -87,8 +107,15 @@ def run_study(planned: PlannedStudy, ledger: Ledger, executor, out: str | Path, 
             store_references(ledger, planned.track, planned.grid, planned.study)
             if measure_analyses:
                 callbacks.analysis("parity and scaling")
-                store_analyses(ledger, planned.track, planned.grid, planned.study.models, planned.study.budget,
-                               planned.model_kwargs, probe=probe)
+                store_analyses(
+                    ledger,
+                    planned.track,
+                    planned.grid,
+                    planned.study.models,
+                    planned.study.budget,
+                    planned.model_kwargs,
+                    probe=probe,
+                )
         report = build_report(ledger)
         paths = write_report(report, Path(out))
     outcome = Outcome(report=report, paths=tuple(paths), seconds=time.perf_counter() - started)
@@ -97,18 +124,29 @@ def run_study(planned: PlannedStudy, ledger: Ledger, executor, out: str | Path, 
 
 
 def analyses_stored(ledger: Ledger, model_kwargs: dict) -> bool:
-    """Whether an earlier run of this study stored its parity and scaling for these ``model_kwargs``."""
+    """Whether an earlier run of this study stored its parity and scaling for these
+    ``model_kwargs``."""
     from gridmix.analysis.parity import PARITY_KWARGS_KEY
 
     stored = ledger.fetch("analyses")
     return stored is not None and stored.get("parity", {}).get(PARITY_KWARGS_KEY) == model_kwargs
 
 
-def store_analyses(ledger: Ledger, track: Track, grid: Grid, names, budget, model_kwargs: dict, *,
-                   probe: MemoryProbe | None = None) -> None:
-    """Parity and scaling, measured and kept in the ledger for ``gridmix report`` (:func:`run_study` skips this when
+def store_analyses(
+    ledger: Ledger,
+    track: Track,
+    grid: Grid,
+    names,
+    budget,
+    model_kwargs: dict,
+    *,
+    probe: MemoryProbe | None = None,
+) -> None:
+    """Parity and scaling, measured and kept in the ledger for ``gridmix report`` (:func:`run_study`
+    skips this when
     :func:`analyses_stored`, so a resumed study measures them once); ``probe``: the
-    scaling's memory server, if the caller started it (:func:`gridmix.analysis.scaling.scale_track`).
+    scaling's memory server, if the caller started it
+    (:func:`gridmix.analysis.scaling.scale_track`).
 
     A failing analysis is stored as ``{"error": …}`` and reported; the study's results are kept.
     """
@@ -119,8 +157,13 @@ def store_analyses(ledger: Ledger, track: Track, grid: Grid, names, budget, mode
     grids = [g for g in scaling_grids(grid, count=2 if smoke else 3) if track.supports(g) is None]
     config = ScalingConfig(repeats=2 if smoke else 3, warmup=1)
     analyses = {}
-    measures = (("parity", lambda: parity_report(track, grid, models=names, model_kwargs=model_kwargs)),
-                ("scaling", lambda: scale_track(track, grids, models=names, config=config, probe=probe).to_dict()))
+    measures = (
+        ("parity", lambda: parity_report(track, grid, models=names, model_kwargs=model_kwargs)),
+        (
+            "scaling",
+            lambda: scale_track(track, grids, models=names, config=config, probe=probe).to_dict(),
+        ),
+    )
     for name, measure in measures:
         try:
             analyses[name] = measure()
@@ -130,19 +173,26 @@ def store_analyses(ledger: Ledger, track: Track, grid: Grid, names, budget, mode
 
 
 def store_references(ledger: Ledger, track: Track, grid: Grid, study: Study) -> None:
-    """The references (:mod:`gridmix.analysis.references`) on every comparison seed's own test split, kept in the
-    ledger; references stored for the same seeds and data are kept (a resumed study computes them once)."""
+    """The references (:mod:`gridmix.analysis.references`) on every comparison seed's own test
+    split, kept in the ledger; references stored for the same seeds and data are kept (a resumed
+    study computes them once)."""
     from gridmix.analysis.references import VERSION, study_references
 
     stored = ledger.fetch("references") or {}
     data = study.data.get("hash", "")
-    if (stored.get("version"), stored.get("seeds"), stored.get("data")) == (VERSION, study.comparison_seeds, data):
+    if (stored.get("version"), stored.get("seeds"), stored.get("data")) == (
+        VERSION,
+        study.comparison_seeds,
+        data,
+    ):
         return
     try:
-        references = study_references(track, grid, study.budget.sizes, study.comparison_seeds,
-                                      fixed_split=study.fixed_split)
+        references = study_references(
+            track, grid, study.budget.sizes, study.comparison_seeds, fixed_split=study.fixed_split
+        )
         ledger.put("references", dict(references, data=data))
     except Exception as error:  # recorded; the finished runs stay valid
-        ledger.put("references", {"kind": "none", "values": {}, "error": f"{type(error).__name__}: {error}"})
-
-
+        ledger.put(
+            "references",
+            {"kind": "none", "values": {}, "error": f"{type(error).__name__}: {error}"},
+        )

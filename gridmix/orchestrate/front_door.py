@@ -1,12 +1,14 @@
-"""The front door: :func:`run` (``gridmix.run``, what ``gridmix run`` does) and :func:`sweep` (``gridmix.sweep``,
-what ``gridmix sweep`` does), each plan → ledger → executor → runs → report, in one place for Python and the
-command line alike.
+"""The front door: :func:`run` (``gridmix.run``, what ``gridmix run`` does) and :func:`sweep`
+(``gridmix.sweep``, what ``gridmix sweep`` does), each plan → ledger → executor → runs → report, in
+one place for Python and the command line alike.
 
-Both return the report and tell their progress through :class:`~gridmix.orchestrate.callbacks.Callbacks`. What
-can go wrong is said the same way for every caller: a user mistake is a ``ValueError`` in one line (before any
-training where it can be); SIGINT, SIGTERM and SIGHUP while the runs go on raise
-:class:`gridmix.core.interrupt.Interrupted` once the workers are ended and the finished runs kept (re-running resumes);
-a file system or SQLite error on the ledger or the report is a :class:`StorageError` naming the path.
+Both return the report and tell their progress through
+:class:`~gridmix.orchestrate.callbacks.Callbacks`. What can go wrong is said the same way for every
+caller: a user mistake is a ``ValueError`` in one line (before any training where it can be);
+SIGINT, SIGTERM and SIGHUP while the runs go on raise
+:class:`gridmix.core.interrupt.Interrupted` once the workers are ended and the finished runs kept
+(re-running resumes); a file system or SQLite error on the ledger or the report is a
+:class:`StorageError` naming the path.
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ from gridmix.study.executors import refuse_main_rerun
 
 
 class StorageError(OSError):
-    """The file system or SQLite refused the ledger or the report; the message is one line naming the path."""
+    """The file system or SQLite refused the ledger or the report; the message is one line naming
+    the path."""
 
 
 def storage_error(error: OSError | sqlite3.Error, path: Path) -> str:
@@ -40,7 +43,8 @@ def storage_error(error: OSError | sqlite3.Error, path: Path) -> str:
 
 @contextlib.contextmanager
 def _storage_errors(out: Path) -> Iterator[None]:
-    """Within the block, an ``OSError`` or ``sqlite3.Error`` becomes a :class:`StorageError` in one line."""
+    """Within the block, an ``OSError`` or ``sqlite3.Error`` becomes a :class:`StorageError` in one
+    line."""
     try:
         yield
     except StorageError:
@@ -49,10 +53,19 @@ def _storage_errors(out: Path) -> Iterator[None]:
         raise StorageError(storage_error(error, out)) from error
 
 
-def _drive(planned, out: Path, opener: Callable, runner: Callable, *, fresh: bool, executor: str,
-           address: str | None, callbacks: Callbacks):
-    """Open ``planned``'s ledger in ``out`` with ``opener``, make the executor and run it with ``runner``, signals
-    stopping the runs; the outcome."""
+def _drive(
+    planned,
+    out: Path,
+    opener: Callable,
+    runner: Callable,
+    *,
+    fresh: bool,
+    executor: str,
+    address: str | None,
+    callbacks: Callbacks,
+):
+    """Open ``planned``'s ledger in ``out`` with ``opener``, make the executor and run it with
+    ``runner``, signals stopping the runs; the outcome."""
     with _storage_errors(out):
         ledger = opener(out, planned, fresh=fresh)
         try:
@@ -64,33 +77,67 @@ def _drive(planned, out: Path, opener: Callable, runner: Callable, *, fresh: boo
             return runner(planned, ledger, chosen, out, callbacks=callbacks)
 
 
-def run(track: str = "image", grid: str | None = None, *, out: str | Path | None = None, fresh: bool = False,
-        executor: str = "local", address: str | None = None, callbacks: Callbacks = QUIET,
-        **options) -> Report:
+def run(
+    track: str = "image",
+    grid: str | None = None,
+    *,
+    out: str | Path | None = None,
+    fresh: bool = False,
+    executor: str = "local",
+    address: str | None = None,
+    callbacks: Callbacks = QUIET,
+    **options,
+) -> Report:
     """A paired-seed study, as ``gridmix run`` runs it: planned by
-    :func:`~gridmix.orchestrate.plan.plan_study` with ``options`` (its keyword arguments: ``budget``, ``seeds``,
-    ``models``, ``idea``, ``scaling``, ``jobs``, ``threads``, …), trained into the ledger in ``out`` (default
-    ``runs/TRACK-GRID-BUDGET``; ``fresh`` starts afresh there) by the ``executor`` (``local`` or ``ray`` at
-    ``address``), its report written there and returned. A worker process importing an unguarded main module
-    that calls it exits at once, and the caller gets a ``RuntimeError`` saying so (docs/guide.md "From Python")."""
+    :func:`~gridmix.orchestrate.plan.plan_study` with ``options`` (its keyword arguments:
+    ``budget``, ``seeds``, ``models``, ``idea``, ``scaling``, ``jobs``, ``threads``, …), trained
+    into the ledger in ``out`` (default ``runs/TRACK-GRID-BUDGET``; ``fresh`` starts afresh there)
+    by the ``executor`` (``local`` or ``ray`` at ``address``), its report written there and
+    returned. A worker process importing an unguarded main module that calls it exits at once, and
+    the caller gets a ``RuntimeError`` saying so (docs/guide.md "From Python")."""
     refuse_main_rerun()
     planned = plan_study(track, grid, note=callbacks.note, **options)
     out = Path(out) if out is not None else planned.default_out
-    return _drive(planned, out, open_ledger, run_study, fresh=fresh, executor=executor, address=address,
-                  callbacks=callbacks).report
+    return _drive(
+        planned,
+        out,
+        open_ledger,
+        run_study,
+        fresh=fresh,
+        executor=executor,
+        address=address,
+        callbacks=callbacks,
+    ).report
 
 
-def sweep(track: str = "mqar", over: Sequence[tuple[str, Sequence[object]]] = (), *,
-          out: str | Path | None = None, fresh: bool = False, executor: str = "local", address: str | None = None,
-          callbacks: Callbacks = QUIET, **options) -> SweepReport:
-    """One study per point of ``over`` (``[("grid", ["8", "16"]), ("dim", [4, 8])]``: the swept names, ``grid`` or
-    the track's settings, with their values), as ``gridmix sweep`` runs it: planned by
+def sweep(
+    track: str = "mqar",
+    over: Sequence[tuple[str, Sequence[object]]] = (),
+    *,
+    out: str | Path | None = None,
+    fresh: bool = False,
+    executor: str = "local",
+    address: str | None = None,
+    callbacks: Callbacks = QUIET,
+    **options,
+) -> SweepReport:
+    """One study per point of ``over`` (``[("grid", ["8", "16"]), ("dim", [4, 8])]``: the swept
+    names, ``grid`` or the track's settings, with their values), as ``gridmix sweep`` runs it:
+    planned by
     :func:`~gridmix.orchestrate.sweeping.plan_sweep` with ``options`` (``grid``, ``settings`` and
     :func:`~gridmix.orchestrate.plan.plan_study`'s), all in one ledger in ``out`` (default
-    ``runs/TRACK-sweep-NAMES-BUDGET``), the sweep's report written there and returned; an unguarded main module is
-    refused as by :func:`run`."""
+    ``runs/TRACK-sweep-NAMES-BUDGET``), the sweep's report written there and returned; an unguarded
+    main module is refused as by :func:`run`."""
     refuse_main_rerun()
     planned = plan_sweep(track, over, note=callbacks.note, **options)
     out = Path(out) if out is not None else planned.default_out
-    return _drive(planned, out, open_sweep_ledger, run_sweep, fresh=fresh, executor=executor, address=address,
-                  callbacks=callbacks).report
+    return _drive(
+        planned,
+        out,
+        open_sweep_ledger,
+        run_sweep,
+        fresh=fresh,
+        executor=executor,
+        address=address,
+        callbacks=callbacks,
+    ).report

@@ -1,6 +1,6 @@
-"""The leak check run while a study is planned: no model, and no registered mixer a model is built from, may
-see the future along the track's causal axes (:mod:`gridmix.mixers.causality` does the probing; this module
-chooses what to probe, at which size, and keeps the record the report shows).
+"""The leak check run while a study is planned: no model, and no registered mixer a model is built
+from, may see the future along the track's causal axes (:mod:`gridmix.mixers.causality` does the
+probing; this module chooses what to probe, at which size, and keeps the record the report shows).
 """
 
 from __future__ import annotations
@@ -24,10 +24,11 @@ CHECK_DIM = 8  # channels of the leak check's mixer (two heads of four)
 
 
 def check_causality(track: Track, names: tuple[str, ...], grid: Grid, mixers: MixerTable) -> dict:
-    """Refuse (``ValueError``, one line), before any training, a model that leaks the future on the track's causal
-    axes, or whose registered mixer does (:mod:`gridmix.mixers.causality`), and return what was checked: ``axes``,
-    then per mixer and per model the ``grid`` it was checked on, the number of ``probes`` and the ``result``
-    (``"passed"``, or why it could not be checked). Empty when the track's backbone declares no causal axes."""
+    """Refuse (``ValueError``, one line), before any training, a model that leaks the future on the
+    track's causal axes, or whose registered mixer does (:mod:`gridmix.mixers.causality`), and
+    return what was checked: ``axes``, then per mixer and per model the ``grid`` it was checked on,
+    the number of ``probes`` and the ``result`` (``"passed"``, or why it could not be checked).
+    Empty when the track's backbone declares no causal axes."""
     backbone = track.backbone
     if backbone is None or not backbone.causal_axes:
         return {}
@@ -40,17 +41,29 @@ def check_causality(track: Track, names: tuple[str, ...], grid: Grid, mixers: Mi
         mixer, small = mixers[mixer_name], check_grid(grid, axes)
         layer = mixer.layer(small, causal_axes=axes, **backbone.mixer_kwargs.get(mixer_name, {}))
         try:
-            leak = first_leak(lambda dtype, layer=layer: layer(CHECK_DIM, num_heads=2, qkv_bias=True, dtype=dtype),
-                              small, axes, dim=CHECK_DIM)
+            leak = first_leak(
+                lambda dtype, layer=layer: layer(
+                    CHECK_DIM, num_heads=2, qkv_bias=True, dtype=dtype
+                ),
+                small,
+                axes,
+                dim=CHECK_DIM,
+            )
         except Uncheckable as error:
-            record["mixers"][mixer_name] = _checked(small, axes, MAX_PROBES, f"not checked: {error}")
+            record["mixers"][mixer_name] = _checked(
+                small, axes, MAX_PROBES, f"not checked: {error}"
+            )
             continue
         if leak is not None:
             raise ValueError(describe_leak(mixer_name, leak, axes, small))
         record["mixers"][mixer_name] = _checked(small, axes, MAX_PROBES, "passed")
     try:
-        inputs = track.make_data(grid, 0, DataSizes(n_train=8, n_val=1, n_test=1)).train.inputs  # (S, …, *grid)
-    except Exception as error:  # the fingerprint, next, refuses the study with the plugin's own message
+        inputs = track.make_data(
+            grid, 0, DataSizes(n_train=8, n_val=1, n_test=1)
+        ).train.inputs  # (S, …, *grid)
+    except (
+        Exception
+    ) as error:  # the fingerprint, next, refuses the study with the plugin's own message
         inputs, missing = None, f"not checked: its data could not be built ({type(error).__name__})"
     for name in names:
         spec = track.model(name)
@@ -58,10 +71,17 @@ def check_causality(track: Track, names: tuple[str, ...], grid: Grid, mixers: Mi
             record["models"][name] = _checked(grid, axes, model_probes(grid), missing)
             continue
         try:
-            leak = first_model_leak(lambda dtype, spec=spec: spec.build(grid).to(dtype), inputs[:1], grid, axes,
-                                    values=None if inputs.is_floating_point() else inputs.unique())
+            leak = first_model_leak(
+                lambda dtype, spec=spec: spec.build(grid).to(dtype),
+                inputs[:1],
+                grid,
+                axes,
+                values=None if inputs.is_floating_point() else inputs.unique(),
+            )
         except Uncheckable as error:
-            record["models"][name] = _checked(grid, axes, model_probes(grid), f"not checked: {error}")
+            record["models"][name] = _checked(
+                grid, axes, model_probes(grid), f"not checked: {error}"
+            )
             continue
         if leak is not None:
             raise ValueError(describe_model_leak(name, leak, axes, grid))
@@ -70,6 +90,6 @@ def check_causality(track: Track, names: tuple[str, ...], grid: Grid, mixers: Mi
 
 
 def _checked(grid: Grid, axes: tuple[int, ...], budget: int, result: str) -> dict:
-    """One line of the causality record: the grid checked on, the number of threshold probes, the result."""
+    """One line of the causality record: the grid checked on, the number of threshold probes, the
+    result."""
     return {"grid": str(grid), "probes": len(thresholds(grid, axes, budget)), "result": result}
-

@@ -1,15 +1,21 @@
-"""How every renderer of a report writes a number: :func:`fmt`, and :func:`fmt_column` for a column of them.
+"""How every renderer of a report writes a number: :func:`fmt`, and :func:`fmt_column` for a column
+of them.
 
-The rule, one for the Markdown, the plots, the naive references' lines, the terminal tables and the log lines:
+The rule, one for the Markdown, the plots, the naive references' lines, the terminal tables and the
+log lines:
 
 * an integer in full, with thousands separators (``12,345``);
-* a float to :data:`DIGITS` significant digits (``0.6931``, ``-0.01333``), in whole numbers from ``10**DIGITS`` up
-  (``12,346``, never ``1.235e+04``), in scientific notation below ``1e-4`` (``3.9e-07``); ``"–"`` for a missing one;
-* numbers of one kind that are read against each other (a table's column of means, of standard deviations, of
-  differences) share one number of decimals, so the column lines up: the fewest that give every entry
-  :data:`DIGITS` significant digits (``0.012910``, ``0.006872``, not ``0.01291``, ``0.006872``), but at most
-  :data:`EXTRA_DECIMALS` more than the column's largest magnitude needs (a difference of ``3.9e-07`` beside ones of
-  ``0.002`` reads ``-0.00000039``, and beside ones of ``0.5`` ``-0.000000``, which is what it is at that scale).
+* a float to :data:`DIGITS` significant digits (``0.6931``, ``-0.01333``), in whole numbers from
+  ``10**DIGITS`` up (``12,346``, never ``1.235e+04``), in scientific notation below ``1e-4``
+  (``3.9e-07``); ``"–"`` for a missing one;
+* numbers of one kind that are read against each other (a table's column of means, of standard
+  deviations, of differences) share one number of decimals, so the column lines up: the fewest that
+  give every entry
+  :data:`DIGITS` significant digits (``0.012910``, ``0.006872``, not ``0.01291``, ``0.006872``), but
+  at most
+  :data:`EXTRA_DECIMALS` more than the column's largest magnitude needs (a difference of ``3.9e-07``
+  beside ones of ``0.002`` reads ``-0.00000039``, and beside ones of ``0.5`` ``-0.000000``, which is
+  what it is at that scale).
 """
 
 from __future__ import annotations
@@ -38,9 +44,10 @@ def fmt(value, digits: int = DIGITS) -> str:
 
 
 def column_decimals(values, digits: int = DIGITS) -> int | None:
-    """The decimals :func:`fmt_column` writes ``values`` with: enough for the smallest finite non-zero magnitude to
-    show ``digits`` significant digits, at most :data:`EXTRA_DECIMALS` more than the largest needs (and none for
-    whole numbers from ``10**(digits - 1)`` up); ``None`` when no value is a non-zero finite float."""
+    """The decimals :func:`fmt_column` writes ``values`` with: enough for the smallest finite
+    non-zero magnitude to show ``digits`` significant digits, at most :data:`EXTRA_DECIMALS` more
+    than the largest needs (and none for whole numbers from ``10**(digits - 1)`` up); ``None`` when
+    no value is a non-zero finite float."""
     magnitudes = [abs(v) for v in values if isinstance(v, float) and math.isfinite(v) and v != 0]
     if not magnitudes:
         return None
@@ -52,8 +59,12 @@ def column_decimals(values, digits: int = DIGITS) -> int | None:
 
 
 def fmt_column(values, digits: int = DIGITS) -> list[str]:
-    """The column ``values`` as text: every finite float with the column's :func:`column_decimals`, the rest
-    (integers, missing values, non-finite ones) by :func:`fmt`."""
+    """The column ``values`` as text: every finite float with the column's :func:`column_decimals`,
+    the rest (integers, missing values, non-finite ones) by :func:`fmt`."""
     decimals = column_decimals(values, digits)
-    return [f"{value:,.{decimals}f}" if decimals is not None and isinstance(value, float) and math.isfinite(value)
-            else fmt(value, digits) for value in values]
+    return [
+        f"{value:,.{decimals}f}"
+        if decimals is not None and isinstance(value, float) and math.isfinite(value)
+        else fmt(value, digits)
+        for value in values
+    ]

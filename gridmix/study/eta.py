@@ -1,8 +1,9 @@
-"""How long a study has left, estimated from its own finished runs: each pending run is expected to take the median
-time of the finished runs of its model (of all finished runs while its model has none), and ``jobs`` workers share
-them. Runs resumed from the ledger count with their recorded times; nothing is estimated before a run finishes.
-:meth:`RunClock.untimed` names the pending models counted at the overall median, so the log can say the estimate is
-a guess for them (a dense baseline's first run can take five times the others')."""
+"""How long a study has left, estimated from its own finished runs: each pending run is expected to
+take the median time of the finished runs of its model (of all finished runs while its model has
+none), and ``jobs`` workers share them. Runs resumed from the ledger count with their recorded
+times; nothing is estimated before a run finishes.
+:meth:`RunClock.untimed` names the pending models counted at the overall median, so the log can say
+the estimate is a guess for them (a dense baseline's first run can take five times the others')."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from dataclasses import dataclass, field
 
 @dataclass
 class RunClock:
-    """The finished runs' seconds per model, and the estimate of what is left (:meth:`remaining_s`)."""
+    """The finished runs' seconds per model, and the estimate of what is left
+    (:meth:`remaining_s`)."""
 
     jobs: int = 1
     seconds: dict[str, list[float]] = field(default_factory=dict)
@@ -23,13 +25,14 @@ class RunClock:
             raise ValueError(f"RunClock jobs={self.jobs}; expected >= 1")
 
     def record(self, model: str, seconds: float) -> None:
-        """A finished run of ``model`` that took ``seconds`` (a failed run that took none is left out)."""
+        """A finished run of ``model`` that took ``seconds`` (a failed run that took none is left
+        out)."""
         if seconds > 0:
             self.seconds.setdefault(model, []).append(float(seconds))
 
     def remaining_s(self, pending: Iterable[str]) -> float | None:
-        """Seconds left for the runs of the models in ``pending`` (one entry per run), or ``None`` before any run
-        has finished."""
+        """Seconds left for the runs of the models in ``pending`` (one entry per run), or ``None``
+        before any run has finished."""
         every = [s for values in self.seconds.values() for s in values]
         if not every:
             return None
@@ -43,7 +46,8 @@ class RunClock:
 
 
 def format_duration(seconds: float) -> str:
-    """``"4 min 10 s"``, ``"35 s"``, ``"under 1 s"``: the estimate as the log prints it (whole seconds)."""
+    """``"4 min 10 s"``, ``"35 s"``, ``"under 1 s"``: the estimate as the log prints it (whole
+    seconds)."""
     if seconds < 0.5:
         return "under 1 s"
     whole = round(seconds)

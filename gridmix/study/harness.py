@@ -1,17 +1,19 @@
-"""The paired-seed study: learning-rate sweep, then every comparison seed at each model's chosen rate.
+"""The paired-seed study: learning-rate sweep, then every comparison seed at each model's chosen
+rate.
 
-docs/design.md section 5. A :class:`Study` names a track, a grid, the models and a budget. Every model
-sweeps the same learning rates on ``budget.sweep_seeds`` *sweep seeds* (1000, 1001, …) and keeps the rate
-with the best mean *validation* metric (never test); rates where any run diverged or failed are excluded.
-Then every *comparison seed* (0 … ``budget.seeds`` − 1) runs at the chosen rate. The two sets of seeds are
-disjoint, so the runs that chose a rate never enter the paired test (no selection bias in the numbers the
-test uses); with a single learning rate there is nothing to choose and no sweep runs. Each run is a
-:class:`RunTask`, executed anywhere (in-process, a process pool, Ray) by :func:`execute`, and lands in the
-ledger as one row.
+docs/design.md section 5. A :class:`Study` names a track, a grid, the models and a budget. Every
+model sweeps the same learning rates on ``budget.sweep_seeds`` *sweep seeds* (1000, 1001, …) and
+keeps the rate with the best mean *validation* metric (never test); rates where any run diverged or
+failed are excluded. Then every *comparison seed* (0 … ``budget.seeds`` − 1) runs at the chosen
+rate. The two sets of seeds are disjoint, so the runs that chose a rate never enter the paired test
+(no selection bias in the numbers the test uses); with a single learning rate there is nothing to
+choose and no sweep runs. Each run is a
+:class:`RunTask`, executed anywhere (in-process, a process pool, Ray) by :func:`execute`, and lands
+in the ledger as one row.
 
-An A/A study (:func:`aa_study`) compares the matched baseline with a copy of itself (:data:`AA_SUFFIX`):
-same data and batch order per seed, an independent initialisation; its false-positive rate checks the
-harness and the test together.
+An A/A study (:func:`aa_study`) compares the matched baseline with a copy of itself
+(:data:`AA_SUFFIX`): same data and batch order per seed, an independent initialisation; its
+false-positive rate checks the harness and the test together.
 """
 
 from __future__ import annotations
@@ -33,13 +35,21 @@ from gridmix.study.train import RunResult, resolve_device, train_run
 from gridmix.tracks import ROLES, DataSizes, ModelSpec, TrackData
 from gridmix.tracks.budget import MAX_SEEDS, Budget
 
-SWEEP_SEED_OFFSET = MAX_SEEDS  # sweep seeds are 1000, 1001, …: never a comparison seed (0 … seeds − 1 < MAX_SEEDS)
-AA_SUFFIX = "~aa"  # "vit~aa": the model "vit" initialised from another seed (an A/A study's second arm)
-AA_INIT_OFFSET = 500_000  # the copy's initialisation seed is seed + this; its data and batch order stay seed's
+SWEEP_SEED_OFFSET = (
+    MAX_SEEDS  # sweep seeds are 1000, 1001, …: never a comparison seed (0 … seeds − 1 < MAX_SEEDS)
+)
+AA_SUFFIX = (
+    "~aa"  # "vit~aa": the model "vit" initialised from another seed (an A/A study's second arm)
+)
+AA_INIT_OFFSET = (
+    500_000  # the copy's initialisation seed is seed + this; its data and batch order stay seed's
+)
 
-# Budget fields that change what a single run computes (seeds / sweep_seeds / lrs only choose which runs exist).
+# Budget fields that change what a single run computes (seeds / sweep_seeds / lrs only choose which
+# runs exist).
 _RUN_SHAPING = ("epochs", "batch_size", "n_train", "n_val", "n_test", "weight_decay", "warmup_frac")
-# the stored name of model_kwargs in a run's config and a study spec (kept so stored run keys and specs do not change)
+# the stored name of model_kwargs in a run's config and a study spec (kept so stored run keys and
+# specs do not change)
 STORED_KWARGS_KEY = "knobs"
 
 
@@ -56,12 +66,21 @@ class RunTask:
     device: str  # "cpu" or "cuda", already resolved
     threads: int
     model_kwargs: dict = field(default_factory=dict)  # keyword overrides of the model's builder
-    precision: str = "fp32"  # or "bf16" / "fp16" mixed precision (gridmix.study.precision), already resolved
-    data: str = ""  # the study's data fingerprint (gridmix.study.fingerprint); empty in ledgers written before it
-    role: str = ""  # the model's role in the study (``--idea`` can change the track's); not part of the run's key
-    settings: dict = field(default_factory=dict)  # the track's settings this run sets (Track.settings), off default
-    eval_grids: tuple[str, ...] = ()  # grids the trained model is also tested on (gridmix.study.transfer); not keyed
-    sweep: bool = False  # a sweep run (its seed chooses the learning rate, never enters a comparison); not in the key
+    precision: str = (
+        "fp32"  # or "bf16" / "fp16" mixed precision (gridmix.study.precision), already resolved
+    )
+    # the study's data fingerprint (gridmix.study.fingerprint); empty in ledgers written before it
+    data: str = ""
+    # the model's role in the study (``--idea`` can change the track's); not part of the run's key
+    role: str = ""
+    settings: dict = field(
+        default_factory=dict
+    )  # the track's settings this run sets (Track.settings), off default
+    eval_grids: tuple[
+        str, ...
+    ] = ()  # grids the trained model is also tested on (gridmix.study.transfer); not keyed
+    # a sweep run (its seed chooses the learning rate, never enters a comparison); not in the key
+    sweep: bool = False
 
     @property
     def spec_name(self) -> str:
@@ -70,14 +89,20 @@ class RunTask:
 
     @property
     def init_seed(self) -> int:
-        """The seed the model is initialised from: the run's seed, or another one for an A/A copy."""
+        """The seed the model is initialised from: the run's seed, or another one for an A/A
+        copy."""
         return self.seed + AA_INIT_OFFSET if self.model.endswith(AA_SUFFIX) else self.seed
 
     @property
     def config(self) -> dict:
-        config = dict({name: getattr(self.budget, name) for name in _RUN_SHAPING},
-                      **{STORED_KWARGS_KEY: self.model_kwargs}, device=self.device)
-        if self.precision != "fp32":  # float32 runs keep the keys they had before mixed precision existed
+        config = dict(
+            {name: getattr(self.budget, name) for name in _RUN_SHAPING},
+            **{STORED_KWARGS_KEY: self.model_kwargs},
+            device=self.device,
+        )
+        if (
+            self.precision != "fp32"
+        ):  # float32 runs keep the keys they had before mixed precision existed
             config["precision"] = self.precision
         if self.settings:  # the track's own values keep the keys they had before settings existed
             config["settings"] = dict(sorted(self.settings.items()))
@@ -85,31 +110,73 @@ class RunTask:
 
     @property
     def key(self) -> str:
-        return run_key(track=self.track, model=self.model, grid=self.grid, lr=self.lr, seed=self.seed,
-                       config=self.config)
+        return run_key(
+            track=self.track,
+            model=self.model,
+            grid=self.grid,
+            lr=self.lr,
+            seed=self.seed,
+            config=self.config,
+        )
 
     @property
     def label(self) -> str:
-        """``vit lr=0.001 sweep seed 1000`` or ``vit lr=0.001 seed 0``: the run as logs and progress bars name it."""
+        """``vit lr=0.001 sweep seed 1000`` or ``vit lr=0.001 seed 0``: the run as logs and progress
+        bars name it."""
         return f"{self.model} lr={self.lr:g} {'sweep seed' if self.sweep else 'seed'} {self.seed}"
 
     def row(self, result: RunResult, *, threads: int, versions: dict) -> RunRow:
-        """This run's ledger row once trained: ``result``'s status, metrics and curves, run on ``threads`` threads."""
-        return RunRow(key=self.key, track=self.track, model=self.model, grid=self.grid, lr=self.lr, seed=self.seed,
-                      config=self.config, status=result.status, val_metric=result.val_metric,
-                      test_metric=result.test_metric, train_loss=result.train_loss, val_curve=result.val_curve,
-                      epochs_done=result.epochs_done, wall_s=result.wall_s, threads=threads, device=self.device,
-                      versions=versions, error=result.error, extras=result.extras)
+        """This run's ledger row once trained: ``result``'s status, metrics and curves, run on
+        ``threads`` threads."""
+        return RunRow(
+            key=self.key,
+            track=self.track,
+            model=self.model,
+            grid=self.grid,
+            lr=self.lr,
+            seed=self.seed,
+            config=self.config,
+            status=result.status,
+            val_metric=result.val_metric,
+            test_metric=result.test_metric,
+            train_loss=result.train_loss,
+            val_curve=result.val_curve,
+            epochs_done=result.epochs_done,
+            wall_s=result.wall_s,
+            threads=threads,
+            device=self.device,
+            versions=versions,
+            error=result.error,
+            extras=result.extras,
+        )
 
     def failed_row(self, error: str, *, versions: dict, threads: int | None = None) -> RunRow:
-        """This run's row when it never trained (its data or plugin failed, its worker died), saying why.
+        """This run's row when it never trained (its data or plugin failed, its worker died), saying
+        why.
 
         ``threads`` defaults to the task's own count (a driver recording a lost worker's task).
         """
-        return RunRow(key=self.key, track=self.track, model=self.model, grid=self.grid, lr=self.lr, seed=self.seed,
-                      config=self.config, status="failed", val_metric=None, test_metric=None, train_loss=[],
-                      val_curve=[], epochs_done=0, wall_s=0.0, threads=self.threads if threads is None else threads,
-                      device=self.device, versions=versions, error=error, extras={})
+        return RunRow(
+            key=self.key,
+            track=self.track,
+            model=self.model,
+            grid=self.grid,
+            lr=self.lr,
+            seed=self.seed,
+            config=self.config,
+            status="failed",
+            val_metric=None,
+            test_metric=None,
+            train_loss=[],
+            val_curve=[],
+            epochs_done=0,
+            wall_s=0.0,
+            threads=self.threads if threads is None else threads,
+            device=self.device,
+            versions=versions,
+            error=error,
+            extras={},
+        )
 
 
 @dataclass(frozen=True)
@@ -124,33 +191,62 @@ class Study:
     budget: Budget
     device: str
     threads: int
-    model_kwargs: dict = field(default_factory=dict)  # per model name: keyword overrides of its builder
+    model_kwargs: dict = field(
+        default_factory=dict
+    )  # per model name: keyword overrides of its builder
     precision: str = "fp32"  # "bf16" / "fp16": mixed precision (gridmix.study.precision)
-    data: dict = field(default_factory=dict)  # gridmix.study.fingerprint.data_fingerprint of the study's data
-    roles: dict = field(default_factory=dict)  # per model name: idea / baseline / ablation / control
+    data: dict = field(
+        default_factory=dict
+    )  # gridmix.study.fingerprint.data_fingerprint of the study's data
+    roles: dict = field(
+        default_factory=dict
+    )  # per model name: idea / baseline / ablation / control
     chance: float | None = None  # the track's metric floor (Track.chance), for the report's flags
     ceiling: float | None = None  # the track's metric ceiling (Track.ceiling)
-    underpowered: bool = False  # run although the primary comparison cannot reach alpha (the report says so)
+    underpowered: bool = (
+        False  # run although the primary comparison cannot reach alpha (the report says so)
+    )
     fixed_split: bool = False  # Track.fixed_split: the inference is conditional on this one dataset
-    first_seed: int = 0  # comparison seeds are first_seed … first_seed + seeds − 1 (another replicate: move it)
-    notes: tuple[str, ...] = ()  # what the study leaves out and why (an idea mixer without ablation), for the report
-    settings: dict = field(default_factory=dict)  # the track's setting values off their defaults (Track.settings)
-    eval_grids: tuple[str, ...] = ()  # other grids every final run's trained model is tested on (transfer)
-    overrides: dict = field(default_factory=dict)  # budget fields the command line changed (--epochs, …), by name
-    min_effect: str | None = None  # the practical threshold (gridmix.analysis.verdicts.MinEffect; None: its default)
-    causality: dict = field(default_factory=dict)  # the leak check's record (leak_check.check_causality); {}: none ran
+    first_seed: int = (
+        0  # comparison seeds are first_seed … first_seed + seeds − 1 (another replicate: move it)
+    )
+    notes: tuple[
+        str, ...
+    ] = ()  # what the study leaves out and why (an idea mixer without ablation), for the report
+    settings: dict = field(
+        default_factory=dict
+    )  # the track's setting values off their defaults (Track.settings)
+    eval_grids: tuple[
+        str, ...
+    ] = ()  # other grids every final run's trained model is tested on (transfer)
+    overrides: dict = field(
+        default_factory=dict
+    )  # budget fields the command line changed (--epochs, …), by name
+    min_effect: str | None = (
+        None  # the practical threshold (gridmix.analysis.verdicts.MinEffect; None: its default)
+    )
+    causality: dict = field(
+        default_factory=dict
+    )  # the leak check's record (leak_check.check_causality); {}: none ran
 
     def __post_init__(self) -> None:
         if self.idea not in self.models:
-            raise ValueError(f"the idea {self.idea!r} is not among the study's models {list(self.models)}")
+            raise ValueError(
+                f"the idea {self.idea!r} is not among the study's models {list(self.models)}"
+            )
         unknown = {role for role in self.roles.values()} - set(ROLES)
         if unknown:
-            raise ValueError(f"study roles {sorted(unknown)} are unknown; expected some of {list(ROLES)}")
+            raise ValueError(
+                f"study roles {sorted(unknown)} are unknown; expected some of {list(ROLES)}"
+            )
         shared = set(self.comparison_seeds) & set(self.sweep_seeds)
         if self.first_seed < 0 or shared:
             seeds = f"{self.comparison_seeds[0]}…{self.comparison_seeds[-1]}"
-            raise ValueError(f"first_seed={self.first_seed} gives comparison seeds {seeds}; expected >= 0 and none "
-                             f"of the sweep seeds {self.sweep_seeds}")
+            raise ValueError(
+                f"first_seed={self.first_seed} gives comparison seeds {seeds}; expected >= 0 and "
+                "none "
+                f"of the sweep seeds {self.sweep_seeds}"
+            )
 
     def role(self, model: str) -> str:
         """The model's role in this study (ledgers from before roles: the idea, else a baseline)."""
@@ -168,8 +264,10 @@ class Study:
         return [SWEEP_SEED_OFFSET + i for i in range(self.budget.sweep_seeds)]
 
     def to_dict(self) -> dict:
-        data = {STORED_KWARGS_KEY if name == "model_kwargs" else name: value
-                for name, value in dataclasses.asdict(self).items()}
+        data = {
+            STORED_KWARGS_KEY if name == "model_kwargs" else name: value
+            for name, value in dataclasses.asdict(self).items()
+        }
         # specs of studies without them stay as they were
         for name in ("notes", "settings", "eval_grids", "overrides", "causality"):
             if not data[name]:
@@ -182,50 +280,106 @@ class Study:
         data["model_kwargs"] = data.pop(STORED_KWARGS_KEY, {})
         budget = dict(data.pop("budget"))
         budget["lrs"] = tuple(budget["lrs"])
-        return cls(**{**data, "models": tuple(data["models"]), "budget": Budget(**budget),
-                      "notes": tuple(data.get("notes", ())), "eval_grids": tuple(data.get("eval_grids", ()))})
+        return cls(
+            **{
+                **data,
+                "models": tuple(data["models"]),
+                "budget": Budget(**budget),
+                "notes": tuple(data.get("notes", ())),
+                "eval_grids": tuple(data.get("eval_grids", ())),
+            }
+        )
 
-    def task(self, model: str, lr: float, seed: int, *, eval_grids: tuple[str, ...] = ()) -> RunTask:
-        return RunTask(track=self.track, model=model, grid=self.grid, lr=lr, seed=seed, budget=self.budget,
-                       device=self.device, threads=self.threads, model_kwargs=self.model_kwargs.get(model, {}),
-                       precision=self.precision, data=self.data.get("hash", ""), role=self.role(model),
-                       settings=self.settings, eval_grids=eval_grids, sweep=seed in self.sweep_seeds)
+    def task(
+        self, model: str, lr: float, seed: int, *, eval_grids: tuple[str, ...] = ()
+    ) -> RunTask:
+        return RunTask(
+            track=self.track,
+            model=model,
+            grid=self.grid,
+            lr=lr,
+            seed=seed,
+            budget=self.budget,
+            device=self.device,
+            threads=self.threads,
+            model_kwargs=self.model_kwargs.get(model, {}),
+            precision=self.precision,
+            data=self.data.get("hash", ""),
+            role=self.role(model),
+            settings=self.settings,
+            eval_grids=eval_grids,
+            sweep=seed in self.sweep_seeds,
+        )
 
     def sweep_tasks(self) -> list[RunTask]:
-        return [self.task(model, lr, seed) for model in self.models for lr in self.budget.lrs
-                for seed in self.sweep_seeds]
+        return [
+            self.task(model, lr, seed)
+            for model in self.models
+            for lr in self.budget.lrs
+            for seed in self.sweep_seeds
+        ]
 
     def final_tasks(self, chosen: dict[str, float | None]) -> list[RunTask]:
-        """The comparison seeds' runs at each model's chosen rate, each also tested on the study's ``eval_grids``."""
-        return [self.task(model, chosen[model], seed, eval_grids=self.eval_grids) for model in self.models
-                if chosen[model] is not None for seed in self.comparison_seeds]
+        """The comparison seeds' runs at each model's chosen rate, each also tested on the study's
+        ``eval_grids``."""
+        return [
+            self.task(model, chosen[model], seed, eval_grids=self.eval_grids)
+            for model in self.models
+            if chosen[model] is not None
+            for seed in self.comparison_seeds
+        ]
 
 
 def aa_study(study: Study) -> Study:
-    """The A/A version of ``study``: its matched baseline against a copy of itself (independent init)."""
+    """The A/A version of ``study``: its matched baseline against a copy of itself (independent
+    init)."""
     baseline = study.matched_baseline
     copy = baseline + AA_SUFFIX
-    return dataclasses.replace(study, models=(copy, baseline), idea=copy, roles={copy: "idea", baseline: "baseline"},
-                               model_kwargs={name: study.model_kwargs.get(baseline, {}) for name in (copy, baseline)})
+    return dataclasses.replace(
+        study,
+        models=(copy, baseline),
+        idea=copy,
+        roles={copy: "idea", baseline: "baseline"},
+        model_kwargs={name: study.model_kwargs.get(baseline, {}) for name in (copy, baseline)},
+    )
 
 
 def versions() -> dict:
     import timm
 
-    return dict(gridmix=__version__, torch=torch.__version__, timm=timm.__version__,
-                numpy=np.__version__, python=platform.python_version())
+    return dict(
+        gridmix=__version__,
+        torch=torch.__version__,
+        timm=timm.__version__,
+        numpy=np.__version__,
+        python=platform.python_version(),
+    )
 
 
 def track_data(task: RunTask, grid: str | None = None) -> TrackData:
-    """The data of ``task``'s track (with its settings) on ``grid`` (default: the task's), for its seed and sizes."""
-    return _track_data(task.track, grid or task.grid, task.seed, task.budget.sizes, task.data,
-                       tuple(sorted(task.settings.items())))
+    """The data of ``task``'s track (with its settings) on ``grid`` (default: the task's), for its
+    seed and sizes."""
+    return _track_data(
+        task.track,
+        grid or task.grid,
+        task.seed,
+        task.budget.sizes,
+        task.data,
+        tuple(sorted(task.settings.items())),
+    )
 
 
 @functools.lru_cache(maxsize=4)
-def _track_data(track_name: str, grid: str, seed: int, sizes: DataSizes, fingerprint: str = "",
-                settings: tuple = ()) -> TrackData:
-    """The track's data, cached per process; ``fingerprint`` keeps data of a changed source apart."""
+def _track_data(
+    track_name: str,
+    grid: str,
+    seed: int,
+    sizes: DataSizes,
+    fingerprint: str = "",
+    settings: tuple = (),
+) -> TrackData:
+    """The track's data, cached per process; ``fingerprint`` keeps data of a changed source
+    apart."""
     from gridmix.tracks.plugin_loader import load_registry, validate_data
 
     track = load_registry().track(track_name, dict(settings))
@@ -234,24 +388,32 @@ def _track_data(track_name: str, grid: str, seed: int, sizes: DataSizes, fingerp
     return data
 
 
-AfterTraining = Callable[[ModelSpec, torch.nn.Module, TrackData], dict]  # (spec, trained model, data) -> extras
+AfterTraining = Callable[
+    [ModelSpec, torch.nn.Module, TrackData], dict
+]  # (spec, trained model, data) -> extras
 
 
 def lacks_transfer(task: RunTask, row: RunRow) -> bool:
-    """Whether a finished row misses the evaluation at one of the task's ``eval_grids`` (a run from before they were
-    asked for): it is run again, with the same numbers, to be evaluated there."""
+    """Whether a finished row misses the evaluation at one of the task's ``eval_grids`` (a run from
+    before they were asked for): it is run again, with the same numbers, to be evaluated there."""
     done = row.extras.get("transfer", {})
     return row.status == "ok" and any(grid not in done for grid in task.eval_grids)
 
 
-def execute(task: RunTask, *, on_epoch: Callable[[int, float, float], None] | None = None,
-            after_training: AfterTraining | None = None) -> RunRow:
+def execute(
+    task: RunTask,
+    *,
+    on_epoch: Callable[[int, float, float], None] | None = None,
+    after_training: AfterTraining | None = None,
+) -> RunRow:
     """Run one task where this process is (a worker, or the driver) and return its ledger row.
 
-    ``after_training(spec, model, data)`` analyses every successfully trained model; what it returns joins the
-    row's extras (``gridmix run`` hands in :func:`gridmix.analysis.idea_mechanism.idea_mechanism`). For a worker
-    process it must be picklable: a module-level function. After it, a task with ``eval_grids`` tests the trained
-    model on each of them (:func:`gridmix.study.transfer.evaluate_transfer`, the row's ``extras["transfer"]``).
+    ``after_training(spec, model, data)`` analyses every successfully trained model; what it returns
+    joins the row's extras (``gridmix run`` hands in
+    :func:`gridmix.analysis.idea_mechanism.idea_mechanism`). For a worker process it must be
+    picklable: a module-level function. After it, a task with ``eval_grids`` tests the trained model
+    on each of them (:func:`gridmix.study.transfer.evaluate_transfer`, the row's
+    ``extras["transfer"]``).
     """
     from gridmix.study.transfer import evaluate_transfer
     from gridmix.tracks.plugin_loader import load_registry
@@ -261,40 +423,70 @@ def execute(task: RunTask, *, on_epoch: Callable[[int, float, float], None] | No
     try:
         track = load_registry().track(task.track, task.settings)
         spec = track.model(task.spec_name)
-        if task.role and task.role != spec.role:  # the study's role (--idea), for the analysis after training
+        if (
+            task.role and task.role != spec.role
+        ):  # the study's role (--idea), for the analysis after training
             spec = dataclasses.replace(spec, role=task.role)
         data = track_data(task)
     except Exception as exc:  # a broken plugin or bad data is this run's recorded failure
         error = f"{type(exc).__name__}: {exc}"
     if not error:
+
         def analyse(model: torch.nn.Module, data: TrackData) -> dict:
             extras = after_training(spec, model, data) if after_training else {}
             if task.eval_grids:
-                extras = dict(extras, transfer=evaluate_transfer(
-                    track, spec, model, grid=task.grid, eval_grids=task.eval_grids, model_kwargs=task.model_kwargs,
-                    data_at=lambda grid: track_data(task, grid), batch_size=task.budget.batch_size * 2,
-                    precision=task.precision))
+                extras = dict(
+                    extras,
+                    transfer=evaluate_transfer(
+                        track,
+                        spec,
+                        model,
+                        grid=task.grid,
+                        eval_grids=task.eval_grids,
+                        model_kwargs=task.model_kwargs,
+                        data_at=lambda grid: track_data(task, grid),
+                        batch_size=task.budget.batch_size * 2,
+                        precision=task.precision,
+                    ),
+                )
             return extras
 
-        result = train_run(track, spec, Grid.parse(task.grid), lr=task.lr, seed=task.seed, init_seed=task.init_seed,
-                           budget=task.budget, data=data, device=resolve_device(task.device),
-                           model_kwargs=task.model_kwargs, precision=task.precision, on_epoch=on_epoch,
-                           after_training=analyse)
+        result = train_run(
+            track,
+            spec,
+            Grid.parse(task.grid),
+            lr=task.lr,
+            seed=task.seed,
+            init_seed=task.init_seed,
+            budget=task.budget,
+            data=data,
+            device=resolve_device(task.device),
+            model_kwargs=task.model_kwargs,
+            precision=task.precision,
+            on_epoch=on_epoch,
+            after_training=analyse,
+        )
     if result is None:
         return task.failed_row(error, threads=torch.get_num_threads(), versions=versions())
-    result.extras["machine"] = cpu_line(cpu_facts())  # the CPU its wall_s was measured on (the report's timings)
+    result.extras["machine"] = cpu_line(
+        cpu_facts()
+    )  # the CPU its wall_s was measured on (the report's timings)
     return task.row(result, threads=torch.get_num_threads(), versions=versions())
 
 
-def choose_learning_rates(study: Study, rows: dict[str, RunRow]) -> tuple[dict[str, float | None], dict]:
+def choose_learning_rates(
+    study: Study, rows: dict[str, RunRow]
+) -> tuple[dict[str, float | None], dict]:
     """Per model, the swept rate with the best mean validation metric over the sweep seeds.
 
     A rate is eligible only if every sweep seed finished ``ok`` there. Returns the choices (``None``
-    when no rate is eligible) and, per model, the sweep table for the report. A single rate is chosen
-    without a sweep (its table is empty).
+    when no rate is eligible) and, per model, the sweep table for the report. A single rate is
+    chosen without a sweep (its table is empty).
     """
     if not study.sweep_seeds:
-        return {model: study.budget.lrs[0] for model in study.models}, {model: [] for model in study.models}
+        return {model: study.budget.lrs[0] for model in study.models}, {
+            model: [] for model in study.models
+        }
     lower = study.direction == "lower"
     chosen, tables = {}, {}
     for model in study.models:
@@ -303,18 +495,27 @@ def choose_learning_rates(study: Study, rows: dict[str, RunRow]) -> tuple[dict[s
             found = [rows.get(study.task(model, lr, seed).key) for seed in study.sweep_seeds]
             ok = all(row is not None and row.status == "ok" for row in found)
             vals = [row.val_metric for row in found if row is not None and row.status == "ok"]
-            table.append(dict(cfg={"lr": lr}, mean=float(np.mean(vals)) if ok else None,
-                              per_seed=[row.val_metric if row else None for row in found],
-                              statuses=[row.status if row else "missing" for row in found], eligible=ok))
+            table.append(
+                dict(
+                    cfg={"lr": lr},
+                    mean=float(np.mean(vals)) if ok else None,
+                    per_seed=[row.val_metric if row else None for row in found],
+                    statuses=[row.status if row else "missing" for row in found],
+                    eligible=ok,
+                )
+            )
         eligible = [entry for entry in table if entry["eligible"]]
-        best = (min if lower else max)(eligible, key=lambda entry: entry["mean"]) if eligible else None
+        best = (
+            (min if lower else max)(eligible, key=lambda entry: entry["mean"]) if eligible else None
+        )
         chosen[model] = best["cfg"]["lr"] if best else None
         tables[model] = table
     return chosen, tables
 
 
 def seed_span(seeds: list[int]) -> str:
-    """``seeds 1000–1001``, ``seed 1000`` or ``seeds 0, 2, 5``: a study's seeds as a log line names them."""
+    """``seeds 1000–1001``, ``seed 1000`` or ``seeds 0, 2, 5``: a study's seeds as a log line names
+    them."""
     if len(seeds) == 1:
         return f"seed {seeds[0]}"
     if seeds == list(range(seeds[0], seeds[-1] + 1)):
@@ -324,9 +525,9 @@ def seed_span(seeds: list[int]) -> str:
 
 @dataclass(frozen=True)
 class Phase:
-    """One phase of a study as it starts: ``name`` ("sweep" or "comparison"), what it is for, how many runs it has
-    and how many of them are not yet in the ledger. ``str(phase)``: "sweep (choosing the learning rate on seeds
-    1000–1001): 16 runs"."""
+    """One phase of a study as it starts: ``name`` ("sweep" or "comparison"), what it is for, how
+    many runs it has and how many of them are not yet in the ledger. ``str(phase)``: "sweep
+    (choosing the learning rate on seeds 1000–1001): 16 runs"."""
 
     name: str
     purpose: str
@@ -336,7 +537,10 @@ class Phase:
     def __str__(self) -> str:
         left = f", {self.pending} left to train" if 0 < self.pending < self.runs else ""
         done = ", all already in the ledger" if self.runs and not self.pending else ""
-        return f"{self.name} ({self.purpose}): {self.runs} run{'s' if self.runs != 1 else ''}{left}{done}"
+        return (
+            f"{self.name} ({self.purpose}): {self.runs} "
+            f"run{'s' if self.runs != 1 else ''}{left}{done}"
+        )
 
 
 def sweep_phase_purpose(study: Study) -> str:
@@ -349,30 +553,45 @@ def comparison_phase_purpose(study: Study) -> str:
 
 
 def study_progress(study: Study, rows: dict[str, RunRow]) -> dict[str, dict[str, int]]:
-    """Per phase (``sweep``, ``comparison``), the runs planned and how many the ledger holds by status (``ok``,
-    ``diverged``, ``failed``) or lacks (``missing``). The comparison's runs are known once the sweep chose the rates;
-    until then they are counted as ``models × seeds``, all missing."""
+    """Per phase (``sweep``, ``comparison``), the runs planned and how many the ledger holds by
+    status (``ok``, ``diverged``, ``failed``) or lacks (``missing``). The comparison's runs are
+    known once the sweep chose the rates; until then they are counted as ``models × seeds``, all
+    missing."""
+
     def count(tasks: list[RunTask]) -> dict[str, int]:
         found = [rows.get(task.key) for task in tasks]
-        counts = {status: sum(1 for row in found if row is not None and row.status == status)
-                  for status in ("ok", "diverged", "failed")}
+        counts = {
+            status: sum(1 for row in found if row is not None and row.status == status)
+            for status in ("ok", "diverged", "failed")
+        }
         return dict(planned=len(tasks), **counts, missing=sum(1 for row in found if row is None))
 
     sweep = count(study.sweep_tasks())
     if sweep["missing"] or sweep["failed"]:  # rates not chosen yet (failed sweep runs are retried)
-        comparison = dict(planned=len(study.models) * study.budget.seeds, ok=0, diverged=0, failed=0,
-                          missing=len(study.models) * study.budget.seeds)
+        comparison = dict(
+            planned=len(study.models) * study.budget.seeds,
+            ok=0,
+            diverged=0,
+            failed=0,
+            missing=len(study.models) * study.budget.seeds,
+        )
     else:
         comparison = count(study.final_tasks(choose_learning_rates(study, rows)[0]))
     return {"sweep": sweep, "comparison": comparison}
 
 
 def pending_models(study: Study, rows: dict[str, RunRow]) -> list[str]:
-    """The model of every run the study still has to train (one entry per run): sweep runs the ledger lacks (or holds
-    failed, as they are retried), then the comparison's, counted as ``models × seeds`` until the sweep chose the
-    rates (what :func:`study_progress` counts as missing or failed)."""
+    """The model of every run the study still has to train (one entry per run): sweep runs the
+    ledger lacks (or holds failed, as they are retried), then the comparison's, counted as ``models
+    × seeds`` until the sweep chose the rates (what :func:`study_progress` counts as missing or
+    failed)."""
+
     def lacking(tasks: list[RunTask]) -> list[str]:
-        return [task.model for task in tasks if rows.get(task.key) is None or rows[task.key].status == "failed"]
+        return [
+            task.model
+            for task in tasks
+            if rows.get(task.key) is None or rows[task.key].status == "failed"
+        ]
 
     sweep = lacking(study.sweep_tasks())
     if sweep:
@@ -383,22 +602,41 @@ def pending_models(study: Study, rows: dict[str, RunRow]) -> list[str]:
 class Runner:
     """Drives a study through an executor, writing each finished run into the ledger at once.
 
-    ``on_resume(done, total)`` (the ledger already holds ``done`` of the ``total`` runs, once, when it holds any),
-    ``on_phase(phase)`` (a :class:`Phase` starts), ``on_plan(n)`` (n more runs are coming), ``on_start(task)``,
-    ``on_epoch(task, epoch, loss, val)`` and ``on_done(task, row)`` let a front end draw progress; ``run`` returns
-    the chosen learning rates.
+    ``on_resume(done, total)`` (the ledger already holds ``done`` of the ``total`` runs, once, when
+    it holds any), ``on_phase(phase)`` (a :class:`Phase` starts), ``on_plan(n)`` (n more runs are
+    coming), ``on_start(task)``, ``on_epoch(task, epoch, loss, val)`` and ``on_done(task, row)`` let
+    a front end draw progress; ``run`` returns the chosen learning rates.
     """
 
-    def __init__(self, study: Study, ledger: Ledger, executor, *, on_plan=None, on_start=None, on_epoch=None,
-                 on_done=None, on_phase=None, on_resume=None, record_study: bool = True) -> None:
+    def __init__(
+        self,
+        study: Study,
+        ledger: Ledger,
+        executor,
+        *,
+        on_plan=None,
+        on_start=None,
+        on_epoch=None,
+        on_done=None,
+        on_phase=None,
+        on_resume=None,
+        record_study: bool = True,
+    ) -> None:
         self.study, self.ledger, self.executor = study, ledger, executor
-        self.on_plan, self.on_start, self.on_epoch, self.on_done = on_plan, on_start, on_epoch, on_done
+        self.on_plan, self.on_start, self.on_epoch, self.on_done = (
+            on_plan,
+            on_start,
+            on_epoch,
+            on_done,
+        )
         self.on_phase, self.on_resume = on_phase, on_resume
-        self.record_study = record_study  # False: one point of a sweep, whose spec the sweep's document holds
+        self.record_study = (
+            record_study  # False: one point of a sweep, whose spec the sweep's document holds
+        )
 
     def pending(self, tasks: list[RunTask]) -> list[RunTask]:
-        """Tasks without a finished row (failed rows are retried: a crash may not recur), and finished ones not yet
-        tested on the grids they ask for (:func:`lacks_transfer`)."""
+        """Tasks without a finished row (failed rows are retried: a crash may not recur), and
+        finished ones not yet tested on the grids they ask for (:func:`lacks_transfer`)."""
         todo = []
         for task in tasks:
             row = self.ledger.get(task.key)
@@ -417,7 +655,9 @@ class Runner:
             self.on_phase(Phase(name=name, purpose=purpose, runs=len(tasks), pending=len(todo)))
         if self.on_plan:
             self.on_plan(len(todo))
-        self.executor.run(todo, on_done=self._record, on_start=self.on_start, on_epoch=self.on_epoch)
+        self.executor.run(
+            todo, on_done=self._record, on_start=self.on_start, on_epoch=self.on_epoch
+        )
 
     def run(self) -> dict[str, float | None]:
         if self.record_study:
@@ -429,5 +669,7 @@ class Runner:
         if self.study.sweep_seeds:
             self._phase("sweep", sweep_phase_purpose(self.study), self.study.sweep_tasks())
         chosen, _ = choose_learning_rates(self.study, {row.key: row for row in self.ledger.rows()})
-        self._phase("comparison", comparison_phase_purpose(self.study), self.study.final_tasks(chosen))
+        self._phase(
+            "comparison", comparison_phase_purpose(self.study), self.study.final_tasks(chosen)
+        )
         return chosen

@@ -7,11 +7,11 @@ write atomic) resumes and loses nothing. The study's specification is kept too, 
 DIR`` re-renders from the ledger alone. docs/design.md section 6.
 
 A path that holds something else (a file that is not SQLite, a database without gridmix's marker, a
-non-empty directory without a ledger) is refused with a clear error; nothing is ever overwritten. The
-ledger is built in a temporary file and linked into place, so it is never seen half-created; one left
-half-created by an older gridmix (a ``meta`` table and no runs, e.g. on a full disk) is recreated.
-The study's identity includes its data fingerprint (:mod:`gridmix.study.fingerprint`): results on other data
-are refused, not reused.
+non-empty directory without a ledger) is refused with a clear error; nothing is ever overwritten.
+The ledger is built in a temporary file and linked into place, so it is never seen half-created; one
+left half-created by an older gridmix (a ``meta`` table and no runs, e.g. on a full disk) is
+recreated. The study's identity includes its data fingerprint (:mod:`gridmix.study.fingerprint`):
+results on other data are refused, not reused.
 """
 
 from __future__ import annotations
@@ -52,7 +52,8 @@ class LedgerError(ValueError):
 
 @dataclass(frozen=True)
 class RunRow:
-    """One finished run as the ledger stores it; a task builds its own (``RunTask.row``, ``RunTask.failed_row``)."""
+    """One finished run as the ledger stores it; a task builds its own (``RunTask.row``,
+    ``RunTask.failed_row``)."""
 
     key: str
     track: str
@@ -80,16 +81,18 @@ _JSON_FIELDS = ("config", "train_loss", "val_curve", "versions", "extras")
 
 def run_key(*, track: str, model: str, grid: str, lr: float, seed: int, config: dict) -> str:
     """Stable identity of a run: the same inputs always give the same key."""
-    identity = json.dumps(dict(track=track, model=model, grid=grid, lr=repr(float(lr)), seed=seed, config=config),
-                          sort_keys=True)
+    identity = json.dumps(
+        dict(track=track, model=model, grid=grid, lr=repr(float(lr)), seed=seed, config=config),
+        sort_keys=True,
+    )
     return hashlib.sha256(identity.encode()).hexdigest()[:32]
 
 
 class Ledger:
     """Open (or create) the ledger of the output directory ``out``.
 
-    ``lock=True`` takes an exclusive lock on ``out`` (an ``flock`` on :data:`LOCK_NAME`, released by the
-    kernel when the process dies, even by SIGKILL) and refuses a directory a live process holds.
+    ``lock=True`` takes an exclusive lock on ``out`` (an ``flock`` on :data:`LOCK_NAME`, released by
+    the kernel when the process dies, even by SIGKILL) and refuses a directory a live process holds.
     """
 
     def __init__(self, out: str | Path, *, create: bool = True, lock: bool = False) -> None:
@@ -97,13 +100,20 @@ class Ledger:
         self.path = out / LEDGER_NAME
         self._lock = None
         if out.exists() and not out.is_dir():
-            raise LedgerError(f"output path {str(out)!r} is a file, not a directory; choose another --out")
+            raise LedgerError(
+                f"output path {str(out)!r} is a file, not a directory; choose another --out"
+            )
         if not self.path.exists():
             if not create:
-                raise LedgerError(f"{str(out)!r} holds no gridmix ledger ({LEDGER_NAME}); is it a gridmix output dir?")
+                raise LedgerError(
+                    f"{str(out)!r} holds no gridmix ledger ({LEDGER_NAME}); is it a gridmix "
+                    "output dir?"
+                )
             if out.exists() and any(not _own_file(path.name) for path in out.iterdir()):
-                raise LedgerError(f"output directory {str(out)!r} is not empty and holds no gridmix ledger; "
-                                  "refusing to write into it, choose another --out")
+                raise LedgerError(
+                    f"output directory {str(out)!r} is not empty and holds no gridmix ledger; "
+                    "refusing to write into it, choose another --out"
+                )
             out.mkdir(parents=True, exist_ok=True)
         if lock:
             self._lock = _acquire_lock(out)
@@ -118,28 +128,51 @@ class Ledger:
             _create_atomically(self.path)
         conn = sqlite3.connect(self.path)
         try:
-            tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-            marker = dict(conn.execute("SELECT key, value FROM meta").fetchall()) if "meta" in tables else {}
-            half_created = (tables <= {"meta", "runs"} and not marker
-                            and ("runs" not in tables or conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 0))
+            tables = {
+                row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
+            }
+            marker = (
+                dict(conn.execute("SELECT key, value FROM meta").fetchall())
+                if "meta" in tables
+                else {}
+            )
+            half_created = (
+                tables <= {"meta", "runs"}
+                and not marker
+                and (
+                    "runs" not in tables
+                    or conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 0
+                )
+            )
         except sqlite3.DatabaseError as error:
             conn.close()
-            raise LedgerError(f"{str(self.path)!r} is not a gridmix ledger (SQLite says: {error})") from None
-        if half_created:  # an earlier gridmix died (or ran out of space) while creating it: nothing to lose
+            raise LedgerError(
+                f"{str(self.path)!r} is not a gridmix ledger (SQLite says: {error})"
+            ) from None
+        if (
+            half_created
+        ):  # an earlier gridmix died (or ran out of space) while creating it: nothing to lose
             conn.close()
             if not create:
-                raise LedgerError(f"{str(self.path)!r} is a half-created gridmix ledger holding no runs; "
-                                  "`gridmix run` recreates it")
+                raise LedgerError(
+                    f"{str(self.path)!r} is a half-created gridmix ledger holding no runs; "
+                    "`gridmix run` recreates it"
+                )
             self.path.unlink()
             _create_atomically(self.path)
             return sqlite3.connect(self.path)
         if marker.get("format") != FORMAT or "runs" not in tables:
             conn.close()
-            raise LedgerError(f"{str(self.path)!r} is an SQLite file but not a gridmix ledger; refusing to touch it")
+            raise LedgerError(
+                f"{str(self.path)!r} is an SQLite file but not a gridmix ledger; refusing to "
+                "touch it"
+            )
         if marker.get("version") != str(VERSION):
             conn.close()
-            raise LedgerError(f"{str(self.path)!r} has ledger version {marker.get('version')}; "
-                              f"this gridmix reads version {VERSION}")
+            raise LedgerError(
+                f"{str(self.path)!r} has ledger version {marker.get('version')}; "
+                f"this gridmix reads version {VERSION}"
+            )
         return conn
 
     def _release(self) -> None:
@@ -171,8 +204,10 @@ class Ledger:
             values[name] = json.dumps(values[name], sort_keys=True)
         columns = ", ".join(values)
         with self._conn:
-            self._conn.execute(f"INSERT OR REPLACE INTO runs ({columns}) VALUES ({', '.join('?' * len(values))})",
-                               tuple(values.values()))
+            self._conn.execute(
+                f"INSERT OR REPLACE INTO runs ({columns}) VALUES ({', '.join('?' * len(values))})",
+                tuple(values.values()),
+            )
 
     def rows(self) -> list[RunRow]:
         cursor = self._conn.execute("SELECT * FROM runs ORDER BY track, model, grid, lr, seed")
@@ -189,51 +224,72 @@ class Ledger:
 
     def fetch(self, name: str) -> dict | None:
         """A JSON document kept beside the runs (the study spec, measured analyses), or None."""
-        found = self._conn.execute("SELECT value FROM meta WHERE key = ?", (f"doc:{name}",)).fetchone()
+        found = self._conn.execute(
+            "SELECT value FROM meta WHERE key = ?", (f"doc:{name}",)
+        ).fetchone()
         return None if found is None else json.loads(found[0])
 
     def put(self, name: str, document: dict) -> None:
         with self._conn:
-            self._conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)",
-                               (f"doc:{name}", json.dumps(document, sort_keys=True)))
+            self._conn.execute(
+                "INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                (f"doc:{name}", json.dumps(document, sort_keys=True)),
+            )
 
     def study(self) -> dict | None:
         return self.fetch("study")
 
     def set_study(self, study: dict) -> None:
-        """Store the study spec; a directory holds one study (one track on one grid, with one set of the track's
-        settings), beside at most one sweep of the same track (:meth:`set_sweep`), whose runs it may share."""
+        """Store the study spec; a directory holds one study (one track on one grid, with one set of
+        the track's settings), beside at most one sweep of the same track (:meth:`set_sweep`), whose
+        runs it may share."""
         previous = self.study()
         if previous is not None and _identity(previous) != _identity(study):
-            raise LedgerError(f"{str(self.path.parent)!r} holds the study of {_describe(previous)}; it cannot also "
-                              f"hold {_describe(study)}: choose another --out")
+            raise LedgerError(
+                f"{str(self.path.parent)!r} holds the study of {_describe(previous)}; it cannot "
+                "also "
+                f"hold {_describe(study)}: choose another --out"
+            )
         sweep = self.sweep()
         if sweep is not None and sweep["track"] != study["track"]:
-            raise LedgerError(f"{str(self.path.parent)!r} holds a sweep of track {sweep['track']!r}; it cannot also "
-                              f"hold a study of {study['track']!r}: choose another --out")
+            raise LedgerError(
+                f"{str(self.path.parent)!r} holds a sweep of track {sweep['track']!r}; it cannot "
+                "also "
+                f"hold a study of {study['track']!r}: choose another --out"
+            )
         if previous is not None:
             _refuse_other_data(self.path.parent, previous, study)
         self.put("study", study)
 
     def sweep(self) -> dict | None:
-        """The sweep's document (``gridmix sweep``): its track, the swept settings and every point's study spec."""
+        """The sweep's document (``gridmix sweep``): its track, the swept settings and every point's
+        study spec."""
         return self.fetch("sweep")
 
     def set_sweep(self, sweep: dict) -> None:
-        """Store the sweep's document: ``track``, ``over`` and ``points`` (each with its ``values`` and its ``study``
-        spec). A directory holds one sweep of one track, beside a plain study of that track; a later sweep of the
-        same track replaces the document (its points' runs are shared through their keys). A point whose study
-        already stood here, on other data, is refused (``--fresh`` starts afresh)."""
+        """Store the sweep's document: ``track``, ``over`` and ``points`` (each with its ``values``
+        and its ``study`` spec). A directory holds one sweep of one track, beside a plain study of
+        that track; a later sweep of the same track replaces the document (its points' runs are
+        shared through their keys). A point whose study already stood here, on other data, is
+        refused (``--fresh`` starts afresh)."""
         track = sweep["track"]
         study = self.study()
         if study is not None and study["track"] != track:
-            raise LedgerError(f"{str(self.path.parent)!r} holds the study of {_describe(study)}; it cannot also hold "
-                              f"a sweep of {track!r}: choose another --out")
+            raise LedgerError(
+                f"{str(self.path.parent)!r} holds the study of {_describe(study)}; it cannot also "
+                "hold "
+                f"a sweep of {track!r}: choose another --out"
+            )
         previous = self.sweep()
         if previous is not None and previous["track"] != track:
-            raise LedgerError(f"{str(self.path.parent)!r} holds a sweep of track {previous['track']!r}; it cannot "
-                              f"also hold one of {track!r}: choose another --out")
-        earlier = [point["study"] for point in (previous or {}).get("points", [])] + ([study] if study else [])
+            raise LedgerError(
+                f"{str(self.path.parent)!r} holds a sweep of track {previous['track']!r}; it "
+                "cannot "
+                f"also hold one of {track!r}: choose another --out"
+            )
+        earlier = [point["study"] for point in (previous or {}).get("points", [])] + (
+            [study] if study else []
+        )
         for point in sweep["points"]:
             for spec in earlier:
                 if _identity(spec) == _identity(point["study"]):
@@ -241,9 +297,12 @@ class Ledger:
         self.put("sweep", sweep)
 
     def start_fresh(self) -> None:
-        """Forget the study spec, the sweep and their analyses (the old runs stay, under keys no new study uses)."""
+        """Forget the study spec, the sweep and their analyses (the old runs stay, under keys no new
+        study uses)."""
         with self._conn:
-            self._conn.execute("DELETE FROM meta WHERE key IN ('doc:study', 'doc:analyses', 'doc:sweep')")
+            self._conn.execute(
+                "DELETE FROM meta WHERE key IN ('doc:study', 'doc:analyses', 'doc:sweep')"
+            )
 
 
 def _identity(study: dict) -> tuple:
@@ -253,7 +312,9 @@ def _identity(study: dict) -> tuple:
 
 def _describe(study: dict) -> str:
     settings = ", ".join(f"{k}={v}" for k, v in sorted((study.get("settings") or {}).items()))
-    return f"track {study['track']!r} on grid {study['grid']}" + (f" with {settings}" if settings else "")
+    return f"track {study['track']!r} on grid {study['grid']}" + (
+        f" with {settings}" if settings else ""
+    )
 
 
 def _refuse_other_data(where: Path, previous: dict, study: dict) -> None:
@@ -262,15 +323,20 @@ def _refuse_other_data(where: Path, previous: dict, study: dict) -> None:
 
     change = describe_change(previous.get("data") or {}, study.get("data") or {})
     if change and previous.get("data") and study.get("data"):
-        raise LedgerError(f"{str(where)!r} holds results on other data ({change}); re-run with --fresh to start a "
-                          "fresh study there, or choose another --out")
+        raise LedgerError(
+            f"{str(where)!r} holds results on other data ({change}); re-run with --fresh to start "
+            "a "
+            "fresh study there, or choose another --out"
+        )
 
 
 def lock_holder(out: str | Path) -> int | None:
-    """The pid of the process holding ``out``'s lock (a study running there), or ``None`` when none holds it.
+    """The pid of the process holding ``out``'s lock (a study running there), or ``None`` when none
+    holds it.
 
-    It probes the lock with a shared, non-blocking ``flock`` released at once (a ``gridmix run`` starting in that
-    instant would be told the directory is in use; run it again). A lock file whose pid cannot be read gives -1.
+    It probes the lock with a shared, non-blocking ``flock`` released at once (a ``gridmix run``
+    starting in that instant would be told the directory is in use; run it again). A lock file whose
+    pid cannot be read gives -1.
     """
     path = Path(out) / LOCK_NAME
     if not path.exists():
@@ -286,29 +352,37 @@ def lock_holder(out: str | Path) -> int | None:
 
 
 def find_ledgers(root: str | Path) -> list[Path]:
-    """The output directories under ``root`` (``root`` itself included) that hold a ledger, sorted by path."""
+    """The output directories under ``root`` (``root`` itself included) that hold a ledger, sorted
+    by path."""
     root = Path(root)
     return sorted({path.parent for path in root.rglob(LEDGER_NAME) if path.is_file()})
 
 
 def _own_file(name: str) -> bool:
-    """Files gridmix itself keeps in an output directory beside the ledger (lock, temp and journal files)."""
+    """Files gridmix itself keeps in an output directory beside the ledger (lock, temp and journal
+    files)."""
     return name == LOCK_NAME or name.lstrip(".").startswith(LEDGER_NAME)
 
 
 def _create_atomically(path: Path) -> None:
-    """Build a complete empty ledger in a temporary file, then link it into place (never half a ledger)."""
+    """Build a complete empty ledger in a temporary file, then link it into place (never half a
+    ledger)."""
     temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         conn = sqlite3.connect(temp)
         try:
             with conn:
                 conn.executescript(_SCHEMA)
-                conn.executemany("INSERT INTO meta VALUES (?, ?)", [("format", FORMAT), ("version", str(VERSION))])
+                conn.executemany(
+                    "INSERT INTO meta VALUES (?, ?)",
+                    [("format", FORMAT), ("version", str(VERSION))],
+                )
         finally:
             conn.close()
         try:
-            os.link(temp, path)  # atomic and never overwrites: a ledger another process made first wins
+            os.link(
+                temp, path
+            )  # atomic and never overwrites: a ledger another process made first wins
         except FileExistsError:
             pass
     finally:
@@ -316,7 +390,8 @@ def _create_atomically(path: Path) -> None:
 
 
 def _acquire_lock(out: Path):
-    """An exclusive, non-blocking flock on ``out/LOCK_NAME`` holding our pid; ``LedgerError`` if taken."""
+    """An exclusive, non-blocking flock on ``out/LOCK_NAME`` holding our pid; ``LedgerError`` if
+    taken."""
     handle = open(out / LOCK_NAME, "a+")  # held open for the ledger's lifetime
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -324,9 +399,10 @@ def _acquire_lock(out: Path):
         handle.seek(0)
         holder = handle.read().strip()
         handle.close()
-        raise LedgerError(f"output directory {str(out)!r} is in use by another gridmix process"
-                          f"{f' (pid {holder})' if holder else ''}; wait for it to finish or choose another --out"
-                          ) from None
+        raise LedgerError(
+            f"output directory {str(out)!r} is in use by another gridmix process"
+            f"{f' (pid {holder})' if holder else ''}; wait for it to finish or choose another --out"
+        ) from None
     handle.seek(0)
     handle.truncate()
     handle.write(f"{os.getpid()}\n")

@@ -1,10 +1,10 @@
 """Training precision: float32, or mixed precision (autocast) in bfloat16 or float16.
 
-``gridmix run --precision`` chooses; ``auto`` (the default) is bf16 mixed precision on CUDA and float32 on
-the CPU. Mixed precision keeps float32 parameters and optimiser state, runs matrix products in the narrow
-dtype under ``torch.autocast``, and for float16 scales the loss (``torch.amp.GradScaler``) so small
-gradients do not underflow. The mixer applies its operator in float32 whatever the activations
-(:meth:`gridmix.ConcentrationMixer.mix`).
+``gridmix run --precision`` chooses; ``auto`` (the default) is bf16 mixed precision on CUDA and
+float32 on the CPU. Mixed precision keeps float32 parameters and optimiser state, runs matrix
+products in the narrow dtype under ``torch.autocast``, and for float16 scales the loss
+(``torch.amp.GradScaler``) so small gradients do not underflow. The mixer applies its operator in
+float32 whatever the activations (:meth:`gridmix.ConcentrationMixer.mix`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,9 @@ def resolve_precision(precision: str, device: str) -> str:
     if precision == "auto":
         return "bf16" if device == "cuda" else "fp32"
     if precision not in PRECISIONS:
-        raise ValueError(f"precision {precision!r}; expected 'auto' or one of {', '.join(PRECISIONS)}")
+        raise ValueError(
+            f"precision {precision!r}; expected 'auto' or one of {', '.join(PRECISIONS)}"
+        )
     return precision
 
 

@@ -2,13 +2,14 @@
 
 Seed ``s`` fixes the data (the track generates it from ``s``), the batch order (a generator seeded
 with ``s``) and the initialisation (``torch.manual_seed(s)`` right before the model is built), for
-every model alike. Optimiser: AdamW (torch's fused kernel, :func:`adamw`) with linear warm-up then cosine decay
-over all steps, gradients clipped at norm 1. Validation every epoch; the test metric (and the track's
-``extra_metrics``, kept in the run's extras) is taken once, from the final model, or with ``Budget.patience``
-from the best validation epoch's (:mod:`gridmix.study.early_stopping`; epochs are the cap). The extras also say
-whether the test predictions were one constant (:func:`prediction_summary`), which the report flags on that seed.
-A non-finite loss stops the run, which is then recorded as diverged: it never raises.
-On the CPU, the same arguments and thread count give the same numbers.
+every model alike. Optimiser: AdamW (torch's fused kernel, :func:`adamw`) with linear warm-up then
+cosine decay over all steps, gradients clipped at norm 1. Validation every epoch; the test metric
+(and the track's ``extra_metrics``, kept in the run's extras) is taken once, from the final model,
+or with ``Budget.patience`` from the best validation epoch's (:mod:`gridmix.study.early_stopping`;
+epochs are the cap). The extras also say whether the test predictions were one constant
+(:func:`prediction_summary`), which the report flags on that seed. A non-finite loss stops the run,
+which is then recorded as diverged: it never raises. On the CPU, the same arguments and thread count
+give the same numbers.
 """
 
 from __future__ import annotations
@@ -37,7 +38,9 @@ class RunResult:
     epochs_done: int = 0
     wall_s: float = 0.0
     error: str = ""
-    extras: dict = field(default_factory=dict)  # what ``after_training`` measured on the final model
+    extras: dict = field(
+        default_factory=dict
+    )  # what ``after_training`` measured on the final model
 
 
 def resolve_device(device: str) -> torch.device:
@@ -45,34 +48,57 @@ def resolve_device(device: str) -> torch.device:
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if device == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device 'cuda' was asked for but torch sees no CUDA device; use --device cpu or auto")
+        raise ValueError(
+            "device 'cuda' was asked for but torch sees no CUDA device; use --device cpu or auto"
+        )
     if device not in ("cpu", "cuda"):
         raise ValueError(f"device {device!r}; expected 'auto', 'cpu' or 'cuda'")
     return torch.device(device)
 
 
 @torch.no_grad()
-def predict(model: torch.nn.Module, split: Split, *, batch_size: int, device: torch.device,
-            precision: str = "fp32") -> torch.Tensor:
-    """The model's predictions for a whole split, in batches (in ``precision``), as float32 on the CPU."""
+def predict(
+    model: torch.nn.Module,
+    split: Split,
+    *,
+    batch_size: int,
+    device: torch.device,
+    precision: str = "fp32",
+) -> torch.Tensor:
+    """The model's predictions for a whole split, in batches (in ``precision``), as float32 on the
+    CPU."""
     model.eval()
     with autocast(precision, device):
-        preds = [model(split.inputs[i : i + batch_size].to(device)).float().cpu()
-                 for i in range(0, len(split), batch_size)]
+        preds = [
+            model(split.inputs[i : i + batch_size].to(device)).float().cpu()
+            for i in range(0, len(split), batch_size)
+        ]
     return torch.cat(preds)
 
 
-def evaluate(model: torch.nn.Module, split: Split, metric: Callable, *, batch_size: int,
-             device: torch.device, precision: str = "fp32") -> float:
+def evaluate(
+    model: torch.nn.Module,
+    split: Split,
+    metric: Callable,
+    *,
+    batch_size: int,
+    device: torch.device,
+    precision: str = "fp32",
+) -> float:
     """The track's metric over a whole split (metric in float32)."""
-    return float(metric(predict(model, split, batch_size=batch_size, device=device, precision=precision),
-                        split.targets))
+    return float(
+        metric(
+            predict(model, split, batch_size=batch_size, device=device, precision=precision),
+            split.targets,
+        )
+    )
 
 
 def prediction_summary(predictions: torch.Tensor, targets: torch.Tensor) -> dict:
-    """Whether a split's predictions are one constant, which means the model ignores its inputs: for class labels
-    (S,) the arg-max class of every sample (``classes_predicted``: how many classes occur), otherwise every sample's
-    prediction equal to the first's within float32 round-off (1e-6 of its largest magnitude)."""
+    """Whether a split's predictions are one constant, which means the model ignores its inputs: for
+    class labels (S,) the arg-max class of every sample (``classes_predicted``: how many classes
+    occur), otherwise every sample's prediction equal to the first's within float32 round-off (1e-6
+    of its largest magnitude)."""
     if targets.dtype == torch.int64 and targets.ndim == 1 and predictions.ndim == 2:
         classes = int(predictions.argmax(-1).unique().numel())  # predictions (S, K) logits
         return {"constant": classes == 1, "classes_predicted": classes}
@@ -94,25 +120,38 @@ def warmup_cosine(total_steps: int, warmup_frac: float) -> Callable[[int], float
 
 
 def adamw(model: torch.nn.Module, *, lr: float, weight_decay: float) -> torch.optim.AdamW:
-    """AdamW over ``model``'s parameters, with torch's fused kernel where every parameter is real floating point
-    (one kernel per step instead of a loop over the tensors; the same update rule, elementwise, so independent of
-    the thread count)."""
+    """AdamW over ``model``'s parameters, with torch's fused kernel where every parameter is real
+    floating point (one kernel per step instead of a loop over the tensors; the same update rule,
+    elementwise, so independent of the thread count)."""
     params = list(model.parameters())
     fused = all(p.is_floating_point() for p in params) or None
     return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, fused=fused)
 
 
-def train_run(track: Track, spec: ModelSpec, grid: Grid, *, lr: float, seed: int, budget: Budget,
-              init_seed: int | None = None,
-              data: TrackData, device: torch.device, model_kwargs: dict | None = None, precision: str = "fp32",
-              on_epoch: Callable[[int, float, float], None] | None = None,
-              after_training: Callable[[torch.nn.Module, TrackData], dict] | None = None) -> RunResult:
-    """Train ``spec`` on ``data`` (made by ``track`` from ``seed``) and measure it; never raises for a bad run.
+def train_run(
+    track: Track,
+    spec: ModelSpec,
+    grid: Grid,
+    *,
+    lr: float,
+    seed: int,
+    budget: Budget,
+    init_seed: int | None = None,
+    data: TrackData,
+    device: torch.device,
+    model_kwargs: dict | None = None,
+    precision: str = "fp32",
+    on_epoch: Callable[[int, float, float], None] | None = None,
+    after_training: Callable[[torch.nn.Module, TrackData], dict] | None = None,
+) -> RunResult:
+    """Train ``spec`` on ``data`` (made by ``track`` from ``seed``) and measure it; never raises for
+    a bad run.
 
     ``on_epoch(epoch, train_loss, val_metric)`` is called after every epoch (progress bars);
-    ``after_training(model, data)`` analyses the final model of a successful run (e.g. its mechanism).
-    ``init_seed`` (default ``seed``) seeds the initialisation alone: an A/A copy differs from its original there.
-    ``precision``: ``fp32``, or ``bf16`` / ``fp16`` mixed precision (:mod:`gridmix.study.precision`).
+    ``after_training(model, data)`` analyses the final model of a successful run (e.g. its
+    mechanism). ``init_seed`` (default ``seed``) seeds the initialisation alone: an A/A copy differs
+    from its original there. ``precision``: ``fp32``, or ``bf16`` / ``fp16`` mixed precision
+    (:mod:`gridmix.study.precision`).
     """
     result = RunResult(status="ok")
     start = time.perf_counter()
@@ -123,7 +162,8 @@ def train_run(track: Track, spec: ModelSpec, grid: Grid, *, lr: float, seed: int
         n = len(data.train)
         steps_per_epoch = math.ceil(n / budget.batch_size)
         schedule = torch.optim.lr_scheduler.LambdaLR(
-            optimizer, warmup_cosine(steps_per_epoch * budget.epochs, budget.warmup_frac))
+            optimizer, warmup_cosine(steps_per_epoch * budget.epochs, budget.warmup_frac)
+        )
         scaler = grad_scaler(precision, device)
         order = torch.Generator().manual_seed(seed)
         stopper = EarlyStopping(budget.patience, direction=track.direction)
@@ -139,7 +179,9 @@ def train_run(track: Track, spec: ModelSpec, grid: Grid, *, lr: float, seed: int
                 if not torch.isfinite(loss):
                     result.status = "diverged"
                     step = i // budget.batch_size
-                    result.error = f"non-finite training loss ({loss.item()}) at epoch {epoch}, step {step}"
+                    result.error = (
+                        f"non-finite training loss ({loss.item()}) at epoch {epoch}, step {step}"
+                    )
                     return result
                 optimizer.zero_grad(set_to_none=True)
                 scaler.scale(loss).backward()
@@ -148,16 +190,27 @@ def train_run(track: Track, spec: ModelSpec, grid: Grid, *, lr: float, seed: int
                 scale = scaler.get_scale()
                 scaler.step(optimizer)
                 scaler.update()
-                if scaler.get_scale() >= scale:  # the fp16 scaler skipped no step (it backs off when it skips one)
+                if (
+                    scaler.get_scale() >= scale
+                ):  # the fp16 scaler skipped no step (it backs off when it skips one)
                     schedule.step()
                 losses.append(loss.item())
-            val = evaluate(model, data.val, track.metric, batch_size=budget.batch_size * 2, device=device,
-                           precision=precision)
+            val = evaluate(
+                model,
+                data.val,
+                track.metric,
+                batch_size=budget.batch_size * 2,
+                device=device,
+                precision=precision,
+            )
             result.train_loss.append(sum(losses) / len(losses))
             result.val_curve.append(val)
             result.epochs_done = epoch + 1
             if not math.isfinite(val):
-                result.status, result.error = "diverged", f"non-finite validation metric at epoch {epoch}"
+                result.status, result.error = (
+                    "diverged",
+                    f"non-finite validation metric at epoch {epoch}",
+                )
                 return result
             if on_epoch is not None:
                 on_epoch(epoch, result.train_loss[-1], val)
@@ -166,19 +219,24 @@ def train_run(track: Track, spec: ModelSpec, grid: Grid, *, lr: float, seed: int
         stopper.restore(model)
         result.val_metric = result.val_curve[stopper.best_epoch if budget.patience else -1]
         result.extras["training"] = stopper.summary()
-        predictions = predict(model, data.test, batch_size=budget.batch_size * 2, device=device,
-                              precision=precision)
+        predictions = predict(
+            model, data.test, batch_size=budget.batch_size * 2, device=device, precision=precision
+        )
         result.test_metric = float(track.metric(predictions, data.test.targets))
         result.extras["test_predictions"] = prediction_summary(predictions, data.test.targets)
         if not math.isfinite(result.test_metric):
             result.status, result.error = "diverged", "non-finite test metric"
             return result
         if track.extra_metrics:
-            result.extras["test_metrics"] = {name: float(measure(predictions, data.test.targets))
-                                             for name, measure in track.extra_metrics.items()}
+            result.extras["test_metrics"] = {
+                name: float(measure(predictions, data.test.targets))
+                for name, measure in track.extra_metrics.items()
+            }
         if after_training is not None:
             result.extras.update(after_training(model, data))
-    except Exception as error:  # a broken model or plugin is a recorded failure, not a crashed sweep
+    except (
+        Exception
+    ) as error:  # a broken model or plugin is a recorded failure, not a crashed sweep
         result.status, result.error = "failed", f"{type(error).__name__}: {error}"
     finally:
         result.wall_s = time.perf_counter() - start

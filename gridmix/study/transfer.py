@@ -1,18 +1,23 @@
-"""Testing a trained model on grids it was not trained on (``gridmix run --eval-grids``), inside its run.
+"""Testing a trained model on grids it was not trained on (``gridmix run --eval-grids``), inside its
+run.
 
-After a run trains (and after its mechanism analysis), the trained model is moved to each evaluation grid by
-:func:`gridmix.models.regrid.regrid_model` (its mixers by their declared ``regrid``, learned positions resampled)
-and tested on the test split the track makes on that grid with the run's seed and split sizes, with the track's
-metric. Each grid's outcome is one entry of the row's ``extras["transfer"]``:
+After a run trains (and after its mechanism analysis), the trained model is moved to each evaluation
+grid by
+:func:`gridmix.models.regrid.regrid_model` (its mixers by their declared ``regrid``, learned
+positions resampled) and tested on the test split the track makes on that grid with the run's seed
+and split sizes, with the track's metric. Each grid's outcome is one entry of the row's
+``extras["transfer"]``:
 
-- ``{"status": "ok", "test_metric": …, "adapted": "2 × concentration by its regrid; pos_embed resampled"}``;
-- ``{"status": "cannot", "reason": …}``: the model cannot run there (its mixer declares no resolution change, a
-  parameter's shape depends on the grid, the model does not support the grid, the track's task is not defined
-  there); reported as such, never as a failure of the run;
-- ``{"status": "failed", "reason": …}``: the evaluation itself raised, or its metric was not finite; the run stands.
+- ``{"status": "ok", "test_metric": …, "adapted": "2 × concentration by its regrid; pos_embed
+  resampled"}``;
+- ``{"status": "cannot", "reason": …}``: the model cannot run there (its mixer declares no
+  resolution change, a parameter's shape depends on the grid, the model does not support the grid,
+  the track's task is not defined there); reported as such, never as a failure of the run;
+- ``{"status": "failed", "reason": …}``: the evaluation itself raised, or its metric was not finite;
+  the run stands.
 
-Everything happens under a forked random state, so the run's other numbers do not depend on whether it was also
-tested elsewhere.
+Everything happens under a forked random state, so the run's other numbers do not depend on whether
+it was also tested elsewhere.
 """
 
 from __future__ import annotations
@@ -27,14 +32,31 @@ from gridmix.models.regrid import CannotRegrid, regrid_model
 from gridmix.study.train import predict
 from gridmix.tracks import ModelSpec, Track, TrackData
 
-TRANSFER_STATUSES = ("ok", "cannot", "failed")  # a seed's evaluation at a grid, as its run records it
-TRANSFER_MISSING = "missing"  # the report's addition: the seed's run did not finish, so it has no evaluation
+TRANSFER_STATUSES = (
+    "ok",
+    "cannot",
+    "failed",
+)  # a seed's evaluation at a grid, as its run records it
+TRANSFER_MISSING = (
+    "missing"  # the report's addition: the seed's run did not finish, so it has no evaluation
+)
 
 
-def evaluate_transfer(track: Track, spec: ModelSpec, model: torch.nn.Module, *, grid: str, eval_grids: tuple[str, ...],
-                      data_at: Callable[[str], TrackData], model_kwargs: dict, batch_size: int, precision: str) -> dict:
-    """Per grid of ``eval_grids``, the outcome of testing ``model`` (trained on ``grid``) there (module docstring);
-    ``data_at(grid)`` makes the track's data on a grid for the run's seed and sizes."""
+def evaluate_transfer(
+    track: Track,
+    spec: ModelSpec,
+    model: torch.nn.Module,
+    *,
+    grid: str,
+    eval_grids: tuple[str, ...],
+    data_at: Callable[[str], TrackData],
+    model_kwargs: dict,
+    batch_size: int,
+    precision: str,
+) -> dict:
+    """Per grid of ``eval_grids``, the outcome of testing ``model`` (trained on ``grid``) there
+    (module docstring); ``data_at(grid)`` makes the track's data on a grid for the run's seed and
+    sizes."""
     from gridmix.tracks.plugin_loader import load_registry
 
     regrids = {mixer.name: mixer.regrid for mixer in load_registry().mixers}
@@ -44,9 +66,19 @@ def evaluate_transfer(track: Track, spec: ModelSpec, model: torch.nn.Module, *, 
     with torch.random.fork_rng(devices=devices):
         for target in eval_grids:
             try:
-                outcomes[target] = _evaluate(track, spec, model, Grid.parse(grid), Grid.parse(target), data_at,
-                                             regrids=regrids, model_kwargs=model_kwargs, batch_size=batch_size,
-                                             device=device, precision=precision)
+                outcomes[target] = _evaluate(
+                    track,
+                    spec,
+                    model,
+                    Grid.parse(grid),
+                    Grid.parse(target),
+                    data_at,
+                    regrids=regrids,
+                    model_kwargs=model_kwargs,
+                    batch_size=batch_size,
+                    device=device,
+                    precision=precision,
+                )
             except CannotRegrid as reason:
                 outcomes[target] = dict(status="cannot", reason=str(reason))
             except Exception as error:  # recorded beside the run's own numbers, which stand
@@ -54,8 +86,20 @@ def evaluate_transfer(track: Track, spec: ModelSpec, model: torch.nn.Module, *, 
     return outcomes
 
 
-def _evaluate(track: Track, spec: ModelSpec, model: torch.nn.Module, old: Grid, new: Grid, data_at, *, regrids,
-              model_kwargs: dict, batch_size: int, device: torch.device, precision: str) -> dict:
+def _evaluate(
+    track: Track,
+    spec: ModelSpec,
+    model: torch.nn.Module,
+    old: Grid,
+    new: Grid,
+    data_at,
+    *,
+    regrids,
+    model_kwargs: dict,
+    batch_size: int,
+    device: torch.device,
+    precision: str,
+) -> dict:
     reason = track.fixed_grid or track.supports(new) or spec.supports(new)
     if reason:
         raise CannotRegrid(reason)

@@ -13,22 +13,27 @@ import torch.nn.functional as F
 from gridmix.tracks import DataSizes, Split, TrackData
 
 SPLITS = ("train", "val", "test")
-# Tracks on the user's data split it once, with this seed, whatever the run's seed: every seed then tests on the
-# same test set (seeds vary initialisation and batch order), so the paired test's inference is conditional on
-# that one dataset and split, and no two seeds' test sets overlap partially (docs/analysis.md).
+# Tracks on the user's data split it once, with this seed, whatever the run's seed: every seed then
+# tests on the same test set (seeds vary initialisation and batch order), so the paired test's
+# inference is conditional on that one dataset and split, and no two seeds' test sets overlap
+# partially (docs/analysis.md).
 FIXED_SPLIT_SEED = 0
 
 
 def split_rng(seed: int, split: str, *, task: str) -> np.random.Generator:
-    """An independent generator per (task, seed, split): splits never share samples or random streams."""
+    """An independent generator per (task, seed, split): splits never share samples or random
+    streams."""
     return np.random.default_rng([zlib.crc32(task.encode()), seed, SPLITS.index(split)])
 
 
-def generated_data(generate: Callable[[np.random.Generator, int], Split], *, seed: int, sizes: DataSizes,
-                   task: str) -> TrackData:
+def generated_data(
+    generate: Callable[[np.random.Generator, int], Split], *, seed: int, sizes: DataSizes, task: str
+) -> TrackData:
     """Draw each split with ``generate(rng, n)`` from its own generator (see :func:`split_rng`)."""
     counts = {"train": sizes.n_train, "val": sizes.n_val, "test": sizes.n_test}
-    return TrackData(**{split: generate(split_rng(seed, split, task=task), counts[split]) for split in SPLITS})
+    return TrackData(
+        **{split: generate(split_rng(seed, split, task=task), counts[split]) for split in SPLITS}
+    )
 
 
 def cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
@@ -37,12 +42,14 @@ def cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
 
 
 def mean_cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> float:
-    """Mean cross-entropy (nats) over a whole split: a continuous metric, lower is better (ln K at chance)."""
+    """Mean cross-entropy (nats) over a whole split: a continuous metric, lower is better (ln K at
+    chance)."""
     return F.cross_entropy(logits.float(), labels).item()
 
 
 def binary_entropy(p: float) -> float:
-    """H(p) in nats: the least expected cross-entropy when a fraction ``p`` of the labels is flipped at random."""
+    """H(p) in nats: the least expected cross-entropy when a fraction ``p`` of the labels is flipped
+    at random."""
     return 0.0 if p in (0.0, 1.0) else -(p * math.log(p) + (1 - p) * math.log(1 - p))
 
 

@@ -7,25 +7,25 @@ Each grid axis ``k`` of size ``n`` carries one factor, with learned parameters p
   ``torch.nn.utils.parametrizations.orthogonal``) and ``λ = sigmoid(θ) ∈ (0, 1)^r``. Symmetric PSD,
   ``‖M_k‖₂ = max λ < 1``. ``U`` is shared by the heads, ``λ`` is per head.
 * :class:`CausalFactor`: lower-triangular Toeplitz ``T[i, j] = κ[i − j]`` with
-  ``κ = sigmoid(ρ) · softmax(w)``, so ``‖T‖₂ ≤ ‖κ‖₁ = sigmoid(ρ) < 1``; :mod:`gridmix.mixers.concentration.ops.causal`
-  applies it.
-* :class:`SemiseparableFactor`: the same causal Toeplitz form with ``κ`` a sum of ``r`` decaying exponentials
-  over the whole axis, ``‖κ‖₁ = sigmoid(ρ)`` exactly; :mod:`gridmix.mixers.concentration.ops.semiseparable` applies it
-  as a chunked scan.
+  ``κ = sigmoid(ρ) · softmax(w)``, so ``‖T‖₂ ≤ ‖κ‖₁ = sigmoid(ρ) < 1``;
+  :mod:`gridmix.mixers.concentration.ops.causal` applies it.
+* :class:`SemiseparableFactor`: the same causal Toeplitz form with ``κ`` a sum of ``r`` decaying
+  exponentials over the whole axis, ``‖κ‖₁ = sigmoid(ρ)`` exactly;
+  :mod:`gridmix.mixers.concentration.ops.semiseparable` applies it as a chunked scan.
 
-``start`` sets the factor at step 0: ``"lowpass"`` (a local blur: ``U`` on the lowest ``r`` modes with
-``λ = sigmoid(2 … 0)``; causal kernels ``softmax(−0.5·lag)``, most weight on the present step) or
-``"global"`` (near the averaging operator, as attention's uniform start: ``λ = sigmoid(2)`` on the DC
-mode and ``sigmoid(−2)`` on the others; causal kernels flat, a running mean over the whole kernel) or
-``"mean"`` (nearer still: ``sigmoid(4)`` and ``sigmoid(−4)``; causal kernels flat with the gain ``sigmoid(4)``
-instead of ``sigmoid(2)``). On a 32-long axis the lowpass factor carries about 1e-3 of a token's value 16
-steps away, the global one ``0.76 / 32 ≈ 0.024``, the mean one ``0.96 / 32 ≈ 0.030`` (docs/mixer.md, "Where the
-mixer starts").
+``start`` sets the factor at step 0: ``"lowpass"`` (a local blur: ``U`` on the lowest ``r`` modes
+with ``λ = sigmoid(2 … 0)``; causal kernels ``softmax(−0.5·lag)``, most weight on the present step)
+or ``"global"`` (near the averaging operator, as attention's uniform start: ``λ = sigmoid(2)`` on
+the DC mode and ``sigmoid(−2)`` on the others; causal kernels flat, a running mean over the whole
+kernel) or ``"mean"`` (nearer still: ``sigmoid(4)`` and ``sigmoid(−4)``; causal kernels flat with
+the gain ``sigmoid(4)`` instead of ``sigmoid(2)``). On a 32-long axis the lowpass factor carries
+about 1e-3 of a token's value 16 steps away, the global one ``0.76 / 32 ≈ 0.024``, the mean one
+``0.96 / 32 ≈ 0.030`` (docs/mixer.md, "Where the mixer starts").
 
 ``capped=False`` builds the ablation of the mechanism (docs/design.md section 2): the cap map
-``sigmoid`` becomes ``softplus`` (eigenvalues, resp. the kernel's ℓ1 norm, in ``(0, ∞)``), started at the
-same values as the capped factor, so the two differ in the cap alone. ``bound()`` is then still the
-factor's norm (resp. an upper bound on it) but no longer below 1.
+``sigmoid`` becomes ``softplus`` (eigenvalues, resp. the kernel's ℓ1 norm, in ``(0, ∞)``), started
+at the same values as the capped factor, so the two differ in the cap alone. ``bound()`` is then
+still the factor's norm (resp. an upper bound on it) but no longer below 1.
 
 The parameter shapes depend on ``m`` (modes, or kernel length), never on ``n``, which is what makes
 the same factor valid on any ``n ≥ m`` (resolution transfer). See docs/design.md section 2;
@@ -48,18 +48,25 @@ from torch.nn.utils import parametrizations
 
 from gridmix.mixers.concentration.ops import householder_native
 from gridmix.mixers.concentration.ops.causal import causal_mode_product, causal_toeplitz
-from gridmix.mixers.concentration.ops.semiseparable import semiseparable_kernel, semiseparable_mode_product
+from gridmix.mixers.concentration.ops.semiseparable import (
+    semiseparable_kernel,
+    semiseparable_mode_product,
+)
 
-_DENSE_DCT_MAX = 128 * 128  # n·m above which bases use the FFT form, dct_columns (measured crossover on CPU)
+_DENSE_DCT_MAX = (
+    128 * 128
+)  # n·m above which bases use the FFT form, dct_columns (measured crossover on CPU)
 
 
 def _at_least_float32(parameter: torch.Tensor) -> torch.Tensor:
-    """``parameter`` in float32 if it is stored in a narrower float (bf16 / fp16 modules): the certificate's dtype."""
+    """``parameter`` in float32 if it is stored in a narrower float (bf16 / fp16 modules): the
+    certificate's dtype."""
     return parameter.to(torch.promote_types(parameter.dtype, torch.float32))
 
 
 def dct_basis(n: int, m: int, *, dtype: torch.dtype = torch.float32, device=None) -> torch.Tensor:
-    """First ``m`` columns of the orthonormal DCT-II basis of size ``n``: ``(n, m)``, orthonormal columns."""
+    """First ``m`` columns of the orthonormal DCT-II basis of size ``n``: ``(n, m)``, orthonormal
+    columns."""
     assert 1 <= m <= n, f"need 1 <= m <= n, got m={m}, n={n}"
     odd = torch.arange(1, 2 * n, 2, dtype=torch.float64, device=device)  # 2i + 1
     k = torch.arange(m, dtype=torch.float64, device=device)
@@ -69,25 +76,33 @@ def dct_basis(n: int, m: int, *, dtype: torch.dtype = torch.float32, device=None
 
 
 def dct_columns(q: torch.Tensor, length: int) -> torch.Tensor:
-    """``D_n[:, :m] @ q`` for ``q`` (..., m, r) and ``n = length`` by FFT: (..., n, r), in ``q``'s dtype.
+    """``D_n[:, :m] @ q`` for ``q`` (..., m, r) and ``n = length`` by FFT: (..., n, r), in ``q``'s
+    dtype.
 
     One length-2n FFT per column (``D_n[i, k] ∝ Re e^{iπk(2i+1)/2n}``), O(n log n) instead of the
-    O(n·m) dense basis, which at n = m = 16384 would be 2 GiB of float64. :func:`symmetric_bases` uses
-    it beyond 128×128; below that the dense product is faster on CPU.
+    O(n·m) dense basis, which at n = m = 16384 would be 2 GiB of float64. :func:`symmetric_bases`
+    uses it beyond 128×128; below that the dense product is faster on CPU.
     """
     m = q.shape[-2]
     k = torch.arange(m, dtype=torch.float64, device=q.device)
-    twiddle = torch.exp(1j * math.pi * k / (2 * length)) * math.sqrt(2.0 / length)  # (m,) complex128
+    twiddle = torch.exp(1j * math.pi * k / (2 * length)) * math.sqrt(
+        2.0 / length
+    )  # (m,) complex128
     twiddle[0] /= math.sqrt(2.0)
     twiddle = twiddle.to(torch.complex128 if q.dtype == torch.float64 else torch.complex64)
-    # ifft's 1/(2n) normalisation is undone by the factor 2n; rows n..2n-1 are the mirror image, dropped.
-    return torch.fft.ifft(twiddle[:, None] * q, n=2 * length, dim=-2)[..., :length, :].real * (2 * length)
+    # ifft's 1/(2n) normalisation is undone by the factor 2n; rows n..2n-1 are the mirror image,
+    # dropped.
+    return torch.fft.ifft(twiddle[:, None] * q, n=2 * length, dim=-2)[..., :length, :].real * (
+        2 * length
+    )
 
 
 def _wy_factor(v: torch.Tensor, tau: torch.Tensor) -> torch.Tensor:
-    """``T`` (..., r, r) of the compact-WY form ``H_1⋯H_r = I − V T Vᵀ`` of reflectors ``H_i = I − τ_i v_i v_iᵀ``.
+    """``T`` (..., r, r) of the compact-WY form ``H_1⋯H_r = I − V T Vᵀ`` of reflectors ``H_i = I −
+    τ_i v_i v_iᵀ``.
 
-    ``T⁻¹ = R = diag(1/τ) + striu(VᵀV)`` (Schreiber & Van Loan 1989, Puglisi 1992): one triangular solve.
+    ``T⁻¹ = R = diag(1/τ) + striu(VᵀV)`` (Schreiber & Van Loan 1989, Puglisi 1992): one triangular
+    solve.
     """
     r = v.shape[-1]
     inverse = (v.mT @ v).triu_(1)  # (..., r, r)
@@ -97,18 +112,21 @@ def _wy_factor(v: torch.Tensor, tau: torch.Tensor) -> torch.Tensor:
 
 
 class _OrthogonalColumns(torch.autograd.Function):
-    """Householder map of ``parametrizations.orthogonal`` for k tall weights (m, r), then ``D ·`` (optional).
+    """Householder map of ``parametrizations.orthogonal`` for k tall weights (m, r), then ``D ·``
+    (optional).
 
-    Forward, as torch's map: ``A = tril(x, −1)``, ``τ = 2 / (1 + ‖A_j‖²)`` (exact reflections), ``Q =
-    householder_product(A, τ) · diag(signs)`` with LAPACK's ``orgqr``; with a DCT ``D`` (n, m) each
-    output is ``D Q`` (n, r). One node for the whole basis: torch's backward walks the r reflectors in
-    many small kernels (≈0.7 ms for a 64×16 basis on a 2-core CPU, per axis and step), and separate
-    stack / matmul / unbind nodes cost about as much again. Here the gradient comes from the WY form
-    ``Q = (E − V T V₁ᵀ) S`` (``V = A + E``, ``E = I[:, :r]``, ``V₁`` its first r rows, ``T = R⁻¹`` as in
+    Forward, as torch's map: ``A = tril(x, −1)``, ``τ = 2 / (1 + ‖A_j‖²)`` (exact reflections), ``Q
+    = householder_product(A, τ) · diag(signs)`` with LAPACK's ``orgqr``; with a DCT ``D`` (n, m)
+    each output is ``D Q`` (n, r). One node for the whole basis: torch's backward walks the r
+    reflectors in many small kernels (≈0.7 ms for a 64×16 basis on a 2-core CPU, per axis and step),
+    and separate stack / matmul / unbind nodes cost about as much again. Here the gradient comes
+    from the WY form ``Q = (E − V T V₁ᵀ) S`` (``V = A + E``, ``E = I[:, :r]``, ``V₁`` its first r
+    rows, ``T = R⁻¹`` as in
     :func:`_wy_factor`) in a dozen batched GEMMs:
     ``∂V = −Q̄ V₁ Tᵀ − [Q̄ᵀ V T; 0] + V (R̄ᵤ + R̄ᵤᵀ)`` with ``R̄ = Tᵀ Vᵀ Q̄ V₁ Tᵀ`` (ᵤ: strictly upper),
     and through ``1/τ_j = (1 + ‖A_j‖²) / 2``: ``∂A_ij += R̄_jj A_ij``. The k weights go through every
-    call together, so the per-call cost of these small kernels is paid once for all axes of one shape.
+    call together, so the per-call cost of these small kernels is paid once for all axes of one
+    shape.
     """
 
     @staticmethod
@@ -117,9 +135,12 @@ class _OrthogonalColumns(torch.autograd.Function):
         a = x.tril(diagonal=-1)  # the reflectors below the unit diagonal
         tau = 2.0 / (1.0 + (a * a).sum(dim=-2))  # (k, r)
         # The diagonal of x holds the column signs ±1 and gets no gradient. torch's map reads it as
-        # x.diagonal().int(), which turns 0.9999 into 0: AdamW's decoupled weight decay shrinks that diagonal,
-        # and the columns of U would vanish. Reading only its sign keeps U orthonormal under any optimiser.
-        signs = torch.where(x.diagonal(dim1=-2, dim2=-1) < 0, -1.0, 1.0).to(x.dtype).unsqueeze(-2)  # (k, 1, r)
+        # x.diagonal().int(), which turns 0.9999 into 0: AdamW's decoupled weight decay shrinks that
+        # diagonal, and the columns of U would vanish. Reading only its sign keeps U orthonormal
+        # under any optimiser.
+        signs = (
+            torch.where(x.diagonal(dim1=-2, dim2=-1) < 0, -1.0, 1.0).to(x.dtype).unsqueeze(-2)
+        )  # (k, 1, r)
         q = torch.linalg.householder_product(a, tau).mul_(signs)  # (k, m, r)
         ctx.save_for_backward(a, tau, signs, dct)
         return (q if dct is None else torch.matmul(dct, q)).unbind()  # (m or n, r) each
@@ -127,7 +148,8 @@ class _OrthogonalColumns(torch.autograd.Function):
     @staticmethod
     @once_differentiable
     def backward(ctx, *grads: torch.Tensor):
-        # torch.compile traces backwards under the caller's autocast; this one must stay in the forward's dtype
+        # torch.compile traces backwards under the caller's autocast; this one must stay in the
+        # forward's dtype
         with torch.autocast(grads[0].device.type, enabled=False):
             return _OrthogonalColumns._backward(ctx, *grads)
 
@@ -144,7 +166,9 @@ class _OrthogonalColumns(torch.autograd.Function):
         grad = grad * signs  # (k, m, r): Q̄ before the column signs
         vt = torch.bmm(v, t)  # (k, m, r): V T
         through = torch.bmm(grad, torch.bmm(v1, t.mT))  # (k, m, r): Q̄ V₁ Tᵀ
-        grad_r = torch.bmm(vt.mT, through)  # (k, r, r): ∂L/∂R = −Tᵀ T̄ Tᵀ = Tᵀ Vᵀ Q̄ V₁ Tᵀ (T̄ = −Vᵀ Q̄ V₁)
+        grad_r = torch.bmm(
+            vt.mT, through
+        )  # (k, r, r): ∂L/∂R = −Tᵀ T̄ Tᵀ = Tᵀ Vᵀ Q̄ V₁ Tᵀ (T̄ = −Vᵀ Q̄ V₁)
         grad_v = through.neg_()  # through V in V T V₁ᵀ
         grad_v[:, :r] -= torch.bmm(grad.mT, vt)  # through V₁: Q̄ᵀ V T
         upper = grad_r.triu(1)
@@ -154,29 +178,36 @@ class _OrthogonalColumns(torch.autograd.Function):
         return None, *grad_x.unbind()
 
 
-def orthogonal_columns(*rotations: nn.Linear, dct: torch.Tensor | None = None) -> tuple[torch.Tensor, ...]:
-    """The weights of ``rotations`` (each (m, r)) under their ``orthogonal(householder, no trivialization)``
-    parametrisation (checked when :class:`SymmetricFactor` registers it), each (m, r); or ``dct @`` them.
+def orthogonal_columns(
+    *rotations: nn.Linear, dct: torch.Tensor | None = None
+) -> tuple[torch.Tensor, ...]:
+    """The weights of ``rotations`` (each (m, r)) under their ``orthogonal(householder, no
+    trivialization)`` parametrisation (checked when :class:`SymmetricFactor` registers it), each (m,
+    r); or ``dct @`` them.
 
     torch's map for a tall weight (column signs read robustly, see :class:`_OrthogonalColumns`),
-    computed in at least float32 (``orgqr`` has no bf16/fp16 kernel), with a faster backward; in float32 on
-    the CPU, the native kernel computes it (:mod:`gridmix.mixers.concentration.ops.householder_native`). Rotations
-    of one shape go through one batched call, which halves the per-step cost of a square grid's bases.
-    ``dct`` (n, m) must already be in that dtype.
+    computed in at least float32 (``orgqr`` has no bf16/fp16 kernel), with a faster backward; in
+    float32 on the CPU, the native kernel computes it
+    (:mod:`gridmix.mixers.concentration.ops.householder_native`). Rotations of one shape go through
+    one batched call, which halves the per-step cost of a square grid's bases. ``dct`` (n, m) must
+    already be in that dtype.
     """
     originals = [rotation.parametrizations.weight.original for rotation in rotations]
     dtype = torch.promote_types(originals[0].dtype, torch.float32)
     weights = tuple(w.to(dtype) for w in originals)
-    if householder_native.native_applies(dct, weights):  # the C kernel (ops/householder_native.py), same function
+    if householder_native.native_applies(
+        dct, weights
+    ):  # the C kernel (ops/householder_native.py), same function
         return householder_native.NativeOrthogonalColumns.apply(dct, *weights)
     return _OrthogonalColumns.apply(dct, *weights)
 
 
 def symmetric_bases(factors: Sequence[SymmetricFactor]) -> list[torch.Tensor]:
-    """``[f.basis() for f in factors]``, with factors of equal (length, modes, rank) computed in one batched call.
+    """``[f.basis() for f in factors]``, with factors of equal (length, modes, rank) computed in one
+    batched call.
 
-    ``U = D_n[:, :m] Q``: the dense DCT (the factor's buffer) inside the Householder node up to 128×128,
-    the FFT form (:func:`dct_columns`) beyond.
+    ``U = D_n[:, :m] Q``: the dense DCT (the factor's buffer) inside the Householder node up to
+    128×128, the FFT form (:func:`dct_columns`) beyond.
     """
     groups: dict[tuple[int, int, int], list[int]] = {}
     for i, f in enumerate(factors):
@@ -185,7 +216,9 @@ def symmetric_bases(factors: Sequence[SymmetricFactor]) -> list[torch.Tensor]:
     for (length, _, _), members in groups.items():
         rotations = [factors[i].rotation for i in members]
         dct = factors[members[0]].working_dct()
-        group = orthogonal_columns(*rotations, dct=dct)  # (n, r) each, or (m, r) without a dense DCT
+        group = orthogonal_columns(
+            *rotations, dct=dct
+        )  # (n, r) each, or (m, r) without a dense DCT
         if dct is None:
             group = dct_columns(torch.stack(group), length).unbind()  # (n, r) each
         for i, basis in zip(members, group):
@@ -194,79 +227,116 @@ def symmetric_bases(factors: Sequence[SymmetricFactor]) -> list[torch.Tensor]:
 
 
 STARTS = ("lowpass", "global", "mean")
-# Each start's leading logit: the DC eigenvalue (lowpass ramps from it down to 0, the averaging starts put every
-# other mode at its negative) and the causal gain.
+# Each start's leading logit: the DC eigenvalue (lowpass ramps from it down to 0, the averaging
+# starts put every other mode at its negative) and the causal gain.
 START_LOGIT = {"lowpass": 2.0, "global": 2.0, "mean": 4.0}
 
 
 def _cap(logits: torch.Tensor, capped: bool) -> torch.Tensor:
-    """``sigmoid`` (values in (0, 1): the certificate) or, for the ablation, ``softplus`` (values in (0, ∞))."""
+    """``sigmoid`` (values in (0, 1): the certificate) or, for the ablation, ``softplus`` (values in
+    (0, ∞))."""
     return torch.sigmoid(logits) if capped else F.softplus(logits)
 
 
 def _uncap_logits(logits: torch.Tensor) -> torch.Tensor:
-    """Logits ``x`` with ``softplus(x) = sigmoid(logits)``: the ablation starts where the capped factor does."""
+    """Logits ``x`` with ``softplus(x) = sigmoid(logits)``: the ablation starts where the capped
+    factor does."""
     return torch.log(torch.expm1(torch.sigmoid(logits)))
 
 
 class SymmetricFactor(nn.Module):
-    """``M = U diag(sigmoid(θ_h)) Uᵀ`` on an axis of length ``n`` with ``m`` DCT modes and rank ``r``.
+    """``M = U diag(sigmoid(θ_h)) Uᵀ`` on an axis of length ``n`` with ``m`` DCT modes and rank
+    ``r``.
 
-    ``capped=False``: ``softplus(θ_h)`` instead of ``sigmoid(θ_h)`` (the ablation; see the module docstring).
+    ``capped=False``: ``softplus(θ_h)`` instead of ``sigmoid(θ_h)`` (the ablation; see the module
+    docstring).
     """
 
-    def __init__(self, *, length: int, modes: int, rank: int, num_heads: int, capped: bool = True,
-                 start: str = "lowpass") -> None:
+    def __init__(
+        self,
+        *,
+        length: int,
+        modes: int,
+        rank: int,
+        num_heads: int,
+        capped: bool = True,
+        start: str = "lowpass",
+    ) -> None:
         super().__init__()
-        assert 1 <= rank <= modes <= length, f"need rank <= modes <= length, got {rank}, {modes}, {length}"
+        assert 1 <= rank <= modes <= length, (
+            f"need rank <= modes <= length, got {rank}, {modes}, {length}"
+        )
         assert start in STARTS, f"start={start!r}; expected one of {STARTS}"
         self.length, self.modes, self.rank, self.capped = length, modes, rank, capped
         rotation = nn.Linear(rank, modes, bias=False)  # weight (m, r): orthonormal columns
-        # Householder without trivialization keeps U orthonormal to the precision of whatever dtype runs it.
-        parametrizations.orthogonal(rotation, "weight", orthogonal_map="householder", use_trivialization=False)
-        householder = rotation.parametrizations.weight[0]  # what orthogonal_columns reimplements, with its backward
+        # Householder without trivialization keeps U orthonormal to the precision of whatever dtype
+        # runs it.
+        parametrizations.orthogonal(
+            rotation, "weight", orthogonal_map="householder", use_trivialization=False
+        )
+        householder = rotation.parametrizations.weight[
+            0
+        ]  # what orthogonal_columns reimplements, with its backward
         assert householder.orthogonal_map.name == "householder" and not hasattr(householder, "base")
         with torch.no_grad():
             rotation.weight = torch.eye(modes, rank)  # U starts on the lowest r frequencies
         self.rotation = rotation
-        # D_n[:, :m] for the dense product inside the Householder node (None where the bases use the FFT
-        # form): a constant, so it is not saved; _apply rebuilds it so it stays orthonormal in each dtype.
+        # D_n[:, :m] for the dense product inside the Householder node (None where the bases use the
+        # FFT form): a constant, so it is not saved; _apply rebuilds it so it stays orthonormal in
+        # each dtype.
         dense = length * modes <= _DENSE_DCT_MAX
-        self.register_buffer("dct", self._build_dct(torch.float32, None) if dense else None, persistent=False)
+        self.register_buffer(
+            "dct", self._build_dct(torch.float32, None) if dense else None, persistent=False
+        )
         logit = START_LOGIT[start]
-        if start == "lowpass":  # λ from sigmoid(2) ≈ 0.88 at the DC mode down to 0.5 at the highest kept mode
+        if (
+            start == "lowpass"
+        ):  # λ from sigmoid(2) ≈ 0.88 at the DC mode down to 0.5 at the highest kept mode
             ramp = torch.linspace(logit, 0.0, rank) if rank > 1 else torch.full((1,), logit)
-        else:  # the DC mode (the grid mean) at sigmoid(L), every other mode at sigmoid(-L): L = 2 (global), 4 (mean)
+        # the DC mode (the grid mean) at sigmoid(L), every other mode at sigmoid(-L): L = 2
+        # (global), 4 (mean)
+        else:
             ramp = torch.cat([torch.full((1,), logit), torch.full((rank - 1,), -logit)])
-        self.theta = nn.Parameter((ramp if capped else _uncap_logits(ramp)).repeat(num_heads, 1))  # (h, r)
+        self.theta = nn.Parameter(
+            (ramp if capped else _uncap_logits(ramp)).repeat(num_heads, 1)
+        )  # (h, r)
 
     def _build_dct(self, dtype: torch.dtype, device) -> torch.Tensor:
-        """``D_n[:, :m]`` (n, m) built in the dtype the basis is computed in (at least float32, as orgqr)."""
-        return dct_basis(self.length, self.modes, dtype=torch.promote_types(dtype, torch.float32), device=device)
+        """``D_n[:, :m]`` (n, m) built in the dtype the basis is computed in (at least float32, as
+        orgqr)."""
+        return dct_basis(
+            self.length, self.modes, dtype=torch.promote_types(dtype, torch.float32), device=device
+        )
 
     def _apply(self, fn, recurse: bool = True):
         super()._apply(fn, recurse)
-        if self.dct is not None:  # rebuilt, not cast: a float32 DCT cast to float64 is orthonormal to 1e-7 only
+        if (
+            self.dct is not None
+        ):  # rebuilt, not cast: a float32 DCT cast to float64 is orthonormal to 1e-7 only
             self.dct = self._build_dct(self.dct.dtype, self.dct.device)
         return self
 
     def working_dct(self) -> torch.Tensor | None:
-        """``D_n[:, :m]`` in the dtype and device of this factor's basis (built anew only if the rotation was
-        converted on its own); None on FFT-sized axes."""
+        """``D_n[:, :m]`` in the dtype and device of this factor's basis (built anew only if the
+        rotation was converted on its own); None on FFT-sized axes."""
         if self.dct is None:
             return None
         weight = self.rotation.parametrizations.weight.original
-        if self.dct.dtype == torch.promote_types(weight.dtype, torch.float32) and self.dct.device == weight.device:
+        if (
+            self.dct.dtype == torch.promote_types(weight.dtype, torch.float32)
+            and self.dct.device == weight.device
+        ):
             return self.dct
         return self._build_dct(weight.dtype, weight.device)
 
     def basis(self) -> torch.Tensor:
-        """``U``: (n, r) with orthonormal columns, in float32 or float64 (whichever the parameters need)."""
+        """``U``: (n, r) with orthonormal columns, in float32 or float64 (whichever the parameters
+        need)."""
         return symmetric_bases([self])[0]  # (n, r)
 
     def eigenvalues(self) -> torch.Tensor:
-        """``λ``: (h, r) in (0, 1) (in (0, ∞) when uncapped), in at least float32 (a bf16 sigmoid would round
-        values near 1 up to 1)."""
+        """``λ``: (h, r) in (0, 1) (in (0, ∞) when uncapped), in at least float32 (a bf16 sigmoid
+        would round values near 1 up to 1)."""
         return _cap(_at_least_float32(self.theta), self.capped)
 
     def dense(self) -> torch.Tensor:
@@ -281,29 +351,43 @@ class SymmetricFactor(nn.Module):
 
 
 class CausalFactor(nn.Module):
-    """Lower-triangular Toeplitz ``T[i, j] = κ_h[i − j]`` with ``‖κ_h‖₁ = sigmoid(ρ_h) < 1``; kernel length m."""
+    """Lower-triangular Toeplitz ``T[i, j] = κ_h[i − j]`` with ``‖κ_h‖₁ = sigmoid(ρ_h) < 1``; kernel
+    length m."""
 
-    def __init__(self, *, length: int, modes: int, num_heads: int, capped: bool = True,
-                 start: str = "lowpass") -> None:
+    def __init__(
+        self,
+        *,
+        length: int,
+        modes: int,
+        num_heads: int,
+        capped: bool = True,
+        start: str = "lowpass",
+    ) -> None:
         super().__init__()
         assert 1 <= modes <= length, f"need kernel length <= axis length, got {modes}, {length}"
         assert start in STARTS, f"start={start!r}; expected one of {STARTS}"
         self.length, self.modes, self.capped, self.start = length, modes, capped, start
-        # lowpass: a decaying exponential moving average, most weight on the present step; global: a flat kernel.
+        # lowpass: a decaying exponential moving average, most weight on the present step; global: a
+        # flat kernel.
         decay = 0.5 if start == "lowpass" else 0.0
-        self.kernel_logits = nn.Parameter(-decay * torch.arange(modes, dtype=torch.float32).repeat(num_heads, 1))
-        gain = torch.full((num_heads,), START_LOGIT[start])  # sigmoid(2) ≈ 0.88; sigmoid(4) ≈ 0.98 for "mean"
+        self.kernel_logits = nn.Parameter(
+            -decay * torch.arange(modes, dtype=torch.float32).repeat(num_heads, 1)
+        )
+        gain = torch.full(
+            (num_heads,), START_LOGIT[start]
+        )  # sigmoid(2) ≈ 0.88; sigmoid(4) ≈ 0.98 for "mean"
         self.gain_logit = nn.Parameter(gain if capped else _uncap_logits(gain))  # (h,)
 
     def kernel(self) -> torch.Tensor:
-        """``κ``: (h, m), non-negative, ``‖κ_h‖₁ = sigmoid(ρ_h)`` (``softplus(ρ_h)``, unbounded, when uncapped);
-        in at least float32."""
+        """``κ``: (h, m), non-negative, ``‖κ_h‖₁ = sigmoid(ρ_h)`` (``softplus(ρ_h)``, unbounded,
+        when uncapped); in at least float32."""
         gain, logits = _at_least_float32(self.gain_logit), _at_least_float32(self.kernel_logits)
         return _cap(gain, self.capped)[:, None] * torch.softmax(logits, dim=-1)
 
     def dense(self) -> torch.Tensor:
-        """The factor as dense lower-triangular Toeplitz matrices (h, n, n) (the mixer applies it in the
-        exactly causal FFT form instead, :func:`gridmix.mixers.concentration.ops.causal.causal_mode_product`)."""
+        """The factor as dense lower-triangular Toeplitz matrices (h, n, n) (the mixer applies it in
+        the exactly causal FFT form instead,
+        :func:`gridmix.mixers.concentration.ops.causal.causal_mode_product`)."""
         return causal_toeplitz(self.kernel(), self.length)
 
     def bound(self) -> torch.Tensor:
@@ -317,32 +401,44 @@ class CausalFactor(nn.Module):
 
 
 class SemiseparableFactor(nn.Module):
-    """Causal Toeplitz ``T[i, j] = κ_h[i − j]`` with ``κ_h[k] = Σ_q w_hq λ_hq^k`` over the whole axis, ``r`` terms.
+    """Causal Toeplitz ``T[i, j] = κ_h[i − j]`` with ``κ_h[k] = Σ_q w_hq λ_hq^k`` over the whole
+    axis, ``r`` terms.
 
-    ``λ = sigmoid(z_h)`` (decays in (0, 1)) and ``w_hq = g_h · softmax(a_h)_q · (1 − λ_hq) / (1 − λ_hq^n)``, so
-    that ``‖κ_h‖₁ = Σ_q w_hq (1 − λ_hq^n) / (1 − λ_hq) = g_h`` exactly, with ``g_h = sigmoid(ρ_h) < 1`` (the
-    certificate ``‖T‖₂ ≤ ‖κ‖₁``, as :class:`CausalFactor`) or ``softplus(ρ_h)`` when uncapped (the ablation).
-    The parameters are ``2r + 1`` numbers per head whatever ``n`` (the kernel is renormalised to each axis
-    length: the same factor serves any ``n``);
-    :func:`gridmix.mixers.concentration.ops.semiseparable.semiseparable_mode_product` applies it in O(n·(b + r))
-    without materialising ``κ``.
+    ``λ = sigmoid(z_h)`` (decays in (0, 1)) and ``w_hq = g_h · softmax(a_h)_q · (1 − λ_hq) / (1 −
+    λ_hq^n)``, so that ``‖κ_h‖₁ = Σ_q w_hq (1 − λ_hq^n) / (1 − λ_hq) = g_h`` exactly, with ``g_h =
+    sigmoid(ρ_h) < 1`` (the certificate ``‖T‖₂ ≤ ‖κ‖₁``, as :class:`CausalFactor`) or
+    ``softplus(ρ_h)`` when uncapped (the ablation). The parameters are ``2r + 1`` numbers per head
+    whatever ``n`` (the kernel is renormalised to each axis length: the same factor serves any
+    ``n``);
+    :func:`gridmix.mixers.concentration.ops.semiseparable.semiseparable_mode_product` applies it in
+    O(n·(b + r)) without materialising ``κ``.
 
-    Starts: the terms' time constants ``τ_q`` (``λ_q = e^(−1/τ_q)``) are spread log-evenly, equal mixture logits
-    ``a = 0``. ``"lowpass"``: ``τ`` from 1/2 to 8 steps, a decaying kernel with most weight on the last steps (κ at
-    lags 1, 4 and 40 is 0.43, 0.10 and 2e-4 of κ at lag 0); ``"global"``: ``τ`` from ``2n`` to ``32n``, a near-flat
-    kernel (its last lag weighs 0.84 of its first at any ``n``), about a running mean over the whole axis.
-    Distinct ``τ`` keep the terms from being interchangeable (equal terms would get equal gradients forever).
+    Starts: the terms' time constants ``τ_q`` (``λ_q = e^(−1/τ_q)``) are spread log-evenly, equal
+    mixture logits ``a = 0``. ``"lowpass"``: ``τ`` from 1/2 to 8 steps, a decaying kernel with most
+    weight on the last steps (κ at lags 1, 4 and 40 is 0.43, 0.10 and 2e-4 of κ at lag 0);
+    ``"global"``: ``τ`` from ``2n`` to ``32n``, a near-flat kernel (its last lag weighs 0.84 of its
+    first at any ``n``), about a running mean over the whole axis. Distinct ``τ`` keep the terms
+    from being interchangeable (equal terms would get equal gradients forever).
     """
 
-    def __init__(self, *, length: int, terms: int, num_heads: int, capped: bool = True,
-                 start: str = "lowpass") -> None:
+    def __init__(
+        self,
+        *,
+        length: int,
+        terms: int,
+        num_heads: int,
+        capped: bool = True,
+        start: str = "lowpass",
+    ) -> None:
         super().__init__()
         assert length >= 1 and terms >= 1, f"need length >= 1 and terms >= 1, got {length}, {terms}"
         assert start in STARTS, f"start={start!r}; expected one of {STARTS}"
         self.length, self.terms, self.capped, self.start = length, terms, capped, start
         self.modes = None  # no modes: the kernel spans whatever axis length it is applied to
         low, high = (0.5, 8.0) if start == "lowpass" else (2.0 * length, 32.0 * length)
-        timescales = torch.logspace(math.log10(low), math.log10(high), terms, dtype=torch.float64)  # (r,): τ_q
+        timescales = torch.logspace(
+            math.log10(low), math.log10(high), terms, dtype=torch.float64
+        )  # (r,): τ_q
         decay_logits = -torch.log(torch.expm1(1.0 / timescales))  # sigmoid(z) = e^(−1/τ)
         self.decay_logits = nn.Parameter(decay_logits.float().repeat(num_heads, 1))  # (h, r)
         self.weight_logits = nn.Parameter(torch.zeros(num_heads, terms))  # (h, r)
@@ -350,18 +446,23 @@ class SemiseparableFactor(nn.Module):
         self.gain_logit = nn.Parameter(gain if capped else _uncap_logits(gain))  # (h,)
 
     def log_decays(self) -> torch.Tensor:
-        """``log λ``: (h, r), negative, in at least float32 (``logsigmoid``: exact where ``λ`` rounds to 1)."""
+        """``log λ``: (h, r), negative, in at least float32 (``logsigmoid``: exact where ``λ``
+        rounds to 1)."""
         return F.logsigmoid(_at_least_float32(self.decay_logits))
 
     def weights(self) -> torch.Tensor:
-        """``w``: (h, r), ``Σ_q w_q Σ_{k<n} λ_q^k = gain`` for this factor's ``n``; in at least float32."""
+        """``w``: (h, r), ``Σ_q w_q Σ_{k<n} λ_q^k = gain`` for this factor's ``n``; in at least
+        float32."""
         logits = _at_least_float32(self.decay_logits)
-        mass = -torch.expm1(self.length * F.logsigmoid(logits)) / torch.sigmoid(-logits)  # (h, r): Σ_{k<n} λ^k
+        mass = -torch.expm1(self.length * F.logsigmoid(logits)) / torch.sigmoid(
+            -logits
+        )  # (h, r): Σ_{k<n} λ^k
         gain = _cap(_at_least_float32(self.gain_logit), self.capped)  # (h,)
         return gain[:, None] * torch.softmax(_at_least_float32(self.weight_logits), dim=-1) / mass
 
     def kernel(self) -> torch.Tensor:
-        """``κ``: (h, n) materialised, non-negative, ``‖κ_h‖₁`` = the gain (the reference and the certificate)."""
+        """``κ``: (h, n) materialised, non-negative, ``‖κ_h‖₁`` = the gain (the reference and the
+        certificate)."""
         return semiseparable_kernel(self.log_decays(), self.weights(), self.length)
 
     def dense(self) -> torch.Tensor:
@@ -373,5 +474,6 @@ class SemiseparableFactor(nn.Module):
         return _cap(_at_least_float32(self.gain_logit), self.capped)
 
     def mode_product(self, x: torch.Tensor, axis: int) -> torch.Tensor:
-        """``T`` applied along ``axis`` of ``x`` (…, n, …, h, c) by the chunked scan, exactly causal."""
+        """``T`` applied along ``axis`` of ``x`` (…, n, …, h, c) by the chunked scan, exactly
+        causal."""
         return semiseparable_mode_product(x, self.log_decays(), self.weights(), axis)

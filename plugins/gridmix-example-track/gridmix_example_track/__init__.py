@@ -1,3 +1,4 @@
-"""An example gridmix plugin: the ``heat`` track and a depthwise-convolution baseline (see docs/plugins.md)."""
+"""An example gridmix plugin: the ``heat`` track and a depthwise-convolution baseline (see
+docs/plugins.md)."""
 
 __version__ = "0.1.0"

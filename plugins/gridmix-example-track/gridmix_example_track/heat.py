@@ -29,7 +29,9 @@ MIXER = MixerConfig(rank=8)  # the concentration mixer of the idea and its ablat
 def diffuse(fields: np.ndarray, *, steps: int = STEPS, rate: float = RATE) -> np.ndarray:
     """``steps`` explicit heat-equation steps on (S, H, W) periodic fields."""
     for _ in range(steps):
-        laplacian = sum(np.roll(fields, shift, axis) for shift in (1, -1) for axis in (1, 2)) - 4 * fields
+        laplacian = (
+            sum(np.roll(fields, shift, axis) for shift in (1, -1) for axis in (1, 2)) - 4 * fields
+        )
         fields = fields + rate * laplacian
     return fields
 
@@ -41,7 +43,10 @@ def make_data(grid: Grid, seed: int, sizes: DataSizes) -> TrackData:
 
     def split(index: int, n: int) -> Split:
         rng = np.random.default_rng([seed, index])
-        centre_y, centre_x = rng.uniform(0, H, (n, BUMPS, 1, 1)), rng.uniform(0, W, (n, BUMPS, 1, 1))
+        centre_y, centre_x = (
+            rng.uniform(0, H, (n, BUMPS, 1, 1)),
+            rng.uniform(0, W, (n, BUMPS, 1, 1)),
+        )
         width = rng.uniform(1.5, 4.0, (n, BUMPS, 1, 1))
         sign = rng.choice([-1.0, 1.0], (n, BUMPS, 1, 1))
         dy = np.minimum(np.abs(y - centre_y), H - np.abs(y - centre_y))  # periodic distances
@@ -49,27 +54,42 @@ def make_data(grid: Grid, seed: int, sizes: DataSizes) -> TrackData:
         fields = (sign * np.exp(-(dy**2 + dx**2) / (2 * width**2))).sum(axis=1)
         fields = fields + rng.normal(0.0, NOISE, fields.shape)
         targets = diffuse(fields).reshape(n, H * W)
-        return Split(inputs=torch.from_numpy(fields[:, None].astype(np.float32)),
-                     targets=torch.from_numpy(targets.astype(np.float32)))
+        return Split(
+            inputs=torch.from_numpy(fields[:, None].astype(np.float32)),
+            targets=torch.from_numpy(targets.astype(np.float32)),
+        )
 
-    return TrackData(train=split(0, sizes.n_train), val=split(1, sizes.n_val), test=split(2, sizes.n_test))
+    return TrackData(
+        train=split(0, sizes.n_train), val=split(1, sizes.n_val), test=split(2, sizes.n_test)
+    )
 
 
-def vit(grid: Grid, attn_layer: type[nn.Module] | None = None, *, mlp_ratio: float = BACKBONE.mlp_ratio) -> nn.Module:
-    """A ViT with one output per token: (B, 1, H, W) → (B, H·W); ``attn_layer`` replaces attention (None: timm's)."""
+def vit(
+    grid: Grid, attn_layer: type[nn.Module] | None = None, *, mlp_ratio: float = BACKBONE.mlp_ratio
+) -> nn.Module:
+    """A ViT with one output per token: (B, 1, H, W) → (B, H·W); ``attn_layer`` replaces attention
+    (None: timm's)."""
     backbone = dataclasses.replace(BACKBONE, mlp_ratio=mlp_ratio)
-    model = build_vit(grid, in_chans=1, num_outputs=1, backbone=backbone, attn_layer=attn_layer, global_pool="")
+    model = build_vit(
+        grid, in_chans=1, num_outputs=1, backbone=backbone, attn_layer=attn_layer, global_pool=""
+    )
     return nn.Sequential(model, nn.Flatten(1))
 
 
 def heat_track() -> Track:
-    """Every model is the ViT around a registered mixer (``Backbone.model``), so they differ in the token mixer only."""
+    """Every model is the ViT around a registered mixer (``Backbone.model``), so they differ in the
+    token mixer only."""
     kwargs = MIXER.mixer_kwargs()
-    backbone = Backbone(vit, prefix="vit", width_kwarg="mlp_ratio",
-                        mixer_kwargs={"concentration": kwargs, "concentration-uncapped": kwargs})
+    backbone = Backbone(
+        vit,
+        prefix="vit",
+        width_kwarg="mlp_ratio",
+        mixer_kwargs={"concentration": kwargs, "concentration-uncapped": kwargs},
+    )
     return Track(
         name="heat",
-        description=f"predict a 2-D heat field {STEPS} diffusion steps ahead (per-token regression)",
+        description=f"predict a 2-D heat field {STEPS} diffusion steps ahead (per-token "
+        "regression)",
         ndim=2,
         default_grid=Grid((16, 16)),
         make_data=make_data,
@@ -78,13 +98,30 @@ def heat_track() -> Track:
         metric_name="test MSE",
         direction="lower",
         models=(
-            backbone.model("vit", BUILTIN["attention"], description="timm ViT, dense attention, one output per token"),
-            backbone.model("vit-concentration", BUILTIN["concentration"], role="idea", width_kwarg="mlp_ratio",
-                           description="the same ViT with ConcentrationMixer as attn_layer"),
-            backbone.model("vit-concentration-uncapped", BUILTIN["concentration-uncapped"], role="ablation",
-                           description="the idea without its eigenvalue cap (softplus eigenvalues)"),
-            backbone.model("vit-tokenwise", BUILTIN["tokenwise"], role="control",
-                           description="the same ViT with no token mixing"),
+            backbone.model(
+                "vit",
+                BUILTIN["attention"],
+                description="timm ViT, dense attention, one output per token",
+            ),
+            backbone.model(
+                "vit-concentration",
+                BUILTIN["concentration"],
+                role="idea",
+                width_kwarg="mlp_ratio",
+                description="the same ViT with ConcentrationMixer as attn_layer",
+            ),
+            backbone.model(
+                "vit-concentration-uncapped",
+                BUILTIN["concentration-uncapped"],
+                role="ablation",
+                description="the idea without its eigenvalue cap (softplus eigenvalues)",
+            ),
+            backbone.model(
+                "vit-tokenwise",
+                BUILTIN["tokenwise"],
+                role="control",
+                description="the same ViT with no token mixing",
+            ),
         ),
         matched_baseline="vit",
         budget_overrides={"smoke": {"epochs": 3}},

@@ -1,20 +1,23 @@
-"""The Tucker form of the mixer as one autograd node: project each axis down, scale the core, expand back.
+"""The Tucker form of the mixer as one autograd node: project each axis down, scale the core, expand
+back.
 
-The mixer's operator on its symmetric axes is ``⊗_k U_k diag(λ_k) U_kᵀ`` (docs/design.md section 2). Applied
-in Tucker form it projects each axis onto its basis, ``x ×_k U_kᵀ`` (n_k → r_k), multiplies the core by
-the per-head eigenvalues ``Π_k λ_k[h, ρ_k]``, and expands each axis back, ``x ×_k U_k``. :func:`tucker`
-runs that chain (or its project-only / scale-and-expand halves, when dense per-head factors must act
-on the core in between) as a single autograd node with a hand-written backward: two GEMMs per mode
-product (input and basis gradient) and one fused pass for the eigenvalue gradients. Per-node
-autograd bookkeeping, views and broadcast reductions would otherwise cost about as much as the small
-GEMMs on short axes.
+The mixer's operator on its symmetric axes is ``⊗_k U_k diag(λ_k) U_kᵀ`` (docs/design.md section 2).
+Applied in Tucker form it projects each axis onto its basis, ``x ×_k U_kᵀ`` (n_k → r_k), multiplies
+the core by the per-head eigenvalues ``Π_k λ_k[h, ρ_k]``, and expands each axis back, ``x ×_k U_k``.
+:func:`tucker` runs that chain (or its project-only / scale-and-expand halves, when dense per-head
+factors must act on the core in between) as a single autograd node with a hand-written backward: two
+GEMMs per mode product (input and basis gradient) and one fused pass for the eigenvalue gradients.
+Per-node autograd bookkeeping, views and broadcast reductions would otherwise cost about as much as
+the small GEMMs on short axes.
 
-A mode product views ``x`` as ``(P, n, S)`` (P: the dimensions before the axis, S: those after it, heads
-and channels included), so every contraction is a batched GEMM on the tensor as it lies in memory.
+A mode product views ``x`` as ``(P, n, S)`` (P: the dimensions before the axis, S: those after it,
+heads and channels included), so every contraction is a batched GEMM on the tensor as it lies in
+memory.
 
 Shape legend:
     P: product of the dimensions before the contracted axis, S: product of those after it
-    n: axis length, r: rank (basis columns), h: heads, c: channels per head, k: index of a Tucker axis
+    n: axis length, r: rank (basis columns), h: heads, c: channels per head, k: index of a Tucker
+    axis
 """
 
 from __future__ import annotations
@@ -27,7 +30,11 @@ from collections.abc import Sequence
 
 import torch
 
-from gridmix.mixers.concentration.ops.tucker_native import innermost_first_among_ties, native_applies, tucker_chain
+from gridmix.mixers.concentration.ops.tucker_native import (
+    innermost_first_among_ties,
+    native_applies,
+    tucker_chain,
+)
 from gridmix.mixers.switches import triton_enabled
 
 
@@ -40,7 +47,8 @@ def _triton_applies(x: torch.Tensor, bases: Sequence[torch.Tensor], axes: Sequen
 
 
 def _mode_gemm(x: torch.Tensor, matrix: torch.Tensor, axis: int) -> torch.Tensor:
-    """``out[.., o, ..] = Σ_i matrix[o, i] x[.., i, ..]`` along ``axis``: one batched GEMM on a (P, n, S) view."""
+    """``out[.., o, ..] = Σ_i matrix[o, i] x[.., i, ..]`` along ``axis``: one batched GEMM on a (P,
+    n, S) view."""
     shape = x.shape
     x3 = x.reshape(math.prod(shape[:axis]), shape[axis], -1)  # (P, n, S)
     # bmm on a stride-0 expand: torch.matmul(2-D, 3-D) would fold through a transposed copy of x3
@@ -49,10 +57,12 @@ def _mode_gemm(x: torch.Tensor, matrix: torch.Tensor, axis: int) -> torch.Tensor
 
 
 def _basis_gemm(long: torch.Tensor, short: torch.Tensor, axis: int) -> torch.Tensor:
-    """``Σ_{p,s} long[p, i, s] · short[p, j, s]`` along ``axis``: (n, r), the gradient of a shared basis.
+    """``Σ_{p,s} long[p, i, s] · short[p, j, s]`` along ``axis``: (n, r), the gradient of a shared
+    basis.
 
     ``long`` has the axis at length n, ``short`` at rank r. The GEMM runs as ``short @ longᵀ`` (an
-    r-row left operand, measured about 20% faster for the small GEMMs of a short axis) and is transposed.
+    r-row left operand, measured about 20% faster for the small GEMMs of a short axis) and is
+    transposed.
     """
     p = math.prod(long.shape[:axis])
     long3 = long.reshape(p, long.shape[axis], -1)  # (P, n, S)
@@ -60,8 +70,11 @@ def _basis_gemm(long: torch.Tensor, short: torch.Tensor, axis: int) -> torch.Ten
     return torch.bmm(short3, long3.transpose(1, 2)).sum(0).t()  # (n, r)
 
 
-def _broadcast_eigenvalues(eigenvalues: Sequence[torch.Tensor], axes: Sequence[int], ndim: int) -> list[torch.Tensor]:
-    """Each ``λ_k`` (h, r_k) as (1, …, r_k at ``axes[k]``, …, h, 1) for a core of ``ndim`` dims (…, h, c)."""
+def _broadcast_eigenvalues(
+    eigenvalues: Sequence[torch.Tensor], axes: Sequence[int], ndim: int
+) -> list[torch.Tensor]:
+    """Each ``λ_k`` (h, r_k) as (1, …, r_k at ``axes[k]``, …, h, 1) for a core of ``ndim`` dims (…,
+    h, c)."""
     views = []
     for lam, axis in zip(eigenvalues, axes):
         shape = [1] * ndim
@@ -71,21 +84,31 @@ def _broadcast_eigenvalues(eigenvalues: Sequence[torch.Tensor], axes: Sequence[i
 
 
 def _scale(eigenvalues: Sequence[torch.Tensor], axes: Sequence[int], ndim: int) -> torch.Tensor:
-    """``Π_k λ_k[h, ρ_k]`` broadcast over a core of ``ndim`` dims: (1, …, r_k at ``axes[k]``, …, h, 1)."""
+    """``Π_k λ_k[h, ρ_k]`` broadcast over a core of ``ndim`` dims: (1, …, r_k at ``axes[k]``, …, h,
+    1)."""
     return functools.reduce(operator.mul, _broadcast_eigenvalues(eigenvalues, axes, ndim))
 
 
 class _Tucker(torch.autograd.Function):
-    """``x ×_{a_1} U_1ᵀ ⋯ ×_{a_d} U_dᵀ`` (project), ``· Π_k λ_k`` (scale), ``×_{a_d} U_d ⋯ ×_{a_1} U_1`` (expand).
+    """``x ×_{a_1} U_1ᵀ ⋯ ×_{a_d} U_dᵀ`` (project), ``· Π_k λ_k`` (scale), ``×_{a_d} U_d ⋯ ×_{a_1}
+    U_1`` (expand).
 
-    Any of the three stages can be off; ``tensors`` is ``(U_1, …, U_d, λ_1, …, λ_d)`` with the λ only
-    when scaling. The backward walks the stages in reverse: per expanded axis the basis gradient
-    ``Σ grad ⊗ x`` and the input gradient ``U_kᵀ grad``; the eigenvalue gradients from one product
-    ``grad · core`` reduced to (r_1, …, r_d, h); per projected axis ``Σ x ⊗ grad`` and ``U_k grad``.
+    Any of the three stages can be off; ``tensors`` is ``(U_1, …, U_d, λ_1, …, λ_d)`` with the λ
+    only when scaling. The backward walks the stages in reverse: per expanded axis the basis
+    gradient ``Σ grad ⊗ x`` and the input gradient ``U_kᵀ grad``; the eigenvalue gradients from one
+    product ``grad · core`` reduced to (r_1, …, r_d, h); per projected axis ``Σ x ⊗ grad`` and ``U_k
+    grad``.
     """
 
     @staticmethod
-    def forward(ctx, x: torch.Tensor, axes: tuple[int, ...], project: bool, expand: bool, *tensors: torch.Tensor):
+    def forward(
+        ctx,
+        x: torch.Tensor,
+        axes: tuple[int, ...],
+        project: bool,
+        expand: bool,
+        *tensors: torch.Tensor,
+    ):
         d = len(axes)
         bases, eigenvalues = tensors[:d], tensors[d:]
         project_inputs, expand_inputs = [], [None] * d
@@ -102,13 +125,19 @@ class _Tucker(torch.autograd.Function):
                 expand_inputs[k] = x
                 x = _mode_gemm(x, bases[k], axes[k])  # r_k -> n_k
         ctx.axes, ctx.project, ctx.expand, ctx.scaled = axes, project, expand, bool(eigenvalues)
-        ctx.save_for_backward(*project_inputs, *(expand_inputs if expand else ()),
-                              *((core, scale) if eigenvalues else ()), *bases, *eigenvalues)
+        ctx.save_for_backward(
+            *project_inputs,
+            *(expand_inputs if expand else ()),
+            *((core, scale) if eigenvalues else ()),
+            *bases,
+            *eigenvalues,
+        )
         return x
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
-        # torch.compile traces backwards under the caller's autocast; this one must stay in the forward's dtype
+        # torch.compile traces backwards under the caller's autocast; this one must stay in the
+        # forward's dtype
         with torch.autocast(grad.device.type, enabled=False):
             return _Tucker._backward(ctx, grad)
 
@@ -124,18 +153,25 @@ class _Tucker(torch.autograd.Function):
         needs_basis = ctx.needs_input_grad[4 : 4 + d]
         needs_input = ctx.needs_input_grad[0]
         if ctx.expand:
-            for k in range(d):  # the expansion ran axes[d-1] … axes[0]; its backward runs axes[0] … axes[d-1]
+            for k in range(
+                d
+            ):  # the expansion ran axes[d-1] … axes[0]; its backward runs axes[0] … axes[d-1]
                 if needs_basis[k]:
-                    basis_grads[k] = _basis_gemm(grad, expand_inputs[k], axes[k])  # out = U x: ∂U = Σ grad ⊗ x
+                    basis_grads[k] = _basis_gemm(
+                        grad, expand_inputs[k], axes[k]
+                    )  # out = U x: ∂U = Σ grad ⊗ x
                 grad = _mode_gemm(grad, bases[k].t(), axes[k])
         eigenvalue_grads: list[torch.Tensor | None] = []
         if ctx.scaled:
             needs_eigenvalues = ctx.needs_input_grad[4 + d :]
             if any(needs_eigenvalues):
                 lams = _broadcast_eigenvalues(eigenvalues, axes, core.dim())
-                # Σ over batch, dense axes and channels of grad · core: one value per (ρ_1, …, ρ_d, h)
+                # Σ over batch, dense axes and channels of grad · core: one value per (ρ_1, …, ρ_d,
+                # h)
                 keep = [*axes, core.dim() - 2]
-                summed = (grad * core).sum(dim=[i for i in range(core.dim()) if i not in keep], keepdim=True)
+                summed = (grad * core).sum(
+                    dim=[i for i in range(core.dim()) if i not in keep], keepdim=True
+                )
             for k in range(d):
                 if needs_eigenvalues[k]:
                     others = functools.reduce(operator.mul, lams[:k] + lams[k + 1 :], summed)
@@ -164,23 +200,28 @@ def tucker(
     project: bool = True,
     expand: bool = True,
 ) -> torch.Tensor:
-    """``x`` (…, h, c) projected onto ``bases[k]`` (n_k, r_k) along ``axes[k]`` in turn, scaled, expanded back.
+    """``x`` (…, h, c) projected onto ``bases[k]`` (n_k, r_k) along ``axes[k]`` in turn, scaled,
+    expanded back.
 
-    ``project``: each axis n_k → r_k, in the order given. ``eigenvalues[k]`` (h, r_k): multiply the core
-    by ``Π_k λ_k[h, ρ_k]`` (per head, broadcast over channels). ``expand``: each axis r_k → n_k, in the
-    reverse order. With ``project=False`` the input is the core; with ``expand=False`` the output is.
+    ``project``: each axis n_k → r_k, in the order given. ``eigenvalues[k]`` (h, r_k): multiply the
+    core by ``Π_k λ_k[h, ρ_k]`` (per head, broadcast over channels). ``expand``: each axis r_k →
+    n_k, in the reverse order. With ``project=False`` the input is the core; with ``expand=False``
+    the output is.
     """
     if not (project or expand or eigenvalues):
         raise ValueError("tucker needs at least one of project, eigenvalues or expand")
     if project and expand and eigenvalues and native_applies(x, bases, axes):
-        # the fused C kernel (gridmix.mixers.concentration.ops.tucker_native), same function; autograd carries ∂scale
-        # on to the λ
-        scale = _scale(eigenvalues, axes, x.dim()).reshape(-1, x.shape[-2])  # (R, h), ρ in grid-axis order
-        order = innermost_first_among_ties(axes, [x.shape[a] for a in axes], [u.shape[1] for u in bases])
+        # the fused C kernel (gridmix.mixers.concentration.ops.tucker_native), same function;
+        # autograd carries ∂scale on to the λ
+        scale = _scale(eigenvalues, axes, x.dim()).reshape(
+            -1, x.shape[-2]
+        )  # (R, h), ρ in grid-axis order
+        order = innermost_first_among_ties(
+            axes, [x.shape[a] for a in axes], [u.shape[1] for u in bases]
+        )
         return tucker_chain(x, [bases[k] for k in order], scale, [axes[k] for k in order])[0]
     if project and expand and eigenvalues and _triton_applies(x, bases, axes):
         from gridmix.mixers.concentration.ops.tucker_triton import triton_chain
 
         return triton_chain(x, bases, _scale(eigenvalues, axes, x.dim()), axes)
     return _Tucker.apply(x.contiguous(), tuple(axes), project, expand, *bases, *(eigenvalues or ()))
-
