@@ -7,9 +7,15 @@ cosine decay over all steps, gradients clipped at norm 1. Validation every epoch
 (and the track's ``extra_metrics``, kept in the run's extras) is taken once, from the final model,
 or with ``Budget.patience`` from the best validation epoch's (:mod:`gridmix.study.early_stopping`;
 epochs are the cap). The extras also say whether the test predictions were one constant
-(:func:`prediction_summary`), which the report flags on that seed. A non-finite loss stops the run,
-which is then recorded as diverged: it never raises. On the CPU, the same arguments and thread count
-give the same numbers.
+(:func:`prediction_summary`), which the report flags on that seed. A non-finite loss stops the run
+at the end of its epoch, which is then recorded as diverged: it never raises. On the CPU, the same
+arguments and thread count give the same numbers.
+
+No step waits for the device: the training split moves to the device once, each epoch's batch order
+once, and the step losses are read back once per epoch (:func:`train_epoch`); validation, once per
+epoch, is the only other read. The learning-rate schedule advances every step, a float16 step the
+loss scaler skipped included, as torch's mixed-precision recipe does (asking the scaler whether it
+skipped would wait for the device).
 """
 
 from __future__ import annotations
@@ -128,6 +134,60 @@ def adamw(model: torch.nn.Module, *, lr: float, weight_decay: float) -> torch.op
     return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, fused=fused)
 
 
+def train_epoch(
+    model: torch.nn.Module,
+    loss_fn: Callable,
+    inputs: torch.Tensor,
+    targets: torch.Tensor,
+    permutation: torch.Tensor,
+    batch_size: int,
+    *,
+    optimizer: torch.optim.Optimizer,
+    scaler: torch.amp.GradScaler,
+    schedule: torch.optim.lr_scheduler.LRScheduler,
+    precision: str,
+    device: torch.device,
+) -> list[float]:
+    """One epoch of steps over ``permutation``'s batches; the loss of every step, read from the
+    device once, at the end (no step waits for the device).
+
+    A step with a non-finite loss still updates the model (its parameters may turn non-finite too);
+    the caller stops the run on the first one (:func:`first_non_finite`), at most one epoch late.
+    An exception after such a step is the divergence surfacing, so the losses up to it are returned.
+    """
+    losses = []  # 0-d tensors on the device
+    try:
+        for i in range(0, len(permutation), batch_size):
+            index = permutation[i : i + batch_size]  # (b,)
+            x, y = inputs[index], targets[index]  # (b, N, C_in), the track's targets
+            with autocast(precision, device):
+                loss = loss_fn(model(x).float(), y)  # ()
+            optimizer.zero_grad(set_to_none=True)
+            scaler.scale(loss).backward()
+            scaler.unscale_(optimizer)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            scaler.step(optimizer)  # fp16: skipped where the gradients are not finite
+            scaler.update()
+            schedule.step()  # every step, as torch's mixed-precision recipe does
+            losses.append(loss.detach())
+    except Exception:
+        if first_non_finite(_read(losses)) is None:
+            raise
+    return _read(losses)
+
+
+def _read(losses: list[torch.Tensor]) -> list[float]:
+    """The step losses as Python floats: one device-to-host copy."""
+    return torch.stack(losses).tolist() if losses else []  # (steps,) -> list
+
+
+def first_non_finite(losses: list[float]) -> tuple[int, float] | None:
+    """The first step whose loss is not finite, with that loss, or None."""
+    return next(
+        ((step, value) for step, value in enumerate(losses) if not math.isfinite(value)), None
+    )
+
+
 def train_run(
     track: Track,
     spec: ModelSpec,
@@ -167,34 +227,30 @@ def train_run(
         scaler = grad_scaler(precision, device)
         order = torch.Generator().manual_seed(seed)
         stopper = EarlyStopping(budget.patience, direction=track.direction)
+        train_x = data.train.inputs.to(device)  # the whole training split, moved once
+        train_y = data.train.targets.to(device)
         for epoch in range(budget.epochs):
             model.train()
-            permutation = torch.randperm(n, generator=order)
-            losses = []
-            for i in range(0, n, budget.batch_size):
-                index = permutation[i : i + budget.batch_size]
-                x, y = data.train.inputs[index].to(device), data.train.targets[index].to(device)
-                with autocast(precision, device):
-                    loss = track.loss(model(x).float(), y)
-                if not torch.isfinite(loss):
-                    result.status = "diverged"
-                    step = i // budget.batch_size
-                    result.error = (
-                        f"non-finite training loss ({loss.item()}) at epoch {epoch}, step {step}"
-                    )
-                    return result
-                optimizer.zero_grad(set_to_none=True)
-                scaler.scale(loss).backward()
-                scaler.unscale_(optimizer)
-                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-                scale = scaler.get_scale()
-                scaler.step(optimizer)
-                scaler.update()
-                if (
-                    scaler.get_scale() >= scale
-                ):  # the fp16 scaler skipped no step (it backs off when it skips one)
-                    schedule.step()
-                losses.append(loss.item())
+            permutation = torch.randperm(n, generator=order).to(device)  # (n,)
+            losses = train_epoch(
+                model,
+                track.loss,
+                train_x,
+                train_y,
+                permutation,
+                budget.batch_size,
+                optimizer=optimizer,
+                scaler=scaler,
+                schedule=schedule,
+                precision=precision,
+                device=device,
+            )
+            diverged = first_non_finite(losses)
+            if diverged is not None:
+                step, value = diverged
+                result.status = "diverged"
+                result.error = f"non-finite training loss ({value}) at epoch {epoch}, step {step}"
+                return result
             val = evaluate(
                 model,
                 data.val,
