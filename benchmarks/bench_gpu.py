@@ -10,8 +10,7 @@ Prints, and writes as ``DIR/bench_gpu.json`` and ``DIR/bench_gpu.md``, the figur
   num_heads=4)`` (fused SDPA), batch 8, forward+backward (input and parameter gradients), at 32x32,
   64x64, 128x128, 256x256, 16x32x32 and 16x64x64: fp32, bf16 autocast, and the mixer compiled with
   ``torch.compile(mode="reduce-overhead")`` (CUDA graphs: the layer is launch-bound,
-  docs/benchmarks.md) in bf16 (at 32x32 and 64x64), and with the experimental Triton chain
-  (``gridmix.set_triton``; 2-d grids up to 128x128). Attention in fp32 is skipped above 16,384
+  docs/benchmarks.md) in bf16 (at 32x32 and 64x64). Attention in fp32 is skipped above 16,384
   tokens (seconds per step). Peak memory per case is ``torch.cuda.max_memory_allocated`` after a
   reset.
 * **vit**: a training step (forward, cross-entropy, backward, AdamW) of timm's ViT at 64x64 (patch
@@ -53,7 +52,6 @@ COMPILED_GRIDS = (
     "32x32",
     "64x64",
 )  # where eager is launch-bound; each compile costs tens of seconds
-TRITON_GRIDS = ("32x32", "64x64", "128x128")  # 2-d grids whose slice fits the Triton kernel's tile
 TOTAL_BUDGET_S = 290.0  # the study gets what is left of five minutes
 TARGET_64X64_MS = 0.3  # the issue's goal for the bf16 mixer forward+backward at 64x64
 
@@ -93,9 +91,9 @@ def timed(step, *, device: torch.device, warmup: int, repeats: int) -> dict:
 
 def layer_step(case: str, grid: str, device: torch.device):
     """A zero-argument forward+backward of one layer at ``grid`` in ``case``
-    (model-dtype[-compiled|-triton])."""
+    (model-dtype[-compiled])."""
     model, precision, *variant = case.split("-")
-    compiled, use_triton = variant == ["compiled"], variant == ["triton"]
+    compiled = variant == ["compiled"]
     torch.manual_seed(0)
     tokens = gridmix.Grid.parse(grid).numel
     layer = (
@@ -112,16 +110,12 @@ def layer_step(case: str, grid: str, device: torch.device):
     dtype = torch.bfloat16 if precision == "bf16" else None
 
     def step() -> None:
-        gridmix.set_triton(
-            True if use_triton else None
-        )  # the experimental Triton chain (ops/tucker_triton.py)
         if compiled and device.type == "cuda":
             # the previous step's graph outputs may be overwritten
             torch.compiler.cudagraph_mark_step_begin()
         with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
             out = layer(x)
         out.backward(grad.to(out.dtype))
-        gridmix.set_triton(None)
 
     return step
 
@@ -235,7 +229,7 @@ def checks(result: dict) -> list[str]:
     layer, lines = result["layer"], []
 
     def best_mixer(grid: str) -> float:
-        cases = ("mixer-bf16", "mixer-bf16-compiled", "mixer-bf16-triton")
+        cases = ("mixer-bf16", "mixer-bf16-compiled")
         return min(layer[grid].get(case, {}).get("median_ms", math.inf) for case in cases)
 
     if "64x64" in layer:
@@ -341,7 +335,7 @@ def main() -> None:
     device = torch.device(args.device)
     began = time.perf_counter()
     grids = QUICK_GRIDS if args.quick else GRIDS
-    compiled = [] if args.quick else ["mixer-bf16-compiled", "mixer-bf16-triton"]
+    compiled = [] if args.quick else ["mixer-bf16-compiled"]
     layer_cases = ["mixer-fp32", "attention-fp32", "mixer-bf16", *compiled, "attention-bf16"]
     result = dict(
         device_name=torch.cuda.get_device_name() if device.type == "cuda" else "cpu",
@@ -356,7 +350,6 @@ def main() -> None:
         repeats = 3 if args.quick else (10 if tokens > ATTENTION_FP32_MAX_TOKENS else 30)
         skip = {"attention-fp32"} if tokens > ATTENTION_FP32_MAX_TOKENS else set()
         skip |= set() if grid in COMPILED_GRIDS else {"mixer-bf16-compiled"}
-        skip |= set() if grid in TRITON_GRIDS else {"mixer-bf16-triton"}
         cases = {
             c: ((lambda c=c, grid=grid: layer_step(c, grid, device)), repeats)
             for c in layer_cases

@@ -37,7 +37,7 @@ if (
         semiseparable_mode_product,
     )
     from gridmix.mixers.contract import MixerSpec
-    from gridmix.mixers.switches import set_native, set_triton
+    from gridmix.mixers.switches import set_native
     from gridmix.orchestrate.callbacks import Callbacks
     from gridmix.orchestrate.front_door import run, sweep
     from gridmix.report.types import Arm, Comparison, Report
@@ -80,7 +80,6 @@ _SOURCES = {  # public name -> the module that defines it
     "semiseparable_kernel": "gridmix.mixers.concentration.ops.semiseparable",
     "semiseparable_mode_product": "gridmix.mixers.concentration.ops.semiseparable",
     "set_native": "gridmix.mixers.switches",
-    "set_triton": "gridmix.mixers.switches",
     "MixerSpec": "gridmix.mixers.contract",
     "Callbacks": "gridmix.orchestrate.callbacks",
     "run": "gridmix.orchestrate.front_door",
@@ -134,7 +133,6 @@ __all__ = [
     "semiseparable_kernel",
     "semiseparable_mode_product",
     "set_native",
-    "set_triton",
     "sweep",
     "tucker_flops",
     "validate_data",

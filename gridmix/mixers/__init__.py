@@ -15,7 +15,7 @@ from gridmix.mixers.concentration import (
     dct_basis,
     tucker_flops,
 )
-from gridmix.mixers.switches import native_enabled, set_native, set_triton, triton_enabled
+from gridmix.mixers.switches import native_enabled, set_native
 from gridmix.mixers.tokenwise import TokenwiseMixer
 
 __all__ = [
@@ -28,7 +28,5 @@ __all__ = [
     "dct_basis",
     "native_enabled",
     "set_native",
-    "set_triton",
     "tucker_flops",
-    "triton_enabled",
 ]

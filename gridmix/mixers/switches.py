@@ -1,9 +1,8 @@
 """The mixers' fast-path switches in one place, as timm's ``layers/config.py``: the fused native CPU
-kernels (``GRIDMIX_NATIVE``, on unless ``0``; :func:`set_native`) and the experimental Triton chain
-on CUDA (``GRIDMIX_TRITON``, off unless ``1``; :func:`set_triton`).
+kernels (``GRIDMIX_NATIVE``, on unless ``0``; :func:`set_native`).
 
 Each switch is the program's choice where one was made, else its environment variable, and is read
-on every call (a dispatch site asks :func:`native_enabled` or :func:`triton_enabled`), so a change
+on every call (a dispatch site asks :func:`native_enabled`), so a change
 takes effect on the next call; a function already compiled by ``torch.compile`` keeps the choice it
 was traced with.
 """
@@ -39,7 +38,6 @@ class _Switch:
 
 
 _NATIVE = _Switch("set_native", "GRIDMIX_NATIVE", default=True)
-_TRITON = _Switch("set_triton", "GRIDMIX_TRITON", default=False)
 
 
 def set_native(enabled: bool | None) -> None:
@@ -52,14 +50,3 @@ def native_enabled() -> bool:
     """Whether the native kernels are switched on (they are used where they are also built)."""
     return _NATIVE.enabled()
 
-
-def set_triton(enabled: bool | None) -> None:
-    """Use the Triton kernel for 2-d chains on CUDA (``True``), not (``False``), or as
-    ``GRIDMIX_TRITON`` says (``None``; off unless it is ``1``). Experimental
-    (:mod:`gridmix.mixers.concentration.ops.tucker_triton`)."""
-    _TRITON.set(enabled)
-
-
-def triton_enabled() -> bool:
-    """Whether the Triton chain is switched on (it is used on CUDA where Triton is installed)."""
-    return _TRITON.enabled()

@@ -23,7 +23,6 @@ Shape legend:
 from __future__ import annotations
 
 import functools
-import importlib.util
 import math
 import operator
 from collections.abc import Sequence
@@ -35,15 +34,6 @@ from gridmix.mixers.concentration.ops.tucker_native import (
     native_applies,
     tucker_chain,
 )
-from gridmix.mixers.switches import triton_enabled
-
-
-def _triton_applies(x: torch.Tensor, bases: Sequence[torch.Tensor], axes: Sequence[int]) -> bool:
-    if not (triton_enabled() and x.is_cuda and importlib.util.find_spec("triton") is not None):
-        return False
-    from gridmix.mixers.concentration.ops.tucker_triton import triton_fits
-
-    return triton_fits(x, bases, axes)
 
 
 def _mode_gemm(x: torch.Tensor, matrix: torch.Tensor, axis: int) -> torch.Tensor:
@@ -220,8 +210,4 @@ def tucker(
             axes, [x.shape[a] for a in axes], [u.shape[1] for u in bases]
         )
         return tucker_chain(x, [bases[k] for k in order], scale, [axes[k] for k in order])[0]
-    if project and expand and eigenvalues and _triton_applies(x, bases, axes):
-        from gridmix.mixers.concentration.ops.tucker_triton import triton_chain
-
-        return triton_chain(x, bases, _scale(eigenvalues, axes, x.dim()), axes)
     return _Tucker.apply(x.contiguous(), tuple(axes), project, expand, *bases, *(eigenvalues or ()))
