@@ -20,7 +20,9 @@ from gridmix.mixers.concentration.layer import ConcentrationMixer
 from gridmix.mixers.concentration.mechanism import combine_signatures, mechanism_signature
 from gridmix.mixers.contract import MixerSpec, MixerTable
 from gridmix.mixers.global_filter import build_global_filter, regrid_global_filter
+from gridmix.mixers.hyena import build_hyena, regrid_hyena
 from gridmix.mixers.linear_attention import build_linear_attention, regrid_linear_attention
+from gridmix.mixers.mamba import build_mamba, regrid_mamba
 from gridmix.mixers.neighbourhood import (
     build_neighbourhood_attention,
     regrid_neighbourhood_attention,
@@ -200,6 +202,26 @@ MIXERS = (
         causal="first",
         prefix_tokens=True,
         regrid=regrid_linear_attention,
+    ),
+    MixerSpec(
+        "mamba",
+        build_mamba,
+        description="Mamba-2 (SSD) selective scans along every axis, both ways (forward only on "
+        "causal axes), averaged",
+        reference="Mamba-2, Dao & Gu 2024; VMamba, Liu et al. 2024",
+        causal="any",
+        prefix_tokens=True,
+        regrid=regrid_mamba,
+    ),
+    MixerSpec(
+        "hyena",
+        build_hyena,
+        description="gated long convolution, its filter an MLP of positions times a decay, by "
+        "zero-padded FFT over every axis",
+        reference="Hyena, Poli et al. 2023",
+        causal="any",
+        prefix_tokens=True,
+        regrid=regrid_hyena,
     ),
 )
 
