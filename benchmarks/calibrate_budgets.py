@@ -7,7 +7,7 @@ calibration criteria.
 
 For every track and every layout ``JOBSxTHREADS`` it runs ``gridmix run --track T --jobs J --threads
 K`` in a fresh output folder, times the whole command (wall clock, from start to exit), and reads
-the report it wrote. The criteria (docs/plugins.md, "Budgets of the built-in tracks"):
+the report it wrote. The criteria (docs/calibration.md, "Budgets of the built-in tracks"):
 
 - no seed of the idea or of the matched baseline at chance (within ``FLOOR_BAND`` of
   gridmix.analysis.verdicts);

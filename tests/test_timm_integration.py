@@ -1,9 +1,11 @@
 """The mixer is constructible as timm's ``attn_layer`` and a ViT built with it learns."""
 
+import pytest
 import torch
 from timm.models.vision_transformer import VisionTransformer
 
-from gridmix import ConcentrationMixer, mixer_layer
+from gridmix import ConcentrationMixer, Grid, mixer_layer
+from gridmix.mixers.contract import token_count_error
 
 
 def test_vit_with_mixer_builds_and_its_loss_falls():
@@ -59,3 +61,33 @@ def test_mixer_layer_keeps_its_binding_accepts_timm_arguments_and_tags_what_it_b
     assert mixer.grid.shape == (4, 6) and mixer.causal_axes == (0,) and mixer.v.bias is not None
     assert isinstance(mixer, ConcentrationMixer) and mixer.gridmix_mixer == "concentration"
     assert mixer_layer("concentration-uncapped", (4, 6))(12, num_heads=3).spectrum == "uncapped"
+
+
+@pytest.mark.parametrize("mixer", ["concentration", "global-filter"])
+def test_timm_default_class_token_is_refused_with_the_fix(mixer):
+    # timm's ViT has class_token=True by default: one token more than a mixer built for no prefix
+    # tokens expects; the error says so and how to fix it, for the idea and for a peer alike.
+    layer = mixer_layer(mixer, "8x8")
+    vit = VisionTransformer(
+        img_size=32, patch_size=4, embed_dim=64, depth=1, num_heads=2, attn_layer=layer
+    )
+    with pytest.raises(ValueError) as error:
+        vit(torch.randn(2, 3, 32, 32))
+    assert str(error.value) == (
+        "x has shape (2, 65, 64); expected (B, 0 prefix + 64 grid tokens = 64, 64); the model has "
+        "1 prefix (class) token: build the mixer with num_prefix_tokens=1 or the ViT with "
+        "class_token=False"
+    )
+
+
+def test_token_count_error_hints_only_when_tokens_beyond_the_grid_are_unaccounted():
+    grid = Grid.parse("4x4")
+    hint = token_count_error((2, 19, 8), prefix=1, grid=grid, dim=8)
+    assert hint.endswith(
+        "the model has 3 prefix (class) tokens: build the mixer with num_prefix_tokens=3 or the "
+        "ViT with class_token=False and reg_tokens=0"
+    )
+    # too few tokens, or the right count with the wrong width: the shape alone, no hint
+    for shape in [(2, 15, 8), (2, 17, 4)]:
+        message = token_count_error(shape, prefix=1, grid=grid, dim=8)
+        assert message.endswith("expected (B, 1 prefix + 16 grid tokens = 17, 8)"), message

@@ -96,6 +96,22 @@ RunUnderpowered = Annotated[
         "primary comparison to reach α (reported).",
     ),
 ]
+WithoutIdea = Annotated[
+    bool,
+    typer.Option(
+        "--without-idea",
+        help="Train only the --models given, without the idea: a learnability check with "
+        "per-model results and no paired verdict (exploratory budgets: smoke).",
+    ),
+]
+StopAboveChance = Annotated[
+    float,
+    typer.Option(
+        metavar="MARGIN",
+        help="Stop each run once its validation metric is beyond the track's chance level by "
+        "MARGIN (metric units); the ledger row says why (default: train to the budget's end).",
+    ),
+]
 AA = Annotated[
     bool,
     typer.Option(

@@ -45,8 +45,10 @@ from gridmix.cli.options import (
     RunUnderpowered,
     Scaling,
     Seeds,
+    StopAboveChance,
     Threads,
     Track,
+    WithoutIdea,
 )
 from gridmix.cli.progress import drive
 from gridmix.cli.tables import Column, TextTable
@@ -213,7 +215,8 @@ def run(track: Track = DEFAULT_TRACK, grid: RunGrid = None, models: RunModels = 
         underpowered: RunUnderpowered = False, aa: AA = False,
         min_effect: MinEffect = DEFAULT_MIN_EFFECT, fresh: RunFresh = False, data: Data = None,
         data_root: DataRoot = None, download: Download = False, eval_grids: EvalGrids = None,
-        settings: RunSet = None) -> None:
+        settings: RunSet = None, without_idea: WithoutIdea = False,
+        stop_above_chance: StopAboveChance = None) -> None:
     """Compare the idea model with its baselines on a track: paired seeds, LR sweep, exact
     statistics."""
     arguments = run_arguments(**locals())  # every option, checked before torch loads
@@ -291,7 +294,14 @@ def run_header(planned, ledger) -> None:
 def print_run(outcome) -> None:
     """The finished study on the console: the results table, the transfer lines, the verdict and the
     report's path; exit status 1 when a run or an analysis failed (never because the idea lost)."""
+    from gridmix.report.learnability import Learnability
+
     report = outcome.report
+    if isinstance(report, Learnability):  # a study without the idea: per-model lines, no verdict
+        for line in report.lines():
+            console.print(line, highlight=False, markup=False)
+        console.print(f"{report.verdict}; report: {outcome.paths[1]}", highlight=False)
+        return
     results_table(report).print(Console())
     for line in transfer_lines(report):
         console.print(line, highlight=False, markup=False)
@@ -382,14 +392,19 @@ def report(
     directory's ledger."""
     from gridmix.orchestrate.front_door import storage_error
     from gridmix.report.build import build_report, write_report
+    from gridmix.report.learnability import learnability_report, write_learnability
     from gridmix.report.sweep_report import build_sweep_report, write_sweep_report
     from gridmix.study.ledger import Ledger
 
-    rebuilt, swept, paths = None, None, []
+    rebuilt, swept, learned, paths = None, None, None, []
     try:
         with Ledger(directory, create=False, lock=True) as ledger:
-            if (
-                ledger.study() is not None or ledger.sweep() is None
+            study = ledger.study()
+            if study is not None and study["idea"] not in study["models"]:  # --without-idea
+                learned = learnability_report(ledger)
+                paths += write_learnability(learned, directory)
+            elif (
+                study is not None or ledger.sweep() is None
             ):  # neither: build_report says what is missing
                 rebuilt = build_report(ledger)
                 paths += write_report(rebuilt, directory)
@@ -407,6 +422,8 @@ def report(
             console.print(line, highlight=False, markup=False)
     if swept is not None:
         sweep_table(swept).print(Console())
+    for line in learned.lines() if learned is not None else []:
+        console.print(line, highlight=False, markup=False)
     console.print(f"wrote {', '.join(str(p) for p in paths)}", highlight=False)
     if unfinished:
         command = "gridmix sweep" if swept is not None else "gridmix run"

@@ -69,11 +69,30 @@ def check_input(
             "is_causal=True on a mixer built with causal_axes=(); expected causal_axes at build"
         )
     if x.ndim != 3 or x.shape[1] != prefix + grid.numel or x.shape[2] != dim:
-        raise ValueError(
-            f"x has shape {tuple(x.shape)}; expected (B, {prefix} prefix + {grid.numel} grid "
-            "tokens = "
-            f"{prefix + grid.numel}, {dim})"
+        raise ValueError(token_count_error(tuple(x.shape), prefix=prefix, grid=grid, dim=dim))
+
+
+def token_count_error(shape: tuple[int, ...], *, prefix: int, grid: Grid, dim: int) -> str:
+    """The one-line error for a mixer input of ``shape`` that is not (B, ``prefix`` + grid tokens,
+    ``dim``); when it holds k > 0 tokens beyond the grid's and the mixer was built for another
+    number of prefix tokens, it says how to build the two alike (timm's ViT has ``class_token=True``
+    by default: one prefix token the mixer must be told of)."""
+    message = (
+        f"x has shape {shape}; expected (B, {prefix} prefix + {grid.numel} grid tokens = "
+        f"{prefix + grid.numel}, {dim})"
+    )
+    extra = shape[1] - grid.numel if len(shape) == 3 else 0
+    if extra > 0 and extra != prefix:
+        tokens, vit = (
+            ("token", "class_token=False")
+            if extra == 1
+            else ("tokens", "class_token=False and reg_tokens=0")
         )
+        message += (
+            f"; the model has {extra} prefix (class) {tokens}: build the mixer with "
+            f"num_prefix_tokens={extra} or the ViT with {vit}"
+        )
+    return message
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from gridmix.core.grid import Grid
 from gridmix.orchestrate.callbacks import QUIET, Callbacks
 from gridmix.orchestrate.plan import PlannedStudy
 from gridmix.report.build import build_report, write_report
+from gridmix.report.learnability import Learnability, learnability_report, write_learnability
 from gridmix.report.types import Report
 from gridmix.study.harness import Runner, Study
 from gridmix.study.ledger import Ledger
@@ -27,10 +28,11 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Outcome:
-    """A finished study: its report, the files written (``bench_report.json``, ``report.md``, plots)
-    and the seconds it took."""
+    """A finished study: its report (a :class:`Learnability` for a study without the idea), the
+    files written (``bench_report.json`` or ``learnability.json``, ``report.md``, plots) and the
+    seconds it took."""
 
-    report: Report
+    report: Report | Learnability
     paths: tuple[Path, ...]
     seconds: float
 
@@ -116,8 +118,12 @@ def run_study(
                     planned.model_kwargs,
                     probe=probe,
                 )
-        report = build_report(ledger)
-        paths = write_report(report, Path(out))
+        if planned.study.paired:
+            report = build_report(ledger)
+            paths = write_report(report, Path(out))
+        else:
+            report = learnability_report(ledger)
+            paths = write_learnability(report, Path(out))
     outcome = Outcome(report=report, paths=tuple(paths), seconds=time.perf_counter() - started)
     callbacks.finished(outcome)
     return outcome

@@ -84,18 +84,28 @@ def choose_models(
     grid: Grid,
     models: str | tuple[str, ...] | None,
     *,
+    without_idea: bool = False,
     note: Callable[[str], None] = _ignore,
 ) -> tuple[str, ...]:
     """The models the study trains: ``models`` (comma-separated or a tuple; the idea is always
-    added), else the track's default models, else all of them; each one the grid does not allow is
-    left out with a ``note``."""
+    added, unless ``without_idea``: then ``models`` alone, which must leave the idea out), else the
+    track's default models, else all of them; each one the grid does not allow is left out with a
+    ``note``."""
+    given = None
     if models is not None:
-        names = list(parse_names(models, "--models") if isinstance(models, str) else models)
+        given = list(parse_names(models, "--models") if isinstance(models, str) else models)
+    if without_idea and (given is None or track.idea.name in given):
+        raise ValueError(
+            f"--without-idea trains the --models given, without the idea {track.idea.name!r}; "
+            f"got --models {models!r}, expected some of {[m.name for m in track.baselines]}"
+        )
+    if given is not None:
+        names = given
         for name in names:
             track.model(name)  # ValueError naming the models the track offers
-        if track.idea.name not in names:
+        if track.idea.name not in names and not without_idea:
             names.insert(0, track.idea.name)
-        if len(names) < 2:
+        if len(names) < 2 and not without_idea:
             raise ValueError(
                 f"--models {','.join(names)!r} leaves no baseline to compare with; track "
                 f"{track.name!r} offers {[m.name for m in track.baselines]}"
@@ -235,6 +245,8 @@ def plan_study(
     settings: Mapping[str, object] | None = None,
     eval_grids: str | Sequence[str] = (),
     min_effect: str | None = None,
+    without_idea: bool = False,
+    stop_above_chance: float | None = None,
     note: Callable[[str], None] = _ignore,
 ) -> PlannedStudy:
     """The study ``gridmix run`` would run with these options (the same names and defaults as its
@@ -252,7 +264,10 @@ def plan_study(
     every run's key. ``min_effect`` is the practical threshold below which a significant effect is
     reported as negligible (``"1%"`` of the compared arm's mean, or a number in the metric's units;
     default
-    :data:`gridmix.core.defaults.DEFAULT_MIN_EFFECT`).
+    :data:`gridmix.core.defaults.DEFAULT_MIN_EFFECT`). ``without_idea`` trains the ``models``
+    alone, at an exploratory budget only: a learnability check with per-model results and no
+    paired verdict (``--without-idea``); ``stop_above_chance`` stops every run once its validation
+    metric is beyond the track's chance level by that margin (``--stop-above-chance``).
     """
     from gridmix.analysis.verdicts import MinEffect
     from gridmix.core.defaults import DEFAULT_MIN_EFFECT
@@ -291,7 +306,28 @@ def plan_study(
         models = choice.models
         for line in notes:
             note(line)
-    names = choose_models(chosen_track, chosen_grid, models, note=note)
+    if without_idea and not chosen_budget.exploratory:
+        raise ValueError(
+            f"--without-idea with budget {chosen_budget.name!r}; expected an exploratory budget "
+            "(--budget smoke): a study without the idea has no paired verdict"
+        )
+    chance = chance_level(chosen_track, chosen_grid, chosen_budget.sizes)
+    if stop_above_chance is not None and not 0 < stop_above_chance < float("inf"):
+        raise ValueError(
+            f"--stop-above-chance {stop_above_chance!r}; expected a positive finite margin in the "
+            "metric's units"
+        )
+    if stop_above_chance is not None and chance is None:
+        raise ValueError(
+            f"--stop-above-chance {stop_above_chance:g}: track {chosen_track.name!r} declares no "
+            "chance level (Track.chance); expected a track that does"
+        )
+    names = choose_models(chosen_track, chosen_grid, models, without_idea=without_idea, note=note)
+    if stop_above_chance is not None:  # the report's Method lists it with what the study leaves out
+        notes += (
+            "training to the budget's last epoch: every run stopped once its validation metric "
+            f"was {stop_above_chance:g} beyond chance {chance:.4g} (--stop-above-chance)",
+        )
     causality = check_causality(chosen_track, names, chosen_grid, registry.mixers)
     plugins = {chosen_track.plugin, *(chosen_track.model(name).plugin for name in names)}
     jobs, run_threads = resolve_jobs(
@@ -318,7 +354,7 @@ def plan_study(
         precision=resolved_precision,
         data=fingerprint(chosen_track, chosen_grid, chosen_budget),
         roles={name: chosen_track.model(name).role for name in names},
-        chance=chance_level(chosen_track, chosen_grid, chosen_budget.sizes),
+        chance=chance,
         ceiling=chosen_track.ceiling,
         fixed_split=chosen_track.fixed_split,
         underpowered=underpowered and not chosen_budget.exploratory,
@@ -328,6 +364,7 @@ def plan_study(
         overrides=overrides,
         min_effect=threshold.spelled,
         causality=causality,
+        stop_above_chance=stop_above_chance,
     )
     if aa:
         study = aa_study(study)
@@ -338,16 +375,19 @@ def plan_study(
         for name in ("epochs", "n_train")
         if name in overrides
     )
+    learnability = (f"-{'-'.join(names)}" if without_idea else "") + (
+        f"-stop{stop_above_chance:g}" if stop_above_chance is not None else ""
+    )
     default_out = Path("runs") / (
         f"{study.track}-{study.grid}{settings_part}-{chosen_budget.name}{changed}"
-        f"{'-aa' if aa else ''}"
+        f"{'-aa' if aa else ''}{learnability}"
     )
     return PlannedStudy(
         study=study,
         track=chosen_track,
         grid=chosen_grid,
         model_kwargs=model_kwargs,
-        scaling=scaling,
+        scaling=scaling and study.paired,  # parity and scaling are of the idea against each model
         default_out=default_out,
         jobs=jobs,
     )

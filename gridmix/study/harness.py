@@ -81,6 +81,9 @@ class RunTask:
     ] = ()  # grids the trained model is also tested on (gridmix.study.transfer); not keyed
     # a sweep run (its seed chooses the learning rate, never enters a comparison); not in the key
     sweep: bool = False
+    # stop once the validation metric passes this value (chance beyond --stop-above-chance's
+    # margin); keyed only when set, so ordinary runs keep their keys
+    stop_at: float | None = None
 
     @property
     def spec_name(self) -> str:
@@ -106,6 +109,8 @@ class RunTask:
             config["precision"] = self.precision
         if self.settings:  # the track's own values keep the keys they had before settings existed
             config["settings"] = dict(sorted(self.settings.items()))
+        if self.stop_at is not None:  # a run that stops early computes other numbers
+            config["stop_at"] = self.stop_at
         return dict(config, data=self.data) if self.data else config
 
     @property
@@ -228,11 +233,25 @@ class Study:
     causality: dict = field(
         default_factory=dict
     )  # the leak check's record (leak_check.check_causality); {}: none ran
+    # stop every run once its validation metric is beyond chance by this margin (a learnability
+    # check); None: runs train for the whole budget
+    stop_above_chance: float | None = None
 
     def __post_init__(self) -> None:
-        if self.idea not in self.models:
+        if self.idea not in self.models and not self.budget.exploratory:
             raise ValueError(
-                f"the idea {self.idea!r} is not among the study's models {list(self.models)}"
+                f"the idea {self.idea!r} is not among the study's models {list(self.models)}; "
+                "expected it there, or an exploratory budget (smoke) for a study without it"
+            )
+        if self.stop_above_chance is not None and (
+            self.chance is None
+            or isinstance(self.stop_above_chance, bool)
+            or not isinstance(self.stop_above_chance, (int, float))
+            or not 0 < self.stop_above_chance < float("inf")
+        ):
+            raise ValueError(
+                f"stop_above_chance {self.stop_above_chance!r} with chance {self.chance!r}; "
+                "expected a positive finite margin and a chance level"
             )
         unknown = {role for role in self.roles.values()} - set(ROLES)
         if unknown:
@@ -247,6 +266,20 @@ class Study:
                 "none "
                 f"of the sweep seeds {self.sweep_seeds}"
             )
+
+    @property
+    def paired(self) -> bool:
+        """Whether the study trains the idea, so that it has paired comparisons to report."""
+        return self.idea in self.models
+
+    @property
+    def stop_at(self) -> float | None:
+        """The validation metric at which a run stops: chance moved by ``stop_above_chance``
+        towards better (down for a ``"lower"`` metric); ``None`` without a margin."""
+        if self.stop_above_chance is None:
+            return None
+        sign = -1 if self.direction == "lower" else 1
+        return self.chance + sign * self.stop_above_chance
 
     def role(self, model: str) -> str:
         """The model's role in this study (ledgers from before roles: the idea, else a baseline)."""
@@ -272,6 +305,8 @@ class Study:
         for name in ("notes", "settings", "eval_grids", "overrides", "causality"):
             if not data[name]:
                 del data[name]
+        if data["stop_above_chance"] is None:
+            del data["stop_above_chance"]
         return data
 
     @classmethod
@@ -309,6 +344,7 @@ class Study:
             settings=self.settings,
             eval_grids=eval_grids,
             sweep=seed in self.sweep_seeds,
+            stop_at=self.stop_at,
         )
 
     def sweep_tasks(self) -> list[RunTask]:
@@ -463,6 +499,7 @@ def execute(
             device=resolve_device(task.device),
             model_kwargs=task.model_kwargs,
             precision=task.precision,
+            stop_at=task.stop_at,
             on_epoch=on_epoch,
             after_training=analyse,
         )

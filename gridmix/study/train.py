@@ -201,6 +201,7 @@ def train_run(
     device: torch.device,
     model_kwargs: dict | None = None,
     precision: str = "fp32",
+    stop_at: float | None = None,
     on_epoch: Callable[[int, float, float], None] | None = None,
     after_training: Callable[[torch.nn.Module, TrackData], dict] | None = None,
 ) -> RunResult:
@@ -211,9 +212,12 @@ def train_run(
     ``after_training(model, data)`` analyses the final model of a successful run (e.g. its
     mechanism). ``init_seed`` (default ``seed``) seeds the initialisation alone: an A/A copy differs
     from its original there. ``precision``: ``fp32``, or ``bf16`` / ``fp16`` mixed precision
-    (:mod:`gridmix.study.precision`).
+    (:mod:`gridmix.study.precision`). ``stop_at``: stop after the first epoch whose validation
+    metric reaches it (at or below it for a ``"lower"`` metric, at or above for ``"higher"``), the
+    run's ``extras["training"]["stop_reason"]`` saying so.
     """
     result = RunResult(status="ok")
+    left_chance = ""
     start = time.perf_counter()
     try:
         torch.manual_seed(seed if init_seed is None else init_seed)
@@ -272,9 +276,19 @@ def train_run(
                 on_epoch(epoch, result.train_loss[-1], val)
             if stopper.update(val, model):
                 break
+            if stop_at is not None and (
+                val <= stop_at if track.direction == "lower" else val >= stop_at
+            ):
+                left_chance = (
+                    f"left chance at epoch {epoch}: validation metric {val:.4g} "
+                    f"reached {stop_at:.4g} (--stop-above-chance)"
+                )
+                break
         stopper.restore(model)
         result.val_metric = result.val_curve[stopper.best_epoch if budget.patience else -1]
         result.extras["training"] = stopper.summary()
+        if left_chance:
+            result.extras["training"].update(improving_at_cap=False, stop_reason=left_chance)
         predictions = predict(
             model, data.test, batch_size=budget.batch_size * 2, device=device, precision=precision
         )

@@ -26,7 +26,7 @@ The mixers start at the averaging operator's side (``MixerConfig(start="mean")``
 ``sigmoid(4)``, the others at ``sigmoid(−4)``; docs/mixer.md "Where the mixer starts"), as
 attention's uniform start sees the whole grid. With the ``"global"`` start (``sigmoid(±2)``) the
 idea stayed at chance within the default budget on 3 of 24 seeds at 3e-3, the rate its sweep
-chooses; with ``"mean"`` on none of them (docs/plugins.md, "Calibrating to five minutes").
+chooses; with ``"mean"`` on none of them (docs/calibration.md, "Calibrating to five minutes").
 
 Pilot on 32x32 (test cross-entropy per seed, seeds 0, 1, 2, 512 test samples; one learning rate, no
 sweep; 1024 samples × 3 epochs, batch 8, i.e. 384 steps, unless said; a shared 2-core machine; floor
@@ -53,8 +53,8 @@ Per seed the models move together (the seed's test set, with its flipped labels,
 model: the paired comparison removes that part of the spread): idea minus ViT at 3e-3 is +0.004 and
 +0.001 on seeds 0 and 1, against a spread of 0.05 between seeds.
 
-Results at the default budget (per seed, the comparisons, the run time): docs/plugins.md, "What the
-default budget measured"; this docstring keeps the pilots that chose the task and budget.
+Results at the default budget (per seed, the comparisons, the run time): docs/calibration.md,
+"What the default budget measured"; this docstring keeps the pilots that chose the task and budget.
 
 Models: timm's ``VisionTransformer`` with dense attention (the matched baseline), the same class
 with the concentration mixer as ``attn_layer`` (the idea) and timm's MLP-Mixer (dense token MLP,

@@ -33,10 +33,10 @@ Calibration (default budget: 2,048 training sequences, 20 epochs, batch 32, lr 3
 64, grid 32). The default budget now sweeps 1.5e-3, 3e-3 and 6e-3 on one sweep seed, so that a
 choice at the edge of the sweep can be flagged, and trains 14 epochs, not 20, to finish in five
 minutes on a 2-core machine: at 1.5e-3, the rate every arm but the control chose, attention reached
-0.9999–1.0 on seeds 0–5 and the idea stayed on its plateau (docs/plugins.md, "Budgets of the
+0.9999–1.0 on seeds 0–5 and the idea stayed on its plateau (docs/calibration.md, "Budgets of the
 built-in tracks"; seeds 6–11 were not run at 14 epochs, and the pilot below saw late escapes at 16
 epochs and 3e-3, so ``--epochs 20`` is the safer choice with more seeds). Results at the default
-budget (per seed, the comparisons, the run time): docs/plugins.md, "What the default budget
+budget (per seed, the comparisons, the run time): docs/calibration.md, "What the default budget
 measured"; this docstring keeps the pilots that chose the task and budget.
 
 Why weight decay 0.5. With the budget's 0.05, attention memorises the training set instead of

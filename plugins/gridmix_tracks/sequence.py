@@ -72,10 +72,10 @@ budget                   mean Δ   s_d      MDE at 7 seeds   MDE at 8 seeds   MD
 (At 2,048 test series over seeds 0–13: s_d 0.0120, MDE 2.32 %.) These pilots trained with AdamW's
 loop over the tensors. The pilot with torch's fused AdamW that moved the default from 8 seeds to 10
 (at 8 the MDE sat near 2 % of attention, above or below it by which seeds were drawn) is in
-docs/plugins.md, "Budgets of the built-in tracks".
+docs/calibration.md, "Budgets of the built-in tracks".
 
-Results at the default budget (per seed, the comparisons, the run time): docs/plugins.md, "What the
-default budget measured"; this docstring keeps the pilots that chose the task and budget.
+Results at the default budget (per seed, the comparisons, the run time): docs/calibration.md,
+"What the default budget measured"; this docstring keeps the pilots that chose the task and budget.
 
 Shape legend:
     S: samples, L: context (the grid), H: horizon; inputs (S, 1, L) float32, targets (S, H) float32
@@ -102,7 +102,7 @@ MIN_CONTEXT = 8
 # seed, 10 paired seeds (the sign-flip MDE is about 1.0 s_d; at 8 seeds it sat near 2 % of
 # attention) and 16,384 test series: each seed draws its own test set, whose sampling was most of
 # the paired spread at 2,048 (the pilots, "Test-set size", are in the module docstring; the run in
-# docs/plugins.md, "Budgets of the built-in tracks").
+# docs/calibration.md, "Budgets of the built-in tracks").
 BUDGET_OVERRIDES = {
     "default": {"seeds": 10, "sweep_seeds": 1, "n_train": 4096, "epochs": 8, "n_test": 16384}
 }

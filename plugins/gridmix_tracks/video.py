@@ -77,8 +77,8 @@ dense attention on seed 11 left the plateau only in its third epoch (train loss 
 …; test 0.3058). A budget with fewer steps than these 768, or a higher rate, would stall some seeds
 again.
 
-Results at the default budget (per seed, the comparisons, the run time): docs/plugins.md, "What the
-default budget measured"; this docstring keeps the pilots that chose the task and budget.
+Results at the default budget (per seed, the comparisons, the run time): docs/calibration.md,
+"What the default budget measured"; this docstring keeps the pilots that chose the task and budget.
 
 Models (same embedding, learned positions, depth, width, MLP, norms and head; they differ in the
 token mixer only): dense spatio-temporal attention over all T·H·W tokens (the matched baseline),

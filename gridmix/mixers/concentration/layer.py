@@ -49,6 +49,7 @@ from gridmix.mixers.concentration.factors import (
 )
 from gridmix.mixers.concentration.ops.tucker import tucker
 from gridmix.mixers.concentration.ops.tucker_native import chain_flops
+from gridmix.mixers.contract import token_count_error
 
 PREFIX_MODES = ("mean", "identity")
 SPECTRA = ("capped", "uncapped")
@@ -323,8 +324,7 @@ class ConcentrationMixer(nn.Module):
         P, N = self.num_prefix_tokens, self.grid.numel
         if T != P + N or C != self.dim:
             raise ValueError(
-                f"expected (B, {P} prefix + {N} grid tokens = {P + N}, {self.dim}); got "
-                f"{tuple(x.shape)}"
+                token_count_error(tuple(x.shape), prefix=P, grid=self.grid, dim=self.dim)
             )
         v = self.v(x)  # (B, P + N, C)
         mixed = self.mix(v[:, P:].reshape(B, *self.grid, C)).reshape(B, N, C)
