@@ -35,9 +35,14 @@ import torch.nn.functional as F
 from torch import nn
 
 from gridmix.core.grid import Grid, GridLike
-from gridmix.mixers.contract import check_input
+from gridmix.mixers.contract import check_input, taken
 from gridmix.mixers.grids import causal_set, same_rank_copy
-from gridmix.mixers.projections import AttentionProjections, check_heads, check_probability
+from gridmix.mixers.projections import (
+    PROJECTION_KWARGS,
+    AttentionProjections,
+    check_heads,
+    check_probability,
+)
 
 
 def _check(
@@ -222,43 +227,26 @@ def regrid_lines(
     )
 
 
+_BUILD_KWARGS = PROJECTION_KWARGS | {
+    "causal_axes",
+    "num_prefix_tokens",
+    "attn_drop",
+}  # the builders pass on
+
+
 def build_line_attention(
     kind: type[AxialAttention] | type[DividedAttention],
     dim: int,
     grid: GridLike,
     *,
     num_heads: int,
-    causal_axes: Sequence[int] = (),
-    num_prefix_tokens: int = 0,
-    qkv_bias: bool = True,
-    qk_norm: bool = False,
-    scale_norm: bool = False,
-    proj_bias: bool = True,
-    attn_drop: float = 0.0,
-    proj_drop: float = 0.0,
-    norm_layer: type[nn.Module] | None = None,
-    device=None,
-    dtype=None,
-    **unused,
+    **kwargs,
 ) -> AxialAttention | DividedAttention:
     """``kind`` (:class:`AxialAttention` or :class:`DividedAttention`) from timm's ``attn_layer``
-    arguments; timm's other keyword arguments (``depth`` …) are ignored."""
-    return kind(
-        dim,
-        grid,
-        num_heads=num_heads,
-        causal_axes=causal_axes,
-        num_prefix_tokens=num_prefix_tokens,
-        qkv_bias=qkv_bias,
-        qk_norm=qk_norm,
-        scale_norm=scale_norm,
-        proj_bias=proj_bias,
-        attn_drop=attn_drop,
-        proj_drop=proj_drop,
-        norm_layer=norm_layer,
-        device=device,
-        dtype=dtype,
-    )
+    arguments: ``causal_axes``, ``num_prefix_tokens``, ``attn_drop`` and
+    :data:`~gridmix.mixers.projections.PROJECTION_KWARGS` pass on; timm's other keyword arguments
+    (``depth`` …) are ignored."""
+    return kind(dim, grid, num_heads=num_heads, **taken(kwargs, _BUILD_KWARGS))
 
 
 def build_axial_attention(dim: int, grid: GridLike, **kwargs) -> AxialAttention:
