@@ -76,6 +76,20 @@ def check_input(
         )
 
 
+def check_mixer_input(mixer: nn.Module, x: torch.Tensor, attn_mask, is_causal: bool) -> None:
+    """:func:`check_input` against what ``mixer`` was built with: its ``grid``, ``dim``,
+    ``num_prefix_tokens`` (0 where it has none) and ``causal_axes`` (none where it has none)."""
+    check_input(
+        x,
+        attn_mask,
+        is_causal,
+        causal=bool(getattr(mixer, "causal_axes", ())),
+        prefix=getattr(mixer, "num_prefix_tokens", 0),
+        grid=mixer.grid,
+        dim=mixer.dim,
+    )
+
+
 def check_prefix_tokens(num_prefix_tokens: int) -> None:
     """``num_prefix_tokens`` an integer >= 0; ``ValueError`` otherwise."""
     if (

@@ -31,7 +31,7 @@ import torch
 from torch import nn
 
 from gridmix.core.grid import Grid
-from gridmix.mixers.contract import check_arguments, check_input, refuse_causal, taken
+from gridmix.mixers.contract import check_arguments, check_mixer_input, refuse_causal, taken
 from gridmix.mixers.grids import mix_grid_tokens, same_rank_copy
 
 INIT_SCALE = 0.02  # GFNet: complex_weight = randn(...) * 0.02
@@ -90,15 +90,7 @@ class GlobalFilterMixer(nn.Module):
         The FFTs run in at least float32 with autocast off (cuFFT's half precision takes only powers
         of two); the result comes back in ``x``'s dtype.
         """
-        check_input(
-            x,
-            attn_mask,
-            is_causal,
-            causal=False,
-            prefix=self.num_prefix_tokens,
-            grid=self.grid,
-            dim=self.dim,
-        )
+        check_mixer_input(self, x, attn_mask, is_causal)
         return mix_grid_tokens(x, self.grid, self.num_prefix_tokens, self.convolve)  # (B, P + N, C)
 
     def convolve(self, g: torch.Tensor) -> torch.Tensor:

@@ -38,7 +38,7 @@ import torch
 import torch.nn.functional as F
 
 from gridmix.core.grid import Grid, GridLike
-from gridmix.mixers.contract import check_input, check_prefix_tokens, taken
+from gridmix.mixers.contract import check_mixer_input, check_prefix_tokens, taken
 from gridmix.mixers.grids import causal_set, same_rank_copy
 from gridmix.mixers.projections import (
     PROJECTION_KWARGS,
@@ -155,15 +155,7 @@ class NeighbourhoodAttention(AttentionProjections):
     ) -> torch.Tensor:
         """``x``: (B, P + N, C) → (B, P + N, C); causality is the built ``causal_axes``, whatever
         ``is_causal`` says."""
-        check_input(
-            x,
-            attn_mask,
-            is_causal,
-            causal=bool(self.causal_axes),
-            prefix=self.num_prefix_tokens,
-            grid=self.grid,
-            dim=self.dim,
-        )
+        check_mixer_input(self, x, attn_mask, is_causal)
         q, k, v = self.heads(x)  # (B, h, T, c) each
         out = F.scaled_dot_product_attention(
             q,

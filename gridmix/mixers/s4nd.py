@@ -47,7 +47,7 @@ from torch import nn
 
 from gridmix.core.grid import Grid
 from gridmix.mixers.concentration.ops.causal import causal_mode_product
-from gridmix.mixers.contract import check_arguments, check_input, taken
+from gridmix.mixers.contract import check_arguments, check_mixer_input, taken
 from gridmix.mixers.grids import causal_set, mix_grid_tokens, same_rank_copy
 
 DT_MIN, DT_MAX = 0.001, 0.1  # S4D: log_dt uniform in [log 0.001, log 0.1]
@@ -201,15 +201,7 @@ class S4NDMixer(nn.Module):
         Exactly causal along ``causal_axes`` whatever ``is_causal`` says. The convolution runs in at
         least float32 with autocast off; the result comes back in ``x``'s dtype.
         """
-        check_input(
-            x,
-            attn_mask,
-            is_causal,
-            causal=bool(self.causal_axes),
-            prefix=self.num_prefix_tokens,
-            grid=self.grid,
-            dim=self.dim,
-        )
+        check_mixer_input(self, x, attn_mask, is_causal)
         return mix_grid_tokens(
             x,
             self.grid,

@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from gridmix.core.grid import Grid
-from gridmix.mixers.contract import check_arguments, check_input, refuse_causal, taken
+from gridmix.mixers.contract import check_arguments, check_mixer_input, refuse_causal, taken
 
 MAX_TOKENS = 4096  # above this the N × hidden weights (N² · token_ratio) do not scale
 
@@ -83,15 +83,7 @@ class TokenMLPMixer(nn.Module):
     ) -> torch.Tensor:
         """``x``: (B, P + N, C) with P prefix tokens first, then the grid in row-major order;
         returns its shape."""
-        check_input(
-            x,
-            attn_mask,
-            is_causal,
-            causal=False,
-            prefix=self.num_prefix_tokens,
-            grid=self.grid,
-            dim=self.dim,
-        )
+        check_mixer_input(self, x, attn_mask, is_causal)
         P = self.num_prefix_tokens
         columns = x[:, P:].transpose(1, 2)  # (B, C, N): one column of grid tokens per channel
         y = self.fc2(self.act(self.fc1(columns)))  # (B, C, N)
