@@ -68,17 +68,10 @@ class MemoryMeasurementError(RuntimeError):
     killer)."""
 
 
-def peak_memory(
-    target: str,
-    kwargs: dict,
-    *,
-    threads: int,
-    device: str = "cpu",
-    timeout_s: float = 600.0,
-    preload: str | None = None,
-) -> Memory:
+def peak_memory(target: str, kwargs: dict, **options) -> Memory:
     """Peak memory of ``step()`` where ``step = module.function(**kwargs)`` for
-    ``target="module:function"``.
+    ``target="module:function"``; ``options`` are :meth:`MemoryProbe.measure`'s: ``threads``,
+    ``device`` (``"cpu"``), ``timeout_s`` (600) and ``preload`` (``None``).
 
     The target runs in a fresh process that sees this process's ``sys.path``; it must build
     everything on ``device`` and return a zero-argument callable that runs one step (a forward and
@@ -86,13 +79,10 @@ def peak_memory(
     ``"module:function"``, is called with the same ``kwargs`` before the baseline is read: what it
     loads (plugin modules, a registry) counts as interpreter, not as the target's setup. Raises
     :class:`MemoryMeasurementError` when the measuring process fails, times out or is killed. For
-    many measurements, one
-    :class:`MemoryProbe` is faster.
+    many measurements, one :class:`MemoryProbe` is faster.
     """
     with MemoryProbe() as probe:
-        return probe.measure(
-            target, kwargs, threads=threads, device=device, timeout_s=timeout_s, preload=preload
-        )
+        return probe.measure(target, kwargs, **options)
 
 
 class MemoryProbe:
@@ -132,8 +122,8 @@ class MemoryProbe:
         timeout_s: float = 600.0,
         preload: str | None = None,
     ) -> Memory:
-        """Peak memory of ``target``'s step in a fresh child of the server (the arguments of
-        :func:`peak_memory`)."""
+        """Peak memory of ``target``'s step in a fresh child of the server (:func:`peak_memory`
+        says what the arguments are)."""
         _parse_target(target)
         if preload:
             _parse_target(preload)

@@ -181,28 +181,11 @@ def audit_parity(
     )
 
 
-def parity_report(
-    track: Track,
-    grid: GridLike,
-    *,
-    models: Sequence[str] | None = None,
-    batch: int = 8,
-    seed: int = 0,
-    tolerance: float = TOLERANCE,
-    model_kwargs: dict[str, dict] | None = None,
-) -> dict:
-    """:func:`audit_parity` as a JSON-ready dict (the report's ``parity`` key), with the
-    ``model_kwargs`` used."""
-    parity = audit_parity(
-        track,
-        grid,
-        models=models,
-        batch=batch,
-        seed=seed,
-        tolerance=tolerance,
-        model_kwargs=model_kwargs,
-    )
-    return dict(parity.to_dict(), **{PARITY_KWARGS_KEY: model_kwargs or {}})
+def parity_report(track: Track, grid: GridLike, **options) -> dict:
+    """:func:`audit_parity` (``options`` are its keyword arguments) as a JSON-ready dict (the
+    report's ``parity`` key), with the ``model_kwargs`` used."""
+    parity = audit_parity(track, grid, **options)
+    return dict(parity.to_dict(), **{PARITY_KWARGS_KEY: options.get("model_kwargs") or {}})
 
 
 @dataclass(frozen=True)

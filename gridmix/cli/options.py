@@ -32,182 +32,128 @@ from gridmix.cli.app import (
 )
 from gridmix.tracks.budget import MAX_SEEDS
 
+
+def option(kind: type, help: str, *names: str, **limits) -> object:
+    """A command's option type: ``Annotated[kind, typer.Option(*names, help=help, **limits)]``
+    (``names``: its flags where not the parameter's own, ``limits``: ``min``, ``max``)."""
+    return Annotated[kind, typer.Option(*names, help=help, **limits)]
+
+
 # shared by run and sweep
-Track = Annotated[str, typer.Option(help=TRACK_HELP)]
-Baselines = Annotated[
-    str,
-    typer.Option(
-        help="Comma-separated registered mixers to add as secondary baselines (default: none)."
-    ),
-]
-Seeds = Annotated[int, typer.Option(min=2, max=MAX_SEEDS, help=SEEDS_HELP)]
-Lrs = Annotated[str, typer.Option(help=LRS_HELP)]
-Device = Annotated[DeviceName, typer.Option(help=DEVICE_HELP)]
-Precision = Annotated[str, typer.Option(help=PRECISION_HELP)]
-Executor = Annotated[ExecutorName, typer.Option(help=EXECUTOR_HELP)]
-Jobs = Annotated[str, typer.Option(help=JOBS_HELP)]
-Address = Annotated[str, typer.Option(help=ADDRESS_HELP)]
-Threads = Annotated[int, typer.Option(min=1, help=THREADS_HELP)]
+Track = option(str, TRACK_HELP)
+Baselines = option(
+    str, "Comma-separated registered mixers to add as secondary baselines (default: none)."
+)
+Seeds = option(int, SEEDS_HELP, min=2, max=MAX_SEEDS)
+Lrs = option(str, LRS_HELP)
+Device = option(DeviceName, DEVICE_HELP)
+Precision = option(str, PRECISION_HELP)
+Executor = option(ExecutorName, EXECUTOR_HELP)
+Jobs = option(str, JOBS_HELP)
+Address = option(str, ADDRESS_HELP)
+Threads = option(int, THREADS_HELP, min=1)
 
 # gridmix run
-RunGrid = Annotated[
-    str, typer.Option(help="Token grid, e.g. 64, 32x32, 8x16x16 (default: the track's).")
-]
-RunModels = Annotated[
+RunGrid = option(str, "Token grid, e.g. 64, 32x32, 8x16x16 (default: the track's).")
+RunModels = option(
     str,
-    typer.Option(
-        help="Comma-separated models to include (default: the track's default "
-        "models, else every model the grid allows: idea, baselines, ablation, "
-        "control)."
-    ),
-]
-RunIdea = Annotated[
+    "Comma-separated models to include (default: the track's default models, else every model the "
+    "grid allows: idea, baselines, ablation, control).",
+)
+RunIdea = option(
     str,
-    typer.Option(
-        help="A registered mixer (see `gridmix mixers`) as the idea, in the track's "
-        "backbone against its matched baseline (default: the track's idea)."
-    ),
-]
-RunBudget = Annotated[BudgetName, typer.Option(help=BUDGET_HELP)]
-Epochs = Annotated[int, typer.Option(min=1, help=EPOCHS_HELP)]
-NTrain = Annotated[int, typer.Option(min=1, help=N_TRAIN_HELP)]
-RunOut = Annotated[
+    "A registered mixer (see `gridmix mixers`) as the idea, in the track's backbone against its "
+    "matched baseline (default: the track's idea).",
+)
+RunBudget = option(BudgetName, BUDGET_HELP)
+Epochs = option(int, EPOCHS_HELP, min=1)
+NTrain = option(int, N_TRAIN_HELP, min=1)
+RunOut = option(
     Path,
-    typer.Option(
-        help="Output directory (default: runs/TRACK-GRID-BUDGET, with -epochsN / "
-        "-ntrainN when those are changed)."
-    ),
-]
-Scaling = Annotated[
-    bool, typer.Option(help="Measure time, FLOPs and memory at this grid and smaller ones.")
-]
-MatchParams = Annotated[
+    "Output directory (default: runs/TRACK-GRID-BUDGET, with -epochsN / -ntrainN when those are "
+    "changed).",
+)
+Scaling = option(bool, "Measure time, FLOPs and memory at this grid and smaller ones.")
+MatchParams = option(
     str,
-    typer.Option(
-        help="Scale the idea's width argument to this baseline's parameter count "
-        "(default: the idea as the track builds it)."
-    ),
-]
-RunUnderpowered = Annotated[
+    "Scale the idea's width argument to this baseline's parameter count (default: the idea as the "
+    "track builds it).",
+)
+RunUnderpowered = option(
     bool,
-    typer.Option(
-        "--underpowered",
-        help="Run even when the seeds are too few for the "
-        "primary comparison to reach α (reported).",
-    ),
-]
-WithoutIdea = Annotated[
+    "Run even when the seeds are too few for the primary comparison to reach α (reported).",
+    "--underpowered",
+)
+WithoutIdea = option(
     bool,
-    typer.Option(
-        "--without-idea",
-        help="Train only the --models given, without the idea: a learnability check with "
-        "per-model results and no paired verdict (exploratory budgets: smoke).",
-    ),
-]
-StopAboveChance = Annotated[
+    "Train only the --models given, without the idea: a learnability check with per-model results "
+    "and no paired verdict (exploratory budgets: smoke).",
+    "--without-idea",
+)
+StopAboveChance = option(
     float,
-    typer.Option(
-        metavar="MARGIN",
-        help="Stop each run once its validation metric is beyond the track's chance level by "
-        "MARGIN (metric units); the ledger row says why (default: train to the budget's end).",
-    ),
-]
-AA = Annotated[
+    "Stop each run once its validation metric is beyond the track's chance level by MARGIN (metric "
+    "units); the ledger row says why (default: train to the budget's end).",
+    metavar="MARGIN",
+)
+AA = option(
     bool,
-    typer.Option(
-        "--aa",
-        help="An A/A study: the matched baseline against a copy of itself "
-        "(independent initialisation, same data), to check the harness.",
-    ),
-]
-MinEffect = Annotated[
+    "An A/A study: the matched baseline against a copy of itself (independent initialisation, same "
+    "data), to check the harness.",
+    "--aa",
+)
+MinEffect = option(
     str,
-    typer.Option(
-        help="Smallest effect worth reporting as real: a significant difference "
-        "below it is 'significant but negligible'. A percentage of the compared "
-        "arm's mean (1%) or a number in the metric's units (0.005)."
-    ),
-]
-RunFresh = Annotated[
+    "Smallest effect worth reporting as real: a significant difference below it is 'significant "
+    "but negligible'. A percentage of the compared arm's mean (1%) or a number in the metric's "
+    "units (0.005).",
+)
+RunFresh = option(
     bool,
-    typer.Option(
-        "--fresh",
-        help="Start a fresh study in --out even if it holds results on "
-        "other data (they are kept, but no longer reported).",
-    ),
-]
-Data = Annotated[
+    "Start a fresh study in --out even if it holds results on other data (they are kept, but no "
+    "longer reported).",
+    "--fresh",
+)
+Data = option(
     Path,
-    typer.Option(
-        help="The data of image-folder (a folder) or sequence-csv (a CSV file) "
-        "(default: $GRIDMIX_IMAGE_FOLDER / $GRIDMIX_SEQUENCE_CSV)."
-    ),
-]
-DataRoot = Annotated[
-    Path,
-    typer.Option(
-        help="Root holding torchvision data sets (mnist, cifar10, ...) (default: "
-        "$GRIDMIX_DATA_ROOT)."
-    ),
-]
-Download = Annotated[
-    bool, typer.Option(help="Let torchvision download a missing data set into --data-root.")
-]
-EvalGrids = Annotated[
+    "The data of image-folder (a folder) or sequence-csv (a CSV file) (default: "
+    "$GRIDMIX_IMAGE_FOLDER / $GRIDMIX_SEQUENCE_CSV).",
+)
+DataRoot = option(
+    Path, "Root holding torchvision data sets (mnist, cifar10, ...) (default: $GRIDMIX_DATA_ROOT)."
+)
+Download = option(bool, "Let torchvision download a missing data set into --data-root.")
+EvalGrids = option(
     str,
-    typer.Option(
-        help="Also test every trained model on these grids, e.g. 8x8,32x32 "
-        "(the transfer section; the track must define its task there; "
-        "default: none)."
-    ),
-]
-RunSet = Annotated[
+    "Also test every trained model on these grids, e.g. 8x8,32x32 (the transfer section; the track "
+    "must define its task there; default: none).",
+)
+RunSet = option(
     list[str],
-    typer.Option(
-        "--set",
-        help="A track setting NAME=VALUE (repeatable; see `gridmix tracks "
-        "--json`), e.g. --set pairs=8 (default: the track's "
-        "values).",
-    ),
-]
+    "A track setting NAME=VALUE (repeatable; see `gridmix tracks --json`), e.g. --set pairs=8 "
+    "(default: the track's values).",
+    "--set",
+)
 
 # gridmix sweep
-Over = Annotated[
+Over = option(
     list[str],
-    typer.Option(
-        help="NAME=V1,V2,… to sweep: grid, or one of the track's settings (see "
-        "`gridmix tracks`); repeat for a grid of points, e.g. --over "
-        "grid=64,128,256."
-    ),
-]
-SweepGrid = Annotated[
-    str, typer.Option(help="The grid where grid is not swept (default: the track's).")
-]
-SweepSet = Annotated[
+    "NAME=V1,V2,… to sweep: grid, or one of the track's settings (see `gridmix tracks`); repeat "
+    "for a grid of points, e.g. --over grid=64,128,256.",
+)
+SweepGrid = option(str, "The grid where grid is not swept (default: the track's).")
+SweepSet = option(
     list[str],
-    typer.Option(
-        "--set",
-        help="A track setting NAME=VALUE held at every point "
-        "(repeatable; default: the track's values).",
-    ),
-]
-SweepModels = Annotated[
-    str, typer.Option(help="Comma-separated models (default: the track's default models).")
-]
-SweepIdea = Annotated[
-    str,
-    typer.Option(
-        help="A registered mixer as the idea (see `gridmix run --idea`; default: the track's idea)."
-    ),
-]
-SweepBudget = Annotated[BudgetName, typer.Option(help=BUDGET_HELP + " At every point.")]
-SweepOut = Annotated[
-    Path, typer.Option(help="Output directory (default: runs/TRACK-sweep-NAMES-BUDGET).")
-]
-SweepUnderpowered = Annotated[
-    bool, typer.Option("--underpowered", help="Run even when the seeds cannot reach α.")
-]
-SweepFresh = Annotated[
-    bool,
-    typer.Option("--fresh", help="Start afresh in --out even if it holds results on other data."),
-]
+    "A track setting NAME=VALUE held at every point (repeatable; default: the track's values).",
+    "--set",
+)
+SweepModels = option(str, "Comma-separated models (default: the track's default models).")
+SweepIdea = option(
+    str, "A registered mixer as the idea (see `gridmix run --idea`; default: the track's idea)."
+)
+SweepBudget = option(BudgetName, BUDGET_HELP + " At every point.")
+SweepOut = option(Path, "Output directory (default: runs/TRACK-sweep-NAMES-BUDGET).")
+SweepUnderpowered = option(bool, "Run even when the seeds cannot reach α.", "--underpowered")
+SweepFresh = option(
+    bool, "Start afresh in --out even if it holds results on other data.", "--fresh"
+)

@@ -28,16 +28,21 @@ Shape legend:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from gridmix.core.grid import Grid, GridLike
-from gridmix.mixers.contract import check_input
+from gridmix.mixers.contract import check_mixer_input, taken
 from gridmix.mixers.grids import causal_set, same_rank_copy
-from gridmix.mixers.projections import AttentionProjections, check_heads, check_probability
+from gridmix.mixers.projections import (
+    PROJECTION_KWARGS,
+    AttentionProjections,
+    check_heads,
+    check_probability,
+)
 
 
 def _check(
@@ -77,7 +82,45 @@ class LineAttention(AttentionProjections):
         return self.merge(out)  # (M, L, C)
 
 
-class AxialAttention(nn.Module):
+class _LinesMixer(nn.Module):
+    """What axial and divided attention share: the checked arguments (:func:`_check`, then
+    :meth:`_check_grid`), the :class:`LineAttention` modules (:meth:`_build`) and the repr."""
+
+    what = ""  # the mixer's name in errors
+
+    def __init__(
+        self,
+        dim: int,
+        grid: GridLike,
+        *,
+        num_heads: int = 8,
+        causal_axes: Sequence[int] = (),
+        num_prefix_tokens: int = 0,
+        **line_kwargs,
+    ) -> None:
+        super().__init__()
+        self.grid, self.causal_axes = _check(
+            dim, grid, num_heads, causal_axes, num_prefix_tokens, self.what
+        )
+        self._check_grid(causal_axes)
+        self.dim, self.num_heads = dim, num_heads
+        self._build(lambda: LineAttention(dim, num_heads=num_heads, **line_kwargs))
+
+    def _check_grid(self, causal_axes: Sequence[int]) -> None:
+        """``ValueError`` for a grid or causal axes this mixer cannot serve (any, here)."""
+
+    def _build(self, line: Callable[[], LineAttention]) -> None:
+        """Make the mixer's :class:`LineAttention` modules, each by a call of ``line``."""
+        raise NotImplementedError
+
+    def extra_repr(self) -> str:
+        return (
+            f"dim={self.dim}, grid={self.grid}, heads={self.num_heads}, "
+            f"causal_axes={self.causal_axes}"
+        )
+
+
+class AxialAttention(_LinesMixer):
     """Attention along each grid axis in turn, one :class:`LineAttention` per axis (module
     docstring).
 
@@ -91,39 +134,17 @@ class AxialAttention(nn.Module):
         ``dtype`` …
     """
 
-    def __init__(
-        self,
-        dim: int,
-        grid: GridLike,
-        *,
-        num_heads: int = 8,
-        causal_axes: Sequence[int] = (),
-        num_prefix_tokens: int = 0,
-        **line_kwargs,
-    ) -> None:
-        super().__init__()
-        self.grid, self.causal_axes = _check(
-            dim, grid, num_heads, causal_axes, num_prefix_tokens, "axial attention"
-        )
-        self.dim, self.num_heads = dim, num_heads
-        self.axes = nn.ModuleList(
-            LineAttention(dim, num_heads=num_heads, **line_kwargs) for _ in self.grid
-        )
+    what = "axial attention"
+
+    def _build(self, line: Callable[[], LineAttention]) -> None:
+        self.axes = nn.ModuleList(line() for _ in self.grid)
 
     def forward(
         self, x: torch.Tensor, attn_mask: torch.Tensor | None = None, is_causal: bool = False
     ) -> torch.Tensor:
         """``x``: (B, N, C) → (B, N, C); causality is the built ``causal_axes``, whatever
         ``is_causal`` says."""
-        check_input(
-            x,
-            attn_mask,
-            is_causal,
-            causal=bool(self.causal_axes),
-            prefix=0,
-            grid=self.grid,
-            dim=self.dim,
-        )
+        check_mixer_input(self, x, attn_mask, is_causal)
         B, N, C = x.shape
         y = x.reshape(B, *self.grid, C)  # (B, n_0, …, n_{d-1}, C)
         for axis, (n, attention) in enumerate(zip(self.grid, self.axes)):
@@ -134,32 +155,15 @@ class AxialAttention(nn.Module):
             y = mixed.reshape(lines.shape).movedim(-2, axis + 1)  # (B, n_0, …, n_{d-1}, C)
         return y.reshape(B, N, C)  # (B, N, C)
 
-    def extra_repr(self) -> str:
-        return (
-            f"dim={self.dim}, grid={self.grid}, heads={self.num_heads}, "
-            f"causal_axes={self.causal_axes}"
-        )
 
-
-class DividedAttention(nn.Module):
+class DividedAttention(_LinesMixer):
     """Attention along the first axis (time) at each location, then over the other axes (space)
     within each frame (module docstring); arguments as :class:`AxialAttention`'s, the grid of rank
     >= 2, ``causal_axes`` () or (0,)."""
 
-    def __init__(
-        self,
-        dim: int,
-        grid: GridLike,
-        *,
-        num_heads: int = 8,
-        causal_axes: Sequence[int] = (),
-        num_prefix_tokens: int = 0,
-        **line_kwargs,
-    ) -> None:
-        super().__init__()
-        self.grid, self.causal_axes = _check(
-            dim, grid, num_heads, causal_axes, num_prefix_tokens, "divided attention"
-        )
+    what = "divided attention"
+
+    def _check_grid(self, causal_axes: Sequence[int]) -> None:
         if self.grid.ndim < 2:
             raise ValueError(
                 f"the {self.grid.ndim}-d grid {self.grid}; expected a grid of rank >= 2 (time, "
@@ -172,23 +176,15 @@ class DividedAttention(nn.Module):
                 "causal "
                 "along the first grid axis only)"
             )
-        self.dim, self.num_heads = dim, num_heads
-        self.time = LineAttention(dim, num_heads=num_heads, **line_kwargs)
-        self.space = LineAttention(dim, num_heads=num_heads, **line_kwargs)
+
+    def _build(self, line: Callable[[], LineAttention]) -> None:
+        self.time, self.space = line(), line()
 
     def forward(
         self, x: torch.Tensor, attn_mask: torch.Tensor | None = None, is_causal: bool = False
     ) -> torch.Tensor:
         """``x``: (B, N, C) in row-major (T, space) order → (B, N, C)."""
-        check_input(
-            x,
-            attn_mask,
-            is_causal,
-            causal=bool(self.causal_axes),
-            prefix=0,
-            grid=self.grid,
-            dim=self.dim,
-        )
+        check_mixer_input(self, x, attn_mask, is_causal)
         B, N, C = x.shape
         T = self.grid[0]
         S = N // T
@@ -198,12 +194,6 @@ class DividedAttention(nn.Module):
         t = self.time(t, causal=bool(self.causal_axes))  # (B·S, T, C)
         s = t.reshape(B, S, T, C).transpose(1, 2).reshape(B * T, S, C)  # (B·T, S, C): each frame
         return self.space(s).reshape(B, N, C)  # (B, N, C)
-
-    def extra_repr(self) -> str:
-        return (
-            f"dim={self.dim}, grid={self.grid}, heads={self.num_heads}, "
-            f"causal_axes={self.causal_axes}"
-        )
 
 
 def regrid_lines(
@@ -222,43 +212,26 @@ def regrid_lines(
     )
 
 
+_BUILD_KWARGS = PROJECTION_KWARGS | {
+    "causal_axes",
+    "num_prefix_tokens",
+    "attn_drop",
+}  # the builders pass on
+
+
 def build_line_attention(
     kind: type[AxialAttention] | type[DividedAttention],
     dim: int,
     grid: GridLike,
     *,
     num_heads: int,
-    causal_axes: Sequence[int] = (),
-    num_prefix_tokens: int = 0,
-    qkv_bias: bool = True,
-    qk_norm: bool = False,
-    scale_norm: bool = False,
-    proj_bias: bool = True,
-    attn_drop: float = 0.0,
-    proj_drop: float = 0.0,
-    norm_layer: type[nn.Module] | None = None,
-    device=None,
-    dtype=None,
-    **unused,
+    **kwargs,
 ) -> AxialAttention | DividedAttention:
     """``kind`` (:class:`AxialAttention` or :class:`DividedAttention`) from timm's ``attn_layer``
-    arguments; timm's other keyword arguments (``depth`` …) are ignored."""
-    return kind(
-        dim,
-        grid,
-        num_heads=num_heads,
-        causal_axes=causal_axes,
-        num_prefix_tokens=num_prefix_tokens,
-        qkv_bias=qkv_bias,
-        qk_norm=qk_norm,
-        scale_norm=scale_norm,
-        proj_bias=proj_bias,
-        attn_drop=attn_drop,
-        proj_drop=proj_drop,
-        norm_layer=norm_layer,
-        device=device,
-        dtype=dtype,
-    )
+    arguments: ``causal_axes``, ``num_prefix_tokens``, ``attn_drop`` and
+    :data:`~gridmix.mixers.projections.PROJECTION_KWARGS` pass on; timm's other keyword arguments
+    (``depth`` …) are ignored."""
+    return kind(dim, grid, num_heads=num_heads, **taken(kwargs, _BUILD_KWARGS))
 
 
 def build_axial_attention(dim: int, grid: GridLike, **kwargs) -> AxialAttention:

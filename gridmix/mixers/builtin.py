@@ -8,7 +8,6 @@ capabilities (docs/mixers.md).
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
 
 from torch import nn
 
@@ -32,27 +31,10 @@ from gridmix.mixers.token_mlp import MAX_TOKENS, build_token_mlp
 from gridmix.mixers.tokenwise import TokenwiseMixer
 
 
-def build_concentration(
-    dim: int,
-    grid: Grid,
-    *,
-    num_heads: int,
-    causal_axes: Sequence[int] = (),
-    num_prefix_tokens: int = 0,
-    spectrum: str = "capped",
-    **mixer_kwargs,
-) -> nn.Module:
-    """:class:`~gridmix.mixers.concentration.layer.ConcentrationMixer` (its keyword arguments are
-    the mixer_kwargs)."""
-    return ConcentrationMixer(
-        dim,
-        grid,
-        num_heads=num_heads,
-        causal_axes=causal_axes,
-        num_prefix_tokens=num_prefix_tokens,
-        spectrum=spectrum,
-        **mixer_kwargs,
-    )
+def build_concentration(dim: int, grid: Grid, **mixer_kwargs) -> nn.Module:
+    """:class:`~gridmix.mixers.concentration.layer.ConcentrationMixer` (the contract's keyword
+    arguments and the mixer_kwargs are its own)."""
+    return ConcentrationMixer(dim, grid, **mixer_kwargs)
 
 
 def build_uncapped(dim: int, grid: Grid, **arguments) -> nn.Module:
@@ -61,25 +43,10 @@ def build_uncapped(dim: int, grid: Grid, **arguments) -> nn.Module:
     return build_concentration(dim, grid, **{**arguments, "spectrum": "uncapped"})
 
 
-def build_tokenwise(
-    dim: int,
-    grid: Grid,
-    *,
-    num_heads: int,
-    causal_axes: Sequence[int] = (),
-    num_prefix_tokens: int = 0,
-    **mixer_kwargs,
-) -> nn.Module:
+def build_tokenwise(dim: int, grid: Grid, **mixer_kwargs) -> nn.Module:
     """:class:`~gridmix.mixers.tokenwise.TokenwiseMixer`: ``W_o W_v`` per token, no mixing (causal
-    on any axis)."""
-    return TokenwiseMixer(
-        dim,
-        grid,
-        num_heads=num_heads,
-        causal_axes=causal_axes,
-        num_prefix_tokens=num_prefix_tokens,
-        **mixer_kwargs,
-    )
+    on any axis; the contract's keyword arguments and the mixer_kwargs are its own)."""
+    return TokenwiseMixer(dim, grid, **mixer_kwargs)
 
 
 def _regrid_concentration(module: nn.Module, grid: Grid) -> nn.Module:

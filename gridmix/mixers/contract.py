@@ -40,7 +40,7 @@ is how a trained model's mixers are found again (:mod:`gridmix.models.regrid`). 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -93,6 +93,57 @@ def token_count_error(shape: tuple[int, ...], *, prefix: int, grid: Grid, dim: i
             f"num_prefix_tokens={extra} or the ViT with {vit}"
         )
     return message
+
+
+def check_mixer_input(mixer: nn.Module, x: torch.Tensor, attn_mask, is_causal: bool) -> None:
+    """:func:`check_input` against what ``mixer`` was built with: its ``grid``, ``dim``,
+    ``num_prefix_tokens`` (0 where it has none) and ``causal_axes`` (none where it has none)."""
+    check_input(
+        x,
+        attn_mask,
+        is_causal,
+        causal=bool(getattr(mixer, "causal_axes", ())),
+        prefix=getattr(mixer, "num_prefix_tokens", 0),
+        grid=mixer.grid,
+        dim=mixer.dim,
+    )
+
+
+def check_prefix_tokens(num_prefix_tokens: int) -> None:
+    """``num_prefix_tokens`` an integer >= 0; ``ValueError`` otherwise."""
+    if (
+        isinstance(num_prefix_tokens, bool)
+        or not isinstance(num_prefix_tokens, int)
+        or num_prefix_tokens < 0
+    ):
+        raise ValueError(f"num_prefix_tokens={num_prefix_tokens!r}; expected an integer >= 0")
+
+
+def check_arguments(dim: int, num_prefix_tokens: int, dtype) -> None:
+    """What a per-channel mixer's constructor checks of the contract's arguments: ``dim`` a positive
+    integer, ``num_prefix_tokens`` an integer >= 0, ``dtype`` ``None`` or a real floating-point
+    dtype."""
+    if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
+        raise ValueError(f"dim={dim!r}; expected a positive integer (channels)")
+    check_prefix_tokens(num_prefix_tokens)
+    if dtype is not None and not dtype.is_floating_point:
+        raise ValueError(f"dtype={dtype}; expected a real floating-point dtype")
+
+
+def refuse_causal(causal_axes: Sequence[int], mixer: str, how: str) -> None:
+    """``ValueError`` for any causal axis of a builder whose ``mixer`` sees every token (``how``:
+    why)."""
+    causal_axes = tuple(causal_axes)
+    if causal_axes:
+        raise ValueError(
+            f"{mixer} sees every token ({how}); got causal_axes={causal_axes}, expected ()"
+        )
+
+
+def taken(kwargs: Mapping[str, object], names: Collection[str]) -> dict:
+    """The entries of a builder's ``kwargs`` named in ``names`` (the keyword arguments its module
+    takes); timm's others are dropped."""
+    return {name: value for name, value in kwargs.items() if name in names}
 
 
 @dataclass(frozen=True)

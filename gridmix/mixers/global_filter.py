@@ -31,7 +31,7 @@ import torch
 from torch import nn
 
 from gridmix.core.grid import Grid
-from gridmix.mixers.contract import check_input
+from gridmix.mixers.contract import check_arguments, check_mixer_input, refuse_causal, taken
 from gridmix.mixers.grids import mix_grid_tokens, same_rank_copy
 
 INIT_SCALE = 0.02  # GFNet: complex_weight = randn(...) * 0.02
@@ -41,19 +41,6 @@ def half_spectrum(grid: Grid) -> tuple[int, ...]:
     """The shape of ``rfftn`` over all of ``grid``'s axes: the last axis halved, ``n_d // 2 +
     1``."""
     return (*grid.shape[:-1], grid.shape[-1] // 2 + 1)
-
-
-def _check_arguments(dim, num_prefix_tokens, dtype) -> None:
-    if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
-        raise ValueError(f"dim={dim!r}; expected a positive integer (channels)")
-    if (
-        isinstance(num_prefix_tokens, bool)
-        or not isinstance(num_prefix_tokens, int)
-        or num_prefix_tokens < 0
-    ):
-        raise ValueError(f"num_prefix_tokens={num_prefix_tokens!r}; expected an integer >= 0")
-    if dtype is not None and not dtype.is_floating_point:
-        raise ValueError(f"dtype={dtype}; expected a real floating-point dtype")
 
 
 class GlobalFilterMixer(nn.Module):
@@ -76,7 +63,7 @@ class GlobalFilterMixer(nn.Module):
         dtype=None,
     ) -> None:
         super().__init__()
-        _check_arguments(dim, num_prefix_tokens, dtype)
+        check_arguments(dim, num_prefix_tokens, dtype)
         self.grid = Grid.parse(grid)
         self.dim, self.num_prefix_tokens = dim, num_prefix_tokens
         weight = torch.randn(
@@ -103,15 +90,7 @@ class GlobalFilterMixer(nn.Module):
         The FFTs run in at least float32 with autocast off (cuFFT's half precision takes only powers
         of two); the result comes back in ``x``'s dtype.
         """
-        check_input(
-            x,
-            attn_mask,
-            is_causal,
-            causal=False,
-            prefix=self.num_prefix_tokens,
-            grid=self.grid,
-            dim=self.dim,
-        )
+        check_mixer_input(self, x, attn_mask, is_causal)
         return mix_grid_tokens(x, self.grid, self.num_prefix_tokens, self.convolve)  # (B, P + N, C)
 
     def convolve(self, g: torch.Tensor) -> torch.Tensor:
@@ -191,23 +170,14 @@ def build_global_filter(
     *,
     num_heads: int,
     causal_axes: Sequence[int] = (),
-    num_prefix_tokens: int = 0,
-    device=None,
-    dtype=None,
-    **unused,
+    **kwargs,
 ) -> GlobalFilterMixer:
     """The registry's builder (:mod:`gridmix.mixers.contract`): a :class:`GlobalFilterMixer`.
 
-    ``num_heads`` is accepted and unused (the filter is per channel); timm's other keyword arguments
-    (``qkv_bias``, ``attn_drop``, ``norm_layer`` …) are accepted and ignored. ``causal_axes`` must
-    be empty: the filter is a circular convolution over the whole grid.
+    ``num_heads`` is accepted and unused (the filter is per channel); ``num_prefix_tokens``,
+    ``device`` and ``dtype`` pass on; timm's other keyword arguments (``qkv_bias``, ``attn_drop``,
+    ``norm_layer`` …) are accepted and ignored. ``causal_axes`` must be empty: the filter is a
+    circular convolution over the whole grid.
     """
-    causal_axes = tuple(causal_axes)
-    if causal_axes:
-        raise ValueError(
-            f"the global filter sees every token (a circular convolution over the grid); got "
-            f"causal_axes={causal_axes}, expected ()"
-        )
-    return GlobalFilterMixer(
-        dim, grid, num_prefix_tokens=num_prefix_tokens, device=device, dtype=dtype
-    )
+    refuse_causal(causal_axes, "the global filter", "a circular convolution over the grid")
+    return GlobalFilterMixer(dim, grid, **taken(kwargs, ("num_prefix_tokens", "device", "dtype")))

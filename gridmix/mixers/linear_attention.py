@@ -32,12 +32,11 @@ from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
-from torch import nn
 
 from gridmix.core.grid import Grid, GridLike
-from gridmix.mixers.contract import check_input
+from gridmix.mixers.contract import check_mixer_input, check_prefix_tokens, taken
 from gridmix.mixers.grids import same_rank_copy
-from gridmix.mixers.projections import AttentionProjections
+from gridmix.mixers.projections import PROJECTION_KWARGS, AttentionProjections
 
 
 def _feature_map(x: torch.Tensor) -> torch.Tensor:
@@ -118,27 +117,9 @@ class LinearAttention(AttentionProjections):
         num_prefix_tokens: int = 0,
         eps: float = 1e-6,
         chunk_size: int = 64,
-        qkv_bias: bool = True,
-        qk_norm: bool = False,
-        scale_norm: bool = False,
-        proj_bias: bool = True,
-        proj_drop: float = 0.0,
-        norm_layer: type[nn.Module] | None = None,
-        device=None,
-        dtype=None,
+        **projections,
     ) -> None:
-        super().__init__(
-            dim,
-            num_heads=num_heads,
-            qkv_bias=qkv_bias,
-            qk_norm=qk_norm,
-            scale_norm=scale_norm,
-            proj_bias=proj_bias,
-            proj_drop=proj_drop,
-            norm_layer=norm_layer,
-            device=device,
-            dtype=dtype,
-        )
+        super().__init__(dim, num_heads=num_heads, **projections)
         self.grid = Grid.parse(grid)
         d = self.grid.ndim
         for axis in causal_axes:
@@ -153,12 +134,7 @@ class LinearAttention(AttentionProjections):
                     "causal along the first grid axis only)"
                 )
         self.causal = bool(causal_axes)
-        if (
-            isinstance(num_prefix_tokens, bool)
-            or not isinstance(num_prefix_tokens, int)
-            or num_prefix_tokens < 0
-        ):
-            raise ValueError(f"num_prefix_tokens={num_prefix_tokens!r}; expected an integer >= 0")
+        check_prefix_tokens(num_prefix_tokens)
         if self.causal and num_prefix_tokens:
             raise ValueError(
                 f"num_prefix_tokens={num_prefix_tokens} with causal_axes={tuple(causal_axes)!r}; "
@@ -180,15 +156,7 @@ class LinearAttention(AttentionProjections):
     ) -> torch.Tensor:
         """``x``: (B, P + N, C) → (B, P + N, C); causality is the built ``causal_axes``, whatever
         ``is_causal`` says."""
-        check_input(
-            x,
-            attn_mask,
-            is_causal,
-            causal=self.causal,
-            prefix=self.num_prefix_tokens,
-            grid=self.grid,
-            dim=self.dim,
-        )
+        check_mixer_input(self, x, attn_mask, is_causal)
         q, k, v = self.heads(x)  # (B, h, T, c) each
         work = torch.promote_types(v.dtype, torch.float32)
         with torch.autocast(x.device.type, enabled=False):
@@ -223,41 +191,19 @@ def regrid_linear_attention(module: LinearAttention, grid: GridLike) -> LinearAt
     )
 
 
+_BUILD_KWARGS = PROJECTION_KWARGS | {
+    "causal_axes",
+    "num_prefix_tokens",
+    "eps",
+    "chunk_size",
+}  # the builder passes on
+
+
 def build_linear_attention(
-    dim: int,
-    grid: GridLike,
-    *,
-    num_heads: int,
-    causal_axes: Sequence[int] = (),
-    num_prefix_tokens: int = 0,
-    qkv_bias: bool = True,
-    eps: float = 1e-6,
-    chunk_size: int = 64,
-    qk_norm: bool = False,
-    scale_norm: bool = False,
-    proj_bias: bool = True,
-    proj_drop: float = 0.0,
-    norm_layer: type[nn.Module] | None = None,
-    device=None,
-    dtype=None,
-    **unused,
+    dim: int, grid: GridLike, *, num_heads: int, **kwargs
 ) -> LinearAttention:
-    """The mixer builder (:mod:`gridmix.mixers.contract`): :class:`LinearAttention`; timm's other
-    keyword arguments (``attn_drop``, ``depth`` …) are ignored."""
-    return LinearAttention(
-        dim,
-        grid,
-        num_heads=num_heads,
-        causal_axes=causal_axes,
-        num_prefix_tokens=num_prefix_tokens,
-        eps=eps,
-        chunk_size=chunk_size,
-        qkv_bias=qkv_bias,
-        qk_norm=qk_norm,
-        scale_norm=scale_norm,
-        proj_bias=proj_bias,
-        proj_drop=proj_drop,
-        norm_layer=norm_layer,
-        device=device,
-        dtype=dtype,
-    )
+    """The mixer builder (:mod:`gridmix.mixers.contract`): :class:`LinearAttention` with the keyword
+    arguments it takes (``causal_axes``, ``num_prefix_tokens``, ``eps``, ``chunk_size`` and
+    :data:`~gridmix.mixers.projections.PROJECTION_KWARGS`); timm's other keyword arguments
+    (``attn_drop``, ``depth`` …) are ignored."""
+    return LinearAttention(dim, grid, num_heads=num_heads, **taken(kwargs, _BUILD_KWARGS))

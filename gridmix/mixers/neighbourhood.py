@@ -36,12 +36,15 @@ from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
-from torch import nn
 
 from gridmix.core.grid import Grid, GridLike
-from gridmix.mixers.contract import check_input
+from gridmix.mixers.contract import check_mixer_input, check_prefix_tokens, taken
 from gridmix.mixers.grids import causal_set, same_rank_copy
-from gridmix.mixers.projections import AttentionProjections, check_probability
+from gridmix.mixers.projections import (
+    PROJECTION_KWARGS,
+    AttentionProjections,
+    check_probability,
+)
 
 
 def _kernel_sizes(kernel_size: int | Sequence[int], grid: Grid) -> tuple[int, ...]:
@@ -121,35 +124,12 @@ class NeighbourhoodAttention(AttentionProjections):
         kernel_size: int | Sequence[int] = 7,
         causal_axes: Sequence[int] = (),
         num_prefix_tokens: int = 0,
-        qkv_bias: bool = True,
-        qk_norm: bool = False,
-        scale_norm: bool = False,
-        proj_bias: bool = True,
         attn_drop: float = 0.0,
-        proj_drop: float = 0.0,
-        norm_layer: type[nn.Module] | None = None,
-        device=None,
-        dtype=None,
+        **projections,
     ) -> None:
-        super().__init__(
-            dim,
-            num_heads=num_heads,
-            qkv_bias=qkv_bias,
-            qk_norm=qk_norm,
-            scale_norm=scale_norm,
-            proj_bias=proj_bias,
-            proj_drop=proj_drop,
-            norm_layer=norm_layer,
-            device=device,
-            dtype=dtype,
-        )
+        super().__init__(dim, num_heads=num_heads, **projections)
         self.grid = Grid.parse(grid)
-        if (
-            isinstance(num_prefix_tokens, bool)
-            or not isinstance(num_prefix_tokens, int)
-            or num_prefix_tokens < 0
-        ):
-            raise ValueError(f"num_prefix_tokens={num_prefix_tokens!r}; expected an integer >= 0")
+        check_prefix_tokens(num_prefix_tokens)
         check_probability("attn_drop", attn_drop)
         self.kernel_size = _kernel_sizes(kernel_size, self.grid)
         self.causal_axes = causal_set(causal_axes, self.grid)
@@ -158,7 +138,7 @@ class NeighbourhoodAttention(AttentionProjections):
         self.full = bool(
             mask.all()
         )  # every token sees every token: plain attention, no mask to apply
-        self.register_buffer("mask", mask.to(device), persistent=False)  # (T, T)
+        self.register_buffer("mask", mask.to(projections.get("device")), persistent=False)  # (T, T)
 
     def _token_mask(self) -> torch.Tensor:
         """(T, T) boolean over prefix and grid tokens: the window mask and the prefix rules (module
@@ -175,15 +155,7 @@ class NeighbourhoodAttention(AttentionProjections):
     ) -> torch.Tensor:
         """``x``: (B, P + N, C) → (B, P + N, C); causality is the built ``causal_axes``, whatever
         ``is_causal`` says."""
-        check_input(
-            x,
-            attn_mask,
-            is_causal,
-            causal=bool(self.causal_axes),
-            prefix=self.num_prefix_tokens,
-            grid=self.grid,
-            dim=self.dim,
-        )
+        check_mixer_input(self, x, attn_mask, is_causal)
         q, k, v = self.heads(x)  # (B, h, T, c) each
         out = F.scaled_dot_product_attention(
             q,
@@ -222,41 +194,19 @@ def regrid_neighbourhood_attention(
     return other
 
 
+_BUILD_KWARGS = PROJECTION_KWARGS | {
+    "causal_axes",
+    "num_prefix_tokens",
+    "kernel_size",
+    "attn_drop",
+}  # the builder passes on
+
+
 def build_neighbourhood_attention(
-    dim: int,
-    grid: GridLike,
-    *,
-    num_heads: int,
-    causal_axes: Sequence[int] = (),
-    num_prefix_tokens: int = 0,
-    kernel_size: int | Sequence[int] = 7,
-    qkv_bias: bool = True,
-    qk_norm: bool = False,
-    scale_norm: bool = False,
-    proj_bias: bool = True,
-    attn_drop: float = 0.0,
-    proj_drop: float = 0.0,
-    norm_layer: type[nn.Module] | None = None,
-    device=None,
-    dtype=None,
-    **unused,
+    dim: int, grid: GridLike, *, num_heads: int, **kwargs
 ) -> NeighbourhoodAttention:
-    """The mixer builder (:mod:`gridmix.mixers.contract`): :class:`NeighbourhoodAttention`; timm's
-    other keyword arguments (``depth`` …) are ignored."""
-    return NeighbourhoodAttention(
-        dim,
-        grid,
-        num_heads=num_heads,
-        kernel_size=kernel_size,
-        causal_axes=causal_axes,
-        num_prefix_tokens=num_prefix_tokens,
-        qkv_bias=qkv_bias,
-        qk_norm=qk_norm,
-        scale_norm=scale_norm,
-        proj_bias=proj_bias,
-        attn_drop=attn_drop,
-        proj_drop=proj_drop,
-        norm_layer=norm_layer,
-        device=device,
-        dtype=dtype,
-    )
+    """The mixer builder (:mod:`gridmix.mixers.contract`): :class:`NeighbourhoodAttention` with the
+    keyword arguments it takes (``causal_axes``, ``num_prefix_tokens``, ``kernel_size``,
+    ``attn_drop`` and :data:`~gridmix.mixers.projections.PROJECTION_KWARGS`); timm's other keyword
+    arguments (``depth`` …) are ignored."""
+    return NeighbourhoodAttention(dim, grid, num_heads=num_heads, **taken(kwargs, _BUILD_KWARGS))

@@ -8,6 +8,8 @@ Shape legend:
 
 from __future__ import annotations
 
+import inspect
+
 import torch
 from torch import nn
 
@@ -73,3 +75,10 @@ class AttentionProjections(nn.Module):
         return self.proj_drop(
             self.proj(self.norm(out.transpose(1, 2).reshape(B, T, self.dim)))
         )  # (B, T, C)
+
+
+PROJECTION_KWARGS = frozenset(inspect.signature(AttentionProjections.__init__).parameters) - {
+    "self",
+    "dim",
+    "num_heads",
+}  # qkv_bias, qk_norm, scale_norm, proj_bias, proj_drop, norm_layer, device, dtype

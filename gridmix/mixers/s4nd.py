@@ -47,27 +47,20 @@ from torch import nn
 
 from gridmix.core.grid import Grid
 from gridmix.mixers.concentration.ops.causal import causal_mode_product
-from gridmix.mixers.contract import check_input
+from gridmix.mixers.contract import check_arguments, check_mixer_input, taken
 from gridmix.mixers.grids import causal_set, mix_grid_tokens, same_rank_copy
 
 DT_MIN, DT_MAX = 0.001, 0.1  # S4D: log_dt uniform in [log 0.001, log 0.1]
 
 
 def _check_arguments(dim, num_prefix_tokens, d_state, dtype) -> None:
-    if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
-        raise ValueError(f"dim={dim!r}; expected a positive integer (channels)")
-    if (
-        isinstance(num_prefix_tokens, bool)
-        or not isinstance(num_prefix_tokens, int)
-        or num_prefix_tokens < 0
-    ):
-        raise ValueError(f"num_prefix_tokens={num_prefix_tokens!r}; expected an integer >= 0")
+    """The contract's arguments (:func:`~gridmix.mixers.contract.check_arguments`) and
+    ``d_state``."""
+    check_arguments(dim, num_prefix_tokens, dtype)
     if isinstance(d_state, bool) or not isinstance(d_state, int) or d_state < 2 or d_state % 2:
         raise ValueError(
             f"d_state={d_state!r}; expected an even integer >= 2 (d_state / 2 complex modes)"
         )
-    if dtype is not None and not dtype.is_floating_point:
-        raise ValueError(f"dtype={dtype}; expected a real floating-point dtype")
 
 
 class S4DKernel(nn.Module):
@@ -208,15 +201,7 @@ class S4NDMixer(nn.Module):
         Exactly causal along ``causal_axes`` whatever ``is_causal`` says. The convolution runs in at
         least float32 with autocast off; the result comes back in ``x``'s dtype.
         """
-        check_input(
-            x,
-            attn_mask,
-            is_causal,
-            causal=bool(self.causal_axes),
-            prefix=self.num_prefix_tokens,
-            grid=self.grid,
-            dim=self.dim,
-        )
+        check_mixer_input(self, x, attn_mask, is_causal)
         return mix_grid_tokens(
             x,
             self.grid,
@@ -259,31 +244,24 @@ def regrid_s4nd(module: S4NDMixer, grid: Grid | str | int | Sequence[int]) -> S4
     return other
 
 
+_BUILD_KWARGS = (
+    "causal_axes",
+    "num_prefix_tokens",
+    "d_state",
+    "proj_bias",
+    "device",
+    "dtype",
+)  # the builder passes on
+
+
 def build_s4nd(
-    dim: int,
-    grid: Grid | str | int | Sequence[int],
-    *,
-    num_heads: int,
-    causal_axes: Sequence[int] = (),
-    num_prefix_tokens: int = 0,
-    d_state: int = 16,
-    device=None,
-    dtype=None,
-    **unused,
+    dim: int, grid: Grid | str | int | Sequence[int], *, num_heads: int, **kwargs
 ) -> S4NDMixer:
     """The registry's builder (:mod:`gridmix.mixers.contract`): an :class:`S4NDMixer`.
 
-    ``num_heads`` is accepted and unused (the kernels are per channel); ``proj_bias`` is the output
-    projection's bias; timm's other keyword arguments (``qkv_bias``, ``attn_drop``, ``norm_layer``
-    …) are accepted and ignored.
+    ``num_heads`` is accepted and unused (the kernels are per channel); ``causal_axes``,
+    ``num_prefix_tokens``, ``d_state``, ``device``, ``dtype`` and ``proj_bias`` (the output
+    projection's bias) pass on; timm's other keyword arguments (``qkv_bias``, ``attn_drop``,
+    ``norm_layer`` …) are accepted and ignored.
     """
-    return S4NDMixer(
-        dim,
-        grid,
-        causal_axes=causal_axes,
-        num_prefix_tokens=num_prefix_tokens,
-        d_state=d_state,
-        proj_bias=unused.get("proj_bias", True),
-        device=device,
-        dtype=dtype,
-    )
+    return S4NDMixer(dim, grid, **taken(kwargs, _BUILD_KWARGS))

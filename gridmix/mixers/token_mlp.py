@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from gridmix.core.grid import Grid
-from gridmix.mixers.contract import check_input
+from gridmix.mixers.contract import check_arguments, check_mixer_input, refuse_causal, taken
 
 MAX_TOKENS = 4096  # above this the N × hidden weights (N² · token_ratio) do not scale
 
@@ -52,14 +52,7 @@ class TokenMLPMixer(nn.Module):
         super().__init__()
         self.grid = Grid.parse(grid)
         N = self.grid.numel
-        if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
-            raise ValueError(f"dim={dim!r}; expected a positive integer (channels)")
-        if (
-            isinstance(num_prefix_tokens, bool)
-            or not isinstance(num_prefix_tokens, int)
-            or num_prefix_tokens < 0
-        ):
-            raise ValueError(f"num_prefix_tokens={num_prefix_tokens!r}; expected an integer >= 0")
+        check_arguments(dim, num_prefix_tokens, dtype)
         if N > MAX_TOKENS:
             raise ValueError(
                 f"the token MLP's weights grow as N²: got {N} tokens on {self.grid}; expected at "
@@ -76,8 +69,6 @@ class TokenMLPMixer(nn.Module):
                 f"{self.grid}; "
                 "expected a number with at least 1 hidden token"
             )
-        if dtype is not None and not dtype.is_floating_point:
-            raise ValueError(f"dtype={dtype}; expected a real floating-point dtype")
         self.dim, self.num_prefix_tokens, self.token_ratio = dim, num_prefix_tokens, token_ratio
         self.hidden = int(N * token_ratio)
         self.fc1 = nn.Linear(N, self.hidden, device=device, dtype=dtype)  # (H, N) weight
@@ -92,15 +83,7 @@ class TokenMLPMixer(nn.Module):
     ) -> torch.Tensor:
         """``x``: (B, P + N, C) with P prefix tokens first, then the grid in row-major order;
         returns its shape."""
-        check_input(
-            x,
-            attn_mask,
-            is_causal,
-            causal=False,
-            prefix=self.num_prefix_tokens,
-            grid=self.grid,
-            dim=self.dim,
-        )
+        check_mixer_input(self, x, attn_mask, is_causal)
         P = self.num_prefix_tokens
         columns = x[:, P:].transpose(1, 2)  # (B, C, N): one column of grid tokens per channel
         y = self.fc2(self.act(self.fc1(columns)))  # (B, C, N)
@@ -123,30 +106,15 @@ def build_token_mlp(
     *,
     num_heads: int,
     causal_axes: Sequence[int] = (),
-    num_prefix_tokens: int = 0,
-    token_ratio: float = 0.5,
-    device=None,
-    dtype=None,
-    **unused,
+    **kwargs,
 ) -> TokenMLPMixer:
     """The registry's builder (:mod:`gridmix.mixers.contract`): a :class:`TokenMLPMixer`.
 
-    ``num_heads`` is accepted and unused; timm's other keyword arguments (``qkv_bias``,
-    ``attn_drop``, ``norm_layer`` …) are accepted and ignored. ``causal_axes`` must be empty: the
-    MLP mixes the whole grid.
+    ``num_heads`` is accepted and unused; ``num_prefix_tokens``, ``token_ratio``, ``device`` and
+    ``dtype`` pass on; timm's other keyword arguments (``qkv_bias``, ``attn_drop``, ``norm_layer``
+    …) are accepted and ignored. ``causal_axes`` must be empty: the MLP mixes the whole grid.
     """
-    causal_axes = tuple(causal_axes)
-    if causal_axes:
-        raise ValueError(
-            "the token MLP sees every token (a dense MLP over the grid); got "
-            f"causal_axes={causal_axes}, "
-            "expected ()"
-        )
+    refuse_causal(causal_axes, "the token MLP", "a dense MLP over the grid")
     return TokenMLPMixer(
-        dim,
-        grid,
-        num_prefix_tokens=num_prefix_tokens,
-        token_ratio=token_ratio,
-        device=device,
-        dtype=dtype,
+        dim, grid, **taken(kwargs, ("num_prefix_tokens", "token_ratio", "device", "dtype"))
     )

@@ -115,7 +115,11 @@ class RunTask:
 
     @property
     def key(self) -> str:
-        return run_key(
+        return run_key(**self._identity())
+
+    def _identity(self) -> dict:
+        """What names this run: the fields of its key (and of its ledger row)."""
+        return dict(
             track=self.track,
             model=self.model,
             grid=self.grid,
@@ -135,12 +139,7 @@ class RunTask:
         ``threads`` threads."""
         return RunRow(
             key=self.key,
-            track=self.track,
-            model=self.model,
-            grid=self.grid,
-            lr=self.lr,
-            seed=self.seed,
-            config=self.config,
+            **self._identity(),
             status=result.status,
             val_metric=result.val_metric,
             test_metric=result.test_metric,
@@ -163,12 +162,7 @@ class RunTask:
         """
         return RunRow(
             key=self.key,
-            track=self.track,
-            model=self.model,
-            grid=self.grid,
-            lr=self.lr,
-            seed=self.seed,
-            config=self.config,
+            **self._identity(),
             status="failed",
             val_metric=None,
             test_metric=None,

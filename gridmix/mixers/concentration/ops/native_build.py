@@ -312,73 +312,17 @@ def compile_library(compiler: str, flags: tuple[str, ...], version: str) -> tupl
 def _load(path: Path) -> ctypes.CDLL:
     """Open a built library and declare its entry points' argument types."""
     library = ctypes.CDLL(str(path))
-    i64, ptr = ctypes.c_int64, ctypes.c_void_p
+    i64, ptr, cint = ctypes.c_int64, ctypes.c_void_p, ctypes.c_int
     ptrs, i64s = ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_int64)
-    head = [
-        ctypes.c_int,
-        i64,
-        i64,
-        i64s,
-        i64s,
-        i64s,
-        i64,
-        i64,
-    ]  # d, first, last, axes, n, r, S0, heads
-    library.gm_tucker_forward.argtypes = [
-        *head,
-        ptr,
-        ptrs,
-        ptr,
-        ptrs,
-        ptr,
-        ptr,
-        ptrs,
-        ptr,
-        ctypes.c_int,
-    ]
-    library.gm_tucker_backward.argtypes = [
-        *head,
-        ptr,
-        ptr,
-        ptrs,
-        ptr,
-        ptrs,
-        ptr,
-        ptr,
-        ptrs,
-        ptr,
-        ptrs,
-        ptr,
-        ptr,
-        i64,
-        ctypes.c_int,
-    ]
-    library.gm_tucker_forward.restype = library.gm_tucker_backward.restype = None
-    scan = [
-        i64,
-        i64,
-        i64,
-        i64,
-        ctypes.c_int,
-        i64,
-        i64,
-        i64,
-        i64,
-    ]  # P, n, Q, C, r, groups, parts, first, last items
-    library.gm_semiseparable_forward.argtypes = [*scan, ptr, ptr, ptr, ptr, ctypes.c_int]
-    library.gm_semiseparable_backward.argtypes = [
-        *scan,
-        ptr,
-        ptr,
-        ptr,
-        ptr,
-        ptr,
-        ptr,
-        ptr,
-        ptr,
-        i64,
-        ctypes.c_int,
-    ]
+    head = [cint, i64, i64, i64s, i64s, i64s, i64, i64]  # d, first, last, axes, n, r, S0, heads
+    fw, bw = library.gm_tucker_forward, library.gm_tucker_backward
+    fw.argtypes = [*head, ptr, ptrs, ptr, ptrs, ptr, ptr, ptrs, ptr, cint]
+    bw.argtypes = [*head, ptr, ptr, ptrs, ptr, ptrs, ptr, ptr, ptrs, ptr, ptrs, ptr, ptr, i64, cint]
+    fw.restype = bw.restype = None
+    # P, n, Q, C, r, groups, parts, first, last items
+    scan = [i64, i64, i64, i64, cint, i64, i64, i64, i64]
+    library.gm_semiseparable_forward.argtypes = [*scan, ptr, ptr, ptr, ptr, cint]
+    library.gm_semiseparable_backward.argtypes = [*scan, *[ptr] * 8, i64, cint]
     library.gm_semiseparable_forward.restype = library.gm_semiseparable_backward.restype = None
     basis = [i64, i64, i64, i64, ptr, ptr]  # k, m, r, n, weights, DCT (or NULL)
     library.gm_householder_forward.argtypes = [*basis, ptr, ptr]
