@@ -1,0 +1,319 @@
+"""The built-in ``recall`` track: associative recall on a grid of any dimension, a ladder over the
+number of key–value pairs.
+
+Each sample is a grid of tokens. The grid is cut into dominoes: pairs of cells adjacent along the
+last axis (on ``8x8``, 32 dominoes). ``P`` random dominoes hold a key–value pair, the key in the
+first cell and its value in the second; ``P`` other random dominoes hold a query in one of their two
+cells (a fair coin), the other cell filler. Every cell no pair or query holds is filler (token 0).
+With a vocabulary of ``V`` (the ``vocab`` setting): keys are tokens ``1..V``, values ``V+1..2V``,
+queries ``2V+1..3V`` (the query of key ``k`` is token ``2V + k``). The keys of a sample are
+distinct; values are drawn uniformly and independently (two keys may share a value); every key is
+asked once, at a random query domino.
+
+The target at each query cell is the value of its key (as a token id, ``V+1..2V``); every other cell
+is ``IGNORE``, so loss and metric count only the query cells (per-token classification, like
+``mqar``, but non-causal and off the line). Answering means finding the cell that holds the query's
+key, anywhere on the grid, and reading its neighbour: content-based lookup over the whole grid.
+
+Chance and ceiling, derived: the value is uniform over ``V`` tokens and independent of everything a
+query cell holds (its own token and its place), so a model without token mixing reaches at most
+``1/V`` answer accuracy in expectation (the track's ``chance``); the input determines every answer
+(keys are distinct within a sample, and the value sits next to its key), so the ceiling is 1. No
+label noise. The references (majority class, logistic probe, 1-NN) fit only whole-sample
+classification with floating-point inputs; this track has per-token targets over token ids, so none
+runs on it (``kind: none`` in the report) and the no-mixing control is the check that the task
+needs mixing.
+
+The difficulty ladder (the ``difficulty`` setting, rungs in order):
+
+============  =====  ==============================================
+rung          pairs  smallest grid (dominoes: 2 per pair)
+============  =====  ==============================================
+``pairs-2``   2      4 dominoes (e.g. ``4x2``)
+``pairs-4``   4      8 dominoes (``4x4``)
+``pairs-8``   8      16 dominoes (``8x4``)
+``pairs-16``  16     32 dominoes (``8x8``)
+============  =====  ==============================================
+
+More pairs mean more keys to tell apart per query and more distractor keys per sample; the
+vocabulary (``vocab``, default 32, at least the rung's pairs) is the ladder's second knob (``gridmix
+sweep --over vocab=16,32,64``). The default grid is ``8x8`` (64 tokens); any grid of any dimension
+whose last axis has at least 2 cells and that holds the rung's dominoes works (the ``dims`` setting
+gives the track's dimension: ``--set dims=3 --grid 4x4x4``), and the task is the same on every such
+grid (more filler), so a model can be tested on another grid.
+
+Models: a non-causal pre-norm transformer over the grid's tokens (token embedding, learned
+positions, timm ``Block``s, norm, a per-token head over the ``3V + 1`` tokens; dim 64, depth 2, 2
+heads): ``transformer`` (dense attention, the matched baseline), ``transformer-concentration`` (the
+idea), ``transformer-concentration-uncapped`` (ablation) and ``transformer-tokenwise`` (control);
+every registered mixer through the backbone (``--baselines transformer-global-filter``, …).
+
+Budgets: the global ones. Which rung attention solves and which a mixer fails at the default budget
+is not measured yet (docs/tracks.md).
+
+Shape legend:
+    S: samples, *grid: the grid (N tokens in all), V: vocabulary; inputs (S, *grid) int64, targets
+    (S, *grid) int64 (the value at query cells, ``IGNORE`` elsewhere), predictions (S, N, 3V + 1)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from timm.layers import trunc_normal_
+from timm.models.vision_transformer import Block
+from torch import nn
+
+from gridmix import hookimpl
+from gridmix.core.grid import Grid
+from gridmix.mixers.builtin import BUILTIN
+from gridmix.models import BackboneConfig, MixerConfig
+from gridmix.tracks import Backbone, DataSizes, ModelSpec, Split, Track, TrackData
+from gridmix_tracks.common import generated_data
+
+IGNORE = -100  # targets at cells that are not queries (F.cross_entropy's ignore_index)
+LADDER = {"pairs-2": 2, "pairs-4": 4, "pairs-8": 8, "pairs-16": 16}  # rung → pairs, in order
+
+
+@dataclass(frozen=True)
+class GridRecallTask:
+    """Settings of the recall task: the ladder's rung (its number of pairs) and the vocabulary."""
+
+    difficulty: str = "pairs-4"
+    vocab: int = 32
+
+    def __post_init__(self) -> None:
+        if self.difficulty not in LADDER:
+            raise ValueError(f"difficulty={self.difficulty!r}; expected one of {', '.join(LADDER)}")
+        if self.vocab < self.pairs:
+            raise ValueError(
+                f"vocab={self.vocab}; expected at least the {self.pairs} pairs of "
+                f"{self.difficulty} (distinct keys)"
+            )
+
+    @property
+    def pairs(self) -> int:
+        return LADDER[self.difficulty]
+
+    @property
+    def tokens(self) -> int:
+        """Filler, keys, values and queries: ``3V + 1`` token ids."""
+        return 3 * self.vocab + 1
+
+    def unsupported(self, grid: Grid) -> str | None:
+        """Why ``grid`` cannot hold the rung's dominoes, or None."""
+        if grid[-1] < 2:
+            return f"the last axis needs at least 2 cells (a key and its value); got {grid}"
+        dominoes = grid.numel // grid[-1] * (grid[-1] // 2)
+        if dominoes < 2 * self.pairs:
+            return (
+                f"{self.difficulty} needs {2 * self.pairs} dominoes (a pair and a query each); "
+                f"{grid} holds {dominoes}"
+            )
+        return None
+
+    def generate(self, rng: np.random.Generator, n: int, grid: Grid) -> Split:
+        V, P, last = self.vocab, self.pairs, grid[-1]
+        per_row, rows = last // 2, grid.numel // last
+        chosen = np.argsort(rng.random((n, rows * per_row)), axis=1)[:, : 2 * P]  # (n, 2P)
+        first = (chosen // per_row) * last + 2 * (chosen % per_row)  # (n, 2P) domino's first cell
+        keys = np.argsort(rng.random((n, V)), axis=1)[:, :P] + 1  # (n, P): distinct, in 1..V
+        values = rng.integers(V + 1, 2 * V + 1, size=(n, P))  # (n, P)
+        asked = np.argsort(rng.random((n, P)), axis=1)  # (n, P): which key each query domino asks
+        at = first[:, P:] + rng.integers(0, 2, size=(n, P))  # (n, P): query cell in its domino
+        tokens = np.zeros((n, grid.numel), dtype=np.int64)  # (n, N)
+        targets = np.full((n, grid.numel), IGNORE, dtype=np.int64)  # (n, N)
+        row = np.arange(n)[:, None]
+        tokens[row, first[:, :P]], tokens[row, first[:, :P] + 1] = keys, values
+        tokens[row, at] = 2 * V + keys[row, asked]
+        targets[row, at] = values[row, asked]
+        shape = (n, *grid.shape)
+        return Split(
+            inputs=torch.from_numpy(tokens.reshape(shape)),
+            targets=torch.from_numpy(targets.reshape(shape)),
+        )
+
+
+class TokenGridModel(nn.Module):
+    """(B, *grid) token ids → (B, N, T) logits per token: embedding, positions, blocks, norm,
+    head."""
+
+    def __init__(
+        self, grid: Grid, *, tokens: int, backbone: BackboneConfig, attn_layer: type[nn.Module]
+    ) -> None:
+        super().__init__()
+        self.grid, dim = Grid.parse(grid), backbone.embed_dim
+        self.embed = nn.Embedding(tokens, dim)
+        self.pos_embed = nn.Parameter(torch.zeros(1, self.grid.numel, dim))
+        self.blocks = nn.Sequential(
+            *(
+                Block(
+                    dim,
+                    num_heads=backbone.num_heads,
+                    mlp_ratio=backbone.mlp_ratio,
+                    qkv_bias=True,
+                    attn_layer=attn_layer,
+                )
+                for _ in range(backbone.depth)
+            )
+        )
+        self.norm = nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, tokens)
+        trunc_normal_(self.pos_embed, std=0.02)
+        trunc_normal_(self.embed.weight, std=0.02)
+        for module in self.modules():
+            if isinstance(module, nn.Linear):
+                trunc_normal_(module.weight, std=0.02)
+                if module.bias is not None:
+                    nn.init.zeros_(module.bias)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        if tuple(tokens.shape[1:]) != self.grid.shape:
+            raise ValueError(
+                f"expected token ids (B, {', '.join(map(str, self.grid))}); "
+                f"got {tuple(tokens.shape)}"
+            )
+        x = self.embed(tokens.flatten(1)) + self.pos_embed  # (B, N, C), row-major grid order
+        return self.head(self.norm(self.blocks(x)))  # (B, N, T)
+
+
+def query_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy at the query cells only: logits (S, N, T), targets (S, *grid)."""
+    return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE)
+
+
+def query_accuracy(logits: torch.Tensor, targets: torch.Tensor) -> float:
+    """Fraction of query cells whose arg-max logit is the value: the track's metric."""
+    targets = targets.flatten(1)  # (S, N)
+    asked = targets != IGNORE
+    return (logits.argmax(dim=-1)[asked] == targets[asked]).float().mean().item()
+
+
+@dataclass(frozen=True)
+class GridRecallModels:
+    """The token-grid transformers for a token count; ``specs()`` gives their ModelSpecs."""
+
+    tokens: int
+    backbone: BackboneConfig = BackboneConfig(embed_dim=64, depth=2, num_heads=2, mlp_ratio=2.0)
+    mixer: MixerConfig = field(default_factory=lambda: MixerConfig(start="global"))
+
+    def with_mixer(
+        self, grid: Grid, attn_layer: type[nn.Module], *, mlp_ratio: float | None = None
+    ) -> TokenGridModel:
+        """This model with a registered mixer's ``attn_layer`` (the track's :class:`Backbone`)."""
+        backbone = (
+            self.backbone
+            if mlp_ratio is None
+            else dataclasses.replace(self.backbone, mlp_ratio=mlp_ratio)
+        )
+        return TokenGridModel(grid, tokens=self.tokens, backbone=backbone, attn_layer=attn_layer)
+
+    def backbone_spec(self) -> Backbone:
+        """How the track builds ``transformer-<mixer>`` around every registered mixer."""
+        kwargs = self.mixer.mixer_kwargs()
+        return Backbone(
+            self.with_mixer,
+            prefix="transformer",
+            width_kwarg="mlp_ratio",
+            mixer_kwargs={"concentration": kwargs, "concentration-uncapped": kwargs},
+        )
+
+    def specs(self) -> tuple[ModelSpec, ...]:
+        """The track's four arms, each built around a registered mixer (``Backbone.model``)."""
+        b, model = self.backbone, self.backbone_spec().model
+        size = f"dim {b.embed_dim}, depth {b.depth}, {b.num_heads} heads, MLP x{b.mlp_ratio:g}"
+        return (
+            model(
+                "transformer",
+                BUILTIN["attention"],
+                description=f"token-grid transformer, dense attention ({size})",
+            ),
+            model(
+                "transformer-concentration",
+                BUILTIN["concentration"],
+                role="idea",
+                width_kwarg="mlp_ratio",
+                description="the same transformer with ConcentrationMixer as token mixer",
+            ),
+            model(
+                "transformer-concentration-uncapped",
+                BUILTIN["concentration-uncapped"],
+                role="ablation",
+                description="the idea without its eigenvalue cap (ablation)",
+            ),
+            model(
+                "transformer-tokenwise",
+                BUILTIN["tokenwise"],
+                role="control",
+                description="the same transformer with no token mixing (TokenwiseMixer; control)",
+            ),
+        )
+
+
+def default_grid(dims: int) -> Grid:
+    """About 64 tokens in ``dims`` axes of one length (``64``, ``8x8``, ``4x4x4``, ``3x3x3x3``)."""
+    if dims < 1:
+        raise ValueError(f"dims={dims}; expected a grid dimension >= 1")
+    return Grid((max(2, round(64 ** (1 / dims))),) * dims)
+
+
+def make_track(
+    task: GridRecallTask = GridRecallTask(),
+    backbone: BackboneConfig = GridRecallModels.backbone,
+    dims: int = 2,
+) -> Track:
+    """The ``recall`` track at one rung on ``dims``-d grids; its settings (``--set``, ``gridmix
+    sweep --over``) are ``difficulty`` (the rung), ``vocab``, ``dims`` (the grid's dimension: with
+    ``--set dims=3`` a grid like ``4x4x4``) and the models' ``embed_dim`` and ``depth``."""
+
+    def make_data(grid: Grid, seed: int, sizes: DataSizes) -> TrackData:
+        return generated_data(
+            lambda rng, n: task.generate(rng, n, grid), seed=seed, sizes=sizes, task="recall"
+        )
+
+    def rebuild(*, difficulty: str, vocab: int, dims: int, embed_dim: int, depth: int) -> Track:
+        return make_track(
+            GridRecallTask(difficulty=difficulty, vocab=vocab),
+            dataclasses.replace(backbone, embed_dim=embed_dim, depth=depth),
+            dims,
+        )
+
+    models = GridRecallModels(tokens=task.tokens, backbone=backbone)
+    return Track(
+        name="recall",
+        description=f"associative recall on a grid: {task.pairs} key-value pairs in adjacent "
+        f"cells, a query per key, vocabulary {task.vocab}; accuracy at the query cells; "
+        f"ladder: {' < '.join(LADDER)}",
+        ndim=dims,
+        default_grid=default_grid(dims),
+        make_data=make_data,
+        loss=query_loss,
+        metric=query_accuracy,
+        metric_name="query accuracy",
+        direction="higher",
+        models=models.specs(),
+        backbone=models.backbone_spec(),
+        matched_baseline="transformer",
+        chance=1 / task.vocab,  # the value is uniform over V tokens, independent of the query cell
+        ceiling=1.0,  # keys are distinct in a sample: the input determines every answer
+        supports=task.unsupported,
+        fixed_grid=None,
+        settings=dict(
+            difficulty=task.difficulty,
+            vocab=task.vocab,
+            dims=dims,
+            embed_dim=backbone.embed_dim,
+            depth=backbone.depth,
+        ),
+        rebuild=rebuild,
+    )
+
+
+@hookimpl
+def gridmix_tracks() -> list[Track]:
+    """The synthetic ``recall`` track."""
+    return [make_track()]
