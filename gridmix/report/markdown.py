@@ -23,6 +23,7 @@ from gridmix.analysis.verdicts import (
     significant,
 )
 from gridmix.core.grid import Grid
+from gridmix.report.cost import cost_words
 from gridmix.report.format import fmt, fmt_column
 from gridmix.report.reference_lines import (
     interval,
@@ -59,6 +60,9 @@ def render_markdown(report: Report, *, figures: list[str] = ()) -> str:
             f"**Verdict: {report.verdict}** — "
             f"{c.reason if c else 'no baseline'}{_beaten_words(report)}"
         ]
+    cost = cost_words(report)
+    if cost:
+        lines += ["", f"**Cost:** {cost}."]
     headline = reference_headline(report)
     lines += ["", headline, ""] if headline else [""]
     lines += _caveat_lines(report)
@@ -658,13 +662,16 @@ def _timing_lines(timings: dict) -> list[str]:
         + (f"; measured on {'; and on '.join(machines)}" if machines else "")
         + ".",
         "",
-        "| model | runs | total s | median run s |",
-        "|---|---|---|---|",
+        "| model | runs | total s | median run s | median step ms |",
+        "|---|---|---|---|---|",
     ]
     lines += [
-        f"| {m} | {t['runs']} | {fmt(t['total_s'])} | {fmt(t['median_run_s'])} |"
+        f"| {m} | {t['runs']} | {fmt(t['total_s'])} | {fmt(t['median_run_s'])} | "
+        f"{fmt(t.get('median_step_ms'))} |"
         for m, t in timings["per_model"].items()
     ]
+    if "step_method" in timings:
+        lines += ["", f"Step: {timings['step_method']}."]
     if "references_s" in timings:
         lines += [
             "",
