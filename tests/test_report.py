@@ -240,3 +240,17 @@ def test_the_terminal_summary_prints_the_cost(report, monkeypatch):
     timings = report.timings["per_model"]
     ratio = timings["mix"]["median_run_s"] / timings["base"]["median_run_s"]
     assert f"{ratio:.3g}x the training time per run" in printed
+
+
+def test_the_scaling_section_names_a_busy_machine_and_quotes_the_spread(report):
+    """The example's scaling was recorded at load 3 on 2 cores; at load 1 no line is written."""
+    section = render_markdown(report).split("## Scaling")[1].split("\n## ")[0]
+    assert "⚠ The machine was busy (load average 3 on 2 cores): timings are not idle figures." in (
+        section
+    )
+    assert "| mix | 16 | 1,000 | 8 | 12 (11.4–13.2) |" in section  # median (25th–75th), 3 digits
+    assert "| mix | time | 3 | 1.92 (0.886 … 2.95) | 0.998 | – |" in section
+    assert "| mix | memory | 2 | – | – | – |" in section  # two grids: no exponent
+    idle = dict(report.analyses["scaling"], load_average=[1.0, 1.0])
+    quiet = dataclasses.replace(report, analyses=dict(report.analyses, scaling=idle))
+    assert "busy" not in render_markdown(quiet)
