@@ -148,6 +148,8 @@ class ScalingResult:
     load_average: tuple[float | None, float | None] = (None, None)
     cpu_count: int | None = None
     cpu_steal: float | None = None
+    roles: dict[str, str] = field(default_factory=dict)  # model -> its role in the track
+    excluded_grids: dict[str, str] = field(default_factory=dict)  # grid -> why the track skips it
 
     def fit(self, model: str, quantity: str) -> Fit:
         for fit in self.fits:
@@ -170,6 +172,8 @@ class ScalingResult:
             load_average=list(self.load_average),
             cpu_count=self.cpu_count,
             cpu_steal=self.cpu_steal,
+            roles=dict(self.roles),
+            excluded_grids=dict(self.excluded_grids),
             points=[p.to_dict() for p in self.points],
             fits=[f.to_dict() for f in self.fits],
         )
@@ -395,7 +399,9 @@ def scale_track(
 ) -> ScalingResult:
     """Measure every (model, grid) point of ``track``; see the module docstring.
 
-    ``models``: model names (default: all the track offers); grids are measured smallest first.
+    ``models``: model names (default: all the track offers); grids are measured smallest first,
+    and a grid the track does not run (its ``supports``) is kept in ``excluded_grids`` with the
+    track's reason.
     ``config`` (or its fields as keyword ``options``) says how; ``on_start(model name, grid)`` and
     ``on_point(point)`` are called before and after each point (progress bars). ``probe``: a
     :func:`memory_probe` the caller started early and closes itself (default: one started here, at
@@ -407,9 +413,20 @@ def scale_track(
         raise TypeError(
             f"pass either config or its fields, not both (got config and {sorted(options)})"
         )
-    parsed = sorted((track.check_grid(g) for g in grids), key=lambda g: g.numel)
+    excluded = {
+        str(g): reason
+        for g in map(Grid.parse, grids)
+        if g.ndim == track.ndim and (reason := track.supports(g)) is not None
+    }
+    parsed = sorted(
+        (track.check_grid(g) for g in grids if str(Grid.parse(g)) not in excluded),
+        key=lambda g: g.numel,
+    )
     if not parsed:
-        raise ValueError("grids is empty; expected at least one grid, e.g. ['16x16', '32x32']")
+        raise ValueError(
+            f"no grid to measure (given {[str(g) for g in grids]}; the track skips {excluded}); "
+            "expected at least one grid it runs, e.g. ['16x16', '32x32']"
+        )
     specs = [track.model(name) for name in models] if models else list(track.models)
     config = dataclasses.replace(
         config,
@@ -445,6 +462,8 @@ def scale_track(
         load_average=(load_before, _load_average()),
         cpu_count=os.cpu_count(),
         cpu_steal=steal_fraction(steal_before, cpu_times()),
+        roles={s.name: s.role for s in specs},
+        excluded_grids=excluded,
     )
 
 

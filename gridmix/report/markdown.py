@@ -744,6 +744,14 @@ def _scaling_lines(scaling: dict | None) -> list[str]:
     busy = busy_words(scaling)
     if busy:
         lines += [f"⚠ {busy[0].upper()}{busy[1:]}.", ""]
+    excluded = scaling.get("excluded_grids") or {}
+    if excluded:
+        lines += [
+            "Not measured, the track does not run them: "
+            + "; ".join(f"{grid} ({why})" for grid, why in excluded.items())
+            + ".",
+            "",
+        ]
     lines += [
         "| model | grid | parameters | GFLOPs | time ms (25th–75th) | peak MB | note |",
         "|---|---|---|---|---|---|---|",
