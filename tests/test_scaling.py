@@ -5,6 +5,7 @@ The toy track lives here, importable as ``tests.test_scaling:TOY``, so the memor
 rebuild its points; its models avoid timm so that each subprocess starts quickly.
 """
 
+import dataclasses
 import json
 import re
 
@@ -430,3 +431,13 @@ def test_stolen_time_is_read_from_proc_stat_between_two_readings():
     if reading is not None:  # Linux
         steal, total = reading
         assert 0 <= steal <= total
+
+
+def test_grids_the_track_does_not_run_are_named_not_dropped():
+    track = dataclasses.replace(TOY, supports=lambda g: "at least 8x8" if g.numel < 64 else None)
+    result = scale_track(
+        track, ["4x4", "8x8"], models=["toy-mixer"], threads=1, repeats=1, warmup=0, memory=False
+    )
+    assert result.grids == ["8x8"] and result.excluded_grids == {"4x4": "at least 8x8"}
+    assert result.roles == {"toy-mixer": "idea"}
+    assert result.to_dict()["excluded_grids"] == {"4x4": "at least 8x8"}

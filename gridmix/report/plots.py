@@ -17,8 +17,9 @@ study; the mixers' factor spectra.
 
 What every figure keeps to, so that none misleads at a glance:
 
-* every model has its own colour and line style (:func:`model_styles`), the same in every figure,
-  and the lines are drawn widest first, so a model whose curve lies exactly on another's still shows
+* a colour is a role (:data:`ROLE_COLOURS`), the same in every report; every model has its own
+  colour and line style (:func:`model_styles`), the same in every figure, and the lines are drawn
+  widest first, so a model whose curve lies exactly on another's still shows
   as a rim around it;
 * every seed has its own marker (:data:`SEED_MARKERS`);
 * axes name the split their numbers come from (``cross-entropy (validation split)``); loss and
@@ -629,7 +630,7 @@ def figure_spectra(mechanism: dict) -> Figure:
         loc="outside right upper",
         fontsize=7,
         frameon=False,
-        title="seeds (one line per head each)" if len(seeds) > 1 else "one line per head",
+        title="seeds, a line per head" if len(seeds) > 1 else "one line per head",
         title_fontsize=7,
     )
     verdict = "confirmed" if mechanism["confirmed"] else "NOT confirmed"
