@@ -353,9 +353,10 @@ def _timing(times: Sequence[float], *, warmup: int, threads: int) -> Timing:
 
 def fit_exponent(tokens: Sequence[int], seconds: Sequence[float]) -> dict:
     """Least-squares slope of ``log t = a·log N + b``
-    (:func:`gridmix.analysis.scaling.fit_power_law`), with its R² and the token range it covers."""
-    slope, _, r2 = fit_power_law(tokens, seconds)
-    return dict(exponent=slope, r2=r2, tokens=[int(n) for n in tokens])
+    (:func:`gridmix.analysis.scaling.fit_power_law`, three token counts or more), with its R², its
+    95% t-interval and the token range it covers."""
+    slope, _, r2, interval = fit_power_law(tokens, seconds)
+    return dict(exponent=slope, r2=r2, interval=list(interval), tokens=[int(n) for n in tokens])
 
 
 def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:

@@ -72,7 +72,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from gridmix import ConcentrationMixer, Grid, set_native, tucker_flops
 from gridmix.analysis.measure import available_memory, dry_run
 from gridmix.analysis.memory import MemoryMeasurementError, peak_memory
-from gridmix.analysis.scaling import load_averages
+from gridmix.analysis.scaling import MIN_FIT_POINTS, load_averages
 from gridmix.study.precision import autocast
 
 BATCH, DIM, HEADS, RANK = 8, 64, 4, 16
@@ -478,7 +478,7 @@ def summarise(points: list[dict], grids: list[Grid], cases: list[str]) -> dict:
         ]
         for case in cases:
             pts = [at[(str(g), case)] for g in span if (str(g), case) in at]
-            if len(pts) >= 2 and case != "gemm":
+            if len(pts) >= MIN_FIT_POINTS and case != "gemm":  # no slope through two points
                 fit = fit_exponent([p["tokens"] for p in pts], [p["fwdbwd"].median_s for p in pts])
                 summary["exponents"].setdefault(case, {})[
                     f"{label} {pts[0]['grid']}..{pts[-1]['grid']}"

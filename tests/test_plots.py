@@ -401,3 +401,104 @@ def test_spectra_give_every_seed_its_own_style():
     assert (
         zero.get_linewidth() > one.get_linewidth() and zero.get_zorder() < one.get_zorder()
     )  # seed 0 shows as a rim
+
+
+def with_transfer(report):
+    """The example report tested on grid 16 too, every model near its trained-grid metric."""
+    from gridmix.report.types import Transfer, TransferArm, TransferGrid
+
+    arms = {
+        name: TransferArm(
+            name=name,
+            statuses=("ok",) * len(arm.per_seed),
+            per_seed=tuple(v + 0.01 for v in arm.per_seed),
+            mean=arm.mean + 0.01,
+            std=arm.std,
+        )
+        for name, arm in report.arms.items()
+    }
+    point = TransferGrid(grid="16", arms=arms, comparison=None)
+    return dataclasses.replace(report, transfer=Transfer(trained_grid="8", grids=(point,)))
+
+
+def test_transfer_draws_the_chance_line(report):
+    """A model at chance must not read as a gain: the chance level is drawn (the control sits at
+    it in the example)."""
+    fig = plots.figure_transfer(with_transfer(report))
+    bounds = [line for line in fig.axes[0].get_lines() if line.get_gid() == "bound"]
+    assert any(
+        line.get_label().startswith("chance") and line.get_ydata()[0] == report.chance
+        for line in bounds
+    )
+
+
+def test_paired_seeds_of_two_arms_at_chance_are_grey_not_wins_or_losses(report):
+    """When the verdict is "both arms at chance", no seed's difference is a win or a loss."""
+    from gridmix.analysis.verdicts import UNINFORMATIVE
+
+    comp = report.comparison_with("base")
+    verdict = UNINFORMATIVE.format(flag="at chance")
+    chance = dataclasses.replace(
+        comp, verdict=verdict, result=dataclasses.replace(comp.result, verdict=verdict)
+    )
+    base = dataclasses.replace(report.arms["base"], comparison=chance)
+    both = dataclasses.replace(
+        report,
+        arms={**report.arms, "base": base},
+        comparisons={**report.comparisons, "base": chance},
+    )
+    lines = seed_lines(panel(plots.figure_paired(both), "base"))
+    assert lines and {to_rgba(line.get_color()) for line in lines.values()} == {to_rgba(plots.TIE)}
+
+
+def test_every_role_has_one_colour_in_every_report(report):
+    """The control is brown whatever the models before it: a colour is a role, not a position."""
+    lines = [
+        line
+        for ax in plots.figure_curves(report).axes
+        for line in ax.get_lines()
+        if (line.get_gid() or "").startswith("model ")
+    ]
+    for line in lines:
+        role = report.arms[line.get_gid().split(" ")[1]].role
+        assert to_rgba(line.get_color()) == to_rgba(plots.ROLE_COLOURS[role])
+    roles = {"mix": "idea", "base": "baseline", "wide": "baseline", "nomix": "control"}
+    two = plots.model_styles(["mix", "nomix"], roles)
+    four = plots.model_styles(["mix", "base", "wide", "nomix"], roles)
+    assert two["nomix"]["color"] == four["nomix"]["color"] == plots.ROLE_COLOURS["control"]
+    assert four["base"]["color"] == four["wide"]["color"]
+    assert four["base"]["linestyle"] != four["wide"]["linestyle"]  # one role, told apart by style
+
+
+def test_the_scaling_plot_names_the_grids_it_skipped():
+    data = dict(scaling(3, memory=True), excluded_grids={"2": "patch 4 does not divide 2"})
+    title = plots.figure_scaling(data).get_suptitle()
+    assert "not measured, the track does not run them: 2 (patch 4 does not divide 2)" in title
+
+
+def test_the_memory_axis_does_not_zoom_into_a_narrow_range():
+    """8.5 and 9.3 MB are nearly equal: the log axis spans at least a decade, around the data."""
+    data = scaling(3, memory=True)
+    for point, mb in zip(data["points"], (8.5, 9.0, 9.3, 8.6, 8.9, 9.2)):
+        point["peak_mb"] = mb
+    memory_ax = plots.figure_scaling(data).axes[2]
+    low, high = memory_ax.get_ylim()
+    assert high / low >= 10 and low < 8.5 and high > 9.3
+    one = dict(data, points=[p for p in data["points"] if p["tokens"] == 64])
+    low, high = plots.figure_scaling(one).axes[2].get_ylim()  # a single grid too
+    assert high / low >= 10
+
+
+def test_the_spectra_legend_title_names_its_entries():
+    axis = dict(kind="symmetric", length=4, singular_values=[[0.9, 0.5, 0.1, 0.0]])
+    signature = dict(layers=[dict(name="blocks.0.attn", axes=[axis])])
+    mechanism = dict(
+        predicted_factor_bound=1.0,
+        confirmed=True,
+        certified_operator_bound=0.81,
+        per_seed=[dict(signature, seed=0), dict(signature, seed=1)],
+    )
+    legend = plots.figure_spectra(mechanism).legends[0]
+    entries = [text.get_text() for text in legend.get_texts()]
+    assert entries[:2] == ["seed 0", "seed 1"]
+    assert legend.get_title().get_text().startswith("seeds")

@@ -196,3 +196,61 @@ def test_references_stored_before_they_were_per_seed_stand_for_every_seed(tmp_pa
         "computed per "
         "seed)" in text
     )
+
+
+def test_the_headline_gives_the_cost_beside_the_quality(report):
+    """The idea's parameters, FLOPs and training time as ratios to its matched baseline's, each with
+    how it was measured, in report.md's headline: the example's parity rows and run times."""
+    headline = render_markdown(report).split("\n## ")[0]
+    cost = next(line for line in headline.splitlines() if line.startswith("**Cost:**"))
+    timings = report.timings["per_model"]
+    run_ratio = timings["mix"]["median_run_s"] / timings["base"]["median_run_s"]
+    step_ratio = timings["mix"]["median_step_ms"] / timings["base"]["median_step_ms"]
+    assert "mix vs its matched baseline base" in cost
+    assert "0.909x the parameters" in cost and "0.8x the FLOPs (torch's FlopCounterMode" in cost
+    assert f"{run_ratio:.3g}x the training time per run" in cost and "median wall clock" in cost
+    assert f"{step_ratio:.3g}x per training step" in cost and "epochs × batches" in cost
+
+
+def test_a_step_is_a_run_over_its_epochs_times_batches(report):
+    """Every run of the example's idea trained 3 epochs on 128 samples in the budget's batches."""
+    steps = 3 * -(-128 // report.budget["batch_size"])
+    mix = report.timings["per_model"]["mix"]
+    assert mix["median_step_ms"] == pytest.approx(mix["median_run_s"] / steps * 1e3)
+
+
+def test_the_terminal_summary_prints_the_cost(report, monkeypatch):
+    """``gridmix run`` prints the same cost sentence after its results table."""
+    import io
+
+    import typer
+    from rich.console import Console
+
+    from gridmix.cli import run
+
+    out = io.StringIO()
+    monkeypatch.setattr(run, "console", Console(file=out, width=100))
+    outcome = type("Outcome", (), dict(report=report, paths=("a", "b"), seconds=1.0))()
+    try:
+        run.print_run(outcome)
+    except typer.Exit:  # exit status 1 when an analysis failed, after printing
+        pass
+    printed = " ".join(out.getvalue().split())
+    assert "cost: mix vs its matched baseline base: 0.909x the parameters" in printed
+    timings = report.timings["per_model"]
+    ratio = timings["mix"]["median_run_s"] / timings["base"]["median_run_s"]
+    assert f"{ratio:.3g}x the training time per run" in printed
+
+
+def test_the_scaling_section_names_a_busy_machine_and_quotes_the_spread(report):
+    """The example's scaling was recorded at load 3 on 2 cores; at load 1 no line is written."""
+    section = render_markdown(report).split("## Scaling")[1].split("\n## ")[0]
+    assert "⚠ The machine was busy (load average 3 on 2 cores): timings are not idle figures." in (
+        section
+    )
+    assert "| mix | 16 | 1,000 | 8 | 12 (11.4–13.2) |" in section  # median (25th–75th), 3 digits
+    assert "| mix | time | 3 | 1.92 (0.886 … 2.95) | 0.998 | – |" in section
+    assert "| mix | memory | 2 | – | – | – |" in section  # two grids: no exponent
+    idle = dict(report.analyses["scaling"], load_average=[1.0, 1.0])
+    quiet = dataclasses.replace(report, analyses=dict(report.analyses, scaling=idle))
+    assert "busy" not in render_markdown(quiet)

@@ -99,7 +99,8 @@ def test_parity_warns_when_the_matched_baseline_is_another_size(report):
     ]
 
 
-def test_a_fit_through_two_grids_shows_no_r2(report):
+def test_a_fit_through_two_grids_shows_no_exponent(report):
+    """A ledger written before the rule may hold a slope through two grids: it is not shown."""
     fits = [
         dict(model="mix", quantity="time", exponent=1.02, r2=None, points=2, tail_exponent=1.02),
         dict(
@@ -114,10 +115,10 @@ def test_a_fit_through_two_grids_shows_no_r2(report):
         "Scaling",
     )
     assert (
-        "| mix | time | 1.02 | – | 1.02 |" in text
-        and "| mix | flops | 1.5 | 0.9912 | 1.4 |" in text
+        "| mix | time | 2 | – | – | – |" in text
+        and "| mix | flops | 3 | 1.5 | 0.991 | 1.4 |" in text
     )
-    assert "R² (3 grids or more)" in text
+    assert "only from 3 grids or more" in text
 
 
 def test_headers_say_what_they_compare(report):

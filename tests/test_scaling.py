@@ -5,6 +5,7 @@ The toy track lives here, importable as ``tests.test_scaling:TOY``, so the memor
 rebuild its points; its models avoid timm so that each subprocess starts quickly.
 """
 
+import dataclasses
 import json
 import re
 
@@ -128,19 +129,45 @@ def make_toy() -> Track:
 
 def test_power_law_fit_recovers_exponent_and_r2():
     n = np.array([64, 256, 1024, 4096])
-    exponent, intercept, r2 = fit_power_law(n, 3.0 * n**1.5)
+    exponent, intercept, r2, (low, high) = fit_power_law(n, 3.0 * n**1.5)
     assert (
         exponent == pytest.approx(1.5)
         and np.exp(intercept) == pytest.approx(3.0)
         and r2 == pytest.approx(1.0)
+        and low == pytest.approx(1.5)
+        and high == pytest.approx(1.5)
     )
     assert fit_power_law(n, n * np.array([1.0, 2.0, 0.5, 1.0]))[2] < 0.99
-    slope, _, r2 = fit_power_law(
-        [64, 256], [1.0, 3.0]
-    )  # two points: a slope, but no R² (it would always be 1)
-    assert slope == pytest.approx(np.log(3) / np.log(4)) and r2 is None
+
+
+def test_no_exponent_from_two_grids():
+    """A line through two points always fits them: no slope, R² or interval is made of two."""
+    from gridmix.analysis.measure import Flops
+    from gridmix.analysis.scaling import ScalingPoint
+
+    with pytest.raises(ValueError, match=">= 3 distinct"):
+        fit_power_law([64, 256], [1.0, 3.0])
     with pytest.raises(ValueError, match="distinct"):
-        fit_power_law([64, 64], [1.0, 2.0])
+        fit_power_law([64, 64, 64], [1.0, 2.0, 3.0])
+    points = [
+        ScalingPoint("m", str(n), n, flops=Flops(forward=n, backward=0, per_op={}))
+        for n in (64, 256)
+    ]
+    (fit,) = [f for f in fit_exponents(points) if f.quantity == "flops"]
+    assert fit.points == 2 and fit.exponent is None and fit.r2 is None
+    assert fit.tail_exponent is None and fit.exponent_low is None
+
+
+def test_the_exponent_interval_is_the_t_interval_of_the_log_log_slope():
+    from scipy import stats
+
+    n = np.array([64.0, 256.0, 1024.0, 4096.0])
+    y = n * np.array([1.0, 1.3, 0.9, 1.1])
+    slope, _, _, (low, high) = fit_power_law(n, y)
+    fit = stats.linregress(np.log(n), np.log(y))
+    half = stats.t.ppf(0.975, 2) * fit.stderr
+    assert slope == pytest.approx(fit.slope)
+    assert (low, high) == pytest.approx((fit.slope - half, fit.slope + half))
 
 
 def test_tail_exponent_sees_the_asymptote_the_full_fit_blurs():
@@ -153,8 +180,8 @@ def test_tail_exponent_sees_the_asymptote_the_full_fit_blurs():
         )
         for n in (16, 64, 256, 1024, 4096, 16384)
     ]
-    (fit,) = [f for f in fit_exponents(points, tail=2) if f.quantity == "flops"]
-    assert fit.points == 6 and fit.tail_points == 2
+    (fit,) = [f for f in fit_exponents(points, tail=3) if f.quantity == "flops"]
+    assert fit.points == 6 and fit.tail_points == 3
     assert 1.0 < fit.exponent < 1.6 < fit.tail_exponent < 2.0
     time_fit = next(f for f in fit_exponents(points) if f.quantity == "time")
     assert time_fit.exponent is None and time_fit.points == 0
@@ -223,7 +250,8 @@ def test_scale_track_measures_points_and_skips_with_reasons():
         "failed: RuntimeError: this model cannot be built"
     )
     attention, mixer = result.fit("toy-attention", "flops"), result.fit("toy-mixer", "flops")
-    assert attention.tail_exponent > 1.3 and 0.9 < mixer.tail_exponent < 1.15 and mixer.r2 > 0.99
+    assert attention.exponent > 1.2 and 0.9 < mixer.exponent < 1.15 and mixer.r2 > 0.99
+    assert attention.tail_exponent is None  # three grids: the tail fit would be the whole one
     assert (
         result.fit("toy-mixer", "time").points == 3
         and result.fit("toy-mixer", "memory").points == 0
@@ -277,7 +305,8 @@ def test_memory_is_measured_in_a_subprocess_and_grows_with_the_grid():
         large.memory.step_bytes > small.memory.step_bytes
         and large.memory.peak_bytes > small.memory.peak_bytes
     )
-    assert result.fit("toy-mixer", "memory").exponent > 0
+    memory = result.fit("toy-mixer", "memory")
+    assert memory.points == 2 and memory.exponent is None  # two grids: no exponent
 
 
 def test_unknown_model_and_bad_grid_are_value_errors():
@@ -378,3 +407,37 @@ def test_scaling_config_checks_itself_and_is_passed_whole():
         config=ScalingConfig(batch=2, threads=1, repeats=1, warmup=0, memory=False),
     )
     assert (result.batch, result.repeats, result.threads) == (2, 1, 1)
+
+
+def test_a_busy_machine_is_named_by_its_load_or_its_stolen_time():
+    from gridmix.analysis.scaling import busy_words
+
+    loaded = busy_words(dict(load_average=[2.5, 1.0], cpu_count=2, cpu_steal=0.0))
+    assert loaded == (
+        "the machine was busy (load average 2.5 on 2 cores): timings are not idle figures"
+    )
+    stolen = busy_words(dict(load_average=[0.1, None], cpu_count=2, cpu_steal=0.1))
+    assert "10% of the CPU time stolen by the hypervisor" in stolen
+    assert busy_words(dict(load_average=[1.5, 1.9], cpu_count=2, cpu_steal=0.01)) is None
+    assert busy_words(dict(load_average=[None, None], cpu_count=None)) is None
+
+
+def test_stolen_time_is_read_from_proc_stat_between_two_readings():
+    from gridmix.analysis.scaling import cpu_times, steal_fraction
+
+    assert steal_fraction((10, 1000), (30, 1200)) == pytest.approx(0.1)
+    assert steal_fraction(None, (30, 1200)) is None and steal_fraction((1, 5), (1, 5)) is None
+    reading = cpu_times()
+    if reading is not None:  # Linux
+        steal, total = reading
+        assert 0 <= steal <= total
+
+
+def test_grids_the_track_does_not_run_are_named_not_dropped():
+    track = dataclasses.replace(TOY, supports=lambda g: "at least 8x8" if g.numel < 64 else None)
+    result = scale_track(
+        track, ["4x4", "8x8"], models=["toy-mixer"], threads=1, repeats=1, warmup=0, memory=False
+    )
+    assert result.grids == ["8x8"] and result.excluded_grids == {"4x4": "at least 8x8"}
+    assert result.roles == {"toy-mixer": "idea"}
+    assert result.to_dict()["excluded_grids"] == {"4x4": "at least 8x8"}

@@ -4,8 +4,9 @@
 Three measurements, each usable on its own (the scaling study and the benchmarks both build on
 them):
 
-* :func:`time_fn`: wall-clock of a step, after warm-up, as the median and quartiles of repeats, with
-  the thread count set and recorded (CUDA is synchronised around every repeat).
+* :func:`time_fn`: wall-clock of a step, after a warm-up that lasts until the step's time has
+  settled, as the median and quartiles of repeats, with the thread count set and recorded (CUDA is
+  synchronised around every repeat).
 * :func:`count_flops`: forward and backward FLOPs with ``torch.utils.flop_counter.FlopCounterMode``,
   plus
   :data:`FLOP_FORMULAS` for ops it does not count that gridmix's models run (attention on CPU, FFTs,
@@ -49,7 +50,7 @@ MB = 2**20
 @dataclass(frozen=True)
 class Timing:
     """Wall-clock seconds of one call of a step over ``repeats`` timed calls after ``warmup``
-    untimed ones."""
+    untimed ones (the warm-up calls actually made: see :func:`time_fn`)."""
 
     median_s: float
     p25_s: float
@@ -62,6 +63,15 @@ class Timing:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+SETTLE = 0.1
+"""Warm-up goes on until two successive untimed calls agree within this fraction."""
+RESOLUTION_S = 1e-4
+"""Two warm-up calls closer than this many seconds agree whatever their ratio (timer and scheduler
+noise)."""
+MAX_WARMUP = 20
+"""At most this many warm-up calls in all, settled or not."""
 
 
 def _synchronize(device: str) -> None:
@@ -78,7 +88,13 @@ def time_fn(
     device: str = "cpu",
 ) -> Timing:
     """Time ``step()`` with ``threads`` torch threads (restored afterwards); ``device="cuda"``
-    synchronises."""
+    synchronises.
+
+    Warm-up: at least ``warmup`` untimed calls, then more until the last two agree within
+    :data:`SETTLE` of the faster or :data:`RESOLUTION_S` (one-off costs such as first-call
+    allocations, kernel selection or a thread pool starting are spent before the clock runs), at
+    most :data:`MAX_WARMUP` in all.
+    """
     if warmup < 0 or repeats < 1 or threads < 1:
         raise ValueError(
             f"warmup={warmup}, repeats={repeats}, threads={threads}; expected >= 0, >= 1, >= 1"
@@ -86,15 +102,10 @@ def time_fn(
     previous = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        for _ in range(warmup):
-            step()
-        _synchronize(device)
-        times = []
-        for _ in range(repeats):
-            start = time.perf_counter()
-            step()
-            _synchronize(device)
-            times.append(time.perf_counter() - start)
+        warm = [_timed(step, device) for _ in range(warmup)]
+        while len(warm) < MAX_WARMUP and not _settled(warm):
+            warm.append(_timed(step, device))
+        times = [_timed(step, device) for _ in range(repeats)]
         used = torch.get_num_threads()
     finally:
         torch.set_num_threads(previous)
@@ -105,10 +116,28 @@ def time_fn(
         p75_s=float(p75),
         min_s=min(times),
         repeats=repeats,
-        warmup=warmup,
+        warmup=len(warm),
         threads=used,
         times_s=tuple(times),
     )
+
+
+def _timed(step: Callable[[], object], device: str) -> float:
+    """Seconds of one call of ``step`` (the device synchronised before and after)."""
+    _synchronize(device)
+    start = time.perf_counter()
+    step()
+    _synchronize(device)
+    return time.perf_counter() - start
+
+
+def _settled(times: list[float]) -> bool:
+    """Whether the last two calls agree within :data:`SETTLE` of the faster (or
+    :data:`RESOLUTION_S`)."""
+    if len(times) < 2:
+        return False
+    a, b = times[-2:]
+    return abs(a - b) <= max(SETTLE * min(a, b), RESOLUTION_S)
 
 
 # ---------------------------------------------------------------- FLOPs

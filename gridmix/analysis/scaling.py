@@ -12,9 +12,14 @@ peak memory in a fresh process (:class:`~gridmix.analysis.memory.MemoryProbe` ru
 unsupported, would not fit or fails is kept with the reason, never a crash.
 
 Exponents: least squares of ``log y = a·log N + b`` per model and quantity (time, FLOPs, memory)
-with its R² (from three grids up: two points always fit), over all measured grids and over the
-largest ``tail`` grids only (small grids are dominated by
-per-call overhead, so the tail exponent is the asymptotic one).
+with its R² and the slope's 95% t-interval, only from three grids up (a line through two points
+always fits them), over all measured grids and, where more were measured, over the largest ``tail``
+grids only (small grids are dominated by per-call overhead, so the tail exponent is the asymptotic
+one).
+
+Busy machine: the 1-minute load average before and after, and the share of CPU time the hypervisor
+stole meanwhile (``/proc/stat``), are recorded; :func:`busy_words` says when they show the timings
+are not idle figures.
 
 Shape legend:
     B: batch; N: tokens on the grid (n_1·…·n_d); inputs are the track's, e.g. (B, C, *grid)
@@ -32,6 +37,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import torch
+from scipy import stats
 from torch import nn
 
 from gridmix.analysis.measure import (
@@ -50,6 +56,8 @@ from gridmix.tracks import DataSizes, ModelSpec, Track
 MEMORY_TARGET = "gridmix.analysis.scaling:memory_step"
 MEMORY_PRELOAD = "gridmix.analysis.scaling:load_track"
 QUANTITIES = ("time", "flops", "memory")
+MIN_FIT_POINTS = 3  # a line through two points always fits them: no exponent, R² or interval
+CONFIDENCE = 0.95  # of the exponent's t-interval
 
 
 @dataclass
@@ -101,8 +109,9 @@ class ScalingPoint:
 
 @dataclass(frozen=True)
 class Fit:
-    """``y ≈ e^intercept · N^exponent`` over ``points`` grids; ``tail_exponent`` over the largest
-    ``tail_points``."""
+    """``y ≈ e^intercept · N^exponent`` over ``points`` grids, with the exponent's 95% t-interval
+    (``exponent_low`` … ``exponent_high``); ``tail_exponent`` over the largest ``tail_points``.
+    Every slope needs :data:`MIN_FIT_POINTS` distinct grids (None below)."""
 
     model: str
     quantity: str
@@ -112,6 +121,8 @@ class Fit:
     points: int
     tail_exponent: float | None
     tail_points: int
+    exponent_low: float | None = None
+    exponent_high: float | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -121,7 +132,8 @@ class Fit:
 class ScalingResult:
     """Every point and fit. ``load_average``: the 1-minute load before and after, next to
     ``cpu_count`` (timings taken while other processes compete for the cores are slower and
-    noisier)."""
+    noisier); ``cpu_steal``: the fraction of CPU time stolen by the hypervisor while measuring
+    (None where /proc/stat is not readable)."""
 
     track: str
     device: str
@@ -135,6 +147,9 @@ class ScalingResult:
     fits: list[Fit]
     load_average: tuple[float | None, float | None] = (None, None)
     cpu_count: int | None = None
+    cpu_steal: float | None = None
+    roles: dict[str, str] = field(default_factory=dict)  # model -> its role in the track
+    excluded_grids: dict[str, str] = field(default_factory=dict)  # grid -> why the track skips it
 
     def fit(self, model: str, quantity: str) -> Fit:
         for fit in self.fits:
@@ -156,6 +171,9 @@ class ScalingResult:
             models=self.models,
             load_average=list(self.load_average),
             cpu_count=self.cpu_count,
+            cpu_steal=self.cpu_steal,
+            roles=dict(self.roles),
+            excluded_grids=dict(self.excluded_grids),
             points=[p.to_dict() for p in self.points],
             fits=[f.to_dict() for f in self.fits],
         )
@@ -163,14 +181,14 @@ class ScalingResult:
 
 def fit_power_law(
     tokens: Sequence[float], values: Sequence[float]
-) -> tuple[float, float, float | None]:
-    """Least squares of ``log y = a·log N + b``: ``(a, b, R²)``; R² is ``None`` for two token counts
-    (a line through two points always fits them: R² would say nothing) and 1 for a perfect fit of
-    more."""
-    if len(tokens) != len(values) or len(set(tokens)) < 2:
+) -> tuple[float, float, float, tuple[float, float]]:
+    """Least squares of ``log y = a·log N + b`` over :data:`MIN_FIT_POINTS` or more distinct token
+    counts: ``(a, b, R², (low, high))``, the last the :data:`CONFIDENCE` Student t-interval of
+    ``a`` (``n − 2`` degrees of freedom); R² is 1 for a perfect fit."""
+    if len(tokens) != len(values) or len(set(tokens)) < MIN_FIT_POINTS:
         raise ValueError(
-            f"need >= 2 distinct token counts with one value each; got {list(tokens)}, "
-            f"{list(values)}"
+            f"need >= {MIN_FIT_POINTS} distinct token counts with one value each; got "
+            f"{list(tokens)}, {list(values)}"
         )
     if min(tokens) <= 0 or min(values) <= 0:
         raise ValueError(
@@ -180,15 +198,19 @@ def fit_power_law(
     slope, intercept = np.polyfit(x, y, 1)
     total = float(((y - y.mean()) ** 2).sum())
     residual = float(((y - (slope * x + intercept)) ** 2).sum())
-    if len(set(tokens)) == 2:
-        return float(slope), float(intercept), None
-    return float(slope), float(intercept), 1.0 - residual / total if total > 0 else 1.0
+    r2 = 1.0 - residual / total if total > 0 else 1.0
+    half = float(
+        stats.t.ppf((1 + CONFIDENCE) / 2, len(x) - 2)
+        * np.sqrt(residual / (len(x) - 2) / ((x - x.mean()) ** 2).sum())
+    )
+    return float(slope), float(intercept), r2, (float(slope) - half, float(slope) + half)
 
 
-def fit_exponents(points: Sequence[ScalingPoint], *, tail: int = 2) -> list[Fit]:
-    """One :class:`Fit` per model and quantity over the points that have the quantity."""
-    if tail < 2:
-        raise ValueError(f"tail={tail}; a slope needs at least 2 grids")
+def fit_exponents(points: Sequence[ScalingPoint], *, tail: int = MIN_FIT_POINTS) -> list[Fit]:
+    """One :class:`Fit` per model and quantity over the points that have the quantity; the tail fit
+    only where more grids than ``tail`` were measured (else it is the whole fit)."""
+    if tail < MIN_FIT_POINTS:
+        raise ValueError(f"tail={tail}; a slope needs at least {MIN_FIT_POINTS} grids")
     fits = []
     for model in dict.fromkeys(p.model for p in points):
         for quantity in QUANTITIES:
@@ -198,10 +220,11 @@ def fit_exponents(points: Sequence[ScalingPoint], *, tail: int = 2) -> list[Fit]
                 if p.model == model and p.value(quantity) is not None
             )
             exponent = intercept = r2 = tail_exponent = None
-            if len({n for n, _ in pairs}) >= 2:
-                exponent, intercept, r2 = fit_power_law(*zip(*pairs))
+            interval = (None, None)
+            if len({n for n, _ in pairs}) >= MIN_FIT_POINTS:
+                exponent, intercept, r2, interval = fit_power_law(*zip(*pairs))
                 ends = pairs[-tail:]
-                if len({n for n, _ in ends}) >= 2:
+                if len(pairs) > tail and len({n for n, _ in ends}) >= MIN_FIT_POINTS:
                     tail_exponent = fit_power_law(*zip(*ends))[0]
             fits.append(
                 Fit(
@@ -213,6 +236,8 @@ def fit_exponents(points: Sequence[ScalingPoint], *, tail: int = 2) -> list[Fit]
                     points=len(pairs),
                     tail_exponent=tail_exponent,
                     tail_points=min(tail, len(pairs)),
+                    exponent_low=interval[0],
+                    exponent_high=interval[1],
                 )
             )
     return fits
@@ -341,7 +366,7 @@ class ScalingConfig:
     memory_fraction: float = 0.8
     time_cap_s: float = 300.0
     timeout_s: float = 600.0
-    tail: int = 2
+    tail: int = MIN_FIT_POINTS
 
     def __post_init__(self) -> None:
         if self.batch < 1 or not 0 < self.memory_fraction <= 1:
@@ -349,11 +374,10 @@ class ScalingConfig:
                 f"batch={self.batch}, memory_fraction={self.memory_fraction}; expected >= 1 and "
                 "in (0, 1]"
             )
-        if self.repeats < 1 or self.warmup < 0 or self.tail < 2:
+        if self.repeats < 1 or self.warmup < 0 or self.tail < MIN_FIT_POINTS:
             raise ValueError(
                 f"repeats={self.repeats}, warmup={self.warmup}, tail={self.tail}; expected >= 1, "
-                ">= 0, "
-                ">= 2"
+                f">= 0, >= {MIN_FIT_POINTS}"
             )
 
 
@@ -375,7 +399,9 @@ def scale_track(
 ) -> ScalingResult:
     """Measure every (model, grid) point of ``track``; see the module docstring.
 
-    ``models``: model names (default: all the track offers); grids are measured smallest first.
+    ``models``: model names (default: all the track offers); grids are measured smallest first,
+    and a grid the track does not run (its ``supports``) is kept in ``excluded_grids`` with the
+    track's reason.
     ``config`` (or its fields as keyword ``options``) says how; ``on_start(model name, grid)`` and
     ``on_point(point)`` are called before and after each point (progress bars). ``probe``: a
     :func:`memory_probe` the caller started early and closes itself (default: one started here, at
@@ -387,16 +413,27 @@ def scale_track(
         raise TypeError(
             f"pass either config or its fields, not both (got config and {sorted(options)})"
         )
-    parsed = sorted((track.check_grid(g) for g in grids), key=lambda g: g.numel)
+    excluded = {
+        str(g): reason
+        for g in map(Grid.parse, grids)
+        if g.ndim == track.ndim and (reason := track.supports(g)) is not None
+    }
+    parsed = sorted(
+        (track.check_grid(g) for g in grids if str(Grid.parse(g)) not in excluded),
+        key=lambda g: g.numel,
+    )
     if not parsed:
-        raise ValueError("grids is empty; expected at least one grid, e.g. ['16x16', '32x32']")
+        raise ValueError(
+            f"no grid to measure (given {[str(g) for g in grids]}; the track skips {excluded}); "
+            "expected at least one grid it runs, e.g. ['16x16', '32x32']"
+        )
     specs = [track.model(name) for name in models] if models else list(track.models)
     config = dataclasses.replace(
         config,
         threads=config.threads or torch.get_num_threads(),
         track_ref=config.track_ref or track.name,
     )
-    load_before, points = _load_average(), []
+    load_before, steal_before, points = _load_average(), cpu_times(), []
     with contextlib.nullcontext(probe) if probe is not None else memory_probe() as probe:
         for spec in specs:
             throughput = None  # FLOP/s of this model's largest measured grid so far
@@ -424,6 +461,9 @@ def scale_track(
         fits=fit_exponents(points, tail=config.tail),
         load_average=(load_before, _load_average()),
         cpu_count=os.cpu_count(),
+        cpu_steal=steal_fraction(steal_before, cpu_times()),
+        roles={s.name: s.role for s in specs},
+        excluded_grids=excluded,
     )
 
 
@@ -441,6 +481,44 @@ def load_averages() -> list[float] | None:
 def _load_average() -> float | None:
     averages = load_averages()
     return averages[0] if averages else None
+
+
+STEAL_BUSY = 0.05
+"""A share of stolen CPU time above which the machine counts as busy."""
+
+
+def cpu_times() -> tuple[int, int] | None:
+    """``(steal, total)`` jiffies of all CPUs since boot from /proc/stat (None where unreadable)."""
+    try:
+        with open("/proc/stat") as stat:
+            fields = [int(v) for v in stat.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    # user nice system idle iowait irq softirq steal [guest guest_nice]: guests are inside user
+    return (fields[7] if len(fields) > 7 else 0), sum(fields[:8])
+
+
+def steal_fraction(before: tuple[int, int] | None, after: tuple[int, int] | None) -> float | None:
+    """The share of CPU time stolen between two :func:`cpu_times` readings (None without both)."""
+    if before is None or after is None or after[1] <= before[1]:
+        return None
+    return (after[0] - before[0]) / (after[1] - before[1])
+
+
+def busy_words(scaling: dict) -> str | None:
+    """``the machine was busy (load average 2.1 on 2 cores): timings are not idle figures`` when a
+    recorded 1-minute load average exceeds the CPU count or more than :data:`STEAL_BUSY` of the CPU
+    time was stolen; None otherwise (or when nothing was recorded)."""
+    loads = [load for load in scaling.get("load_average") or () if load is not None]
+    cores, steal = scaling.get("cpu_count"), scaling.get("cpu_steal")
+    reasons = []
+    if loads and cores and max(loads) > cores:
+        reasons.append(f"load average {max(loads):.3g} on {cores} cores")
+    if steal is not None and steal > STEAL_BUSY:
+        reasons.append(f"{steal:.0%} of the CPU time stolen by the hypervisor")
+    if not reasons:
+        return None
+    return f"the machine was busy ({'; '.join(reasons)}): timings are not idle figures"
 
 
 def _measure_point(

@@ -55,6 +55,7 @@ from gridmix.cli.tables import Column, TextTable
 from gridmix.core.defaults import DEFAULT_MIN_EFFECT
 from gridmix.core.grid import Grid
 from gridmix.core.inputs import parse_grids, parse_names, parse_rates
+from gridmix.report.cost import cost_words
 from gridmix.report.format import fmt, fmt_column
 from gridmix.tracks.budget import describe
 
@@ -305,6 +306,9 @@ def print_run(outcome) -> None:
     results_table(report).print(Console())
     for line in transfer_lines(report):
         console.print(line, highlight=False, markup=False)
+    cost = cost_words(report)
+    if cost:
+        console.print(f"cost: {cost}", highlight=False, markup=False)
     console.print(
         f"verdict: [bold]{report.verdict}[/]; report: {outcome.paths[1]} ({outcome.seconds:.0f} s)",
         highlight=False,

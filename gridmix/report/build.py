@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -271,6 +272,15 @@ def _identity(spec: dict, versions: dict) -> dict:
     )
 
 
+def _steps_per_epoch(spec: dict) -> int:
+    """Training batches per epoch: the training split's size (the data fingerprint's, else the
+    budget's ``n_train``) over the batch size, rounded up, as :func:`gridmix.study.train.train_run`
+    steps."""
+    budget = spec["budget"]
+    n_train = ((spec.get("data") or {}).get("sizes") or {}).get("train", budget["n_train"])
+    return math.ceil(n_train / budget["batch_size"])
+
+
 def build_report(ledger: Ledger) -> Report:
     """The full report of the ledger's study, with the analyses (scaling, parity) the run stored."""
     spec = ledger.study()
@@ -391,7 +401,7 @@ def study_report(
             for row in study_rows
             if row.status != "ok"
         ),
-        timings=_timings(study_rows, reference_seconds),
+        timings=_timings(study_rows, _steps_per_epoch(spec), reference_seconds),
         versions=versions,
         device=study.device,
         precision=study.precision,
@@ -503,17 +513,22 @@ def _study_keys(study: Study, chosen: dict) -> set[str]:
     return {task.key for task in tasks}
 
 
-def _timings(rows: list[RunRow], reference_seconds: float | None = None) -> dict:
-    per_model: dict[str, list[float]] = {}
+def _timings(
+    rows: list[RunRow], steps_per_epoch: int, reference_seconds: float | None = None
+) -> dict:
+    """Per model: its runs, their total and median wall-clock seconds, and the median over its
+    trained runs of wall-clock per training step (``steps_per_epoch`` times the epochs it ran)."""
+    per_model: dict[str, list[RunRow]] = {}
     for row in rows:
-        per_model.setdefault(row.model, []).append(row.wall_s)
+        per_model.setdefault(row.model, []).append(row)
     timings = dict(
         method="wall-clock seconds of each training run (train + per-epoch validation + test)",
+        step_method=(
+            "a run's wall-clock over its training steps (epochs run × "
+            f"{steps_per_epoch} batches per epoch), median over the model's runs"
+        ),
         threads=sorted({row.threads for row in rows}),
-        per_model={
-            m: dict(runs=len(t), total_s=float(np.sum(t)), median_run_s=float(np.median(t)))
-            for m, t in per_model.items()
-        },
+        per_model={m: _model_timings(t, steps_per_epoch) for m, t in per_model.items()},
         total_s=float(sum(row.wall_s for row in rows)),
     )
     machines = sorted({row.extras["machine"] for row in rows if "machine" in row.extras})
@@ -523,6 +538,17 @@ def _timings(rows: list[RunRow], reference_seconds: float | None = None) -> dict
     if reference_seconds is not None:  # every seed's references, from data to scores, in the driver
         timings["references_s"] = float(reference_seconds)
     return timings
+
+
+def _model_timings(rows: list[RunRow], steps_per_epoch: int) -> dict:
+    seconds = [row.wall_s for row in rows]
+    per_step = [row.wall_s / (row.epochs_done * steps_per_epoch) for row in rows if row.epochs_done]
+    return dict(
+        runs=len(rows),
+        total_s=float(np.sum(seconds)),
+        median_run_s=float(np.median(seconds)),
+        median_step_ms=float(np.median(per_step)) * 1e3 if per_step else None,
+    )
 
 
 def write_report(report: Report, out: str | Path) -> list[Path]:

@@ -15,6 +15,7 @@ defines every figure.
 from __future__ import annotations
 
 from gridmix.analysis.parity import PARITY_KWARGS_KEY, parameter_warning
+from gridmix.analysis.scaling import MIN_FIT_POINTS, busy_words
 from gridmix.analysis.verdicts import (
     CAP_REACHED,
     VERDICT_CAP_INACTIVE,
@@ -23,6 +24,7 @@ from gridmix.analysis.verdicts import (
     significant,
 )
 from gridmix.core.grid import Grid
+from gridmix.report.cost import cost_words
 from gridmix.report.format import fmt, fmt_column
 from gridmix.report.reference_lines import (
     interval,
@@ -59,6 +61,9 @@ def render_markdown(report: Report, *, figures: list[str] = ()) -> str:
             f"**Verdict: {report.verdict}** — "
             f"{c.reason if c else 'no baseline'}{_beaten_words(report)}"
         ]
+    cost = cost_words(report)
+    if cost:
+        lines += ["", f"**Cost:** {cost}."]
     headline = reference_headline(report)
     lines += ["", headline, ""] if headline else [""]
     lines += _caveat_lines(report)
@@ -658,13 +663,16 @@ def _timing_lines(timings: dict) -> list[str]:
         + (f"; measured on {'; and on '.join(machines)}" if machines else "")
         + ".",
         "",
-        "| model | runs | total s | median run s |",
-        "|---|---|---|---|",
+        "| model | runs | total s | median run s | median step ms |",
+        "|---|---|---|---|---|",
     ]
     lines += [
-        f"| {m} | {t['runs']} | {fmt(t['total_s'])} | {fmt(t['median_run_s'])} |"
+        f"| {m} | {t['runs']} | {fmt(t['total_s'])} | {fmt(t['median_run_s'])} | "
+        f"{fmt(t.get('median_step_ms'))} |"
         for m, t in timings["per_model"].items()
     ]
+    if "step_method" in timings:
+        lines += ["", f"Step: {timings['step_method']}."]
     if "references_s" in timings:
         lines += [
             "",
@@ -728,10 +736,24 @@ def _scaling_lines(scaling: dict | None) -> list[str]:
     lines = [
         "",
         f"## Scaling (forward+backward at batch {scaling['batch']}, {scaling['threads']} "
-        "thread(s), median "
-        f"of {scaling['repeats']}; peak memory of a fresh process per point, see docs/analysis.md)",
+        f"thread(s), median of {scaling['repeats']} timed steps after a warm-up that lasts until "
+        "two steps agree, the spread their 25th–75th percentiles; peak memory of a fresh process "
+        "per point, see docs/analysis.md)",
         "",
-        "| model | grid | parameters | GFLOPs | time ms | peak MB | note |",
+    ]
+    busy = busy_words(scaling)
+    if busy:
+        lines += [f"⚠ {busy[0].upper()}{busy[1:]}.", ""]
+    excluded = scaling.get("excluded_grids") or {}
+    if excluded:
+        lines += [
+            "Not measured, the track does not run them: "
+            + "; ".join(f"{grid} ({why})" for grid, why in excluded.items())
+            + ".",
+            "",
+        ]
+    lines += [
+        "| model | grid | parameters | GFLOPs | time ms (25th–75th) | peak MB | note |",
         "|---|---|---|---|---|---|---|",
     ]
     for point in scaling["points"]:
@@ -739,24 +761,50 @@ def _scaling_lines(scaling: dict | None) -> list[str]:
             "–" if point["params"] is None else f"{point['params']:,}"
         )  # None: the point failed
         lines.append(
-            f"| {point['model']} | {point['grid']} | {params} | {fmt(point['gflops'])} | "
-            f"{fmt(point['time_ms'])} | {fmt(point['peak_mb'])} | {point['skipped'] or ''} |"
+            f"| {point['model']} | {point['grid']} | {params} | {_sig(point['gflops'])} | "
+            f"{_time_cell(point)} | {_sig(point['peak_mb'])} | {point['skipped'] or ''} |"
         )
     lines += [
         "",
-        "| model | quantity | exponent vs N (all points) | R² (3 grids or more) | exponent "
-        "(largest two "
-        "grids) |",
-        "|---|---|---|---|---|",
+        f"Exponents vs N (y ∝ N^a, least squares in log-log) only from {MIN_FIT_POINTS} grids or "
+        "more, with the slope's 95% t-interval; the tail fit only where more grids were "
+        "measured than it takes.",
+        "",
+        "| model | quantity | grids | exponent (95% interval) | R² | exponent (largest grids) |",
+        "|---|---|---|---|---|---|",
     ]
     lines += [
-        f"| {fit['model']} | {fit['quantity']} | {fmt(fit['exponent'])} | {_r2(fit)} | "
-        f"{fmt(fit['tail_exponent'])} |"
+        f"| {fit['model']} | {fit['quantity']} | {fit.get('points', '–')} | {_exponent(fit)} | "
+        f"{_sig(fit['r2']) if _fitted(fit) else '–'} | "
+        f"{_sig(fit['tail_exponent']) if _fitted(fit) else '–'} |"
         for fit in scaling["fits"]
     ]
     return lines
 
 
-def _r2(fit: dict) -> str:
-    """A fit's R², but none for a line through two points (it always fits them exactly)."""
-    return "–" if fit.get("points", 3) < 3 else fmt(fit["r2"])
+def _sig(value: float | None) -> str:
+    """A measured figure to three significant digits (timings vary more than a fourth shows)."""
+    return fmt(value, 3)
+
+
+def _time_cell(point: dict) -> str:
+    """``11.7 (11.2–12.1)``: the median step and its quartiles in ms; the median alone where a
+    ledger kept no quartiles."""
+    timing = point.get("timing")
+    if point["time_ms"] is None or not timing:
+        return _sig(point["time_ms"])
+    return f"{_sig(point['time_ms'])} ({_sig(timing['p25_s'] * 1e3)}–{_sig(timing['p75_s'] * 1e3)})"
+
+
+def _fitted(fit: dict) -> bool:
+    """Whether the fit rests on enough grids to be shown (a ledger written before the rule may hold
+    fits through two)."""
+    return fit.get("points", 0) >= MIN_FIT_POINTS and fit["exponent"] is not None
+
+
+def _exponent(fit: dict) -> str:
+    if not _fitted(fit):
+        return "–"
+    low, high = fit.get("exponent_low"), fit.get("exponent_high")
+    interval = f" ({_sig(low)} … {_sig(high)})" if low is not None and high is not None else ""
+    return f"{_sig(fit['exponent'])}{interval}"

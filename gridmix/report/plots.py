@@ -17,8 +17,9 @@ study; the mixers' factor spectra.
 
 What every figure keeps to, so that none misleads at a glance:
 
-* every model has its own colour and line style (:func:`model_styles`), the same in every figure,
-  and the lines are drawn widest first, so a model whose curve lies exactly on another's still shows
+* a colour is a role (:data:`ROLE_COLOURS`), the same in every report; every model has its own
+  colour and line style (:func:`model_styles`), the same in every figure, and the lines are drawn
+  widest first, so a model whose curve lies exactly on another's still shows
   as a rim around it;
 * every seed has its own marker (:data:`SEED_MARKERS`);
 * axes name the split their numbers come from (``cross-entropy (validation split)``); loss and
@@ -57,6 +58,8 @@ from matplotlib.ticker import (  # noqa: E402
     ScalarFormatter,
 )
 
+from gridmix.analysis.scaling import MIN_FIT_POINTS  # noqa: E402
+from gridmix.analysis.verdicts import UNINFORMATIVE  # noqa: E402
 from gridmix.core.files import replacing  # noqa: E402
 from gridmix.core.grid import Grid  # noqa: E402
 from gridmix.report.format import fmt  # noqa: E402
@@ -76,16 +79,21 @@ LINE_STYLES = (
     (0, (8, 2)),
     (0, (3, 1, 1, 1, 1, 1)),
 )
+ROLE_COLOURS = {
+    "idea": "tab:blue",
+    "baseline": "tab:orange",
+    "ablation": "tab:purple",
+    "control": "tab:brown",
+}
+"""One colour per role, the same in every figure of every report (the naive references are grey);
+models of one role differ by line style."""
 COLOURS = (
-    "tab:blue",
-    "tab:orange",
-    "tab:purple",
-    "tab:brown",
     "tab:pink",
     "tab:olive",
     "tab:cyan",
     "tab:gray",
 )
+"""For what has no role (a spectrum's seeds, a model of unknown role), in turn."""
 BETTER, WORSE, TIE = "tab:green", "tab:red", "0.55"
 BOUND_DASHES = {
     "chance": (0, (1, 2)),
@@ -94,15 +102,16 @@ BOUND_DASHES = {
 DPI = 110
 
 
-def model_styles(names) -> dict[str, dict]:
-    """Per model (in order): its colour, line style, line width, marker size and z-order. Widths and
-    sizes fall with the order and z-orders rise, so each later (thinner) line is drawn over the
-    earlier (wider) ones and none can hide another: a line lying exactly on another shows it as a
-    rim."""
-    names = list(names)
+def model_styles(names, roles: dict[str, str] | None = None) -> dict[str, dict]:
+    """Per model (in order): its colour (its role's, :data:`ROLE_COLOURS`, given ``roles``; else
+    :data:`COLOURS` in turn), line style, line width, marker size and z-order. Widths and sizes fall
+    with the order and z-orders rise, so each later (thinner) line is drawn over the earlier (wider)
+    ones and none can hide another: a line lying exactly on another shows it as a rim."""
+    names, roles = list(names), roles or {}
+    unroled = iter(range(len(names)))
     return {
         name: dict(
-            color=COLOURS[i % len(COLOURS)],
+            color=ROLE_COLOURS.get(roles.get(name)) or COLOURS[next(unroled) % len(COLOURS)],
             linestyle=LINE_STYLES[i % len(LINE_STYLES)],
             linewidth=max(0.9, 2.8 - 0.45 * i),
             markersize=max(3.0, 8.0 - 1.2 * i),
@@ -110,6 +119,10 @@ def model_styles(names) -> dict[str, dict]:
         )
         for i, name in enumerate(names)
     }
+
+
+def _roles(report: Report) -> dict[str, str]:
+    return {name: arm.role for name, arm in report.arms.items()}
 
 
 def _legend_style(style: dict) -> dict:
@@ -250,8 +263,10 @@ def figure_paired(report: Report) -> Figure:
             continue
         a, b = [idea.by_seed[s] for s in seeds], [arm.by_seed[s] for s in seeds]
         tolerance = tie_tolerance(a, b)
+        # both arms at the floor or ceiling: no seed's win or loss means anything
+        bound = comp is not None and comp.verdict.startswith(UNINFORMATIVE.format(flag=""))
         for s, x, y in zip(seeds, a, b):
-            tie = abs(x - y) <= tolerance
+            tie = bound or abs(x - y) <= tolerance
             better = (x < y) == report.lower_is_better
             colour = TIE if tie else BETTER if better else WORSE
             ax.plot(
@@ -286,7 +301,7 @@ def figure_paired(report: Report) -> Figure:
         for colour, words in (
             (BETTER, "idea better on that seed"),
             (WORSE, "idea worse"),
-            (TIE, f"tie: |Δ| ≤ {TIE_FRACTION:g} × seed spread"),
+            (TIE, f"tie: |Δ| ≤ {TIE_FRACTION:g} × seed spread, or both arms at chance/ceiling"),
         )
     ]
     names = {h.get_label() for h in legend}
@@ -308,7 +323,7 @@ def figure_sweep(report: Report) -> Figure:
     """Mean validation metric against learning rate, one line per model (its style), the chosen rate
     ringed."""
     fig, ax = plt.subplots(figsize=(7.6, 4.0), layout="constrained")
-    styles = model_styles(report.arms)
+    styles = model_styles(report.arms, _roles(report))
     lrs = sorted({point.lr for arm in report.arms.values() for point in arm.sweep})
     dodge = {
         name: 10 ** (0.012 * (i - (len(styles) - 1) / 2)) for i, name in enumerate(styles)
@@ -378,7 +393,7 @@ def figure_curves(report: Report) -> Figure:
     """Training loss and validation metric per epoch of every comparison seed's final run: one
     colour and line style per model, one marker per seed."""
     fig, (loss_ax, val_ax) = plt.subplots(1, 2, figsize=(12, 4.2), layout="constrained")
-    styles = model_styles(report.arms)
+    styles = model_styles(report.arms, _roles(report))
     missing = []
     for name, arm in report.arms.items():
         style = styles[name]
@@ -443,7 +458,7 @@ _PANELS = (
 )
 
 
-MIN_FIT_POINTS = 3
+MIN_Y_RATIO = 10.0  # a log panel's y-axis spans at least this ratio
 
 
 def figure_scaling(scaling) -> Figure:
@@ -451,7 +466,7 @@ def figure_scaling(scaling) -> Figure:
     why."""
     data = scaling.to_dict() if hasattr(scaling, "to_dict") else scaling
     fits = {(f["model"], f["quantity"]): f for f in data["fits"]}
-    styles = model_styles(data["models"])
+    styles = model_styles(data["models"], data.get("roles"))
     fig, axes = plt.subplots(1, 3, figsize=(16, 4.8), layout="constrained")
     slopes = False
     for (quantity, title, unit, value), ax in zip(_PANELS, axes):
@@ -467,7 +482,11 @@ def figure_scaling(scaling) -> Figure:
             fit = fits.get((model, quantity), {})
             # a slope through two points always fits exactly: shown only when at least three grids
             # were measured
-            slope = fit.get("tail_exponent") if fit.get("points", 0) >= MIN_FIT_POINTS else None
+            slope = (
+                fit.get("tail_exponent") or fit.get("exponent")
+                if fit.get("points", 0) >= MIN_FIT_POINTS
+                else None
+            )
             slopes |= slope is not None
             ax.plot(
                 *zip(*points),
@@ -490,9 +509,17 @@ def figure_scaling(scaling) -> Figure:
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(0.0, -0.14), frameon=False, ncol=2)
     suffix = f"; slope: the largest grids' (fits of {MIN_FIT_POINTS}+ grids)" if slopes else ""
+    excluded = data.get("excluded_grids") or {}
+    unmeasured = (
+        "\nnot measured, the track does not run them: "
+        + "; ".join(f"{grid} ({why})" for grid, why in excluded.items())
+        if excluded
+        else ""
+    )
     fig.suptitle(
         f"scaling on track {data['track']}: one forward+backward step, batch {data['batch']}, "
-        f"{data['device']}, {data['threads']} thread(s), median of {data['repeats']}{suffix}",
+        f"{data['device']}, {data['threads']} thread(s), median of {data['repeats']}{suffix}"
+        f"{unmeasured}",
         fontsize=10,
     )
     return fig
@@ -521,6 +548,11 @@ def _guides(ax) -> None:
     lines = ax.get_lines()
     xs = sorted({x for line in lines for x in line.get_xdata()})
     ys = [y for line in lines for y in line.get_ydata()]
+    low, high = min(ys) / 1.5, max(ys) * 1.5
+    if high / low < MIN_Y_RATIO:  # never a zoom that makes 8.5 and 9.3 look far apart
+        middle = (low * high) ** 0.5
+        low, high = middle / MIN_Y_RATIO**0.5, middle * MIN_Y_RATIO**0.5
+    ax.set_ylim(low, high)
     if len(xs) < 2:
         return
     y0 = min(line.get_ydata()[0] for line in lines)
@@ -534,7 +566,6 @@ def _guides(ax) -> None:
             label=f"∝ N^{power}",
             zorder=1,
         )
-    ax.set_ylim(min(ys) / 1.5, max(ys) * 1.5)
 
 
 def figure_spectra(mechanism: dict) -> Figure:
@@ -586,7 +617,7 @@ def figure_spectra(mechanism: dict) -> Figure:
             [],
             [],
             marker=seed_marker(i) if len(seeds) > 1 else None,
-            label=f"seed {s['seed']}" if s["seed"] is not None else "every head",
+            label=f"seed {s['seed']}" if s["seed"] is not None else "the idea's model",
             **_legend_style(styles[s["seed"]]),
         )
         for i, s in enumerate(seeds)
@@ -599,7 +630,7 @@ def figure_spectra(mechanism: dict) -> Figure:
         loc="outside right upper",
         fontsize=7,
         frameon=False,
-        title="one line per head",
+        title="seeds, a line per head" if len(seeds) > 1 else "one line per head",
         title_fontsize=7,
     )
     verdict = "confirmed" if mechanism["confirmed"] else "NOT confirmed"
@@ -623,7 +654,7 @@ def figure_transfer(report: Report) -> Figure:
     points = {point.grid: point for point in transfer.grids}
     grids = sorted([transfer.trained_grid, *points], key=lambda grid: Grid.parse(grid).numel)
     fig, ax = plt.subplots(figsize=(8.4, 4.2))
-    styles = model_styles(report.arms)
+    styles = model_styles(report.arms, _roles(report))
     for index, (name, arm) in enumerate(report.arms.items()):
         shown, absent = [], []
         for grid in grids:
@@ -667,7 +698,10 @@ def figure_transfer(report: Report) -> Figure:
     ax.set_xscale("log", base=2)
     ax.set_xticks([Grid.parse(grid).numel for grid in grids], grids)
     ax.minorticks_off()
-    ax.set(xlabel="evaluation grid (log scale in tokens)", ylabel=report.metric)
+    beyond = _bounds(ax, report, references=False)  # the chance level a model may sit at
+    ax.set(
+        xlabel=_with_bounds("evaluation grid (log scale in tokens)", beyond), ylabel=report.metric
+    )
     if ax.get_legend_handles_labels()[0]:
         ax.legend(
             fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False
@@ -707,7 +741,8 @@ def figure_sweep_points(sweep: dict) -> Figure:
         fixed = tuple((k, v) for k, v in point["values"].items() if k != along)
         panels.setdefault(fixed, []).append(point)
     models = list(dict.fromkeys(name for point in sweep["points"] for name in point["arms"]))
-    styles = model_styles(models)
+    roles = {name: arm.get("role") for p in sweep["points"] for name, arm in p["arms"].items()}
+    styles = model_styles(models, roles)
     fig, axes = plt.subplots(
         1, len(panels), figsize=(max(6.4, 5.6 * len(panels)) + 2.4, 4.6), squeeze=False
     )
