@@ -28,7 +28,7 @@ from gridmix.study.ledger import Ledger
 from gridmix.tracks.budget import BUDGETS, describe
 from gridmix.tracks.hookspecs import hookimpl
 from gridmix.tracks.plugin_loader import load_registry
-from tests import fake_track
+from tests import fake_track, report_example
 from tests.python_child import run_python
 
 SUFFIX = "-with-a-rather-long-descriptive-name"
@@ -83,6 +83,35 @@ def test_help_imports_no_torch():
     done = run_python(code)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "False False"
+
+
+def test_commands_that_read_a_ledger_or_answer_at_once_import_no_torch(tmp_path_factory):
+    """``status``, ``export`` and ``runs`` read SQLite and JSON; ``--help``, ``--version`` and a
+    mistyped option or value answer before any work: none of them loads torch (seconds of CPU)."""
+    runs = tmp_path_factory.mktemp("runs")  # not tmp_path: no `gridmix report` after the test
+    study = report_example.fill(runs / "study")
+    commands = [
+        ["status", str(study)],
+        ["export", str(study), "--out", str(runs / "results.csv")],
+        ["export", str(study), "--json", "--out", "-"],
+        ["runs", str(runs)],
+        ["runs", str(runs / "nothing")],
+        ["--help"],
+        ["--version"],
+        ["run", "--trak", "image"],
+        ["run", "--budget", "smok"],
+        ["status", "--help"],
+    ]
+    code = (
+        "import sys\nfrom gridmix.cli import app\n"
+        f"for args in {commands!r}:\n"
+        "    try:\n        app(args)\n    except SystemExit:\n        pass\n"
+        "    print(args[:2], 'torch' in sys.modules)"
+    )
+    done = run_python(code)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    loaded = [line for line in done.stdout.splitlines() if line.endswith(" True")]
+    assert not loaded, f"torch imported by the first of {loaded}"
 
 
 def test_run_help_shows_every_budget_and_every_default():

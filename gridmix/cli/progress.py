@@ -98,7 +98,7 @@ class StudyProgress:
 
     def begin(self, planned, ledger) -> None:
         from gridmix.study.eta import RunClock
-        from gridmix.study.harness import pending_models
+        from gridmix.study.spec import pending_models
 
         self.header(planned, ledger)
         self.ledger, self.metric = ledger.path, planned.studies[0].metric_name

@@ -214,13 +214,13 @@ def status(
 ) -> None:
     """How far a study is: per phase the runs done, failed and still to run, and the process running
     it (its pid)."""
-    from gridmix.study.harness import (
+    from gridmix.study.ledger import lock_holder
+    from gridmix.study.spec import (
         Study,
         comparison_phase_purpose,
         study_progress,
         sweep_phase_purpose,
     )
-    from gridmix.study.ledger import lock_holder
     from gridmix.tracks.budget import describe
 
     with _open_study(directory) as ledger:
