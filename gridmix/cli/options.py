@@ -29,6 +29,7 @@ from gridmix.cli.app import (
     BudgetName,
     DeviceName,
     ExecutorName,
+    choice,
 )
 from gridmix.tracks.budget import MAX_SEEDS
 
@@ -42,9 +43,11 @@ Baselines = Annotated[
 ]
 Seeds = Annotated[int, typer.Option(min=2, max=MAX_SEEDS, help=SEEDS_HELP)]
 Lrs = Annotated[str, typer.Option(help=LRS_HELP)]
-Device = Annotated[DeviceName, typer.Option(help=DEVICE_HELP)]
+Device = Annotated[DeviceName, typer.Option(help=DEVICE_HELP, **choice(DeviceName, "a device"))]
 Precision = Annotated[str, typer.Option(help=PRECISION_HELP)]
-Executor = Annotated[ExecutorName, typer.Option(help=EXECUTOR_HELP)]
+Executor = Annotated[
+    ExecutorName, typer.Option(help=EXECUTOR_HELP, **choice(ExecutorName, "an executor"))
+]
 Jobs = Annotated[str, typer.Option(help=JOBS_HELP)]
 Address = Annotated[str, typer.Option(help=ADDRESS_HELP)]
 Threads = Annotated[int, typer.Option(min=1, help=THREADS_HELP)]
@@ -68,7 +71,7 @@ RunIdea = Annotated[
         "backbone against its matched baseline (default: the track's idea)."
     ),
 ]
-RunBudget = Annotated[BudgetName, typer.Option(help=BUDGET_HELP)]
+RunBudget = Annotated[BudgetName, typer.Option(help=BUDGET_HELP, **choice(BudgetName, "a budget"))]
 Epochs = Annotated[int, typer.Option(min=1, help=EPOCHS_HELP)]
 NTrain = Annotated[int, typer.Option(min=1, help=N_TRAIN_HELP)]
 RunOut = Annotated[
@@ -184,7 +187,10 @@ SweepIdea = Annotated[
         help="A registered mixer as the idea (see `gridmix run --idea`; default: the track's idea)."
     ),
 ]
-SweepBudget = Annotated[BudgetName, typer.Option(help=BUDGET_HELP + " At every point.")]
+SweepBudget = Annotated[
+    BudgetName,
+    typer.Option(help=BUDGET_HELP + " At every point.", **choice(BudgetName, "a budget")),
+]
 SweepOut = Annotated[
     Path, typer.Option(help="Output directory (default: runs/TRACK-sweep-NAMES-BUDGET).")
 ]
