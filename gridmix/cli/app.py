@@ -38,7 +38,7 @@ class _HelpFormatter(typer.Context.formatter_class):
 
     def write_dl(self, rows: Sequence[tuple[str, str]], col_max: int = 30, col_spacing: int = 2):
         rows = list(rows)
-        first_col = min(max(len(first) for first, _ in rows), col_max) + col_spacing
+        first_col = min(max((len(first) for first, _ in rows), default=0), col_max) + col_spacing
         indent = " " * (first_col + self.current_indent)
         wrapper = textwrap.TextWrapper(
             width=max(self.width - first_col - 2, 10),
