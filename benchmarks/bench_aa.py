@@ -35,7 +35,7 @@ from gridmix import (
     load_registry,
 )
 from gridmix.orchestrate.calibration import aa_false_positive_rate
-from gridmix.study.harness import Study
+from gridmix.study.spec import Study
 from gridmix.tracks.budget import BUDGETS
 from gridmix.tracks.hookspecs import hookimpl
 

@@ -23,7 +23,8 @@ import torch
 from bench_common import environment, write_json
 
 from gridmix.study.fingerprint import tensor_hash
-from gridmix.study.harness import RunTask, execute
+from gridmix.study.harness import execute
+from gridmix.study.spec import RunTask
 from gridmix.tracks.plugin_loader import load_registry
 
 

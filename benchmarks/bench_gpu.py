@@ -4,7 +4,7 @@ study's wall time.
     python benchmarks/bench_gpu.py --out DIR [--device cuda] [--quick] [--no-study] [--cpu-study-s
         S]
 
-Prints, and writes as ``DIR/bench_gpu.json`` and ``DIR/bench_gpu.md``, the figures of the GPU issue:
+Prints, and writes as ``DIR/bench_gpu.json`` and ``DIR/bench_gpu.md``, the GPU figures:
 
 * **layer**: ``ConcentrationMixer(64, grid, num_heads=4, rank=16)`` against timm's ``Attention(64,
   num_heads=4)`` (fused SDPA), batch 8, forward+backward (input and parameter gradients), at 32x32,
@@ -53,7 +53,7 @@ COMPILED_GRIDS = (
     "64x64",
 )  # where eager is launch-bound; each compile costs tens of seconds
 TOTAL_BUDGET_S = 290.0  # the study gets what is left of five minutes
-TARGET_64X64_MS = 0.3  # the issue's goal for the bf16 mixer forward+backward at 64x64
+TARGET_64X64_MS = 0.3  # the goal for the bf16 mixer forward+backward at 64x64
 
 
 def timed(step, *, device: torch.device, warmup: int, repeats: int) -> dict:
@@ -225,7 +225,7 @@ def _mib(entry: dict | None) -> str:
 
 
 def checks(result: dict) -> list[str]:
-    """The issue's goals, each with the measured figures that decide it."""
+    """The GPU goals, each with the measured figures that decide it."""
     layer, lines = result["layer"], []
 
     def best_mixer(grid: str) -> float:

@@ -6,7 +6,7 @@ tabulate the results.
             1000,0,1,2,3,4,5 \
         --out runs/pilot.jsonl
 
-Each run is a :class:`gridmix.study.harness.RunTask` executed as ``gridmix run`` executes it
+Each run is a :class:`gridmix.study.spec.RunTask` executed as ``gridmix run`` executes it
 (:class:`gridmix.study.executors.WorkerPoolExecutor`, ``--jobs`` workers at one torch thread each),
 from the track's ``default`` budget with the changes in ``--budget`` (a JSON object of
 :class:`gridmix.tracks.budget.Budget` fields), and with the track's settings ``--set`` (``depth=1``;
@@ -106,7 +106,7 @@ def main() -> None:
     from gridmix.core.grid import Grid
     from gridmix.orchestrate.plan import choose_settings
     from gridmix.study.executors import WorkerPoolExecutor
-    from gridmix.study.harness import RunTask
+    from gridmix.study.spec import RunTask
     from gridmix.tracks.plugin_loader import load_registry
 
     try:

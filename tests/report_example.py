@@ -12,8 +12,8 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from gridmix.study.harness import Study
 from gridmix.study.ledger import Ledger, RunRow
+from gridmix.study.spec import Study
 from gridmix.tracks.budget import BUDGETS
 
 DATA = Path(__file__).parent / "data"

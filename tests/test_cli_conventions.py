@@ -28,7 +28,7 @@ from gridmix.study.ledger import Ledger
 from gridmix.tracks.budget import BUDGETS, describe
 from gridmix.tracks.hookspecs import hookimpl
 from gridmix.tracks.plugin_loader import load_registry
-from tests import fake_track
+from tests import fake_track, report_example
 from tests.python_child import run_python
 
 SUFFIX = "-with-a-rather-long-descriptive-name"
@@ -73,6 +73,46 @@ def test_h_is_help_everywhere_and_version_prints_the_version():
         assert result.exit_code == 0 and "Usage:" in result.output, (command, result.output)
 
 
+COMMANDS = (
+    "run", "sweep", "scale", "report", "tracks", "mixers", "budgets", "runs", "status", "export",
+    "info",
+)  # fmt: skip
+
+
+@pytest.mark.parametrize("command", [(), *((name,) for name in COMMANDS)])
+def test_help_at_80_columns_cuts_and_splits_nothing(command):
+    """Piped at 80 columns, every help fits and says word for word what it says on a wide terminal:
+    no default ends in "…", no choice breaks mid-word, no path splits at a hyphen."""
+    narrow = CliRunner().invoke(app, [*command, "--help"], env={"COLUMNS": "80"}).output
+    wide = invoke(*command, "--help").output
+    assert max(len(line) for line in narrow.splitlines()) <= 80, narrow
+    assert narrow.split() == wide.split(), narrow
+    options = {line.split()[0]: line for line in narrow.splitlines() if line.startswith("  -")}
+    if not command:
+        assert options["--version"].split()[:2] == ["--version", "Print"]  # no <bool>
+
+
+def test_a_mistyped_choice_is_named_with_the_closest_choice():
+    for args, hint in (
+        (["run", "--budget", "smok"], "'smok' is not a budget; did you mean 'smoke'? expected "
+         "smoke, default or full"),
+        (["sweep", "--over", "grid=8", "--budget", "ful"], "did you mean 'full'?"),
+        (["run", "--device", "cdua"], "'cdua' is not a device; did you mean 'cuda'?"),
+    ):  # fmt: skip
+        result = invoke(*args)
+        assert result.exit_code == 2 and hint in result.output, result.output
+        assert len(result.output.strip().splitlines()) == 1 and "Value error" not in result.output
+
+
+def test_runs_without_a_runs_folder_says_none_exists_yet(tmp_path):
+    result = CliRunner().invoke(app, ["runs", str(tmp_path / "runs")])
+    assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1
+    assert f"there is no folder {tmp_path / 'runs'}: no study was run here yet" in result.output
+    (tmp_path / "file").write_text("")
+    result = CliRunner().invoke(app, ["runs", str(tmp_path / "file")])
+    assert result.exit_code == 2 and f"{tmp_path / 'file'} is a file; expected" in result.output
+
+
 def test_help_imports_no_torch():
     code = (
         "import sys\nfrom gridmix.cli import app\n"
@@ -83,6 +123,35 @@ def test_help_imports_no_torch():
     done = run_python(code)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "False False"
+
+
+def test_commands_that_read_a_ledger_or_answer_at_once_import_no_torch(tmp_path_factory):
+    """``status``, ``export`` and ``runs`` read SQLite and JSON; ``--help``, ``--version`` and a
+    mistyped option or value answer before any work: none of them loads torch (seconds of CPU)."""
+    runs = tmp_path_factory.mktemp("runs")  # not tmp_path: no `gridmix report` after the test
+    study = report_example.fill(runs / "study")
+    commands = [
+        ["status", str(study)],
+        ["export", str(study), "--out", str(runs / "results.csv")],
+        ["export", str(study), "--json", "--out", "-"],
+        ["runs", str(runs)],
+        ["runs", str(runs / "nothing")],
+        ["--help"],
+        ["--version"],
+        ["run", "--trak", "image"],
+        ["run", "--budget", "smok"],
+        ["status", "--help"],
+    ]
+    code = (
+        "import sys\nfrom gridmix.cli import app\n"
+        f"for args in {commands!r}:\n"
+        "    try:\n        app(args)\n    except SystemExit:\n        pass\n"
+        "    print(args[:2], 'torch' in sys.modules)"
+    )
+    done = run_python(code)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    loaded = [line for line in done.stdout.splitlines() if line.endswith(" True")]
+    assert not loaded, f"torch imported by the first of {loaded}"
 
 
 def test_run_help_shows_every_budget_and_every_default():
@@ -356,6 +425,25 @@ def command_output(args: list[str], width: int | None) -> str:
         env.update(FORCE_COLOR="1", NO_COLOR="1")
     output = CliRunner().invoke(app, args, env=env).output
     return re.sub(r"\x1b\[[0-9;]*m", "", output)
+
+
+def test_piped_tables_wrap_text_to_the_width_and_keep_names_whole():
+    from gridmix.cli.tables import Column, TextTable
+
+    words = [f"word{i}" for i in range(60)]
+    table = TextTable(
+        title="t",
+        columns=(Column("name", "name"), Column("what"), Column("n", "number")),
+        rows=[("a-rather-long-model-name-kept-whole", " ".join(words), "123456")],
+        caption=" ".join(words),
+    )
+    text = rendered(table, None)  # piped, 80 columns
+    assert max(len(line) for line in text.splitlines()) <= 80, text
+    assert any(
+        line.startswith("a-rather-long-model-name-kept-whole  ") for line in text.splitlines()
+    )
+    assert [w for w in text.split() if w.startswith("word")] == words + words  # cell, caption
+    assert not set("┃│┏━") & set(text)
 
 
 @pytest.mark.parametrize("width", [80, 100, 200])

@@ -123,19 +123,19 @@ def test_tracks_json_as_a_subprocess():
     [
         (
             ["run", "--budget", "huge"],
-            "'--budget': Value error, 'huge' is not one of 'smoke', 'default', 'full'",
+            "'--budget': 'huge' is not a budget; expected smoke, default or full",
         ),
         (
             ["run", "--device", "tpu"],
-            "'--device': Value error, 'tpu' is not one of 'auto', 'cpu', 'cuda'",
+            "'--device': 'tpu' is not a device; did you mean 'cpu'? expected auto, cpu or cuda",
         ),
         (
             ["scale", "--track", "image", "--device", "gpu"],
-            "'gpu' is not one of 'auto', 'cpu', 'cuda'",
+            "'gpu' is not a device; did you mean 'cpu'? expected auto, cpu or cuda",
         ),
         (
             ["run", "--executor", "dask"],
-            "'--executor': Value error, 'dask' is not one of 'local', 'ray'",
+            "'--executor': 'dask' is not an executor; expected local or ray",
         ),
         (["run", "--seeds", "1"], "'--seeds': Input should be greater than or equal to 2"),
     ],

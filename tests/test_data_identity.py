@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from gridmix.cli import app
 from gridmix.core.grid import Grid
 from gridmix.study.fingerprint import data_fingerprint, describe_change
-from gridmix.study.harness import Study
+from gridmix.study.spec import Study
 from gridmix.tracks.budget import BUDGETS
 from gridmix.tracks.plugin_loader import load_registry
 from tests import fake_track

@@ -10,8 +10,9 @@ import pytest
 from gridmix.analysis.idea_mechanism import idea_mechanism
 from gridmix.report.build import build_report, write_report
 from gridmix.study.executors import Executor, InProcessExecutor, WorkerPoolExecutor
-from gridmix.study.harness import Runner, Study
+from gridmix.study.harness import Runner
 from gridmix.study.ledger import Ledger
+from gridmix.study.spec import Study
 from gridmix.tracks.budget import BUDGETS
 from gridmix.tracks.plugin_loader import load_registry
 from tests import fake_track

@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from gridmix.cli import app
-from gridmix.study.harness import Study
+from gridmix.study.spec import Study
 from gridmix.study.ledger import Ledger
 from gridmix.tracks.plugin_loader import load_registry
 from tests import fake_track

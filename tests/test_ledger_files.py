@@ -11,8 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 from gridmix.cli import app
-from gridmix.study.harness import Study
 from gridmix.study.ledger import LEDGER_NAME, LOCK_NAME, Ledger, LedgerError
+from gridmix.study.spec import Study
 from gridmix.tracks.budget import BUDGETS
 
 RUN = [

@@ -30,7 +30,7 @@ from gridmix.mixers.concentration.ops.native_build import (
 )
 
 CROSS = "aarch64-linux-gnu-gcc"
-SOURCES = [str(path) for path in native_build._SOURCES]
+SOURCES = [str(Path(native_build.__file__).with_name(name)) for name in native_build.SOURCES]
 
 
 @pytest.fixture

@@ -8,9 +8,10 @@ import pytest
 from gridmix.report.build import build_report
 from gridmix.report.markdown import render_markdown
 from gridmix.study.executors import InProcessExecutor
-from gridmix.study.harness import Runner, Study
+from gridmix.study.harness import Runner
 from gridmix.study.ledger import Ledger
 from gridmix.study.precision import resolve_precision
+from gridmix.study.spec import Study
 from gridmix.tracks.budget import BUDGETS
 from gridmix.tracks.plugin_loader import load_registry
 from tests import fake_track

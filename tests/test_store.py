@@ -97,7 +97,7 @@ def test_one_study_per_directory(tmp_path):
 
 
 def test_rows_are_built_from_a_task_and_its_result_or_its_failure(tmp_path):
-    from gridmix.study.harness import RunTask
+    from gridmix.study.spec import RunTask
     from gridmix.study.train import RunResult
     from gridmix.tracks.budget import BUDGETS
 

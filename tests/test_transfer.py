@@ -24,7 +24,7 @@ from gridmix.orchestrate import choose_eval_grids
 from gridmix.report.build import TIMING_KEYS
 from gridmix.report.types import Report
 from gridmix.study.executors import InProcessExecutor
-from gridmix.study.harness import Study
+from gridmix.study.spec import Study
 from gridmix.study.train import train_run
 from gridmix.tracks import UNDECLARED_GRIDS
 from gridmix.tracks.plugin_loader import load_registry

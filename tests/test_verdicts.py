@@ -15,8 +15,8 @@ from gridmix.analysis.stats import exact_level, seeds_needed
 from gridmix.analysis.verdicts import VERDICT_BETTER, VERDICT_UNREACHABLE
 from gridmix.cli import app
 from gridmix.orchestrate.calibration import aa_false_positive_rate
-from gridmix.study.harness import SWEEP_SEED_OFFSET, Study
 from gridmix.study.ledger import Ledger
+from gridmix.study.spec import SWEEP_SEED_OFFSET, Study
 from gridmix.tracks import DataSizes, ModelSpec, Split, Track, TrackData
 from gridmix.tracks.hookspecs import hookimpl
 from gridmix.tracks.plugin_loader import load_registry

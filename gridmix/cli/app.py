@@ -1,11 +1,14 @@
 """The Typer application every ``gridmix`` sub-command registers on (one module per command), and
 what the commands share: the stderr console, :func:`fail` (a user mistake in one line, exit status
-2), the choices Typer validates for ``--budget``, ``--device`` and ``--executor``, and the help text
-naming each budget's contents.
+2), the choices of ``--budget``, ``--device`` and ``--executor`` (:func:`choice`: a mistyped one
+gets a did-you-mean), the help text naming each budget's contents, and the help's layout (plain
+text that wraps at spaces only, so no value is cut or split at any width, 80 columns included).
 
 Nothing here, nor in any command module at import time, imports torch: ``gridmix --help`` and
 ``gridmix run --help`` answer at once; each command imports what it needs when it runs."""
 
+import textwrap
+from collections.abc import Sequence
 from enum import Enum
 
 import typer
@@ -13,6 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 from typer.core import TyperGroup
 
+from gridmix.core.suggest import did_you_mean
 from gridmix.core.version import __version__
 from gridmix.tracks.budget import BUDGETS, MAX_SEEDS, describe
 
@@ -27,10 +31,62 @@ def fail(message: str) -> None:
     raise typer.Exit(2)
 
 
+class _HelpFormatter(typer.Context.formatter_class):
+    """Click's help layout (option or command, then its text) wrapping each text at spaces only:
+    Click's own wrapping also breaks at hyphens (``runs/TRACK-GRID-`` / ``BUDGET``) and inside
+    words longer than the line, where this keeps every word whole."""
+
+    def write_dl(self, rows: Sequence[tuple[str, str]], col_max: int = 30, col_spacing: int = 2):
+        rows = list(rows)
+        first_col = min(max((len(first) for first, _ in rows), default=0), col_max) + col_spacing
+        indent = " " * (first_col + self.current_indent)
+        wrapper = textwrap.TextWrapper(
+            width=max(self.width - first_col - 2, 10),
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
+        for first, second in rows:
+            self.write(f"{'':>{self.current_indent}}{first}")
+            if not second:
+                self.write("\n")
+                continue
+            if len(first) <= first_col - col_spacing:
+                self.write(" " * (first_col - len(first)))
+            else:
+                self.write("\n" + indent)
+            lines = wrapper.wrap(second) or [""]
+            self.write("\n".join([lines[0], *(indent + line for line in lines[1:])]) + "\n")
+
+
+class _HelpContext(typer.Context):
+    """Every command's context: its help is laid out by :class:`_HelpFormatter`."""
+
+    formatter_class = _HelpFormatter
+
+
 class _OneLineErrors(TyperGroup):
     """A bad option value that Typer or Click catches (an unknown choice, a number out of range) is
     reported like every other user mistake: ``error: …`` in one line, exit status 2, not a usage
-    box."""
+    box. Help, the group's and every command's, is plain text laid out by :class:`_HelpFormatter`,
+    each command listed with its whole first paragraph (Click cuts it to the line with ``...``)."""
+
+    context_class = _HelpContext
+
+    def get_command(self, ctx: typer.Context, cmd_name: str):
+        command = super().get_command(ctx, cmd_name)
+        if command is not None:
+            command.context_class = _HelpContext
+        return command
+
+    def format_commands(self, ctx: typer.Context, formatter: _HelpFormatter) -> None:
+        rows = []
+        for name in self.list_commands(ctx):
+            command = self.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                first = (command.help or "").split("\n\n")[0]
+                rows.append((name, " ".join(first.split())))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
     def invoke(self, ctx: typer.Context):
         try:
@@ -44,6 +100,28 @@ class _OneLineErrors(TyperGroup):
 BudgetName = Enum(
     "BudgetName", [(name, name) for name in BUDGETS], type=str
 )  # smoke, default, full
+
+
+def choice(names: type[Enum], noun: str) -> dict:
+    """The ``typer.Option`` settings of an option taking one of ``names`` (an ``Enum`` of strings),
+    each value ``noun`` (``"a budget"``): the choices as its metavar, and a parser refusing any
+    other value in one line with the closest choice (``'smok' is not a budget; did you mean
+    'smoke'? expected smoke, default or full``)."""
+    values = [member.value for member in names]
+    expected = ", ".join(values[:-1]) + " or " + values[-1]
+
+    def parse(text: str | Enum) -> Enum:
+        if isinstance(text, names):
+            return text
+        if text not in values:
+            raise typer.BadParameter(
+                f"{text!r} is not {noun}{did_you_mean(text, values)} expected {expected}"
+            )
+        return names(text)
+
+    return dict(parser=parse, metavar="|".join(values))
+
+
 BUDGET_HELP = (
     "Run budget, before the track's changes (`gridmix budgets --track T`): "
     + "; ".join(f"{name}: {describe(budget)}" for name, budget in BUDGETS.items())
@@ -106,6 +184,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
     cls=_OneLineErrors,
+    rich_markup_mode=None,  # plain help, laid out by _HelpFormatter
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 """The ``gridmix`` command line: ``tracks``, ``mixers``, ``budgets``, ``run``, ``report``, ``runs``,

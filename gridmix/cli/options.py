@@ -29,6 +29,7 @@ from gridmix.cli.app import (
     BudgetName,
     DeviceName,
     ExecutorName,
+    choice,
 )
 from gridmix.tracks.budget import MAX_SEEDS
 
@@ -46,9 +47,9 @@ Baselines = option(
 )
 Seeds = option(int, SEEDS_HELP, min=2, max=MAX_SEEDS)
 Lrs = option(str, LRS_HELP)
-Device = option(DeviceName, DEVICE_HELP)
+Device = option(DeviceName, DEVICE_HELP, **choice(DeviceName, "a device"))
 Precision = option(str, PRECISION_HELP)
-Executor = option(ExecutorName, EXECUTOR_HELP)
+Executor = option(ExecutorName, EXECUTOR_HELP, **choice(ExecutorName, "an executor"))
 Jobs = option(str, JOBS_HELP)
 Address = option(str, ADDRESS_HELP)
 Threads = option(int, THREADS_HELP, min=1)
@@ -65,7 +66,7 @@ RunIdea = option(
     "A registered mixer (see `gridmix mixers`) as the idea, in the track's backbone against its "
     "matched baseline (default: the track's idea).",
 )
-RunBudget = option(BudgetName, BUDGET_HELP)
+RunBudget = option(BudgetName, BUDGET_HELP, **choice(BudgetName, "a budget"))
 Epochs = option(int, EPOCHS_HELP, min=1)
 NTrain = option(int, N_TRAIN_HELP, min=1)
 RunOut = option(
@@ -151,7 +152,7 @@ SweepModels = option(str, "Comma-separated models (default: the track's default 
 SweepIdea = option(
     str, "A registered mixer as the idea (see `gridmix run --idea`; default: the track's idea)."
 )
-SweepBudget = option(BudgetName, BUDGET_HELP + " At every point.")
+SweepBudget = option(BudgetName, BUDGET_HELP + " At every point.", **choice(BudgetName, "a budget"))
 SweepOut = option(Path, "Output directory (default: runs/TRACK-sweep-NAMES-BUDGET).")
 SweepUnderpowered = option(bool, "Run even when the seeds cannot reach α.", "--underpowered")
 SweepFresh = option(

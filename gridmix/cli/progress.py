@@ -98,7 +98,7 @@ class StudyProgress:
 
     def begin(self, planned, ledger) -> None:
         from gridmix.study.eta import RunClock
-        from gridmix.study.harness import pending_models
+        from gridmix.study.spec import pending_models
 
         self.header(planned, ledger)
         self.ledger, self.metric = ledger.path, planned.studies[0].metric_name
@@ -132,15 +132,13 @@ class StudyProgress:
         )
 
     def done(self, task, row) -> None:
-        from gridmix.study.eta import format_duration
+        from gridmix.study.eta import time_left
 
         self.clock.record(task.model, row.wall_s)
         if task.model in self.pending:
             self.pending.remove(task.model)
         left = self.clock.remaining_s(self.pending)
-        estimate = (
-            f"about {format_duration(left)} left" if left is not None and self.pending else ""
-        )
+        estimate = time_left(left) if left is not None and self.pending else ""
         if estimate and (untimed := self.clock.untimed(self.pending)):
             estimate += f" ({', '.join(untimed)} not timed yet: counted at the median run so far)"
         self.progress.update(self.overall, description=f"runs ({estimate})" if estimate else "runs")

@@ -442,9 +442,9 @@ def report(
 
 def unfinished_runs(ledger) -> tuple[int, int]:
     """``(runs missing or failed, runs planned)`` over the ledger's study and every point of its
-    sweep (:func:`gridmix.study.harness.study_progress`; a comparison not yet planned counts as
+    sweep (:func:`gridmix.study.spec.study_progress`; a comparison not yet planned counts as
     ``models × seeds``)."""
-    from gridmix.study.harness import Study, study_progress
+    from gridmix.study.spec import Study, study_progress
 
     specs = [] if ledger.study() is None else [ledger.study()]
     specs += [point["study"] for point in (ledger.sweep() or {}).get("points", ())]

@@ -16,7 +16,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from gridmix.cli.app import DEFAULT_TRACK, DEVICE_HELP, DeviceName, app, console, fail
+from gridmix.cli.app import DEFAULT_TRACK, app, console, fail
+from gridmix.cli.options import Device
 from gridmix.cli.tables import Column, TextTable
 from gridmix.core.files import write_atomic
 from gridmix.core.inputs import parse_grids, parse_names
@@ -120,7 +121,7 @@ def scale(
     ),
     warmup: int = typer.Option(2, min=0, help="Untimed steps before timing."),
     batch: int = typer.Option(8, min=1, help="Samples per step."),
-    device: DeviceName = typer.Option("auto", help=DEVICE_HELP),
+    device: Device = "auto",
     memory: bool = typer.Option(
         True, "--memory/--no-memory", help="Measure peak memory (a fresh process per point)."
     ),

@@ -131,11 +131,14 @@ def runs(
     last written."""
     from gridmix.study.ledger import Ledger, find_ledgers, lock_holder
 
-    if not directory.is_dir():
+    if not directory.exists():
         fail(
-            f"{directory} is not a directory; expected one holding `gridmix run` output folders, "
-            "e.g. runs"
+            f"there is no folder {directory}: no study was run here yet (`gridmix run` writes "
+            "each into runs/TRACK-GRID-BUDGET unless --out says where); name the folder holding "
+            "yours: gridmix runs DIR"
         )
+    if not directory.is_dir():
+        fail(f"{directory} is a file; expected a folder holding `gridmix run` output folders")
     rows = []
     for out in find_ledgers(directory):
         try:
@@ -214,13 +217,13 @@ def status(
 ) -> None:
     """How far a study is: per phase the runs done, failed and still to run, and the process running
     it (its pid)."""
-    from gridmix.study.harness import (
+    from gridmix.study.ledger import lock_holder
+    from gridmix.study.spec import (
         Study,
         comparison_phase_purpose,
         study_progress,
         sweep_phase_purpose,
     )
-    from gridmix.study.ledger import lock_holder
     from gridmix.tracks.budget import describe
 
     with _open_study(directory) as ledger:

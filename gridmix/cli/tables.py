@@ -4,12 +4,14 @@ On a terminal it is a rich table in which no name is ever cut: a name column (mo
 and a number column never break inside a word, text columns wrap at word boundaries, and when the
 terminal is too narrow for that the table grows past it rather than folding a name or ending it in
 "…". Anywhere else (a pipe, a file, a test's captured output) it is plain text in aligned columns,
-every cell whole, with no box characters and no colour, so ``gridmix tracks > tracks.txt`` and
-``grep`` read every name as written.
+with no box characters and no colour, as wide as the console says (``COLUMNS``, else 80) where it
+fits: text wraps at spaces only, and a name or a number is never wrapped, so ``gridmix tracks >
+tracks.txt`` and ``grep`` read every name as written.
 """
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass, field
 
 from rich.cells import cell_len
@@ -55,12 +57,12 @@ class TextTable:
                     f"{[c.header for c in self.columns]}; expected one cell per column"
                 )
 
-    def widths(self, available: int) -> list[int]:
-        """Each column's width for a table of at most ``available`` characters (borders and padding
-        included): every column as wide as its longest line when that fits, else text columns
-        narrowed (the one with the most room first), then name columns, but none below its longest
-        word (a number column below its longest cell); when even that does not fit, those least
-        widths, and the table is wider than ``available``."""
+    def widths(self, room: int) -> list[int]:
+        """Each column's width where the cells share ``room`` characters (the table's width less
+        its borders and padding): every column as wide as its longest line when that fits, else
+        text columns narrowed (the one with the most room first), then name columns, but none below
+        its longest word (a number column below its longest cell); when even that does not fit,
+        those least widths, and the table is wider than asked."""
         cells = [
             [_plain(row[i]).split("\n") for row in self.rows] for i in range(len(self.columns))
         ]
@@ -81,7 +83,6 @@ class TextTable:
                 )
             )
         widths = list(longest)
-        room = available - (3 * len(widths) + 1)  # "│ " before each column, " │" after the last
         for kind in ("text", "name"):
             shrinkable = [i for i, column in enumerate(self.columns) if column.kind == kind]
             while sum(widths) > room and shrinkable:
@@ -101,7 +102,7 @@ class TextTable:
             show_lines=self.lines,
             title_style=self.title_style,
         )
-        for column, width in zip(self.columns, self.widths(available)):
+        for column, width in zip(self.columns, self.widths(available - self.rich_frame)):
             table.add_column(
                 column.header,
                 justify="right" if column.kind == "number" else "left",
@@ -113,10 +114,29 @@ class TextTable:
             table.add_row(*row)
         return table
 
-    def plain(self) -> str:
-        """Aligned plain text: the title, the headers over a rule of dashes, each row's cells whole
-        (a cell of several lines takes as many), the caption last."""
-        cells = [[_plain(cell).split("\n") for cell in row] for row in self.rows]
+    @property
+    def rich_frame(self) -> int:
+        """The characters the rich table adds to its cells: "│ " before each column, " │" after the
+        last."""
+        return 3 * len(self.columns) + 1
+
+    def plain(self, available: int = 10**5) -> str:
+        """Aligned plain text in at most ``available`` characters where it fits (:meth:`widths`):
+        the title, the headers over a rule of dashes, each row's cells (text wrapped at spaces
+        only, a name or number whole; a cell of several lines takes as many), the caption last,
+        wrapped the same way."""
+        widths = self.widths(available - 2 * (len(self.columns) - 1))  # two spaces between columns
+
+        def wrap(text: str, width: int, kind: str) -> list[str]:
+            lines = _plain(text).split("\n")
+            if kind == "number":
+                return lines
+            return [part for line in lines for part in _wrap(line, width)]
+
+        cells = [
+            [wrap(cell, width, c.kind) for cell, width, c in zip(row, widths, self.columns)]
+            for row in self.rows
+        ]
         headers = [column.header for column in self.columns]
         widths = [
             max([cell_len(headers[i]), *(cell_len(line) for row in cells for line in row[i])])
@@ -143,18 +163,18 @@ class TextTable:
             for depth in range(max(len(cell) for cell in row)):
                 out.append(line([cell[depth] if depth < len(cell) else "" for cell in row]))
         if self.caption:
-            out += ["", _plain(self.caption)]
+            out += ["", *_wrap(_plain(self.caption), max(available, len(out[1])))]
         return "\n".join(out) + "\n"
 
     def print(self, console: Console) -> None:
         """On a terminal the rich table (as wide as it must be for no name to break); elsewhere
         :meth:`plain`."""
         if not console.is_terminal:
-            console.file.write(self.plain())
+            console.file.write(self.plain(console.width))
             console.file.flush()
             return
         table = self.rich(console.width)
-        needed = sum(self.widths(console.width)) + 3 * len(self.columns) + 1
+        needed = sum(self.widths(console.width - self.rich_frame)) + self.rich_frame
         if needed <= console.width:
             console.print(table)
             return
@@ -166,6 +186,13 @@ class TextTable:
             legacy_windows=False,
         )
         wider.print(table)
+
+
+def _wrap(line: str, width: int) -> list[str]:
+    """``line`` in lines of at most ``width`` characters, broken at spaces only (a longer word
+    stands whole on its own line); an empty line stays one empty line."""
+    wrapped = textwrap.wrap(line, width, break_long_words=False, break_on_hyphens=False)
+    return wrapped or [""]
 
 
 def _plain(cell: str) -> str:

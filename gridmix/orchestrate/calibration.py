@@ -1,6 +1,6 @@
 """A/A replicates: how often the whole harness calls a difference where there is none.
 
-An A/A study (:func:`gridmix.study.harness.aa_study`) trains the matched baseline against a copy of
+An A/A study (:func:`gridmix.study.spec.aa_study`) trains the matched baseline against a copy of
 itself that differs only in its initialisation seed. Nothing separates the arms, so the primary
 verdict should be significant at the exact test's level (:func:`gridmix.analysis.stats.exact_level`:
 2/64 at 6 seeds), no more. :func:`aa_false_positive_rate` runs many such studies, each on comparison
@@ -28,8 +28,9 @@ from gridmix.analysis.verdicts import (
 from gridmix.report.build import build_report
 from gridmix.report.types import Comparison
 from gridmix.study.executors import InProcessExecutor
-from gridmix.study.harness import Runner, Study, aa_study
+from gridmix.study.harness import Runner
 from gridmix.study.ledger import Ledger
+from gridmix.study.spec import Study, aa_study
 
 
 def aa_false_positive_rate(

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from gridmix.study.harness import Phase, RunTask
     from gridmix.study.ledger import Ledger, RunRow
+    from gridmix.study.spec import Phase, RunTask
 
 
 def _ignore(*args) -> None:
@@ -29,7 +29,7 @@ class Callbacks:
     :class:`~gridmix.orchestrate.sweeping.PlannedPoint`) starts. ``resume(done,
     total)``: the ledger already holds ``done`` of the study's ``total`` runs (called once, only
     when it holds some). ``phase(phase)``: the sweep or the comparison starts
-    (:class:`gridmix.study.harness.Phase`; ``str(phase)`` is its log line). ``plan(n)``: n more runs
+    (:class:`gridmix.study.spec.Phase`; ``str(phase)`` is its log line). ``plan(n)``: n more runs
     are planned. ``start(task)``, ``epoch(task, epoch, train_loss, val_metric)``, ``done(task,
     row)``: a run starts, finishes an epoch, is in the ledger. ``analysis(name)``: an analysis
     (``"references"``, ``"parity and scaling"``) starts. ``finished(outcome)``: the report is

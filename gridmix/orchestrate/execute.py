@@ -18,8 +18,9 @@ from gridmix.orchestrate.plan import PlannedStudy
 from gridmix.report.build import build_report, write_report
 from gridmix.report.learnability import Learnability, learnability_report, write_learnability
 from gridmix.report.types import Report
-from gridmix.study.harness import Runner, Study
+from gridmix.study.harness import Runner
 from gridmix.study.ledger import Ledger
+from gridmix.study.spec import Study
 from gridmix.tracks import Track
 
 if TYPE_CHECKING:

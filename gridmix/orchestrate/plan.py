@@ -21,8 +21,8 @@ from gridmix.analysis.verdicts import ALPHA
 from gridmix.core.grid import Grid
 from gridmix.core.inputs import parse_grids, parse_names
 from gridmix.orchestrate.leak_check import check_causality
-from gridmix.study.harness import Study, aa_study
 from gridmix.study.precision import resolve_precision
+from gridmix.study.spec import Study, aa_study
 from gridmix.study.train import resolve_device
 from gridmix.tracks import Track
 from gridmix.tracks.budget import command_line_changes

@@ -29,8 +29,9 @@ from gridmix.report.sweep_report import (
     build_sweep_report,
     write_sweep_report,
 )
-from gridmix.study.harness import Runner, Study
+from gridmix.study.harness import Runner
 from gridmix.study.ledger import Ledger
+from gridmix.study.spec import Study
 from gridmix.tracks.plugin_loader import load_registry
 
 GRID = "grid"  # the swept name that is the study's grid, not a track setting

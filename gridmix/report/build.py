@@ -60,8 +60,8 @@ from gridmix.report.types import (
     TransferArm,
     TransferGrid,
 )
-from gridmix.study.harness import Study, choose_learning_rates
 from gridmix.study.ledger import Ledger, RunRow
+from gridmix.study.spec import Study, choose_learning_rates
 from gridmix.study.transfer import TRANSFER_MISSING
 from gridmix.tracks import ROLES
 

@@ -11,8 +11,8 @@ no comparison; ``comparison``: a paired seed at the model's chosen rate), ``mode
 
 from __future__ import annotations
 
-from gridmix.study.harness import Study, choose_learning_rates
 from gridmix.study.ledger import Ledger
+from gridmix.study.spec import Study, choose_learning_rates
 
 COLUMNS = (
     "phase",

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from gridmix.core.files import write_atomic
 from gridmix.report.format import fmt
-from gridmix.study.harness import Study, choose_learning_rates
+from gridmix.study.spec import Study, choose_learning_rates
 from gridmix.study.ledger import Ledger
 
 NO_VERDICT = "no paired verdict: the study trains no idea (--without-idea), a learnability check"

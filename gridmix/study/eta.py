@@ -53,3 +53,11 @@ def format_duration(seconds: float) -> str:
     whole = round(seconds)
     minutes, rest = divmod(whole, 60)
     return f"{minutes} min {rest} s" if minutes else f"{rest} s"
+
+
+def time_left(seconds: float) -> str:
+    """``"about 4 min 10 s left"``, or ``"under 1 s left"`` (not "about under 1 s"): the estimate's
+    phrase in the progress line and the log."""
+    if seconds < 0.5:
+        return f"{format_duration(seconds)} left"
+    return f"about {format_duration(seconds)} left"

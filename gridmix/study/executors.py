@@ -2,7 +2,7 @@
 
 Every executor satisfies :class:`Executor`: ``run(tasks, *, on_done, on_start=None, on_epoch=None)``
 executes each
-:class:`gridmix.study.harness.RunTask` with :func:`gridmix.study.harness.execute` and calls
+:class:`gridmix.study.spec.RunTask` with :func:`gridmix.study.harness.execute` and calls
 ``on_done(task, row)`` in the driver as each finishes, so the driver alone writes the ledger;
 ``close()`` releases what the runs held. The worker pool keeps its workers from one ``run`` to the
 next (a study's sweep and comparison, a sweep's points), so their start (about 5 s for two workers
@@ -34,8 +34,9 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from typing import Protocol, runtime_checkable
 
-from gridmix.study.harness import AfterTraining, RunTask, execute, versions
+from gridmix.study.harness import AfterTraining, execute, versions
 from gridmix.study.ledger import RunRow
+from gridmix.study.spec import RunTask
 
 MAIN_RERUN = (
     "gridmix.run or gridmix.sweep was called while a worker process imported the main module; put "

@@ -1,6 +1,6 @@
 """Runs on an existing Ray cluster (``--executor ray --address HOST:PORT``): one Ray task per run.
 
-Each :class:`gridmix.study.harness.RunTask` becomes a Ray task asking for ``task.threads`` CPUs (and
+Each :class:`gridmix.study.spec.RunTask` becomes a Ray task asking for ``task.threads`` CPUs (and
 one GPU when the device is ``cuda``); the worker executes it with
 :func:`gridmix.study.harness.execute`, which sets and records the torch thread count. Results come
 back to the driver, which alone writes the SQLite ledger, so resume and reports behave exactly as
@@ -17,7 +17,8 @@ except ImportError as error:  # the CLI turns this into "pip install 'gridmix[ra
     raise ImportError("Ray is not installed") from error
 
 from gridmix.study.executors import OnDone, OnEpoch, OnStart
-from gridmix.study.harness import AfterTraining, RunTask, execute, versions
+from gridmix.study.harness import AfterTraining, execute, versions
+from gridmix.study.spec import RunTask
 
 
 class RayExecutor:

@@ -33,7 +33,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 # The most paired seeds a study takes: its comparison seeds 0 … 999 stay below the sweep seeds
-# (1000, 1001, …; gridmix.study.harness.SWEEP_SEED_OFFSET). Past 20 pairs the sign-flip test samples
+# (1000, 1001, …; gridmix.study.spec.SWEEP_SEED_OFFSET). Past 20 pairs the sign-flip test samples
 # 100,000 sign patterns in batches of 10,000 × seeds signs, 80 MB at this limit (docs/guide.md,
 # "Input checks").
 MAX_SEEDS = 1000

@@ -27,12 +27,11 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from gridmix.core.defaults import DIRECTIONS
+from gridmix.core.defaults import DIRECTIONS, ROLES
 from gridmix.core.grid import Grid
 from gridmix.mixers.contract import MixerSpec
 from gridmix.tracks.budget import Budget, DataSizes, resolve_budget
 
-ROLES = ("idea", "baseline", "ablation", "control")
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 SPLIT_NAMES = ("train", "val", "test")
 SETTING_PATTERN = re.compile(r"^[a-z][a-z0-9_]*$")

@@ -49,11 +49,11 @@ import torch
 from gridmix.core.files import write_atomic
 from gridmix.mixers.switches import native_enabled
 
-_SOURCES = tuple(
-    Path(__file__).with_name(name)
-    for name in ("tucker_native.c", "semiseparable_native.c", "householder_native.c")
-)
-_HEADER = Path(__file__).with_name("native_simd.h")
+# The files the kernels are built from, beside this module: the C sources compiled into one library
+# and the header they include. The one list of them: a wheel ships every .c and .h here
+# (pyproject.toml's package-data), and a test checks that this list and that folder agree.
+SOURCES = ("tucker_native.c", "semiseparable_native.c", "householder_native.c")
+HEADERS = ("native_simd.h",)
 COMMON_FLAGS = ("-O3", "-shared", "-fPIC", "-std=gnu11")
 ATTEMPTS = (
     ("-march=native", "-fopenmp"),
@@ -265,7 +265,9 @@ def compile_library(compiler: str, flags: tuple[str, ...], version: str) -> tupl
     cache's lock; the library is compiled under a temporary name and renamed into place, then its
     manifest is written (whole or not at all).
     """
-    source = b"\0".join(path.read_bytes() for path in (*_SOURCES, _HEADER))
+    here = Path(__file__).parent
+    sources = [here / name for name in SOURCES]
+    source = b"\0".join(path.read_bytes() for path in (*sources, *(here / h for h in HEADERS)))
     key = hashlib.sha256(
         b"\0".join([source, " ".join(flags).encode(), version.encode(), _cpu_flags().encode()])
     )
@@ -282,7 +284,7 @@ def compile_library(compiler: str, flags: tuple[str, ...], version: str) -> tupl
             )
         with tempfile.TemporaryDirectory(dir=cache) as tmp:
             built = Path(tmp) / target.name
-            command = [compiler, *COMMON_FLAGS, *flags, *map(str, _SOURCES), "-o", str(built)]
+            command = [compiler, *COMMON_FLAGS, *flags, *map(str, sources), "-o", str(built)]
             result = subprocess.run(command, capture_output=True, text=True)
             if result.returncode != 0:
                 raise NativeBuildError(
