@@ -9,8 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 from gridmix.cli import app
-from gridmix.study.spec import Study
 from gridmix.study.ledger import Ledger
+from gridmix.study.spec import Study
 from gridmix.tracks.plugin_loader import load_registry
 from tests import fake_track
 from tests.test_verdicts import ClearPlugin, fake_budget

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from gridmix.core.files import write_atomic
 from gridmix.report.format import fmt
-from gridmix.study.spec import Study, choose_learning_rates
 from gridmix.study.ledger import Ledger
+from gridmix.study.spec import Study, choose_learning_rates
 
 NO_VERDICT = "no paired verdict: the study trains no idea (--without-idea), a learnability check"
 
