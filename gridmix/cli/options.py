@@ -48,6 +48,14 @@ Executor = Annotated[ExecutorName, typer.Option(help=EXECUTOR_HELP)]
 Jobs = Annotated[str, typer.Option(help=JOBS_HELP)]
 Address = Annotated[str, typer.Option(help=ADDRESS_HELP)]
 Threads = Annotated[int, typer.Option(min=1, help=THREADS_HELP)]
+Compile = Annotated[
+    bool,
+    typer.Option(
+        "--compile",
+        help="Train and evaluate every model compiled with torch.compile (inductor); a model that "
+        "cannot be compiled trains eager, the report says so (default: eager).",
+    ),
+]
 
 # gridmix run
 RunGrid = Annotated[

@@ -59,6 +59,7 @@ from gridmix.report.types import (
     TransferArm,
     TransferGrid,
 )
+from gridmix.study.compiling import COMPILE_BACKEND
 from gridmix.study.harness import Study, choose_learning_rates
 from gridmix.study.ledger import Ledger, RunRow
 from gridmix.study.transfer import TRANSFER_MISSING
@@ -407,7 +408,26 @@ def study_report(
         reference_comparisons=_reference_comparisons(study, arms, references),
         min_effect=study.min_effect or DEFAULT_MIN_EFFECT,
         causality=study.causality or None,
+        compiled=_compiled(study, study_rows),
     )
+
+
+def _compiled(study: Study, rows: list[RunRow]) -> dict | None:
+    """With ``--compile``: the backend the runs used and, per model, the runs that trained eager
+    because their model could not be compiled (how many of the model's runs, the first one's
+    error)."""
+    if not study.compile:
+        return None
+    fallback: dict[str, dict] = {}
+    for row in rows:
+        record = row.extras.get("compile", {})
+        if "fallback" in record:
+            model = fallback.setdefault(row.model, dict(runs=0, error=record["fallback"]))
+            model["runs"] += 1
+    for name, model in fallback.items():
+        model["of"] = sum(1 for row in rows if row.model == name)
+    backends = {row.extras["compile"]["backend"] for row in rows if "compile" in row.extras}
+    return dict(backend=", ".join(sorted(backends or {COMPILE_BACKEND})), eager_fallback=fallback)
 
 
 def _transfer(study: Study, rows: dict[str, RunRow], chosen: dict, primary: str | None) -> Transfer:
