@@ -99,6 +99,25 @@ def test_a_model_that_cannot_be_compiled_trains_eager_with_the_same_numbers(monk
     )
 
 
+def test_the_warm_up_leaves_no_trace(aot_eager):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(4, 4), torch.nn.BatchNorm1d(4), torch.nn.Dropout(0.5)
+    )  # statistics to update, random numbers to draw
+    buffers = [buffer.clone() for buffer in model.buffers()]
+    state = torch.random.get_rng_state()
+
+    def warm_up(compiled):
+        compiled.train()
+        compiled(torch.randn(8, 4)).sum().backward()  # (8, 4) -> ()
+
+    compiled, record = compiling.compile_model(model, warm_up, torch.device("cpu"))
+    assert compiled is not model and "fallback" not in record and record["seconds"] > 0
+    assert torch.equal(torch.random.get_rng_state(), state)
+    assert all(torch.equal(a, b) for a, b in zip(model.buffers(), buffers))
+    assert all(parameter.grad is None for parameter in model.parameters())
+
+
 def test_the_run_key_and_spec_change_only_with_compile():
     fields = dict(
         track="fake",
@@ -160,3 +179,15 @@ def test_without_compile_the_report_says_nothing_of_it(tmp_path):
     assert result.exit_code == 0, result.output
     assert "torch.compile" not in (tmp_path / "out" / "report.md").read_text()
     assert "compiled" not in json.loads((tmp_path / "out" / "bench_report.json").read_text())
+
+
+def test_a_sweep_compiles_every_point_in_its_own_directory():
+    from gridmix.orchestrate.sweeping import plan_sweep
+
+    over = [("grid", ["8", "16"])]
+    planned = plan_sweep("clear", over, budget="smoke", seeds=2, compile=True)
+    assert all(study.compile for study in planned.studies)
+    assert planned.default_out.name.endswith("-compile")
+    plain = plan_sweep("clear", over, budget="smoke", seeds=2)
+    assert not any(study.compile for study in plain.studies)
+    assert f"{plain.default_out}-compile" == str(planned.default_out)
