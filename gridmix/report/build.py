@@ -10,8 +10,9 @@ and matched baseline vs the no-mixing control), ``power`` (can the seeds reach Î
 ``constant_prediction_seeds``, the references on every comparison seed and ``reference_comparisons``
 (each model against the best of them, a paired sign-flip test alone at Î±), ``min_effect`` (the
 practical threshold), the budget, timings, versions, failures, the scaling and parity analyses when
-the run measured them, and ``transfer`` when the study tested its models on other grids
-(``--eval-grids``). Every comparison also holds the interval from inverting its sign-flip test
+the run measured them, ``transfer`` when the study tested its models on other grids
+(``--eval-grids``), and ``compiled`` when it compiled them (``--compile``: the backend, the models
+that trained eager). Every comparison also holds the interval from inverting its sign-flip test
 (``signflip_ci_low``/``signflip_ci_high``) beside the t-interval (``ci_low``/``ci_high``). The
 report is a
 :class:`gridmix.report.types.Report`;
