@@ -53,6 +53,12 @@ Executor = option(ExecutorName, EXECUTOR_HELP, **choice(ExecutorName, "an execut
 Jobs = option(str, JOBS_HELP)
 Address = option(str, ADDRESS_HELP)
 Threads = option(int, THREADS_HELP, min=1)
+Compile = option(
+    bool,
+    "Train and evaluate every model compiled with torch.compile (inductor); a model that cannot be "
+    "compiled trains eager, the report says so (default: eager).",
+    "--compile",
+)
 
 # gridmix run
 RunGrid = option(str, "Token grid, e.g. 64, 32x32, 8x16x16 (default: the track's).")

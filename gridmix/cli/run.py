@@ -22,6 +22,7 @@ from gridmix.cli.options import (
     AA,
     Address,
     Baselines,
+    Compile,
     Data,
     DataRoot,
     Device,
@@ -217,7 +218,7 @@ def run(track: Track = DEFAULT_TRACK, grid: RunGrid = None, models: RunModels = 
         min_effect: MinEffect = DEFAULT_MIN_EFFECT, fresh: RunFresh = False, data: Data = None,
         data_root: DataRoot = None, download: Download = False, eval_grids: EvalGrids = None,
         settings: RunSet = None, without_idea: WithoutIdea = False,
-        stop_above_chance: StopAboveChance = None) -> None:
+        stop_above_chance: StopAboveChance = None, compile: Compile = False) -> None:
     """Compare the idea model with its baselines on a track: paired seeds, LR sweep, exact
     statistics."""
     arguments = run_arguments(**locals())  # every option, checked before torch loads

@@ -20,6 +20,7 @@ from gridmix.cli.app import BudgetName, DeviceName, ExecutorName, app, console, 
 from gridmix.cli.options import (
     Address,
     Baselines,
+    Compile,
     Device,
     Executor,
     Jobs,
@@ -65,6 +66,7 @@ def sweep(
     threads: Threads = None,
     underpowered: SweepUnderpowered = False,
     fresh: SweepFresh = False,
+    compile: Compile = False,
 ) -> None:
     """How the verdict moves with size: the paired comparison at every point of a grid of sizes, one
     report."""

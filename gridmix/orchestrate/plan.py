@@ -247,6 +247,7 @@ def plan_study(
     min_effect: str | None = None,
     without_idea: bool = False,
     stop_above_chance: float | None = None,
+    compile: bool = False,
     note: Callable[[str], None] = _ignore,
 ) -> PlannedStudy:
     """The study ``gridmix run`` would run with these options (the same names and defaults as its
@@ -267,7 +268,9 @@ def plan_study(
     :data:`gridmix.core.defaults.DEFAULT_MIN_EFFECT`). ``without_idea`` trains the ``models``
     alone, at an exploratory budget only: a learnability check with per-model results and no
     paired verdict (``--without-idea``); ``stop_above_chance`` stops every run once its validation
-    metric is beyond the track's chance level by that margin (``--stop-above-chance``).
+    metric is beyond the track's chance level by that margin (``--stop-above-chance``);
+    ``compile`` trains and evaluates every run's model compiled with ``torch.compile``
+    (``--compile``; :mod:`gridmix.study.compiling`), keyed, and kept in its own default ``out``.
     """
     from gridmix.analysis.verdicts import MinEffect
     from gridmix.core.defaults import DEFAULT_MIN_EFFECT
@@ -365,6 +368,7 @@ def plan_study(
         min_effect=threshold.spelled,
         causality=causality,
         stop_above_chance=stop_above_chance,
+        compile=compile,
     )
     if aa:
         study = aa_study(study)
@@ -380,7 +384,7 @@ def plan_study(
     )
     default_out = Path("runs") / (
         f"{study.track}-{study.grid}{settings_part}-{chosen_budget.name}{changed}"
-        f"{'-aa' if aa else ''}{learnability}"
+        f"{'-aa' if aa else ''}{learnability}{'-compile' if compile else ''}"
     )
     return PlannedStudy(
         study=study,

@@ -153,7 +153,10 @@ def plan_sweep(
     for line in notes:
         note(line)
     budget = points[0].planned.study.budget.name
-    default_out = Path("runs") / f"{track}-sweep-{'-'.join(name for name, _ in swept)}-{budget}"
+    compiled = "-compile" if options.get("compile") else ""
+    default_out = (
+        Path("runs") / f"{track}-sweep-{'-'.join(name for name, _ in swept)}-{budget}{compiled}"
+    )
     return PlannedSweep(
         track=base.name, over=tuple(swept), points=tuple(points), default_out=default_out
     )

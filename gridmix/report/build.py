@@ -10,8 +10,9 @@ and matched baseline vs the no-mixing control), ``power`` (can the seeds reach Î
 ``constant_prediction_seeds``, the references on every comparison seed and ``reference_comparisons``
 (each model against the best of them, a paired sign-flip test alone at Î±), ``min_effect`` (the
 practical threshold), the budget, timings, versions, failures, the scaling and parity analyses when
-the run measured them, and ``transfer`` when the study tested its models on other grids
-(``--eval-grids``). Every comparison also holds the interval from inverting its sign-flip test
+the run measured them, ``transfer`` when the study tested its models on other grids
+(``--eval-grids``), and ``compiled`` when it compiled them (``--compile``: the backend, the models
+that trained eager). Every comparison also holds the interval from inverting its sign-flip test
 (``signflip_ci_low``/``signflip_ci_high``) beside the t-interval (``ci_low``/``ci_high``). The
 report is a
 :class:`gridmix.report.types.Report`;
@@ -45,7 +46,7 @@ from gridmix.analysis.verdicts import (
     holm_floor,
     judge_family,
 )
-from gridmix.core.defaults import DEFAULT_MIN_EFFECT
+from gridmix.core.defaults import COMPILE_BACKEND, DEFAULT_MIN_EFFECT
 from gridmix.core.files import write_atomic
 from gridmix.report.types import (
     Arm,
@@ -417,7 +418,26 @@ def study_report(
         reference_comparisons=_reference_comparisons(study, arms, references),
         min_effect=study.min_effect or DEFAULT_MIN_EFFECT,
         causality=study.causality or None,
+        compiled=_compiled(study, study_rows),
     )
+
+
+def _compiled(study: Study, rows: list[RunRow]) -> dict | None:
+    """With ``--compile``: the backend the runs used and, per model, the runs that trained eager
+    because their model could not be compiled (how many of the model's runs, the first one's
+    error)."""
+    if not study.compile:
+        return None
+    fallback: dict[str, dict] = {}
+    for row in rows:
+        record = row.extras.get("compile", {})
+        if "fallback" in record:
+            model = fallback.setdefault(row.model, dict(runs=0, error=record["fallback"]))
+            model["runs"] += 1
+    for name, model in fallback.items():
+        model["of"] = sum(1 for row in rows if row.model == name)
+    backends = {row.extras["compile"]["backend"] for row in rows if "compile" in row.extras}
+    return dict(backend=", ".join(sorted(backends or {COMPILE_BACKEND})), eager_fallback=fallback)
 
 
 def _transfer(study: Study, rows: dict[str, RunRow], chosen: dict, primary: str | None) -> Transfer:

@@ -131,12 +131,27 @@ def render_markdown(report: Report, *, figures: list[str] = ()) -> str:
         "model against the best reference; other baselines are Holm-adjusted among themselves "
         "(docs/analysis.md). "
         f"References: {(report.references or {}).get('method', '–')}. "
-        f"Device {report.device} ({report.precision}), {report.threads} thread(s). Versions: "
+        f"Device {report.device} ({report.precision}), {report.threads} thread(s)."
+        f"{_compile_words(report)} Versions: "
         + ", ".join(f"{k} {v}" for k, v in report.versions.items())
         + ".",
         "",
     ]
     return "\n".join(lines)
+
+
+def _compile_words(report: Report) -> str:
+    """`` Models compiled with torch.compile (inductor); trained eager where that failed: vit (2 of
+    8 runs: Error: ...).`` with ``--compile``, else nothing."""
+    if report.compiled is None:
+        return ""
+    failed = "; ".join(
+        f"{name} ({model['runs']} of {model['of']} runs: {model['error']})"
+        for name, model in report.compiled["eager_fallback"].items()
+    )
+    return f" Models compiled with torch.compile ({report.compiled['backend']})" + (
+        f"; trained eager where that failed: {failed}." if failed else "."
+    )
 
 
 def _overrides_words(budget: dict) -> str:

@@ -547,6 +547,7 @@ _KEYS = (
     "notes",
     "transfer",
     "causality",
+    "compiled",
 )
 
 
@@ -604,6 +605,9 @@ class Report:
     causality: dict | None = (
         None  # the leak check's record (orchestrate.leak_check.check_causality); None: none ran
     )
+    # --compile: the backend and, per model that trained eager because compiling failed, how many
+    # runs and the first error (``{"backend": ..., "eager_fallback": {model: {...}}}``); None: eager
+    compiled: dict | None = None
 
     def __post_init__(self) -> None:
         if self.direction not in ("lower", "higher"):
@@ -760,6 +764,8 @@ class Report:
             report["transfer"] = self.transfer.to_dict()
         if self.causality:
             report["causality"] = self.causality
+        if self.compiled is not None:
+            report["compiled"] = self.compiled
         return report
 
     @classmethod
@@ -829,4 +835,5 @@ class Report:
             notes=tuple(data.get("notes", ())),
             transfer=None if data.get("transfer") is None else Transfer.from_dict(data["transfer"]),
             causality=data.get("causality"),
+            compiled=data.get("compiled"),
         )

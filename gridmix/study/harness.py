@@ -152,6 +152,7 @@ def execute(
             model_kwargs=task.model_kwargs,
             precision=task.precision,
             stop_at=task.stop_at,
+            compile=task.compile,
             on_epoch=on_epoch,
             after_training=analyse,
         )

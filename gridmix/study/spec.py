@@ -83,6 +83,8 @@ class RunTask:
     # stop once the validation metric passes this value (chance beyond --stop-above-chance's
     # margin); keyed only when set, so ordinary runs keep their keys
     stop_at: float | None = None
+    # train and evaluate the model compiled with torch.compile (--compile); keyed only when on
+    compile: bool = False
 
     @property
     def spec_name(self) -> str:
@@ -110,6 +112,8 @@ class RunTask:
             config["settings"] = dict(sorted(self.settings.items()))
         if self.stop_at is not None:  # a run that stops early computes other numbers
             config["stop_at"] = self.stop_at
+        if self.compile:  # compiled kernels round differently: other numbers, another run
+            config["compile"] = True
         return dict(config, data=self.data) if self.data else config
 
     @property
@@ -229,6 +233,7 @@ class Study:
     # stop every run once its validation metric is beyond chance by this margin (a learnability
     # check); None: runs train for the whole budget
     stop_above_chance: float | None = None
+    compile: bool = False  # every run's model compiled with torch.compile (--compile)
 
     def __post_init__(self) -> None:
         if self.idea not in self.models and not self.budget.exploratory:
@@ -246,6 +251,8 @@ class Study:
                 f"stop_above_chance {self.stop_above_chance!r} with chance {self.chance!r}; "
                 "expected a positive finite margin and a chance level"
             )
+        if not isinstance(self.compile, bool):
+            raise ValueError(f"compile {self.compile!r}; expected True or False")
         unknown = {role for role in self.roles.values()} - set(ROLES)
         if unknown:
             raise ValueError(
@@ -300,6 +307,8 @@ class Study:
                 del data[name]
         if data["stop_above_chance"] is None:
             del data["stop_above_chance"]
+        if not data["compile"]:
+            del data["compile"]
         return data
 
     @classmethod
@@ -338,6 +347,7 @@ class Study:
             eval_grids=eval_grids,
             sweep=seed in self.sweep_seeds,
             stop_at=self.stop_at,
+            compile=self.compile,
         )
 
     def sweep_tasks(self) -> list[RunTask]:

@@ -16,6 +16,10 @@ once, and the step losses are read back once per epoch (:func:`train_epoch`); va
 epoch, is the only other read. The learning-rate schedule advances every step, a float16 step the
 loss scaler skipped included, as torch's mixed-precision recipe does (asking the scaler whether it
 skipped would wait for the device).
+
+With ``compile=True`` the training steps and the evaluations run the model compiled with
+``torch.compile`` (:mod:`gridmix.study.compiling`: eager when it cannot be compiled, the run's
+``extras["compile"]`` saying so); the analyses after training get the eager module.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from dataclasses import dataclass, field
 import torch
 
 from gridmix.core.grid import Grid
+from gridmix.study.compiling import compile_model
 from gridmix.study.early_stopping import EarlyStopping
 from gridmix.study.precision import autocast, grad_scaler
 from gridmix.tracks import ModelSpec, Split, Track, TrackData
@@ -202,6 +207,7 @@ def train_run(
     model_kwargs: dict | None = None,
     precision: str = "fp32",
     stop_at: float | None = None,
+    compile: bool = False,
     on_epoch: Callable[[int, float, float], None] | None = None,
     after_training: Callable[[torch.nn.Module, TrackData], dict] | None = None,
 ) -> RunResult:
@@ -214,7 +220,9 @@ def train_run(
     from its original there. ``precision``: ``fp32``, or ``bf16`` / ``fp16`` mixed precision
     (:mod:`gridmix.study.precision`). ``stop_at``: stop after the first epoch whose validation
     metric reaches it (at or below it for a ``"lower"`` metric, at or above for ``"higher"``), the
-    run's ``extras["training"]["stop_reason"]`` saying so.
+    run's ``extras["training"]["stop_reason"]`` saying so. ``compile``: train and evaluate the
+    model compiled (:func:`gridmix.study.compiling.compile_model`, warmed up on the first training
+    batch and the first validation batch).
     """
     result = RunResult(status="ok")
     left_chance = ""
@@ -233,11 +241,30 @@ def train_run(
         stopper = EarlyStopping(budget.patience, direction=track.direction)
         train_x = data.train.inputs.to(device)  # the whole training split, moved once
         train_y = data.train.targets.to(device)
+        forward = model  # what the steps and evaluations call: the model, or it compiled
+        if compile:
+
+            def warm_up(compiled: torch.nn.Module) -> None:
+                compiled.train()
+                with autocast(precision, device):
+                    x = train_x[: budget.batch_size]  # (b, N, C_in)
+                    loss = track.loss(compiled(x).float(), train_y[: budget.batch_size])  # ()
+                loss.backward()
+                eval_batch = slice(budget.batch_size * 2)
+                predict(
+                    compiled,
+                    Split(data.val.inputs[eval_batch], data.val.targets[eval_batch]),
+                    batch_size=budget.batch_size * 2,
+                    device=device,
+                    precision=precision,
+                )
+
+            forward, result.extras["compile"] = compile_model(model, warm_up, device)
         for epoch in range(budget.epochs):
             model.train()
             permutation = torch.randperm(n, generator=order).to(device)  # (n,)
             losses = train_epoch(
-                model,
+                forward,
                 track.loss,
                 train_x,
                 train_y,
@@ -256,7 +283,7 @@ def train_run(
                 result.error = f"non-finite training loss ({value}) at epoch {epoch}, step {step}"
                 return result
             val = evaluate(
-                model,
+                forward,
                 data.val,
                 track.metric,
                 batch_size=budget.batch_size * 2,
@@ -290,7 +317,7 @@ def train_run(
         if left_chance:
             result.extras["training"].update(improving_at_cap=False, stop_reason=left_chance)
         predictions = predict(
-            model, data.test, batch_size=budget.batch_size * 2, device=device, precision=precision
+            forward, data.test, batch_size=budget.batch_size * 2, device=device, precision=precision
         )
         result.test_metric = float(track.metric(predictions, data.test.targets))
         result.extras["test_predictions"] = prediction_summary(predictions, data.test.targets)
