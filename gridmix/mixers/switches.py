@@ -49,4 +49,3 @@ def set_native(enabled: bool | None) -> None:
 def native_enabled() -> bool:
     """Whether the native kernels are switched on (they are used where they are also built)."""
     return _NATIVE.enabled()
-
