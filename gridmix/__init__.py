@@ -19,15 +19,13 @@ if (
 ):  # the same names, for type checkers and readers (and the layer test, which reads imports)
     from gridmix.core.grid import Grid, GridLike
     from gridmix.core.suggest import did_you_mean
-    from gridmix.mixers import (
+    from gridmix.mixers.concentration.factors import (
         CausalFactor,
-        ConcentrationMixer,
         SemiseparableFactor,
         SymmetricFactor,
-        TokenwiseMixer,
         dct_basis,
-        tucker_flops,
     )
+    from gridmix.mixers.concentration.layer import ConcentrationMixer, tucker_flops
     from gridmix.mixers.concentration.ops.causal import (
         causal_mode_product,
         causal_mode_product_dense,
@@ -38,6 +36,7 @@ if (
     )
     from gridmix.mixers.contract import MixerSpec
     from gridmix.mixers.switches import set_native
+    from gridmix.mixers.tokenwise import TokenwiseMixer
     from gridmix.orchestrate.callbacks import Callbacks
     from gridmix.orchestrate.front_door import run, sweep
     from gridmix.report.types import Arm, Comparison, Report
@@ -64,17 +63,11 @@ _SOURCES = {  # public name -> the module that defines it
     "Grid": "gridmix.core.grid",
     "GridLike": "gridmix.core.grid",
     **dict.fromkeys(
-        (
-            "CausalFactor",
-            "ConcentrationMixer",
-            "SemiseparableFactor",
-            "SymmetricFactor",
-            "TokenwiseMixer",
-            "dct_basis",
-            "tucker_flops",
-        ),
-        "gridmix.mixers",
+        ("CausalFactor", "SemiseparableFactor", "SymmetricFactor", "dct_basis"),
+        "gridmix.mixers.concentration.factors",
     ),
+    **dict.fromkeys(("ConcentrationMixer", "tucker_flops"), "gridmix.mixers.concentration.layer"),
+    "TokenwiseMixer": "gridmix.mixers.tokenwise",
     "causal_mode_product": "gridmix.mixers.concentration.ops.causal",
     "causal_mode_product_dense": "gridmix.mixers.concentration.ops.causal",
     "semiseparable_kernel": "gridmix.mixers.concentration.ops.semiseparable",

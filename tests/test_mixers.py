@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 from gridmix import MixerSpec, hookimpl, orchestrate
 from gridmix.cli import app
 from gridmix.core.grid import Grid
+from gridmix.mixers.builtin import BUILTIN
 from gridmix.mixers.causality import check_grid, first_leak
 from gridmix.tracks.plugin_loader import load_registry
 from tests.installed import install
@@ -307,3 +308,9 @@ def test_every_track_trains_every_mixer_that_fits_in_its_backbone(track_name):
         assert {"global-filter", "token-mlp"} <= set(refused) and "linear-attention" in built
     if track_name in ("sequence", "mqar"):
         assert "divided-attention" in refused  # 2-d and up
+
+
+@pytest.mark.parametrize("name", ["global-filter", "token-mlp", "s4nd", "hyena", "mamba"])
+def test_the_per_channel_mixers_refuse_a_bad_dim_in_the_contracts_words(name):
+    with pytest.raises(ValueError, match=r"^dim=0; expected a positive integer \(channels\)$"):
+        BUILTIN[name].build(0, Grid.parse("4x4"), num_heads=1)

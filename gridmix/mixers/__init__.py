@@ -3,30 +3,6 @@
 
 ``concentration/`` is the concentration mixer (the layer, its factors, and ``ops/``: the Tucker
 chain, the causal forms and the native kernels); :mod:`.tokenwise` is the control that mixes no
-tokens.
+tokens. The package exports nothing itself: each name is imported from the module that defines it
+(``gridmix`` lists the public ones).
 """
-
-from gridmix.mixers.concentration import (
-    CAUSAL_FORMS,
-    CausalFactor,
-    ConcentrationMixer,
-    SemiseparableFactor,
-    SymmetricFactor,
-    dct_basis,
-    tucker_flops,
-)
-from gridmix.mixers.switches import native_enabled, set_native
-from gridmix.mixers.tokenwise import TokenwiseMixer
-
-__all__ = [
-    "CAUSAL_FORMS",
-    "CausalFactor",
-    "ConcentrationMixer",
-    "SemiseparableFactor",
-    "SymmetricFactor",
-    "TokenwiseMixer",
-    "dct_basis",
-    "native_enabled",
-    "set_native",
-    "tucker_flops",
-]

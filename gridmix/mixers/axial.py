@@ -35,7 +35,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from gridmix.core.grid import Grid, GridLike
-from gridmix.mixers.contract import check_mixer_input, taken
+from gridmix.mixers.contract import check_mixer_input, keywords_of, taken
 from gridmix.mixers.grids import causal_set, same_rank_copy
 from gridmix.mixers.projections import (
     PROJECTION_KWARGS,
@@ -212,11 +212,9 @@ def regrid_lines(
     )
 
 
-_BUILD_KWARGS = PROJECTION_KWARGS | {
-    "causal_axes",
-    "num_prefix_tokens",
-    "attn_drop",
-}  # the builders pass on
+_BUILD_KWARGS = (
+    PROJECTION_KWARGS | keywords_of(_LinesMixer) | keywords_of(LineAttention)
+)  # the builders pass on: causal_axes, num_prefix_tokens, attn_drop, timm's projections
 
 
 def build_line_attention(

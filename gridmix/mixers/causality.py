@@ -180,6 +180,17 @@ def _coordinates(grid: Grid) -> torch.Tensor:
     return torch.stack(torch.unravel_index(torch.arange(grid.numel), grid.shape), dim=-1)  # (N, d)
 
 
+def _seeded(
+    build: Callable[[torch.dtype], nn.Module], dtype: torch.dtype, seed: int
+) -> tuple[nn.Module, torch.Generator]:
+    """``build(dtype)`` under ``torch.manual_seed(seed)`` with the global RNG restored after, and a
+    generator seeded with ``seed`` for the probes' inputs."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return build(dtype), generator
+
+
 def _first_leak(
     build: Callable[[torch.dtype], nn.Module],
     grid: Grid,
@@ -188,10 +199,7 @@ def _first_leak(
     dtype: torch.dtype,
     seed: int,
 ) -> Leak | None:
-    generator = torch.Generator().manual_seed(seed)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        mixer = build(dtype)
+    mixer, generator = _seeded(build, dtype, seed)
     x = torch.randn(
         1, grid.numel, dim, generator=generator, dtype=dtype
     ).requires_grad_()  # (1, N, C)
@@ -306,10 +314,8 @@ def _first_model_leak(
     dtype: torch.dtype,
     seed: int,
 ) -> ModelLeak | None:
-    generator = torch.Generator().manual_seed(seed)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        model = build(dtype).eval()
+    model, generator = _seeded(build, dtype, seed)
+    model.eval()
     base = sample if not sample.is_floating_point() else sample.to(dtype)  # (1, …, *grid)
     if base.is_floating_point():
         other = base + torch.randn(base.shape, generator=generator, dtype=dtype)  # (1, …, *grid)

@@ -39,6 +39,7 @@ is how a trained model's mixers are found again (:mod:`gridmix.models.regrid`). 
 
 from __future__ import annotations
 
+import inspect
 import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -119,12 +120,20 @@ def check_prefix_tokens(num_prefix_tokens: int) -> None:
         raise ValueError(f"num_prefix_tokens={num_prefix_tokens!r}; expected an integer >= 0")
 
 
-def check_arguments(dim: int, num_prefix_tokens: int, dtype) -> None:
+def check_positive(name: str, value, what: str = "") -> None:
+    """``value`` (the argument ``name``) a positive integer; ``ValueError`` otherwise, saying
+    ``what`` it counts where given."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name}={value!r}; expected a positive integer{what and f' ({what})'}")
+
+
+def check_arguments(dim: int, num_prefix_tokens: int, dtype, **positive: int) -> None:
     """What a per-channel mixer's constructor checks of the contract's arguments: ``dim`` a positive
-    integer, ``num_prefix_tokens`` an integer >= 0, ``dtype`` ``None`` or a real floating-point
-    dtype."""
-    if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
-        raise ValueError(f"dim={dim!r}; expected a positive integer (channels)")
+    integer, then each of ``positive`` (the mixer's own counts, by name), ``num_prefix_tokens`` an
+    integer >= 0, ``dtype`` ``None`` or a real floating-point dtype."""
+    check_positive("dim", dim, "channels")
+    for name, value in positive.items():
+        check_positive(name, value)
     check_prefix_tokens(num_prefix_tokens)
     if dtype is not None and not dtype.is_floating_point:
         raise ValueError(f"dtype={dtype}; expected a real floating-point dtype")
@@ -138,6 +147,13 @@ def refuse_causal(causal_axes: Sequence[int], mixer: str, how: str) -> None:
         raise ValueError(
             f"{mixer} sees every token ({how}); got causal_axes={causal_axes}, expected ()"
         )
+
+
+def keywords_of(module_class: type) -> frozenset[str]:
+    """The keyword-only parameters of ``module_class``'s constructor: what a builder passes on to
+    it (:func:`taken`)."""
+    parameters = inspect.signature(module_class).parameters.values()
+    return frozenset(p.name for p in parameters if p.kind is inspect.Parameter.KEYWORD_ONLY)
 
 
 def taken(kwargs: Mapping[str, object], names: Collection[str]) -> dict:

@@ -1,6 +1,7 @@
 """What the grid mixers do alike with their grid: read the causal axes they are given, mix the grid
-tokens in at least float32 with the prefix tokens left as they are, and copy themselves onto another
-grid of the same rank (the first step of every ``regrid_*`` function)."""
+tokens in at least float32 with the prefix tokens left as they are (their layers applied in that
+dtype), and copy themselves onto another grid of the same rank (the first step of every ``regrid_*``
+function)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import copy
 from collections.abc import Callable, Sequence
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from gridmix.core.grid import Grid, GridLike
@@ -73,3 +75,9 @@ def mix_grid_tokens(
     if then is not None:
         y = then(y)  # (B, N, C)
     return torch.cat([x[:, :prefix], y], dim=1) if prefix else y  # (B, P + N, C)
+
+
+def linear(layer: nn.Linear, t: torch.Tensor) -> torch.Tensor:
+    """``layer`` applied in ``t``'s dtype (its parameters cast): (…, in) → (…, out)."""
+    bias = None if layer.bias is None else layer.bias.to(t.dtype)
+    return F.linear(t, layer.weight.to(t.dtype), bias)

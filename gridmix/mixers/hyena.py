@@ -48,20 +48,14 @@ import math
 from collections.abc import Sequence
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from gridmix.core.grid import Grid
-from gridmix.mixers.contract import check_input
-from gridmix.mixers.grids import causal_set, mix_grid_tokens, same_rank_copy
+from gridmix.mixers.contract import check_arguments, check_mixer_input, keywords_of, taken
+from gridmix.mixers.grids import causal_set, linear, mix_grid_tokens, same_rank_copy
 from gridmix.mixers.short_conv import ShortConv
 
 DECAY_TARGET, FAST_DECAY, SLOW_DECAY = 1e-2, 0.3, 1.5  # Hyena's ExponentialModulation defaults
-
-
-def _positive_int(name: str, value) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name}={value!r}; expected a positive integer")
 
 
 def lag_layout(n: int, causal: bool, dtype: torch.dtype, device=None) -> torch.Tensor:
@@ -73,12 +67,6 @@ def lag_layout(n: int, causal: bool, dtype: torch.dtype, device=None) -> torch.T
     if causal:
         unused = unused | (index > n)  # (2n,)
     return lag.masked_fill(unused, math.nan)  # (2n,)
-
-
-def linear(layer: nn.Linear, t: torch.Tensor) -> torch.Tensor:
-    """``layer`` applied in ``t``'s dtype (its parameters cast): (…, in) → (…, out)."""
-    bias = None if layer.bias is None else layer.bias.to(t.dtype)
-    return F.linear(t, layer.weight.to(t.dtype), bias)
 
 
 class Sin(nn.Module):
@@ -162,16 +150,7 @@ class HyenaMixer(nn.Module):
         dtype=None,
     ) -> None:
         super().__init__()
-        for name, value in (("dim", dim), ("bands", bands), ("filter_width", filter_width)):
-            _positive_int(name, value)
-        if (
-            isinstance(num_prefix_tokens, bool)
-            or not isinstance(num_prefix_tokens, int)
-            or num_prefix_tokens < 0
-        ):
-            raise ValueError(f"num_prefix_tokens={num_prefix_tokens!r}; expected an integer >= 0")
-        if dtype is not None and not dtype.is_floating_point:
-            raise ValueError(f"dtype={dtype}; expected a real floating-point dtype")
+        check_arguments(dim, num_prefix_tokens, dtype, bands=bands, filter_width=filter_width)
         self.grid = Grid.parse(grid)
         self.causal_axes = causal_set(causal_axes, self.grid)
         self.dim, self.num_prefix_tokens = dim, num_prefix_tokens
@@ -213,15 +192,7 @@ class HyenaMixer(nn.Module):
         Causal along ``causal_axes`` whatever ``is_causal`` says. Runs in at least float32 with
         autocast off (the FFTs); the result comes back in ``x``'s dtype.
         """
-        check_input(
-            x,
-            attn_mask,
-            is_causal,
-            causal=bool(self.causal_axes),
-            prefix=self.num_prefix_tokens,
-            grid=self.grid,
-            dim=self.dim,
-        )
+        check_mixer_input(self, x, attn_mask, is_causal)
         return mix_grid_tokens(x, self.grid, self.num_prefix_tokens, self.mix)  # (B, P + N, C)
 
     def regrid(self, grid: Grid | str | int | Sequence[int]) -> HyenaMixer:
@@ -249,32 +220,12 @@ def regrid_hyena(module: HyenaMixer, grid: Grid | str | int | Sequence[int]) -> 
 
 
 def build_hyena(
-    dim: int,
-    grid: Grid | str | int | Sequence[int],
-    *,
-    num_heads: int,
-    causal_axes: Sequence[int] = (),
-    num_prefix_tokens: int = 0,
-    bands: int = 8,
-    filter_width: int = 64,
-    proj_bias: bool = True,
-    device=None,
-    dtype=None,
-    **unused,
+    dim: int, grid: Grid | str | int | Sequence[int], *, num_heads: int, **kwargs
 ) -> HyenaMixer:
     """The registry's builder (:mod:`gridmix.mixers.contract`): a :class:`HyenaMixer`.
 
-    ``num_heads`` is accepted and unused (the filter is per channel); timm's other keyword arguments
-    (``qkv_bias``, ``attn_drop``, ``norm_layer`` …) are accepted and ignored.
+    ``num_heads`` is accepted and unused (the filter is per channel); the keyword arguments
+    :class:`HyenaMixer` takes pass on; timm's others (``qkv_bias``, ``attn_drop``, ``norm_layer`` …)
+    are accepted and ignored.
     """
-    return HyenaMixer(
-        dim,
-        grid,
-        causal_axes=causal_axes,
-        num_prefix_tokens=num_prefix_tokens,
-        bands=bands,
-        filter_width=filter_width,
-        proj_bias=proj_bias,
-        device=device,
-        dtype=dtype,
-    )
+    return HyenaMixer(dim, grid, **taken(kwargs, keywords_of(HyenaMixer)))

@@ -34,7 +34,7 @@ import torch
 import torch.nn.functional as F
 
 from gridmix.core.grid import Grid, GridLike
-from gridmix.mixers.contract import check_mixer_input, check_prefix_tokens, taken
+from gridmix.mixers.contract import check_mixer_input, check_prefix_tokens, keywords_of, taken
 from gridmix.mixers.grids import same_rank_copy
 from gridmix.mixers.projections import PROJECTION_KWARGS, AttentionProjections
 
@@ -191,12 +191,7 @@ def regrid_linear_attention(module: LinearAttention, grid: GridLike) -> LinearAt
     )
 
 
-_BUILD_KWARGS = PROJECTION_KWARGS | {
-    "causal_axes",
-    "num_prefix_tokens",
-    "eps",
-    "chunk_size",
-}  # the builder passes on
+_BUILD_KWARGS = PROJECTION_KWARGS | keywords_of(LinearAttention)  # the builder passes on
 
 
 def build_linear_attention(

@@ -55,17 +55,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from gridmix.core.grid import Grid
-from gridmix.mixers.contract import check_input
-from gridmix.mixers.grids import causal_set, mix_grid_tokens, same_rank_copy
+from gridmix.mixers.contract import check_arguments, check_mixer_input, keywords_of, taken
+from gridmix.mixers.grids import causal_set, linear, mix_grid_tokens, same_rank_copy
 from gridmix.mixers.short_conv import ShortConv
 
 DT_MIN, DT_MAX, DT_FLOOR = 0.001, 0.1, 1e-4  # Mamba-2's dt_min, dt_max, dt_init_floor
 A_RANGE = (1.0, 16.0)  # Mamba-2's A_init_range
-
-
-def _positive_int(name: str, value) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name}={value!r}; expected a positive integer")
 
 
 def scan_directions(grid: Grid, causal_axes: Sequence[int]) -> tuple[tuple[int, bool], ...]:
@@ -156,26 +151,19 @@ class MambaMixer(nn.Module):
         dtype=None,
     ) -> None:
         super().__init__()
-        for name, value in (
-            ("dim", dim),
-            ("num_heads", num_heads),
-            ("d_state", d_state),
-            ("expand", expand),
-            ("chunk_size", chunk_size),
-        ):
-            _positive_int(name, value)
+        check_arguments(
+            dim,
+            num_prefix_tokens,
+            dtype,
+            num_heads=num_heads,
+            d_state=d_state,
+            expand=expand,
+            chunk_size=chunk_size,
+        )
         if (expand * dim) % num_heads:
             raise ValueError(
                 f"num_heads={num_heads}; expected a divisor of expand * dim = {expand * dim}"
             )
-        if (
-            isinstance(num_prefix_tokens, bool)
-            or not isinstance(num_prefix_tokens, int)
-            or num_prefix_tokens < 0
-        ):
-            raise ValueError(f"num_prefix_tokens={num_prefix_tokens!r}; expected an integer >= 0")
-        if dtype is not None and not dtype.is_floating_point:
-            raise ValueError(f"dtype={dtype}; expected a real floating-point dtype")
         self.grid = Grid.parse(grid)
         self.causal_axes = causal_set(causal_axes, self.grid)
         self.directions = scan_directions(self.grid, self.causal_axes)
@@ -209,7 +197,7 @@ class MambaMixer(nn.Module):
             len(self.directions),
             self.grid.ndim,
         )
-        projected = F.linear(u, self.in_proj.weight.to(u.dtype))  # (B, *grid, 2E + K(2S + h))
+        projected = linear(self.in_proj, u)  # (B, *grid, 2E + K(2S + h))
         z, xBC, dt = projected.split([E, E + 2 * K * S, K * h], dim=-1)
         xBC = F.silu(self.conv(xBC))  # (B, *grid, E + 2KS)
         x, BC = xBC.split([E, 2 * K * S], dim=-1)  # (B, *grid, E), (B, *grid, 2KS)
@@ -252,21 +240,12 @@ class MambaMixer(nn.Module):
         float32 with autocast off, the output projection too; the result comes back in ``x``'s
         dtype.
         """
-        check_input(
-            x,
-            attn_mask,
-            is_causal,
-            causal=bool(self.causal_axes),
-            prefix=self.num_prefix_tokens,
-            grid=self.grid,
-            dim=self.dim,
-        )
+        check_mixer_input(self, x, attn_mask, is_causal)
         return mix_grid_tokens(x, self.grid, self.num_prefix_tokens, self.mix)  # (B, P + N, C)
 
     def mix(self, u: torch.Tensor) -> torch.Tensor:
         """The whole mixer on the grid tokens: (B, *grid, C) → (B, *grid, C), in ``u``'s dtype."""
-        bias = None if self.out_proj.bias is None else self.out_proj.bias.to(u.dtype)
-        return F.linear(self.scan(u), self.out_proj.weight.to(u.dtype), bias)  # (B, *grid, C)
+        return linear(self.out_proj, self.scan(u))  # (B, *grid, C)
 
     def regrid(self, grid: Grid | str | int | Sequence[int]) -> MambaMixer:
         """:func:`regrid_mamba` of this mixer."""
@@ -294,32 +273,9 @@ def regrid_mamba(module: MambaMixer, grid: Grid | str | int | Sequence[int]) -> 
 
 
 def build_mamba(
-    dim: int,
-    grid: Grid | str | int | Sequence[int],
-    *,
-    num_heads: int,
-    causal_axes: Sequence[int] = (),
-    num_prefix_tokens: int = 0,
-    d_state: int = 16,
-    expand: int = 2,
-    chunk_size: int = 64,
-    proj_bias: bool = True,
-    device=None,
-    dtype=None,
-    **unused,
+    dim: int, grid: Grid | str | int | Sequence[int], *, num_heads: int, **kwargs
 ) -> MambaMixer:
-    """The registry's builder (:mod:`gridmix.mixers.contract`): a :class:`MambaMixer`; timm's other
-    keyword arguments (``qkv_bias``, ``attn_drop``, ``norm_layer`` …) are accepted and ignored."""
-    return MambaMixer(
-        dim,
-        grid,
-        num_heads=num_heads,
-        causal_axes=causal_axes,
-        num_prefix_tokens=num_prefix_tokens,
-        d_state=d_state,
-        expand=expand,
-        chunk_size=chunk_size,
-        proj_bias=proj_bias,
-        device=device,
-        dtype=dtype,
-    )
+    """The registry's builder (:mod:`gridmix.mixers.contract`): a :class:`MambaMixer`; the keyword
+    arguments it takes pass on, timm's others (``qkv_bias``, ``attn_drop``, ``norm_layer`` …) are
+    accepted and ignored."""
+    return MambaMixer(dim, grid, num_heads=num_heads, **taken(kwargs, keywords_of(MambaMixer)))

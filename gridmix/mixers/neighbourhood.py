@@ -38,7 +38,7 @@ import torch
 import torch.nn.functional as F
 
 from gridmix.core.grid import Grid, GridLike
-from gridmix.mixers.contract import check_mixer_input, check_prefix_tokens, taken
+from gridmix.mixers.contract import check_mixer_input, check_prefix_tokens, keywords_of, taken
 from gridmix.mixers.grids import causal_set, same_rank_copy
 from gridmix.mixers.projections import (
     PROJECTION_KWARGS,
@@ -194,12 +194,7 @@ def regrid_neighbourhood_attention(
     return other
 
 
-_BUILD_KWARGS = PROJECTION_KWARGS | {
-    "causal_axes",
-    "num_prefix_tokens",
-    "kernel_size",
-    "attn_drop",
-}  # the builder passes on
+_BUILD_KWARGS = PROJECTION_KWARGS | keywords_of(NeighbourhoodAttention)  # the builder passes on
 
 
 def build_neighbourhood_attention(

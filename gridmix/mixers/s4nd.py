@@ -47,7 +47,7 @@ from torch import nn
 
 from gridmix.core.grid import Grid
 from gridmix.mixers.concentration.ops.causal import causal_mode_product
-from gridmix.mixers.contract import check_arguments, check_mixer_input, taken
+from gridmix.mixers.contract import check_arguments, check_mixer_input, keywords_of, taken
 from gridmix.mixers.grids import causal_set, mix_grid_tokens, same_rank_copy
 
 DT_MIN, DT_MAX = 0.001, 0.1  # S4D: log_dt uniform in [log 0.001, log 0.1]
@@ -244,16 +244,6 @@ def regrid_s4nd(module: S4NDMixer, grid: Grid | str | int | Sequence[int]) -> S4
     return other
 
 
-_BUILD_KWARGS = (
-    "causal_axes",
-    "num_prefix_tokens",
-    "d_state",
-    "proj_bias",
-    "device",
-    "dtype",
-)  # the builder passes on
-
-
 def build_s4nd(
     dim: int, grid: Grid | str | int | Sequence[int], *, num_heads: int, **kwargs
 ) -> S4NDMixer:
@@ -264,4 +254,4 @@ def build_s4nd(
     projection's bias) pass on; timm's other keyword arguments (``qkv_bias``, ``attn_drop``,
     ``norm_layer`` …) are accepted and ignored.
     """
-    return S4NDMixer(dim, grid, **taken(kwargs, _BUILD_KWARGS))
+    return S4NDMixer(dim, grid, **taken(kwargs, keywords_of(S4NDMixer)))

@@ -18,7 +18,11 @@ import torch
 from torch import nn
 
 from gridmix.core.grid import Grid
-from gridmix.mixers.concentration.layer import ConcentrationMixer
+from gridmix.mixers.concentration.layer import (
+    ConcentrationMixer,
+    add_value_projections,
+    check_heads_and_prefix,
+)
 
 
 class TokenwiseMixer(nn.Module):
@@ -49,17 +53,10 @@ class TokenwiseMixer(nn.Module):
     ) -> None:
         super().__init__()
         self.grid = Grid.parse(grid)
-        if dim % num_heads != 0:
-            raise ValueError(f"dim={dim} must be divisible by num_heads={num_heads}")
-        if num_prefix_tokens < 0:
-            raise ValueError(f"num_prefix_tokens={num_prefix_tokens}; expected >= 0")
+        check_heads_and_prefix(dim, num_heads, num_prefix_tokens)
         ConcentrationMixer._warn_ignored(timm_kwargs)
         self.dim, self.num_prefix_tokens = dim, num_prefix_tokens
-        self.v = nn.Linear(dim, dim, bias=qkv_bias)  # W_v
-        self.proj = nn.Linear(dim, dim, bias=proj_bias)  # W_o
-        self.proj_drop = nn.Dropout(proj_drop)
-        if device is not None or dtype is not None:
-            self.to(device=device, dtype=dtype)
+        add_value_projections(self, dim, qkv_bias, proj_bias, proj_drop, device, dtype)
 
     def forward(
         self, x: torch.Tensor, attn_mask: torch.Tensor | None = None, is_causal: bool = False

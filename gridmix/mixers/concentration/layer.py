@@ -71,6 +71,27 @@ def _per_axis(value, grid: Grid, name: str) -> tuple:
     return value
 
 
+def check_heads_and_prefix(dim: int, num_heads: int, num_prefix_tokens: int) -> None:
+    """``dim`` divisible by ``num_heads`` and ``num_prefix_tokens`` >= 0; ``ValueError``
+    otherwise."""
+    if dim % num_heads != 0:
+        raise ValueError(f"dim={dim} must be divisible by num_heads={num_heads}")
+    if num_prefix_tokens < 0:
+        raise ValueError(f"num_prefix_tokens={num_prefix_tokens}; expected >= 0")
+
+
+def add_value_projections(
+    module: nn.Module, dim: int, qkv_bias: bool, proj_bias: bool, proj_drop: float, device, dtype
+) -> None:
+    """``W_v`` (``module.v``), ``W_o`` (``module.proj``) and its dropout on ``module``, then the
+    whole module moved to ``device`` and ``dtype`` where given: the last step of a constructor."""
+    module.v = nn.Linear(dim, dim, bias=qkv_bias)  # W_v
+    module.proj = nn.Linear(dim, dim, bias=proj_bias)  # W_o
+    module.proj_drop = nn.Dropout(proj_drop)
+    if device is not None or dtype is not None:
+        module.to(device=device, dtype=dtype)
+
+
 class ConcentrationMixer(nn.Module):
     """Drop-in token mixer for a grid; as timm's ``attn_layer`` through the registry
     (:func:`gridmix.mixer_layer`, ``mixer_layer("concentration", grid, rank=8)``).
@@ -129,12 +150,9 @@ class ConcentrationMixer(nn.Module):
     ) -> None:
         super().__init__()
         self.grid = Grid.parse(grid)
-        if dim % num_heads != 0:
-            raise ValueError(f"dim={dim} must be divisible by num_heads={num_heads}")
+        check_heads_and_prefix(dim, num_heads, num_prefix_tokens)
         if prefix_mode not in PREFIX_MODES:
             raise ValueError(f"prefix_mode={prefix_mode!r}; expected one of {PREFIX_MODES}")
-        if num_prefix_tokens < 0:
-            raise ValueError(f"num_prefix_tokens={num_prefix_tokens}; expected >= 0")
         if spectrum not in SPECTRA:
             raise ValueError(f"spectrum={spectrum!r}; expected one of {SPECTRA}")
         if causal_form not in CAUSAL_FORMS:
@@ -225,11 +243,7 @@ class ConcentrationMixer(nn.Module):
             proj_bias=proj_bias,
             proj_drop=proj_drop,
         )
-        self.v = nn.Linear(dim, dim, bias=qkv_bias)  # W_v
-        self.proj = nn.Linear(dim, dim, bias=proj_bias)  # W_o
-        self.proj_drop = nn.Dropout(proj_drop)
-        if device is not None or dtype is not None:
-            self.to(device=device, dtype=dtype)
+        add_value_projections(self, dim, qkv_bias, proj_bias, proj_drop, device, dtype)
 
     @staticmethod
     def _warn_ignored(timm_kwargs: dict) -> None:

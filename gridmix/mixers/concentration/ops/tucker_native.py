@@ -88,6 +88,32 @@ def _int64s(values: Sequence[int]):
     return (ctypes.c_int64 * len(values))(*values)
 
 
+def _kernel_dims(x: torch.Tensor, bases: Sequence[torch.Tensor], axes: Sequence[int]):
+    """The Tucker axes' lengths ``n`` and ranks ``r``, and the kernel's leading arguments: the
+    0-based grid axes, ``n`` and ``r`` (C int64 arrays), ``S0`` and ``h``."""
+    n, r = [x.shape[a] for a in axes], [u.shape[1] for u in bases]
+    heads = x.shape[-2]
+    return (
+        n,
+        r,
+        (_int64s([a - 1 for a in axes]), _int64s(n), _int64s(r), heads * x.shape[-1], heads),
+    )
+
+
+def _chain_pointers(x, bases, scale, proj, core, scaled, expd) -> tuple:
+    """The arguments both kernels take after the dimensions: the chain's input, bases, scale and
+    intermediates (``gm_tucker_forward`` in the C source)."""
+    return (
+        pointer(x),
+        _pointers(bases),
+        pointer(scale),
+        _pointers(proj),
+        pointer(core),
+        pointer(scaled),
+        _pointers(expd),
+    )
+
+
 def _chain_shapes(x_shape: Sequence[int], axes: Sequence[int], ranks: Sequence[int]):
     """Shapes of the forward's intermediates (``gm_tucker_forward`` in the C source): proj, core,
     expd."""
@@ -117,31 +143,14 @@ def tucker_chain(
     allocated).
     """
     x, bases, scale = x.contiguous(), [u.contiguous() for u in bases], scale.contiguous()
-    ax, n, r = (
-        [a - 1 for a in axes],
-        [x.shape[a] for a in axes],
-        [u.shape[1] for u in bases],
-    )  # 0-based grid axes
-    S0 = x.shape[-2] * x.shape[-1]
+    _, r, dims = _kernel_dims(x, bases, axes)
     proj_shapes, core_shape, expd_shapes = _chain_shapes(x.shape, axes, r)
     proj, expd = [x.new_empty(s) for s in proj_shapes], [x.new_empty(s) for s in expd_shapes]
     core, scaled, y = x.new_empty(core_shape), x.new_empty(core_shape), x.new_empty(x.shape)
-    library, dims = native_library(), (_int64s(ax), _int64s(n), _int64s(r), S0, x.shape[-2])
+    library, chain = native_library(), _chain_pointers(x, bases, scale, proj, core, scaled, expd)
     run_parallel(
         lambda first, last, slot, threads: library.gm_tucker_forward(
-            len(axes),
-            first,
-            last,
-            *dims,
-            pointer(x),
-            _pointers(bases),
-            pointer(scale),
-            _pointers(proj),
-            pointer(core),
-            pointer(scaled),
-            _pointers(expd),
-            pointer(y),
-            threads,
+            len(axes), first, last, *dims, *chain, pointer(y), threads
         ),
         x.shape[0],
         torch.get_num_threads(),
@@ -176,13 +185,8 @@ def tucker_chain_backward(
         [u.contiguous() for u in bases],
         scale.contiguous(),
     )
-    ax, n, r = (
-        [a - 1 for a in axes],
-        [x.shape[a] for a in axes],
-        [u.shape[1] for u in bases],
-    )  # 0-based grid axes
-    S0 = x.shape[-2] * x.shape[-1]
-    B, heads = x.shape[0], x.shape[-2]
+    n, r, dims = _kernel_dims(x, bases, axes)
+    B = x.shape[0]
     core, scaled, *rest = intermediates
     proj, expd = rest[: len(axes) - 1], rest[len(axes) - 1 :]
     proj_shapes, core_shape, expd_shapes = _chain_shapes(
@@ -198,7 +202,7 @@ def tucker_chain_backward(
         x.new_empty(B, nt, rt) for nt, rt in zip(n, r)
     ]  # per batch element: summed in a fixed order
     scale_part = x.new_empty(B, *scale.shape)
-    library, dims = native_library(), (_int64s(ax), _int64s(n), _int64s(r), S0, heads)
+    library, chain = native_library(), _chain_pointers(x, bases, scale, proj, core, scaled, expd)
     run_parallel(
         lambda first, last, slot, threads: library.gm_tucker_backward(
             len(axes),
@@ -206,13 +210,7 @@ def tucker_chain_backward(
             last,
             *dims,
             pointer(grad),
-            pointer(x),
-            _pointers(bases),
-            pointer(scale),
-            _pointers(proj),
-            pointer(core),
-            pointer(scaled),
-            _pointers(expd),
+            *chain,
             pointer(gx),
             _pointers(basis_parts),
             pointer(scale_part),
