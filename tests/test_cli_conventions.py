@@ -466,3 +466,12 @@ def test_tables_on_a_terminal_wrap_only_at_word_boundaries(registry, width):
     assert "plugin-with-a-long-name 1.0" in " ".join(cells) or "plugin-with-a-long-name" in cells
     printed = {word for cell in cells for word in cell.split()}
     assert printed >= words  # every word whole in some cell: a line broke only between words
+
+
+@pytest.mark.parametrize("command", ["tracks", "mixers"])
+def test_piped_listings_fit_80_columns_as_one_block_per_row(command):
+    text = CliRunner().invoke(app, [command], env={"COLUMNS": "80"}).output
+    lines = text.splitlines()
+    assert max(map(len, lines)) <= 80, max(lines, key=len)
+    assert "…" not in text and not set("┃│┏━") & set(text)
+    assert any(line.startswith("  plugin: ") for line in lines)  # a row's cells, one per line

@@ -214,7 +214,9 @@ def test_bad_arguments_are_value_errors():
     with pytest.raises(ValueError, match="one per axis"):
         ConcentrationMixer(8, "4x4", num_heads=2, rank=(2, 2, 2))
     mixer = ConcentrationMixer(8, "4x4", num_heads=2)
-    with pytest.raises(ValueError, match=r"x has shape \(2, 15, 8\); expected \(B, 0 prefix \+ 16 grid"):
+    with pytest.raises(
+        ValueError, match=r"x has shape \(2, 15, 8\); expected \(B, 0 prefix \+ 16 grid"
+    ):
         mixer(torch.randn(2, 15, 8))
     with pytest.raises(ValueError, match="attn_mask"):
         mixer(torch.randn(2, 16, 8), attn_mask=torch.ones(16, 16))

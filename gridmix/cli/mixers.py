@@ -72,6 +72,7 @@ def mixers(
     TextTable(
         title="gridmix mixers",
         lines=True,
+        records_when_narrow=True,
         rows=rows,
         columns=(
             Column("mixer", "name"),

@@ -4,9 +4,11 @@ On a terminal it is a rich table in which no name is ever cut: a name column (mo
 and a number column never break inside a word, text columns wrap at word boundaries, and when the
 terminal is too narrow for that the table grows past it rather than folding a name or ending it in
 "…". Anywhere else (a pipe, a file, a test's captured output) it is plain text in aligned columns,
-with no box characters and no colour, as wide as the console says (``COLUMNS``, else 80) where it
-fits: text wraps at spaces only, and a name or a number is never wrapped, so ``gridmix tracks >
-tracks.txt`` and ``grep`` read every name as written.
+with no box characters and no colour, as wide as the console says (``COLUMNS``, else 80): text
+wraps at spaces only, and a name or a number is never wrapped, so ``gridmix tracks > tracks.txt``
+and ``grep`` read every name as written. Where the columns cannot share that width the table grows
+past it, or, for a listing (``records_when_narrow``: ``gridmix tracks``, ``gridmix mixers``), is
+printed as one block per row (:meth:`TextTable.records`).
 """
 
 from __future__ import annotations
@@ -47,6 +49,8 @@ class TextTable:
     caption: str = ""
     lines: bool = False
     title_style: str = "italic"
+    # plain text too narrow for the columns: one block per row (a listing) instead of a wider table
+    records_when_narrow: bool = False
 
     def __post_init__(self) -> None:
         for row in self.rows:
@@ -126,6 +130,8 @@ class TextTable:
         only, a name or number whole; a cell of several lines takes as many), the caption last,
         wrapped the same way."""
         widths = self.widths(available - 2 * (len(self.columns) - 1))  # two spaces between columns
+        if self.records_when_narrow and sum(widths) + 2 * (len(self.columns) - 1) > available:
+            return self.records(available)
 
         def wrap(text: str, width: int, kind: str) -> list[str]:
             lines = _plain(text).split("\n")
@@ -164,6 +170,33 @@ class TextTable:
                 out.append(line([cell[depth] if depth < len(cell) else "" for cell in row]))
         if self.caption:
             out += ["", *_wrap(_plain(self.caption), max(available, len(out[1])))]
+        return "\n".join(out) + "\n"
+
+    def records(self, available: int) -> str:
+        """The table as one block per row, for a width its columns cannot share: the title, then
+        each row's first cell (its first line, a name, whole) and every other cell under it as
+        ``header: text`` (a cell's lines joined by commas), indented and wrapped at spaces to
+        ``available``, rows apart by a blank line, the caption last."""
+        out = [self.title] if self.title else []
+        for row in self.rows:
+            out.append("")
+            name, *more = _plain(row[0]).split("\n")
+            out += [name, *(part for line in more for part in _wrap(line, available))]
+            for column, cell in zip(self.columns[1:], row[1:]):
+                text = ", ".join(
+                    " ".join(line.split()) for line in _plain(cell).split("\n") if line
+                )
+                if text:
+                    out += textwrap.wrap(
+                        f"{column.header}: {text}",
+                        available,
+                        initial_indent="  ",
+                        subsequent_indent="    ",
+                        break_long_words=False,
+                        break_on_hyphens=False,
+                    )
+        if self.caption:
+            out += ["", *_wrap(_plain(self.caption), available)]
         return "\n".join(out) + "\n"
 
     def print(self, console: Console) -> None:

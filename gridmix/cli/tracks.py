@@ -123,6 +123,7 @@ def tracks(
     TextTable(
         title="gridmix tracks",
         lines=True,
+        records_when_narrow=True,
         rows=rows,
         columns=(
             Column("track", "name"),
