@@ -14,9 +14,8 @@ from typing import TYPE_CHECKING
 from gridmix.core.lazy import lazy_names
 from gridmix.core.version import __version__
 
-if (
-    TYPE_CHECKING
-):  # the same names, for type checkers and readers (and the layer test, which reads imports)
+# The same names, for type checkers and readers (and the layer test, which reads imports).
+if TYPE_CHECKING:
     from gridmix.core.grid import Grid, GridLike
     from gridmix.core.suggest import did_you_mean
     from gridmix.mixers.concentration.factors import (

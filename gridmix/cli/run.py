@@ -231,16 +231,7 @@ def run(track: Track = DEFAULT_TRACK, grid: RunGrid = None, models: RunModels = 
 def run_arguments(
     *,
     track: str,
-    grid: str | None,
-    models: str | None,
-    baselines: str | None,
-    budget: BudgetName,
-    lrs: str | None,
-    device: DeviceName,
-    executor: ExecutorName,
-    jobs: str,
     eval_grids: str | None,
-    settings: list[str] | None,
     data: Path | None,
     data_root: Path | None,
     download: bool,
@@ -248,29 +239,50 @@ def run_arguments(
 ) -> dict:
     """:func:`gridmix.run`'s keyword arguments from ``gridmix run``'s options: the cheap checks done
     before torch and the plugins load (one line, exit 2; docs/guide.md, "Input checks"), the data
-    plugins told where their data is (:func:`set_data_env`); ``options``: those passed on as they
-    are."""
+    plugins told where their data is (:func:`set_data_env`); ``options``: the others, for
+    :func:`study_arguments`."""
     try:
-        arguments = dict(
+        arguments = study_arguments(
             track=track,
-            grid=str(Grid.parse(grid)) if grid is not None else None,
-            models=parse_names(models, "--models") if models is not None else None,
-            baselines=parse_names(baselines, "--baselines") if baselines is not None else (),
-            lrs=parse_rates(lrs) if lrs is not None else None,
             eval_grids=()
             if eval_grids is None
             else tuple(map(str, parse_grids(eval_grids, "--eval-grids"))),
-            settings=parse_settings(settings or []),
-            jobs=parse_jobs(jobs),
-            budget=budget.value,
-            device=device.value,
-            executor=executor.value,
             **options,
         )
     except ValueError as error:
         fail(str(error))
     set_data_env(track, data=data, data_root=data_root, download=download)
     return arguments
+
+
+def study_arguments(
+    *,
+    grid: str | None,
+    models: str | None,
+    baselines: str | None,
+    lrs: str | None,
+    settings: list[str] | None,
+    jobs: str,
+    budget: BudgetName,
+    device: DeviceName,
+    executor: ExecutorName,
+    **options,
+) -> dict:
+    """The options ``gridmix run`` and ``gridmix sweep`` share, checked and converted for
+    :func:`gridmix.run` and :func:`gridmix.sweep` (a ``ValueError`` in one line); ``options``: those
+    passed on as they are."""
+    return dict(
+        grid=str(Grid.parse(grid)) if grid is not None else None,
+        models=parse_names(models, "--models") if models is not None else None,
+        baselines=parse_names(baselines, "--baselines") if baselines is not None else (),
+        lrs=parse_rates(lrs) if lrs is not None else None,
+        settings=parse_settings(settings or []),
+        jobs=parse_jobs(jobs),
+        budget=budget.value,
+        device=device.value,
+        executor=executor.value,
+        **options,
+    )
 
 
 def run_header(planned, ledger) -> None:

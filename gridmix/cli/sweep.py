@@ -16,7 +16,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from gridmix.cli.app import BudgetName, DeviceName, ExecutorName, app, console, fail
+from gridmix.cli.app import app, console, fail
 from gridmix.cli.options import (
     Address,
     Baselines,
@@ -40,9 +40,8 @@ from gridmix.cli.options import (
     Track,
 )
 from gridmix.cli.progress import drive
-from gridmix.cli.run import parse_jobs, parse_settings, sweep_table
-from gridmix.core.grid import Grid
-from gridmix.core.inputs import parse_names, parse_over, parse_rates
+from gridmix.cli.run import study_arguments, sweep_table
+from gridmix.core.inputs import parse_over
 
 
 @app.command("sweep")
@@ -76,37 +75,12 @@ def sweep(
     print_sweep(drive(front_door.sweep, sweep_header, arguments))  # gridmix.sweep
 
 
-def sweep_arguments(
-    *,
-    over: list[str],
-    grid: str | None,
-    settings: list[str] | None,
-    models: str | None,
-    baselines: str | None,
-    budget: BudgetName,
-    lrs: str | None,
-    device: DeviceName,
-    executor: ExecutorName,
-    jobs: str,
-    **options,
-) -> dict:
+def sweep_arguments(*, over: list[str], **options) -> dict:
     """:func:`gridmix.sweep`'s keyword arguments from ``gridmix sweep``'s options, the cheap checks
     done before torch and the plugins load (one line, exit 2; docs/guide.md, "Input checks");
-    ``options``: those passed on as they are."""
+    ``options``: the others, for :func:`~gridmix.cli.run.study_arguments`."""
     try:
-        return dict(
-            over=parse_over(over),
-            grid=str(Grid.parse(grid)) if grid is not None else None,
-            settings=parse_settings(settings or []),
-            models=parse_names(models, "--models") if models is not None else None,
-            baselines=parse_names(baselines, "--baselines") if baselines is not None else (),
-            lrs=parse_rates(lrs) if lrs is not None else None,
-            jobs=parse_jobs(jobs),
-            budget=budget.value,
-            device=device.value,
-            executor=executor.value,
-            **options,
-        )
+        return study_arguments(over=parse_over(over), **options)
     except ValueError as error:
         fail(str(error))
 

@@ -51,5 +51,10 @@ class Callbacks:
     analysis: Callable[[str], None] = _ignore
     finished: Callable[[Any], None] = _ignore
 
+    def run_hooks(self) -> dict[str, Callable]:
+        """The callbacks every study's runs report to, as :class:`gridmix.study.harness.Runner`'s
+        keyword arguments (``on_plan``, ``on_start``, ``on_epoch``, ``on_done``)."""
+        return dict(on_plan=self.plan, on_start=self.start, on_epoch=self.epoch, on_done=self.done)
+
 
 QUIET = Callbacks()  # no progress reported

@@ -94,10 +94,7 @@ def run_study(
                 planned.study,
                 ledger,
                 executor,
-                on_plan=callbacks.plan,
-                on_start=callbacks.start,
-                on_epoch=callbacks.epoch,
-                on_done=callbacks.done,
+                **callbacks.run_hooks(),
                 on_phase=callbacks.phase,
                 on_resume=callbacks.resume,
             ).run()

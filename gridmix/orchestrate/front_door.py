@@ -55,17 +55,17 @@ def _storage_errors(out: Path) -> Iterator[None]:
 
 def _drive(
     planned,
-    out: Path,
     opener: Callable,
     runner: Callable,
-    *,
+    out: str | Path | None,
     fresh: bool,
     executor: str,
     address: str | None,
     callbacks: Callbacks,
 ):
-    """Open ``planned``'s ledger in ``out`` with ``opener``, make the executor and run it with
-    ``runner``, signals stopping the runs; the outcome."""
+    """Open ``planned``'s ledger in ``out`` (``None``: the plan's default) with ``opener``, make the
+    executor and run it with ``runner``, signals stopping the runs; the report."""
+    out = Path(out) if out is not None else planned.default_out
     with _storage_errors(out):
         ledger = opener(out, planned, fresh=fresh)
         try:
@@ -74,7 +74,7 @@ def _drive(
             ledger.close()
             raise
         with stop_on_signals():
-            return runner(planned, ledger, chosen, out, callbacks=callbacks)
+            return runner(planned, ledger, chosen, out, callbacks=callbacks).report
 
 
 def run(
@@ -97,17 +97,7 @@ def run(
     the caller gets a ``RuntimeError`` saying so (docs/guide.md "From Python")."""
     refuse_main_rerun()
     planned = plan_study(track, grid, note=callbacks.note, **options)
-    out = Path(out) if out is not None else planned.default_out
-    return _drive(
-        planned,
-        out,
-        open_ledger,
-        run_study,
-        fresh=fresh,
-        executor=executor,
-        address=address,
-        callbacks=callbacks,
-    ).report
+    return _drive(planned, open_ledger, run_study, out, fresh, executor, address, callbacks)
 
 
 def sweep(
@@ -130,14 +120,4 @@ def sweep(
     main module is refused as by :func:`run`."""
     refuse_main_rerun()
     planned = plan_sweep(track, over, note=callbacks.note, **options)
-    out = Path(out) if out is not None else planned.default_out
-    return _drive(
-        planned,
-        out,
-        open_sweep_ledger,
-        run_sweep,
-        fresh=fresh,
-        executor=executor,
-        address=address,
-        callbacks=callbacks,
-    ).report
+    return _drive(planned, open_sweep_ledger, run_sweep, out, fresh, executor, address, callbacks)

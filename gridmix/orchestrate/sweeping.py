@@ -197,10 +197,7 @@ def run_sweep(
                     point.planned.study,
                     ledger,
                     executor,
-                    on_plan=callbacks.plan,
-                    on_start=callbacks.start,
-                    on_epoch=callbacks.epoch,
-                    on_done=callbacks.done,
+                    **callbacks.run_hooks(),
                     record_study=False,
                 ).run()
         finally:

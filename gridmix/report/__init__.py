@@ -12,9 +12,8 @@ from typing import TYPE_CHECKING
 
 from gridmix.core.lazy import lazy_names
 
-if (
-    TYPE_CHECKING
-):  # the same names, for type checkers and readers (and the layer test, which reads imports)
+# The same names, for type checkers and readers (and the layer test, which reads imports).
+if TYPE_CHECKING:
     from gridmix.report.build import TIMING_KEYS, build_report, write_report
     from gridmix.report.types import Arm, Comparison, Report
 

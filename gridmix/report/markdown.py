@@ -310,6 +310,16 @@ def _section(title: str, render, *args) -> list[str]:
         ]
 
 
+def _analysis(title: str, what: str, render, analysis: dict | None, *args) -> list[str]:
+    """An analysis's section: nothing without it, ``{what} failed: …`` under ``title`` when it
+    failed, else ``render(analysis, *args)`` as a :func:`_section`."""
+    if not analysis:
+        return []
+    if "error" in analysis:
+        return ["", f"## {title}", "", f"{what} failed: {analysis['error']}"]
+    return _section(title, render, analysis, *args)
+
+
 def _seeds(seeds) -> str:
     return ("seed " if len(seeds) == 1 else "seeds ") + ", ".join(map(str, seeds))
 
@@ -386,8 +396,8 @@ def _markdown_sections(report: Report) -> list[str]:
     return (
         _section("Transfer to other grids", _transfer_lines, report)
         + _section("Mechanism", _mechanism_lines, report)
-        + _section("Parity", _parity_lines, report.analyses.get("parity"), report)
-        + _section("Scaling", _scaling_lines, report.analyses.get("scaling"))
+        + _analysis("Parity", "Parity audit", _parity_lines, report.analyses.get("parity"), report)
+        + _analysis("Scaling", "Scaling analysis", _scaling_lines, report.analyses.get("scaling"))
         + _section("Failed or diverged runs", _failure_lines, report)
         + _section("Causality check", _causality_lines, report.causality)
         + _section("Data and code", _identity_lines, report)
@@ -698,15 +708,11 @@ def _timing_lines(timings: dict) -> list[str]:
     return lines
 
 
-def _parity_lines(parity: dict | None, report: Report) -> list[str]:
+def _parity_lines(parity: dict, report: Report) -> list[str]:
     """The parity table, the idea's ratios to its matched baseline in words, and the one warning
     there is: the matched baseline's parameter count off the idea's by more than the tolerance
     (re-derived from the rows, so a ledger measured before this rule reads by it too). FLOPs are
     never a warning: saving them is the idea's point."""
-    if not parity:
-        return []
-    if "error" in parity:
-        return ["", "## Parity", "", f"Parity audit failed: {parity['error']}"]
     lines = [
         "",
         f"## Parity (the idea over each model, grid {parity['grid']}, batch {parity['batch']}; "
@@ -743,11 +749,7 @@ def _parity_lines(parity: dict | None, report: Report) -> list[str]:
     return lines
 
 
-def _scaling_lines(scaling: dict | None) -> list[str]:
-    if not scaling:
-        return []
-    if "error" in scaling:
-        return ["", "## Scaling", "", f"Scaling analysis failed: {scaling['error']}"]
+def _scaling_lines(scaling: dict) -> list[str]:
     lines = [
         "",
         f"## Scaling (forward+backward at batch {scaling['batch']}, {scaling['threads']} "

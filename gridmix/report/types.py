@@ -15,7 +15,7 @@ the timings, the budget, the data fingerprint) stay the JSON-ready dicts those m
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import MISSING, dataclass, field, replace
+from dataclasses import MISSING, asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from gridmix.analysis.verdicts import FAMILIES, FLAGS, VERDICT_NOT_COMPARED, a_better
@@ -280,7 +280,7 @@ class PrimaryPower:
     reachable: bool
 
     def to_dict(self) -> dict:
-        return dict(min_p=self.min_p, seeds_needed=self.seeds_needed, reachable=self.reachable)
+        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -294,12 +294,7 @@ class SecondaryPower:
     reachable: bool
 
     def to_dict(self) -> dict:
-        return dict(
-            comparisons=self.comparisons,
-            min_p_holm=self.min_p_holm,
-            seeds_needed=self.seeds_needed,
-            reachable=self.reachable,
-        )
+        return asdict(self)
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Where runs execute: in this process, or in a pool of worker processes (``--jobs N``).
 
-Every executor satisfies :class:`Executor`: ``run(tasks, *, on_done, on_start=None, on_epoch=None)``
+Every executor is an :class:`Executor`: ``run(tasks, *, on_done, on_start=None, on_epoch=None)``
 executes each
 :class:`gridmix.study.spec.RunTask` with :func:`gridmix.study.harness.execute` and calls
 ``on_done(task, row)`` in the driver as each finishes, so the driver alone writes the ledger;
@@ -29,10 +29,10 @@ import signal
 import sys
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from typing import Protocol, runtime_checkable
 
 from gridmix.study.harness import AfterTraining, execute, versions
 from gridmix.study.ledger import RunRow
@@ -54,9 +54,10 @@ OnEpoch = Callable[
 ]  # task, epoch, mean training loss, validation metric
 
 
-@runtime_checkable
-class Executor(Protocol):
-    """What the study driver needs from a place where runs execute."""
+class Executor(ABC):
+    """A place where runs execute; what the study driver needs from it. :meth:`run` is the same for
+    every executor; each says how it executes the tasks (:meth:`_run`) and what it releases
+    (:meth:`close`)."""
 
     def run(
         self,
@@ -69,13 +70,26 @@ class Executor(Protocol):
         """Execute every task; call ``on_done(task, row)`` in this process as each finishes (in any
         order), ``on_start(task)`` when one is handed out, and ``on_epoch`` per epoch where the
         executor can observe it (in-process only). A task that cannot run is still reported, as a
-        failed row."""
+        failed row. No tasks: nothing starts."""
+        if tasks:
+            self._run(list(tasks), on_done, on_start or _ignore, on_epoch)
 
+    @abstractmethod
+    def _run(
+        self, tasks: list[RunTask], on_done: OnDone, on_start: OnStart, on_epoch: OnEpoch | None
+    ) -> None:
+        """:meth:`run` for at least one task, ``on_start`` always a function."""
+
+    @abstractmethod
     def close(self) -> None:
         """Release the workers (a later ``run`` starts new ones)."""
 
 
-class InProcessExecutor:
+def _ignore(task: RunTask) -> None:
+    """The ``on_start`` of a caller that does not follow the tasks."""
+
+
+class InProcessExecutor(Executor):
     """Runs tasks one after another in this process (per-epoch progress is available).
 
     ``after_training`` is handed to :func:`gridmix.study.harness.execute` for every task (every
@@ -85,17 +99,11 @@ class InProcessExecutor:
     def __init__(self, *, after_training: AfterTraining | None = None) -> None:
         self.after_training = after_training
 
-    def run(
-        self,
-        tasks: list[RunTask],
-        *,
-        on_done: OnDone,
-        on_start: OnStart | None = None,
-        on_epoch: OnEpoch | None = None,
+    def _run(
+        self, tasks: list[RunTask], on_done: OnDone, on_start: OnStart, on_epoch: OnEpoch | None
     ) -> None:
         for task in tasks:
-            if on_start:
-                on_start(task)
+            on_start(task)
             epoch_hook = (
                 (lambda epoch, loss, val, task=task: on_epoch(task, epoch, loss, val))
                 if on_epoch
@@ -172,7 +180,7 @@ def _exit_with_driver(driver: int, poll_s: float = 0.25) -> None:
     threading.Thread(target=watch, name="gridmix-driver-watch", daemon=True).start()
 
 
-class WorkerPoolExecutor:
+class WorkerPoolExecutor(Executor):
     """Runs tasks in ``jobs`` spawned worker processes, kept until :meth:`close`; each task carries
     its own thread count."""
 
@@ -185,15 +193,10 @@ class WorkerPoolExecutor:
         )  # a module-level function: it is pickled
         self._pool: ProcessPoolExecutor | None = None
 
-    def run(
-        self,
-        tasks: list[RunTask],
-        *,
-        on_done: OnDone,
-        on_start: OnStart | None = None,
-        on_epoch: OnEpoch | None = None,
+    def _run(
+        self, tasks: list[RunTask], on_done: OnDone, on_start: OnStart, on_epoch: OnEpoch | None
     ) -> None:
-        queue = list(tasks)
+        queue = tasks
         try:
             while (
                 queue
@@ -254,14 +257,13 @@ class WorkerPoolExecutor:
         return self._pool
 
     def _run_in_pool(
-        self, tasks: list[RunTask], *, on_done: OnDone, on_start: OnStart | None
+        self, tasks: list[RunTask], *, on_done: OnDone, on_start: OnStart
     ) -> list[RunTask]:
         pool = self._workers()
         futures = {}
         for task in tasks:
             futures[pool.submit(execute, task, after_training=self.after_training)] = task
-            if on_start:
-                on_start(task)
+            on_start(task)
         pending = set(futures)
         while pending:
             done, pending = wait(pending, return_when=FIRST_COMPLETED)

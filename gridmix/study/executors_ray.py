@@ -16,13 +16,13 @@ try:
 except ImportError as error:  # the CLI turns this into "pip install 'gridmix[ray]'"
     raise ImportError("Ray is not installed") from error
 
-from gridmix.study.executors import OnDone, OnEpoch, OnStart
+from gridmix.study.executors import Executor, OnDone, OnEpoch, OnStart
 from gridmix.study.harness import AfterTraining, execute, versions
 from gridmix.study.spec import RunTask
 
 
-class RayExecutor:
-    """A :class:`gridmix.study.executors.Executor` on the cluster at ``address`` (``None``: start a
+class RayExecutor(Executor):
+    """An :class:`gridmix.study.executors.Executor` on the cluster at ``address`` (``None``: start a
     local Ray), connected on first use."""
 
     def __init__(
@@ -38,16 +38,9 @@ class RayExecutor:
         if not ray.is_initialized():
             ray.init(address=self.address, log_to_driver=False, configure_logging=False)
 
-    def run(
-        self,
-        tasks: list[RunTask],
-        *,
-        on_done: OnDone,
-        on_start: OnStart | None = None,
-        on_epoch: OnEpoch | None = None,
+    def _run(
+        self, tasks: list[RunTask], on_done: OnDone, on_start: OnStart, on_epoch: OnEpoch | None
     ) -> None:
-        if not tasks:
-            return
         self._connect()
         refs = {}
         for task in tasks:
@@ -58,8 +51,7 @@ class RayExecutor:
                 retry_exceptions=False,
             )
             refs[remote.remote(task, after_training=self.after_training)] = task
-            if on_start:
-                on_start(task)
+            on_start(task)
         pending = list(refs)
         while pending:
             done, pending = ray.wait(pending, num_returns=1)

@@ -277,15 +277,13 @@ class Ledger:
         if study is not None and study["track"] != track:
             raise LedgerError(
                 f"{str(self.path.parent)!r} holds the study of {_describe(study)}; it cannot also "
-                "hold "
-                f"a sweep of {track!r}: choose another --out"
+                f"hold a sweep of {track!r}: choose another --out"
             )
         previous = self.sweep()
         if previous is not None and previous["track"] != track:
             raise LedgerError(
                 f"{str(self.path.parent)!r} holds a sweep of track {previous['track']!r}; it "
-                "cannot "
-                f"also hold one of {track!r}: choose another --out"
+                f"cannot also hold one of {track!r}: choose another --out"
             )
         earlier = [point["study"] for point in (previous or {}).get("points", [])] + (
             [study] if study else []

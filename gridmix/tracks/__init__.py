@@ -14,9 +14,8 @@ from typing import TYPE_CHECKING
 from gridmix.core.lazy import lazy_names
 from gridmix.tracks.budget import BUDGETS, Budget, DataSizes, resolve_budget
 
-if (
-    TYPE_CHECKING
-):  # the same names, for type checkers and readers (and the layer test, which reads imports)
+# The same names, for type checkers and readers (and the layer test, which reads imports).
+if TYPE_CHECKING:
     from gridmix.tracks.contract import (
         DIRECTIONS,
         ROLES,
