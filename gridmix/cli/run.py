@@ -417,7 +417,8 @@ def report(
     try:
         with Ledger(directory, create=False, lock=True) as ledger:
             study = ledger.study()
-            if study is not None and study["idea"] not in study["models"]:  # --without-idea
+            # --without-idea (a malformed study goes on to build_report, which says what is wrong)
+            if study and "idea" in study and study["idea"] not in study.get("models", ()):
                 learned = learnability_report(ledger)
                 paths += write_learnability(learned, directory)
             elif (
