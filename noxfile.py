@@ -45,9 +45,9 @@ def _small_grids(default_grid: str) -> str:
 def bench(session: nox.Session) -> None:
     """Every installed track (the example third-party plugins too) through `gridmix run --budget
     smoke`, the scaling analysis at small grids, the mixer micro-benchmarks and every registered
-    mixer's cost (``bench_mixers.py --quick``), into one artifact directory
-    (``nox -s bench -- DIR``, default ``bench-artifacts``). Fails if any analysis fails, never
-    because the idea lost."""
+    mixer's cost (``bench_mixers.py --quick``), into one artifact directory (``nox -s bench --
+    DIR``, default ``bench-artifacts``). Fails if any analysis fails, never because the idea
+    lost."""
     session.install("-e", ".[dev]")
     session.install(*EXAMPLE_PLUGINS)
     artifacts = Path(session.posargs[0] if session.posargs else "bench-artifacts").resolve()

@@ -5,10 +5,9 @@ report.
 
 Each replicate trains a small attention model against a copy of itself initialised from another
 seed, on the same data, over ``--seeds`` comparison seeds of its own
-(:func:`gridmix.orchestrate.calibration.aa_false_positive_rate`).
-Writes ``DIR/aa.json`` (rate, the exact test's level, a binomial p for "the rate exceeds the level",
-every p-value) and prints one line. A tiny track keeps a replicate well under a second; the harness
-is the real one.
+(:func:`gridmix.orchestrate.calibration.aa_false_positive_rate`). Writes ``DIR/aa.json`` (rate, the
+exact test's level, a binomial p for "the rate exceeds the level", every p-value) and prints one
+line. A tiny track keeps a replicate well under a second; the harness is the real one.
 """
 
 from __future__ import annotations
@@ -48,9 +47,8 @@ def make_data(grid: Grid, seed: int, sizes: DataSizes) -> TrackData:
 
     def split(count):
         x = torch.randn(count, grid[0], generator=gen)  # (S, n)
-        y = x[:, : grid[0] // 2].mean(1, keepdim=True) - x[:, grid[0] // 2 :].mean(
-            1, keepdim=True
-        )  # (S, 1)
+        # (S, 1)
+        y = x[:, : grid[0] // 2].mean(1, keepdim=True) - x[:, grid[0] // 2 :].mean(1, keepdim=True)
         return Split(x, y + 0.3 * torch.randn(y.shape, generator=gen))
 
     return TrackData(split(sizes.n_train), split(sizes.n_val), split(sizes.n_test))
@@ -139,10 +137,8 @@ def main(argv: list[str] | None = None) -> dict:
     (args.out / "aa.json").write_text(json.dumps(result, indent=2) + "\n")
     print(
         f"A/A false-positive rate {result['significant']}/{result['replicates']} = "
-        f"{result['rate']:.4f} "
-        f"(exact level {result['exact_level']:.4f} at {args.seeds} seeds; binomial p of a higher "
-        "rate "
-        f"{result['binomial_p_rate_above_level']:.3g})"
+        f"{result['rate']:.4f} (exact level {result['exact_level']:.4f} at {args.seeds} seeds; "
+        f"binomial p of a higher rate {result['binomial_p_rate_above_level']:.3g})"
     )
     return result
 

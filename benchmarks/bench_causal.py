@@ -27,9 +27,8 @@ from gridmix.mixers.concentration.ops.causal import (
 
 BATCH, HEADS, HEAD_DIM, RANK = 8, 4, 16, 16
 LEAVES = (64, 128, 256, 512)
-BRANCHES = tuple(
-    p for p in (2, 4, 8) if p != BRANCH
-)  # the default branching is timed as leaf{LEAF}
+# the default branching is timed as leaf{LEAF}
+BRANCHES = tuple(p for p in (2, 4, 8) if p != BRANCH)
 DENSE_MAX = 4096
 NAMES = [
     *(f"leaf{b}" for b in LEAVES),

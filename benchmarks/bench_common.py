@@ -5,9 +5,8 @@ Method (docs/benchmarks.md): every case of a point is timed in one process, roun
 ``i`` of every case runs before repeat ``i + 1`` of any — after untimed warm-up rounds, so slow
 drifts of the machine (other processes, frequency, caches) hit all cases alike; a case reports the
 median and quartiles of its repeats. The thread count is fixed and recorded. Because the machine may
-be shared,
-:class:`CpuShare` records how much CPU other processes took while we measured, so a noisy run is
-visible in its own output instead of silently biasing it.
+be shared, :class:`CpuShare` records how much CPU other processes took while we measured, so a noisy
+run is visible in its own output instead of silently biasing it.
 """
 
 from __future__ import annotations
@@ -221,20 +220,18 @@ def interleaved(
     """Time every step round-robin, keeping only rounds in which the machine was otherwise quiet.
 
     A repeat of a step is a block of back-to-back calls lasting about ``min_block_s`` (one call when
-    0;
-    :func:`calls_per_block`), timed as a whole and divided by the calls, as ``timeit`` does: a step
-    of a few milliseconds then reports its steady-state cost per call instead of the cold start that
-    follows another case (evicted caches, fresh pages; docs/benchmarks.md), which a layer called
-    every training step does not pay. After ``warmup`` untimed rounds, each round runs every step
-    that still lacks quiet repeats once.
-    A round in which other processes took more than ``max_other_share`` of the CPU (None: never) is
-    discarded and run again, up to ``max_rounds`` rounds (default 2 × the most repeats); a step left
-    without ``repeats`` quiet repeats then keeps its contended ones too (``quiet_repeats`` says how
-    many were quiet). Returns per step: ``timing`` (:class:`Timing`, per call), ``rounds`` (the
-    round of each of its ``timing.times_s``, for :func:`paired_ratio`), ``calls_per_block``,
-    ``page_faults`` per call (a fresh large tensor costs one minor fault per 4 KiB page,
-    docs/benchmarks.md), ``quiet_repeats``, ``discarded_rounds`` and ``others_share`` (the largest
-    share seen in its kept rounds).
+    0; :func:`calls_per_block`), timed as a whole and divided by the calls, as ``timeit`` does: a
+    step of a few milliseconds then reports its steady-state cost per call instead of the cold start
+    that follows another case (evicted caches, fresh pages; docs/benchmarks.md), which a layer
+    called every training step does not pay. After ``warmup`` untimed rounds, each round runs every
+    step that still lacks quiet repeats once. A round in which other processes took more than
+    ``max_other_share`` of the CPU (None: never) is discarded and run again, up to ``max_rounds``
+    rounds (default 2 × the most repeats); a step left without ``repeats`` quiet repeats then keeps
+    its contended ones too (``quiet_repeats`` says how many were quiet). Returns per step:
+    ``timing`` (:class:`Timing`, per call), ``rounds`` (the round of each of its ``timing.times_s``,
+    for :func:`paired_ratio`), ``calls_per_block``, ``page_faults`` per call (a fresh large tensor
+    costs one minor fault per 4 KiB page, docs/benchmarks.md), ``quiet_repeats``,
+    ``discarded_rounds`` and ``others_share`` (the largest share seen in its kept rounds).
     """
     assert torch.get_num_threads() == threads, "set the thread count before timing"
     for _ in range(warmup):

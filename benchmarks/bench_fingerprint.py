@@ -96,8 +96,7 @@ def main() -> None:
     for row in rows:
         print(
             f"{row['track']} {row['grid']} ({row['budget']}): {row['bytes_hashed'] / 1e6:.1f} MB "
-            "hashed in "
-            f"{row['hash_s'] * 1e3:.1f} ms, built in {row['build_s']:.2f} s; one epoch "
+            f"hashed in {row['hash_s'] * 1e3:.1f} ms, built in {row['build_s']:.2f} s; one epoch "
             f"{row['epoch_s']:.2f} s"
         )
     args.out.mkdir(parents=True, exist_ok=True)

@@ -253,8 +253,7 @@ def checks(result: dict) -> list[str]:
         attention = vit.get("attention", {}).get("median_ms", math.inf)
         lines.append(
             f"ViT training step at {result['vit_grid']}: mixer {mixer:.3f} ms, attention "
-            f"{attention:.3f} ms: "
-            f"{'met' if mixer < attention else 'NOT met'}"
+            f"{attention:.3f} ms: {'met' if mixer < attention else 'NOT met'}"
         )
     study = result.get("study")
     if study:
@@ -266,8 +265,7 @@ def checks(result: dict) -> list[str]:
                 ratio = result["cpu_study_s"] / study["wall_s"]
                 line += (
                     f", {ratio:.1f}x faster than the {result['cpu_study_s']:.0f} s given for the "
-                    "CPU "
-                    f"(goal >= 10x): {'met' if ratio >= 10 else 'NOT met'}"
+                    f"CPU (goal >= 10x): {'met' if ratio >= 10 else 'NOT met'}"
                 )
             lines.append(line)
     return lines
@@ -287,8 +285,7 @@ def render(result: dict) -> str:
         f"# gridmix on {result['device_name']}",
         "",
         f"torch {result['torch']}, gridmix {result['gridmix']}; batch {BATCH}, C={DIM}, {HEADS} "
-        "heads, "
-        f"rank {RANK}; forward+backward, medians in ms ({result['timer']}).",
+        f"heads, rank {RANK}; forward+backward, medians in ms ({result['timer']}).",
         "",
         markdown_table(
             ["grid", *(f"{c} ms" for c in layer_cases), "mixer bf16 MiB", "attention bf16 MiB"],

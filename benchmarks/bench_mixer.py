@@ -226,9 +226,8 @@ class Axial(nn.Module):
         with sdpa_kernel(FUSED_SDPA):
             for axis in range(1, y.dim() - 2):
                 t = y.movedim(axis, -2)  # (B, other axes, h, n_k, c)
-                flat = t.reshape(
-                    -1, *t.shape[-3:]
-                )  # (B·others, h, n_k, c): the fused kernels take 4-D only
+                # (B·others, h, n_k, c): the fused kernels take 4-D only
+                flat = t.reshape(-1, *t.shape[-3:])
                 y = (
                     F.scaled_dot_product_attention(flat, flat, flat)
                     .reshape(t.shape)
@@ -278,9 +277,8 @@ def steps(module: nn.Module, device: str = "cpu", precision: str = "fp32") -> tu
     def forward_backward() -> None:
         with autocast(precision, where):
             out = module()
-        torch.autograd.grad(
-            out, params, grad_outputs=grad_out, allow_unused=True
-        )  # bare mix: W_v, W_o unused
+        # bare mix: W_v, W_o unused
+        torch.autograd.grad(out, params, grad_outputs=grad_out, allow_unused=True)
         sync()
 
     def forward() -> None:
@@ -454,9 +452,8 @@ def summarise(points: list[dict], grids: list[Grid], cases: list[str]) -> dict:
             p = at.get((grid, case))
             if p is None or case == "gemm":
                 continue
-            rate_vs_gemm = _ratio(at, grid, "gemm", case) / (
-                2 * GEMM_SIZE**3
-            )  # (1 / case time) / GEMM FLOP rate
+            # (1 / case time) / GEMM FLOP rate
+            rate_vs_gemm = _ratio(at, grid, "gemm", case) / (2 * GEMM_SIZE**3)
             row[case] = dict(
                 fwdbwd_ms=1e3 * p["fwdbwd"].median_s,
                 fwd_ms=1e3 * p["fwd"].median_s,
@@ -581,12 +578,10 @@ def render(result: dict) -> str:
     settings = result["settings"]
     text = (
         f"torch {env['torch']}, {env['torch_threads']} threads, "
-        f"{env.get('gpu') or machine_line(env)} "
-        f"({settings.get('device', 'cpu')}, {settings.get('precision', 'fp32')}); batch {BATCH}, "
-        f"C={DIM}, "
-        f"{HEADS} heads, rank {RANK} (mix_r4: 4). Median of interleaved repeats; ×: speed-up over "
-        "SDPA "
-        "(median of per-round ratios).\n\n"
+        f"{env.get('gpu') or machine_line(env)} ({settings.get('device', 'cpu')}, "
+        f"{settings.get('precision', 'fp32')}); batch {BATCH}, C={DIM}, {HEADS} heads, rank {RANK} "
+        "(mix_r4: 4). Median of interleaved repeats; ×: speed-up over SDPA (median of per-round "
+        "ratios).\n\n"
     )
     cases = [c for c in result["settings"]["cases"] if c != "gemm"]
     for key, title in (("fwdbwd_ms", "forward+backward, ms"), ("fwd_ms", "forward only, ms")):

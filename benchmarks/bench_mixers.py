@@ -105,9 +105,8 @@ def plan(
             torch.manual_seed(0)
             module = Tokens(name, grid, causal_axes)
             flops, estimate = dry_run(module, ())
-        except (
-            Exception
-        ) as error:  # a mixer that fails to build or trace here is reported, not fatal
+        # a mixer that fails to build or trace here is reported, not fatal
+        except Exception as error:
             point["skipped"] = f"failed: {type(error).__name__}: {error}"
             continue
         point.update(
@@ -173,12 +172,9 @@ def render(result: dict) -> str:
     env = result["environment"]
     text = (
         f"{machine_line(env)}, torch {env['torch']}, {env['torch_threads']} threads; batch "
-        f"{BATCH}, C = {DIM}, "
-        f"{HEADS} heads; forward+backward of the mixer alone. ms: median of interleaved repeats; "
-        "× attention: "
-        "attention's time over the mixer's (median of per-round ratios); GFLOP: FlopCounterMode, "
-        "forward+backward; "
-        "MiB: peak above a fresh process.\n\n"
+        f"{BATCH}, C = {DIM}, {HEADS} heads; forward+backward of the mixer alone. ms: median of "
+        "interleaved repeats; × attention: attention's time over the mixer's (median of per-round "
+        "ratios); GFLOP: FlopCounterMode, forward+backward; MiB: peak above a fresh process.\n\n"
     )
     rows = []
     for p in result["points"]:

@@ -57,14 +57,12 @@ def cases(n: int) -> dict:
     x = torch.randn(BATCH, n, HEADS, HEAD_DIM, requires_grad=True)  # (B, n, h, c)
     grad = torch.randn(BATCH, n, HEADS, HEAD_DIM)
     factor = SemiseparableFactor(length=n, terms=TERMS, num_heads=HEADS)
-    kernel = torch.rand(
-        HEADS, n, requires_grad=True
-    )  # (h, n): the full-length kernel of CausalFactor
+    # (h, n): the full-length kernel of CausalFactor
+    kernel = torch.rand(HEADS, n, requires_grad=True)
     mixer = ConcentrationMixer(HEADS * HEAD_DIM, Grid((n,)), num_heads=HEADS, rank=RANK)
     v = torch.randn(BATCH, n, HEADS * HEAD_DIM, requires_grad=True)  # (B, n, C)
-    q, k, w = (
-        torch.randn(BATCH, HEADS, n, HEAD_DIM, requires_grad=True) for _ in range(3)
-    )  # (B, h, n, c)
+    # (B, h, n, c)
+    q, k, w = (torch.randn(BATCH, HEADS, n, HEAD_DIM, requires_grad=True) for _ in range(3))
 
     def scan(chunk: int, group: int, piece: int = PIECE):
         def step():

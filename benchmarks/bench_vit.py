@@ -252,10 +252,9 @@ def render(result: dict) -> str:
     where = env.get("gpu") or machine_line(env)
     text = (
         f"torch {env['torch']}, {env['torch_threads']} threads, {where} "
-        f"({settings.get('device', 'cpu')}, "
-        f"{settings.get('precision', 'fp32')}); timm ViT, patch 1, embed_dim {DIM}, "
-        f"depth {DEPTH}, {HEADS} heads, batch {BATCH}, AdamW. Training step, median of "
-        "interleaved repeats.\n\n"
+        f"({settings.get('device', 'cpu')}, {settings.get('precision', 'fp32')}); timm ViT, patch "
+        f"1, embed_dim {DIM}, depth {DEPTH}, {HEADS} heads, batch {BATCH}, AdamW. Training step, "
+        "median of interleaved repeats.\n\n"
     )
     rows = []
     for r in result["rows"]:

@@ -215,10 +215,9 @@ def main(argv: list[str] | None = None) -> int:
                 f"{track} {jobs}x{threads}: wall {record['wall_s']} s"
                 + (
                     f", MDE {number(record['mde_pct_of_baseline'], '.2f')} % of baseline, control "
-                    "gap "
-                    f"{number(record['control_gap'], '.4g')} vs MDE "
-                    f"{number(record['mde'], '.4g')}, verdict "
-                    f"{record['verdict']!r}, unmet {[k for k, v in met.items() if not v]}"
+                    f"gap {number(record['control_gap'], '.4g')} vs MDE "
+                    f"{number(record['mde'], '.4g')}, verdict {record['verdict']!r}, unmet "
+                    f"{[k for k, v in met.items() if not v]}"
                     if met
                     else f", {record['error']}"
                 ),

@@ -61,10 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     ratio = reported / independent
     print(
         f"n={n}, s_d={spread:.4g}: report MDE {reported:.4g} ({reported / spread:.3f} s_d); "
-        "independent "
-        f"simulation {independent:.4g} ({independent / spread:.3f} s_d, {args.draws} draws); "
-        f"ratio {ratio:.3f}; "
-        f"simulated power at the report's MDE {at_reported:.3f}"
+        f"independent simulation {independent:.4g} ({independent / spread:.3f} s_d, {args.draws} "
+        f"draws); ratio {ratio:.3f}; simulated power at the report's MDE {at_reported:.3f}"
     )
     return 0 if abs(ratio - 1) <= 0.10 else 1
 

@@ -9,13 +9,12 @@ logistic-regression probe on the same split?
         --json result.json
 
 ``--data`` may be any ImageFolder (e.g. a digits set kept outside the repo). ``--make-folder``
-writes
-:func:`write_glyph_folder`'s: four classes of glyphs (T, L, X, O strokes on a 4x4 pattern, drawn 3
-pixels per cell) at a random shift of up to 4 pixels in a 16x16 PNG, in a random colour on a random
-grey, with pixel noise: a linear probe on the pixels separates them (nearly) perfectly, so the bar
-for the matched baseline is high. The probe is multinomial logistic regression (L-BFGS, L2 1e-4) on
-the standardised pixels of the track's own seed-0 split; majority is the training split's most
-common class, scored on the test split. JSON out.
+writes :func:`write_glyph_folder`'s: four classes of glyphs (T, L, X, O strokes on a 4x4 pattern,
+drawn 3 pixels per cell) at a random shift of up to 4 pixels in a 16x16 PNG, in a random colour on a
+random grey, with pixel noise: a linear probe on the pixels separates them (nearly) perfectly, so
+the bar for the matched baseline is high. The probe is multinomial logistic regression (L-BFGS, L2
+1e-4) on the standardised pixels of the track's own seed-0 split; majority is the training split's
+most common class, scored on the test split. JSON out.
 """
 
 from __future__ import annotations

@@ -37,9 +37,8 @@ def every_ledger_reports(request):
         try:
             with Ledger(path.parent, create=False) as ledger:
                 study = ledger.study()
-        except (
-            Exception
-        ):  # the deliberately foreign, corrupt or half-created files of the store tests
+        # the deliberately foreign, corrupt or half-created files of the store tests
+        except Exception:
             continue
         if study is None:
             continue
@@ -71,9 +70,8 @@ def kernel_builds() -> list[KernelBuild]:
     Python)."""
     omp = " -fopenmp" if sys.platform.startswith("linux") else ""  # GCC and clang on Linux take it
     builds = [KernelBuild("default", None)]
-    host = set(
-        native_build._cpu_flags().split()
-    )  # the CPU's feature flags, as the kernel build reads them
+    # the CPU's feature flags, as the kernel build reads them
+    host = set(native_build._cpu_flags().split())
     if platform.machine() in ("x86_64", "AMD64"):
         builds.append(KernelBuild("x86-64", "-march=x86-64" + omp, "sse2", 4))
         if {"avx2", "fma", "bmi2"} <= host:

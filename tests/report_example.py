@@ -68,9 +68,8 @@ def _row(spec: Study, model: str, lr: float, seed: int, value: float | None, ind
     task = spec.task(model, lr, seed)
     extras = {"test_metrics": {"MAE": round(value / 2, 4)}} if value is not None else {}
     if model == "mix" and value is not None and seed < 100:
-        extras["mechanism"] = _signature(
-            0.985 + seed / 1000
-        )  # the cap reached (at least 98 % of it)
+        # the cap reached (at least 98 % of it)
+        extras["mechanism"] = _signature(0.985 + seed / 1000)
     ok = value is not None
     curve = [value + 0.2, value + 0.1, value + 0.05 * (index % 2)] if ok else []
     return RunRow(
@@ -122,9 +121,8 @@ def fill(out: Path) -> Path:
         index = 0
         for model, (_, finals) in ARMS.items():
             for lr_index, lr in enumerate(spec.budget.lrs):
-                for seed in (
-                    spec.sweep_seeds
-                ):  # 3e-3 is better for everyone; the ablation diverged there once
+                # 3e-3 is better for everyone; the ablation diverged there once
+                for seed in spec.sweep_seeds:
                     value = finals[0] + 0.01 * (1 - lr_index)
                     row = _row(spec, model, lr, seed, value, index)
                     if model == "uncapped" and lr_index == 1 and seed == spec.sweep_seeds[0]:

@@ -77,9 +77,8 @@ def test_a_full_disk_leaves_the_previous_report_whole(tmp_path, full_disk):
     failed = CliRunner().invoke(app, ["report", str(out)], env={"COLUMNS": "200"})
     assert failed.exit_code == 2 and "No space left on device" in failed.output, failed.output
     assert len(failed.output.strip().splitlines()) == 1, failed.output
-    assert (
-        contents(out) == before
-    )  # every file as it was (the old code left them truncated), no temporary file
+    # every file as it was (the old code left them truncated), no temporary file
+    assert contents(out) == before
     json.loads((out / "bench_report.json").read_text())
 
 

@@ -152,15 +152,13 @@ def test_the_start_sets_how_far_back_a_causal_axis_sees_at_step_0_and_stays_caus
     torch.testing.assert_close(kernel.sum(-1), factor.bound())
     x = torch.randn(2, n, 4, dtype=torch.float64, requires_grad=True)
     t = 40
-    grad = (
-        torch.autograd.grad(mixer.mix(x)[:, t].sum(), x)[0].abs().sum(dim=(0, 2))
-    )  # (n,): per input position
+    # (n,): per input position
+    grad = torch.autograd.grad(mixer.mix(x)[:, t].sum(), x)[0].abs().sum(dim=(0, 2))
     assert grad[t + 1 :].max().item() == 0.0  # exactly causal either way
     reach = (grad[0] / grad[t]).item()  # the first token's pull on step t, relative to step t's own
     if start != "lowpass":
-        torch.testing.assert_close(
-            kernel, kernel[:, :1].expand_as(kernel)
-        )  # flat: the same weight at every lag
+        # flat: the same weight at every lag
+        torch.testing.assert_close(kernel, kernel[:, :1].expand_as(kernel))
         assert reach == pytest.approx(1.0, rel=1e-9)
     else:
         torch.testing.assert_close(
@@ -187,9 +185,8 @@ def test_a_causal_start_is_checked_and_survives_regrid():
 def test_stages_of_several_sub_blocks_and_rows_split_over_chunks_equal_the_dense_reference(
     branch, monkeypatch
 ):
-    monkeypatch.setattr(
-        "gridmix.mixers.concentration.ops.causal.CHUNK", 64
-    )  # a chunk of one row: every row on its own
+    # a chunk of one row: every row on its own
+    monkeypatch.setattr("gridmix.mixers.concentration.ops.causal.CHUNK", 64)
     torch.manual_seed(2)
     x = torch.randn(3, 300, 2, 3, dtype=torch.float64, requires_grad=True)
     kernel = torch.rand(2, 260, dtype=torch.float64, requires_grad=True)

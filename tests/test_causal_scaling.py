@@ -19,9 +19,8 @@ pytestmark = pytest.mark.usefixtures("one_thread")  # see conftest.py
 def test_only_the_symmetric_mixer_sees_the_last_time_step_from_earlier_ones(make, grid):
     track = make()
     grid = track.check_grid(grid)
-    x = track.make_data(
-        grid, 0, DataSizes(n_train=2, n_val=1, n_test=1)
-    ).train.inputs  # (S, C, *grid)
+    # (S, C, *grid)
+    x = track.make_data(grid, 0, DataSizes(n_train=2, n_val=1, n_test=1)).train.inputs
     changed = x.clone()
     changed[:, :, -1] += 1.0  # the last time step (the last frame on a video grid)
     moved = {}
@@ -29,9 +28,8 @@ def test_only_the_symmetric_mixer_sees_the_last_time_step_from_earlier_ones(make
         torch.manual_seed(0)
         model = spec.build(grid).eval()
         with torch.no_grad():
-            moved[spec.name] = (
-                (model(changed) - model(x))[:, :, :-1].abs().max().item()
-            )  # on earlier steps
+            # on earlier steps
+            moved[spec.name] = (model(changed) - model(x))[:, :, :-1].abs().max().item()
     assert (
         moved["mixer-causal"] == moved["mixer-causal-ss"] == moved["sdpa-causal"] == 0.0
         and moved["mixer"] > 0.0

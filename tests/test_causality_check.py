@@ -37,9 +37,8 @@ class Lookahead(nn.Module):
 
     def forward(self, x, attn_mask=None, is_causal=False):
         B, N, C = x.shape
-        ahead = torch.cat(
-            [x[:, self.offset :], x.new_zeros(B, min(self.offset, N), C)], dim=1
-        )  # (B, N, C)
+        # (B, N, C)
+        ahead = torch.cat([x[:, self.offset :], x.new_zeros(B, min(self.offset, N), C)], dim=1)
         return self.proj(x + ahead)  # (B, N, C)
 
 
@@ -139,9 +138,8 @@ def test_a_mixer_adding_the_input_8_steps_ahead_is_refused_before_training(regis
         ],
         env={"COLUMNS": "300"},
     )
-    errors = [
-        line for line in result.output.splitlines() if line.startswith("error:")
-    ]  # after the study's notes
+    # after the study's notes
+    errors = [line for line in result.output.splitlines() if line.startswith("error:")]
     assert result.exit_code == 2 and len(errors) == 1, result.output
     assert "mixer 'lookahead' leaks the future" in errors[0] and not (tmp_path / "out").exists()
 
@@ -172,9 +170,8 @@ def test_a_model_that_reads_ahead_outside_its_mixer_is_refused(registry):
 
 
 def test_the_probes_see_every_offset_from_the_early_outputs_at_a_bounded_count():
-    assert [p.threshold for p in thresholds(Grid((20,)), (0,))] == list(
-        range(19)
-    )  # short: every threshold
+    # short: every threshold
+    assert [p.threshold for p in thresholds(Grid((20,)), (0,))] == list(range(19))
     long = [p.threshold for p in thresholds(Grid((4096,)), (0,))]
     assert len(long) == 32 and long[:16] == list(range(16)) and long[-1] == 4094
     assert len(thresholds(Grid((300, 300)), (0, 1))) == 32
@@ -211,7 +208,6 @@ def test_the_report_says_what_the_check_checked(registry, tmp_path):
     assert "## Causality check" in markdown and "causal axes (0,)" in markdown
     assert "| mixer dilated | 32 | 31 | passed |" in markdown
     assert "| model transformer-dilated | 32 | 31 | passed |" in markdown
-    plain = _report_with(
-        tmp_path / "plain", {}
-    )  # a track without causal axes: no record, no section
+    # a track without causal axes: no record, no section
+    plain = _report_with(tmp_path / "plain", {})
     assert "causality" not in plain.to_dict() and "Causality check" not in render_markdown(plain)

@@ -115,10 +115,9 @@ def test_runs_without_a_runs_folder_says_none_exists_yet(tmp_path):
 
 def test_help_imports_no_torch():
     code = (
-        "import sys\nfrom gridmix.cli import app\n"
-        "for args in (['--help'], ['run', '--help'], ['scale', '--help'], ['budgets']):\n"
-        "    try:\n        app(args)\n    except SystemExit:\n        pass\n"
-        "print('torch' in sys.modules, 'matplotlib' in sys.modules)"
+        "import sys\nfrom gridmix.cli import app\nfor args in (['--help'], ['run', '--help'], "
+        "['scale', '--help'], ['budgets']):\n    try:\n        app(args)\n    except "
+        "SystemExit:\n        pass\nprint('torch' in sys.modules, 'matplotlib' in sys.modules)"
     )
     done = run_python(code)
     assert done.returncode == 0, done.stderr
@@ -143,10 +142,9 @@ def test_commands_that_read_a_ledger_or_answer_at_once_import_no_torch(tmp_path_
         ["status", "--help"],
     ]
     code = (
-        "import sys\nfrom gridmix.cli import app\n"
-        f"for args in {commands!r}:\n"
-        "    try:\n        app(args)\n    except SystemExit:\n        pass\n"
-        "    print(args[:2], 'torch' in sys.modules)"
+        f"import sys\nfrom gridmix.cli import app\nfor args in {commands!r}:\n    try:\n        "
+        "app(args)\n    except SystemExit:\n        pass\n    print(args[:2], 'torch' in "
+        "sys.modules)"
     )
     done = run_python(code)
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
@@ -209,9 +207,8 @@ def test_budgets_lists_each_budgets_contents_and_a_tracks_changes(registry):
     expected = dataclasses.asdict(load_registry().track("image").budget("default"))
     assert image["default"] == json.loads(json.dumps(expected))
     marked = invoke("budgets", "--track", "image").output
-    assert "3*" in next(
-        line for line in marked.splitlines() if line.startswith("default ")
-    )  # epochs=3 by the track
+    # epochs=3 by the track
+    assert "3*" in next(line for line in marked.splitlines() if line.startswith("default "))
     assert invoke("budgets", "--track", "nowhere").exit_code == 2
 
 
@@ -397,9 +394,8 @@ def test_tables_never_cut_a_name(registry, tmp_path, width):
     if width is None:
         assert not set("┃│┏━") & set(text) and lines[1].split()[:3] == ["model", "role", "lr"]
     else:
-        assert all(
-            len(line) <= max(width, len(lines[1])) for line in lines
-        )  # grown only when it must
+        # grown only when it must
+        assert all(len(line) <= max(width, len(lines[1])) for line in lines)
     summary = registry_summary(load_registry())
     tracks = command_output(["tracks"], width)
     for track in summary["tracks"]:

@@ -52,16 +52,14 @@ def write_ett_like(path, n=240, *, trend=0.02):
 
 def test_mase_scale_and_mase_by_hand():
     assert mase_scale(np.array([1.0, 3.0, 2.0, 6.0])) == pytest.approx(7 / 3)  # |2|, |-1|, |4|
-    assert mase_scale(np.array([1.0, 3.0, 2.0, 6.0]), season=2) == pytest.approx(
-        2.0
-    )  # |2-1|, |6-3|
+    # |2-1|, |6-3|
+    assert mase_scale(np.array([1.0, 3.0, 2.0, 6.0]), season=2) == pytest.approx(2.0)
     predictions, targets = (
         torch.tensor([[1.0, 2.0], [3.0, 4.0]]),
         torch.tensor([[2.0, 2.0], [3.0, 1.0]]),
     )
-    assert mase(7 / 3)(predictions, targets) == pytest.approx(
-        1.0 / (7 / 3)
-    )  # MAE (1 + 0 + 0 + 3) / 4 = 1
+    # MAE (1 + 0 + 0 + 3) / 4 = 1
+    assert mase(7 / 3)(predictions, targets) == pytest.approx(1.0 / (7 / 3))
     with pytest.raises(ValueError, match="MASE needs more than season 4 training values; got 3"):
         mase_scale(np.array([1.0, 2.0, 3.0]), season=4)
 
@@ -108,9 +106,8 @@ def test_multivariate_windows_read_every_channel_with_the_target_first(tmp_path)
     assert model(data.test.inputs[:2]).shape == (2, 4)
     univariate = csv_sequence_track(path, "OT", horizon=4).make_data(Grid((16,)), 0, SIZES)
     assert univariate.train.inputs.shape == (64, 1, 16)
-    assert torch.equal(
-        univariate.train.inputs[:, 0], data.train.inputs[:, 0]
-    )  # same windows, same split
+    # same windows, same split
+    assert torch.equal(univariate.train.inputs[:, 0], data.train.inputs[:, 0])
 
 
 @pytest.mark.parametrize(
@@ -215,9 +212,8 @@ def test_gridmix_run_on_a_multivariate_csv_reports_mase_per_model(tmp_path, csv_
         "ridge autoregression",
     }
     assert refs["seeds"] == [0, 1] and refs["fixed_split"]
-    assert report["chance"] == pytest.approx(
-        refs["values"]["training mean"]
-    )  # one number, on the test windows
+    # one number, on the test windows
+    assert report["chance"] == pytest.approx(refs["values"]["training mean"])
     assert set(report["reference_comparisons"]) == set(refs["models"])
     text = (tmp_path / "out" / "report.md").read_text()
     assert "| reference | test MSE (mean over seeds) | per seed | chosen | MASE (m=1) |" in text
@@ -256,9 +252,8 @@ def test_a_linear_series_report_says_the_ridge_reference_beats_every_model(
         assert comparison["p_value"] == 2 / 64 and comparison["verdict"].endswith(
             " worse (significant)"
         )
-        assert (
-            comparison["signflip_ci_low"] > 0
-        )  # the models' MSE above the reference's on every seed
+        # the models' MSE above the reference's on every seed
+        assert comparison["signflip_ci_low"] > 0
     text = (tmp_path / "out" / "report.md").read_text()
     assert re.search(
         r"\*\*Best reference: ridge autoregression \(on [a-z -]+ inputs; test MSE [0-9.]+, mean "
@@ -313,9 +308,8 @@ def test_the_csv_track_derives_chance_from_its_data_and_offers_its_season(tmp_pa
     path.write_text("value\n" + "\n".join(f"{v:.6f}" for v in values))
     track = csv_sequence_track(path, season=7)
     test = track.make_data(Grid((16,)), 0, SIZES).test
-    assert (
-        track.chance is None and track.training_mean == 0.0
-    )  # the training part's mean, once standardised
+    # the training part's mean, once standardised
+    assert track.chance is None and track.training_mean == 0.0
     assert chance_level(track, Grid((16,)), SIZES) == pytest.approx(
         float((test.targets.double() ** 2).mean())
     )

@@ -122,9 +122,8 @@ def test_swapped_csv_is_refused_and_fresh_starts_a_new_study(tmp_path, monkeypat
             "holds results on other data" in swapped.output and "source file hash" in swapped.output
         )
         assert "--fresh" in swapped.output and len(swapped.output.strip().splitlines()) == 1
-        assert (
-            json.loads((out / "bench_report.json").read_text()) == report
-        )  # nothing was overwritten
+        # nothing was overwritten
+        assert json.loads((out / "bench_report.json").read_text()) == report
 
         fresh = run(out, second_csv, monkeypatch, "--fresh")
         assert fresh.exit_code == 0, fresh.output
@@ -133,9 +132,8 @@ def test_swapped_csv_is_refused_and_fresh_starts_a_new_study(tmp_path, monkeypat
             renewed["data"]["source"].endswith("b.csv")
             and renewed["data"]["hash"] != report["data"]["hash"]
         )
-        assert (
-            renewed["idea"]["per_seed"] != report["idea"]["per_seed"]
-        )  # trained again, on the new data
+        # trained again, on the new data
+        assert renewed["idea"]["per_seed"] != report["idea"]["per_seed"]
     finally:
         monkeypatch.undo()
         load_registry(refresh=True)

@@ -68,9 +68,8 @@ def test_a_piped_gridmix_run_prints_the_time_left_after_each_run(tmp_path):
         load_registry(refresh=True)
     assert result.exit_code == 0, result.output
     lines = [line for line in result.output.splitlines() if line.startswith("done ")]
-    assert (
-        len(lines) == 3 * 2 + 3 * 2
-    )  # three models: a sweep of two rates on one seed, then two seeds
+    # three models: a sweep of two rates on one seed, then two seeds
+    assert len(lines) == 3 * 2 + 3 * 2
     assert (
         all(" left" in line.rsplit("; ", 1)[-1] for line in lines[:-1]) and " left" not in lines[-1]
     )

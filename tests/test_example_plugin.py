@@ -25,15 +25,13 @@ EXAMPLE = Path(__file__).resolve().parents[1] / "plugins" / "gridmix-example-tra
 BROKEN_MODULES = {
     "broken_import": "import gridmix_no_such_dependency  # noqa: F401\n",
     "broken_hook": (
-        "from gridmix import hookimpl\n\n"
-        "@hookimpl\ndef gridmix_tracks():\n    raise RuntimeError('cannot reach the dataset "
-        "server')\n"
+        "from gridmix import hookimpl\n\n@hookimpl\ndef gridmix_tracks():\n    raise "
+        "RuntimeError('cannot reach the dataset server')\n"
     ),
     "broken_track": (
         "import dataclasses\nfrom gridmix import hookimpl\nfrom gridmix_example_track.heat import "
-        "heat_track\n\n"
-        "@hookimpl\ndef gridmix_tracks():\n"
-        "    return [dataclasses.replace(heat_track(), name='heat2', ndim=3)]\n"
+        "heat_track\n\n@hookimpl\ndef gridmix_tracks():\n    return "
+        "[dataclasses.replace(heat_track(), name='heat2', ndim=3)]\n"
     ),
 }
 
@@ -97,9 +95,8 @@ def test_broken_plugins_are_reported_by_name_and_the_others_keep_working(install
         "track 'heat2' (plugin 'malformed'): default_grid 16x16 does not have ndim=3"
         in broken["malformed"].error
     )
-    assert all(
-        plugin.version == "0.1.0" for plugin in broken.values()
-    )  # the distribution's version
+    # the distribution's version
+    assert all(plugin.version == "0.1.0" for plugin in broken.values())
     user_data = {"image-folder", "sequence-csv"}  # listed without their data, as needing it
     assert {"sequence", "image", "video", "mqar", "heat"} | {
         spec.track for spec in DATASETS

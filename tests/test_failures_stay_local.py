@@ -54,9 +54,8 @@ def ledger_with(tmp_path, analyses: dict):
 
 
 def test_report_is_written_with_a_failed_scaling_point_and_a_broken_section(tmp_path):
-    out = ledger_with(
-        tmp_path, {"scaling": failed_scaling(), "parity": {"grid": "64"}}
-    )  # parity lacks its rows
+    # parity lacks its rows
+    out = ledger_with(tmp_path, {"scaling": failed_scaling(), "parity": {"grid": "64"}})
     result = CliRunner().invoke(app, ["report", str(out)], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     markdown = (out / "report.md").read_text()
@@ -149,9 +148,8 @@ def test_piped_run_logs_one_unwrapped_line_per_run(tmp_path):
     assert result.exit_code == 0, result.output
     done = [line for line in result.output.splitlines() if line.startswith("done ")]
     with Ledger(tmp_path / "out", create=False) as ledger:
-        assert (
-            len(done) == len(ledger.rows()) == 8
-        )  # 2 models x 2 rates on sweep seed 1000, then seeds 0 and 1
+        # 2 models x 2 rates on sweep seed 1000, then seeds 0 and 1
+        assert len(done) == len(ledger.rows()) == 8
     # the estimate names the models not timed yet
     ending = r" s(; (about .+|under 1 s) left( \(.+ not timed yet: .+\))?)?$"
     assert all(", test MSE " in line and re.search(ending, line) for line in done)
@@ -219,9 +217,8 @@ def test_scale_fails_when_no_point_was_measured(tmp_path):
         load_registry(refresh=True)
     assert result.exit_code == 1, result.output
     assert "no point of 3 was measured" in result.output
-    done = [
-        line for line in result.output.splitlines() if line.startswith("done ")
-    ]  # one log line per point
+    # one log line per point
+    done = [line for line in result.output.splitlines() if line.startswith("done ")]
     assert len(done) == 3 and all(
         "failed: RuntimeError: this model cannot be built" in line for line in done
     )

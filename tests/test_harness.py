@@ -51,9 +51,8 @@ def test_model_kwargs_keep_their_stored_name_in_run_keys_and_study_specs():
     assert config["knobs"] == {"dim": 4} and "model_kwargs" not in config
     stored = json.loads(json.dumps(spec.to_dict()))
     assert stored["knobs"] == {"fake-mixer": {"dim": 4}} and "model_kwargs" not in stored
-    assert (
-        list(stored).index("knobs") == list(stored).index("threads") + 1
-    )  # where the field has always been
+    # where the field has always been
+    assert list(stored).index("knobs") == list(stored).index("threads") + 1
     assert Study.from_dict(stored) == spec
 
 
@@ -129,9 +128,8 @@ def test_sweep_divergence_and_report(tmp_path):
     )
     assert set(report["comparisons"]) == {"fake-attention", "fake-fragile"}
     assert report["primary_baseline"] == "fake-attention" and comparison["family"] == "primary"
-    assert report["holm_adjusted_over"] == [
-        "fake-fragile"
-    ]  # the secondary family: the other baselines
+    # the secondary family: the other baselines
+    assert report["holm_adjusted_over"] == ["fake-fragile"]
     # the sweep reports validation means, and the chosen rate is the best one of them
     idea_sweep = report["idea"]["sweep"]
     best = min((e for e in idea_sweep if e["eligible"]), key=lambda e: e["mean"])

@@ -68,9 +68,8 @@ def test_values_and_gradients_equal_torchs_map_in_float64(kernel_build, k, m, r,
     )
     assert_close_to_scale(got, want, 2e-6)
     assert_close_to_scale(got_grad, want_grad, 2e-5)
-    assert (
-        torch.count_nonzero(got_grad.triu()) == 0
-    )  # the diagonal (signs) and above are not parameters
+    # the diagonal (signs) and above are not parameters
+    assert torch.count_nonzero(got_grad.triu()) == 0
 
 
 def test_a_mixers_float32_bases_take_the_kernel_unless_switched_off_watched_or_compiled(
@@ -103,9 +102,8 @@ def test_bases_beyond_the_size_limit_take_the_torch_ops():
         factor = ConcentrationMixer(8, str(length), num_heads=2, rank=rank).axis_factors[0]
         return type(orthogonal_columns(factor.rotation, dct=factor.dct)[0].grad_fn).__name__
 
-    assert (
-        backward_name(MAX_BASIS_FLOATS // 16, 16) == "NativeOrthogonalColumnsBackward"
-    )  # m·r at the limit
+    # m·r at the limit
+    assert backward_name(MAX_BASIS_FLOATS // 16, 16) == "NativeOrthogonalColumnsBackward"
     assert backward_name(MAX_BASIS_FLOATS // 16 + 1, 16) == "_OrthogonalColumnsBackward"
 
 

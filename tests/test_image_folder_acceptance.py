@@ -52,9 +52,8 @@ def test_matched_baseline_reaches_majority_plus_half_the_gap_to_a_linear_probe(
     assert result["majority"] == pytest.approx(
         naive_references(track, grid, budget.sizes)["values"]["majority class"]
     )
-    assert (
-        result["logistic_probe"] > result["majority"] + 0.3
-    )  # the classes are learnable, linearly even
+    # the classes are learnable, linearly even
+    assert result["logistic_probe"] > result["majority"] + 0.3
     assert result["passes"], result
 
 

@@ -89,17 +89,13 @@ def test_report_refuses_a_directory_without_a_study_in_one_line(args, tmp_path):
 
 def test_cheap_refusals_import_no_torch():
     code = (
-        "import sys\nfrom gridmix.cli import app\n"
-        "cases = [['run', '--grid', '8 x 8'], ['run', '--lrs', 'inf'], ['run', '--lrs', ','],\n"
-        "         ['run', '--seeds', '1024'], ['run', '--eval-grids', ','], ['run', '--models', "
-        "''],\n"
-        "         ['sweep', '--over', 'grid=32,,64'], ['sweep', '--over', 'grid=32,64', '--lrs', "
-        "'1e400'],\n"
-        "         ['scale', '--grids', ''], ['scale', '--grids', '8 x 8']]\n"
-        "for args in cases:\n"
-        "    try:\n        app(args)\n    except SystemExit as done:\n        assert done.code == "
-        "2, args\n"
-        "print('torch' in sys.modules)"
+        "import sys\nfrom gridmix.cli import app\ncases = [['run', '--grid', '8 x 8'], ['run', "
+        "'--lrs', 'inf'], ['run', '--lrs', ','],\n         ['run', '--seeds', '1024'], ['run', "
+        "'--eval-grids', ','], ['run', '--models', ''],\n         ['sweep', '--over', "
+        "'grid=32,,64'], ['sweep', '--over', 'grid=32,64', '--lrs', '1e400'],\n         ['scale', "
+        "'--grids', ''], ['scale', '--grids', '8 x 8']]\nfor args in cases:\n    try:\n        "
+        "app(args)\n    except SystemExit as done:\n        assert done.code == 2, "
+        "args\nprint('torch' in sys.modules)"
     )
     done = run_python(code)
     assert done.returncode == 0, done.stderr
@@ -152,15 +148,13 @@ def fake_registry():
 
 def test_report_on_an_unfinished_study_says_how_many_runs_are_missing(fake_registry, tmp_path):
     options = dict(budget="smoke", seeds=3, threads=1, scaling=False)
-    orchestrate.open_ledger(
-        tmp_path, orchestrate.plan_study("fake", "8", **options)
-    ).close()  # planned, nothing run
+    # planned, nothing run
+    orchestrate.open_ledger(tmp_path, orchestrate.plan_study("fake", "8", **options)).close()
     result = CliRunner().invoke(app, ["report", str(tmp_path)], env={"COLUMNS": "300"})
     assert result.exit_code == 0, result.output
     assert (
         "unfinished: 15 of 15 planned runs are missing or failed, so this report covers only the "
-        "runs done; "
-        "the same `gridmix run` command resumes the study"
+        "runs done; the same `gridmix run` command resumes the study"
     ) in result.output
     orchestrate.run("fake", "8", out=tmp_path, **options)
     finished = CliRunner().invoke(app, ["report", str(tmp_path)], env={"COLUMNS": "300"})

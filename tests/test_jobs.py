@@ -45,9 +45,8 @@ def test_one_worker_and_two_give_the_same_numbers_at_one_thread_per_run(fake_ins
     orchestrate.run("fake", out=tmp_path / "two", jobs=2, **options)
     one, two = per_seed(tmp_path / "one"), per_seed(tmp_path / "two")
     assert one == two and len(one) == 3
-    assert (
-        len(one["fake-mixer"][1]) == 3
-    )  # the idea finished every seed: there are numbers to compare
+    # the idea finished every seed: there are numbers to compare
+    assert len(one["fake-mixer"][1]) == 3
 
 
 def test_a_study_keeps_one_set_of_workers_from_its_sweep_to_its_comparison(

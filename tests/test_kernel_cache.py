@@ -46,9 +46,8 @@ def test_a_truncated_cached_library_is_rebuilt_with_one_warning_and_info_says_so
     size = library.stat().st_size
     with open(library, "r+b") as handle:  # as a full disk or a killed copy leaves it
         handle.truncate(size // 2)
-    rebuilt, summary = info(
-        tmp_path
-    )  # the old code died here of SIGBUS (exit -7), reporting nothing
+    # the old code died here of SIGBUS (exit -7), reporting nothing
+    rebuilt, summary = info(tmp_path)
     assert built["native"]["cache"].startswith("built now (sha256 ")
     assert library.parent == tmp_path and manifest_path(library).exists()
     warnings = [line for line in rebuilt.stderr.splitlines() if "RuntimeWarning" in line]

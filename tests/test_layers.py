@@ -163,9 +163,8 @@ def test_the_checks_catch_a_circle_and_an_upward_import(tmp_path):
     (package / "tracks").mkdir(parents=True)
     (package / "__init__.py").write_text("")
     (package / "tracks" / "__init__.py").write_text("")
-    (package / "tracks" / "contract.py").write_text(
-        "def f():\n    from gridmix.cli import app\n"
-    )  # inside a function
+    # inside a function
+    (package / "tracks" / "contract.py").write_text("def f():\n    from gridmix.cli import app\n")
     (package / "cli.py").write_text(
         "from gridmix.tracks import contract\nfrom gridmix.core.grid import Grid\n"
     )
@@ -181,9 +180,8 @@ def test_the_checks_catch_a_circle_and_an_upward_import(tmp_path):
     (package / "study").mkdir()
     (package / "study" / "__init__.py").write_text("")
     (package / "study" / "harness.py").write_text("from gridmix.tracks import contract\n")
-    (package / "tracks" / "registry.py").write_text(
-        "import gridmix.study.harness\n"
-    )  # folders, not a circle
+    # folders, not a circle
+    (package / "tracks" / "registry.py").write_text("import gridmix.study.harness\n")
     edges = graph(modules(package))
     assert subpackage_pairs(edges, package) == [("study", "tracks")]
     with pytest.raises(KeyError, match="gridmix_extra is in no layer"):

@@ -101,9 +101,8 @@ def test_read_only_out_is_one_line_for_run_resume_and_report(tmp_path, seal):
 def test_half_created_ledger_is_recreated(tmp_path):
     out = tmp_path / "out"
     out.mkdir()
-    conn = sqlite3.connect(
-        out / LEDGER_NAME
-    )  # what a full disk left behind: the meta table, no marker
+    # what a full disk left behind: the meta table, no marker
+    conn = sqlite3.connect(out / LEDGER_NAME)
     conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
     conn.commit()
     conn.close()

@@ -121,9 +121,8 @@ def test_sdpa_backward_is_counted_and_stock_flop_counter_misses_cpu_attention():
     backward = count_flops(model, q).per_op[
         "aten._scaled_dot_product_flash_attention_for_cpu_backward"
     ]
-    assert backward == 2 * 2 * 32 * 32 * (
-        3 * 4 + 2 * 4
-    )  # B·h · N² · (3·d_qk + 2·d_v), 2 FLOPs per multiply-add
+    # B·h · N² · (3·d_qk + 2·d_v), 2 FLOPs per multiply-add
+    assert backward == 2 * 2 * 32 * 32 * (3 * 4 + 2 * 4)
 
 
 @pytest.mark.parametrize("mixer", [False, True])
@@ -143,9 +142,8 @@ def test_mixer_flops_cover_the_tucker_cost():
     mix.forward = mixer.mix
     flops = count_flops(mix, torch.randn(batch, *grid, dim), backward=False)
     assert flops.forward >= batch * tucker_flops(grid, dim=dim, rank=4)
-    assert (
-        flops.per_op.get("aten.linalg_householder_product", 0) > 0
-    )  # the orthonormal basis, registered
+    # the orthonormal basis, registered
+    assert flops.per_op.get("aten.linalg_householder_product", 0) > 0
     assert not flops.uncounted
 
 
@@ -187,9 +185,8 @@ def test_peak_memory_in_a_subprocess_sees_the_steps_activations():
     assert memory.peak_bytes == memory.setup_bytes + memory.step_bytes
     # W_v x, the mixed tensor and the projection are (8, 4096, 32) float32 = 4 MB each; the step
     # keeps them all.
-    assert (
-        12 * 2**20 < memory.step_bytes < 500 * 2**20
-    )  # growth with the grid: tests/test_scaling.py
+    # growth with the grid: tests/test_scaling.py
+    assert 12 * 2**20 < memory.step_bytes < 500 * 2**20
 
 
 def test_peak_memory_reports_a_failing_target_and_a_malformed_one():

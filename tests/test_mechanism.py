@@ -85,9 +85,8 @@ def test_signature_keeps_the_seed_keys_and_matches_dense_svd_of_the_factors():
             )
             assert torch.allclose(reported[:, : lam.shape[1]], lam, rtol=1e-5)
             assert axis["respects_bound"] and axis["kind"] == "symmetric"
-            assert axis["tightness"] == pytest.approx(
-                [1.0, 1.0], rel=1e-5
-            )  # orthonormal U attains max λ
+            # orthonormal U attains max λ
+            assert axis["tightness"] == pytest.approx([1.0, 1.0], rel=1e-5)
     assert signature["observed_max_factor_singular"] == max(
         signature["factor_largest_singular_values"]
     )

@@ -36,9 +36,8 @@ def test_token_map_bound_covers_the_whole_map_with_prefix_tokens(prefix_mode, ca
         prefix_mode=prefix_mode,
         causal_axes=causal,
     )
-    with (
-        torch.no_grad()
-    ):  # a strongly contracting M: the grid-only certificate is tiny, the prefix block is not
+    # a strongly contracting M: the grid-only certificate is tiny, the prefix block is not
+    with torch.no_grad():
         for factor in mixer.axis_factors:
             for parameter in factor.parameters():
                 if parameter.ndim <= 2 and parameter.shape[0] == 2:
@@ -48,13 +47,11 @@ def test_token_map_bound_covers_the_whole_map_with_prefix_tokens(prefix_mode, ca
     heads = torch.arange(4) // 2
     bound, grid_only = mixer.token_map_bound()[heads], mixer.spectral_bound()[heads]
     assert (norms <= bound.double() * (1 + 1e-5)).all(), (norms, bound)
-    assert (
-        norms > 10 * grid_only.double()
-    ).all()  # the grid certificate alone does not bound the token map
+    # the grid certificate alone does not bound the token map
+    assert (norms > 10 * grid_only.double()).all()
     expected = 1.0 if prefix_mode == "identity" else 0.5
-    assert (
-        norms.min() >= expected - 1e-6
-    )  # the prefix block's own norm: the bound is not loose by much
+    # the prefix block's own norm: the bound is not loose by much
+    assert norms.min() >= expected - 1e-6
     assert (bound - expected < 0.05).all()
 
 
@@ -71,12 +68,10 @@ def test_uncapped_ablation_starts_as_the_idea_and_can_leave_the_unit_ball(causal
     uncapped = ConcentrationMixer(
         8, "4x6", num_heads=2, rank=3, causal_axes=causal, spectrum="uncapped"
     )
-    torch.testing.assert_close(
-        uncapped.operator(), capped.operator()
-    )  # the same operator at initialisation
-    with (
-        torch.no_grad()
-    ):  # the same logits far up: the cap holds one below 1, the other goes past it
+    # the same operator at initialisation
+    torch.testing.assert_close(uncapped.operator(), capped.operator())
+    # the same logits far up: the cap holds one below 1, the other goes past it
+    with torch.no_grad():
         for mixer in (capped, uncapped):
             for factor in mixer.axis_factors:
                 (factor.theta if hasattr(factor, "theta") else factor.gain_logit).fill_(3.0)

@@ -38,9 +38,8 @@ def test_autocast_forward_and_backward_match_float32(name, dtype):
     reference = mixer(x)
     with torch.autocast("cpu", dtype=dtype):
         out = mixer(x)
-    assert (
-        out.dtype == dtype
-    )  # the output projection runs in the autocast dtype, as timm's attention
+    # the output projection runs in the autocast dtype, as timm's attention
+    assert out.dtype == dtype
     torch.testing.assert_close(out.float(), reference, **NARROW[dtype])
     out.float().square().mean().backward()
     grads = {n: p.grad for n, p in mixer.named_parameters()}
@@ -61,9 +60,8 @@ def test_a_bf16_module_matches_its_float32_copy(name):
     mixer, x = _mixer(name)
     narrow = mixer.to(torch.bfloat16)
     wide = ConcentrationMixer(32, narrow.grid, **narrow.config)
-    wide.load_state_dict(
-        {k: v.float() for k, v in narrow.state_dict().items()}
-    )  # the same (rounded) weights
+    # the same (rounded) weights
+    wide.load_state_dict({k: v.float() for k, v in narrow.state_dict().items()})
     x = x.bfloat16()
     out = narrow(x)
     assert out.dtype == torch.bfloat16

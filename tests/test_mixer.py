@@ -91,9 +91,8 @@ def test_contraction_certificate_at_init_and_after_aggressive_training(grid, cau
     assert_certified(mixer)
     opt = torch.optim.Adam(mixer.parameters(), lr=0.5)
     v = torch.randn(4, *mixer.grid, mixer.dim, dtype=torch.float64)
-    for _ in range(
-        300
-    ):  # push the operator towards the identity times 5: as far out of the ball as it can go
+    # push the operator towards the identity times 5: as far out of the ball as it can go
+    for _ in range(300):
         opt.zero_grad()
         loss = (mixer.mix(v) - 5 * v).pow(2).mean()
         loss.backward()
@@ -234,9 +233,8 @@ def test_tucker_flops_follow_the_cheapest_projection_order():
     c = 8
     macs = c * (16 * 32 * 32 * 16 + 16 * 16 * 32 * 16 + 16 * 16 * 16 * 16)  # axis 1, axis 2, axis 0
     assert tucker_flops((16, 32, 32), dim=c, rank=16) == 2 * 2 * macs
-    axis_order = c * (
-        16 * 32 * 32 * 16 + 16 * 32 * 32 * 16 + 16 * 16 * 32 * 16
-    )  # axis 0 first: no saving
+    # axis 0 first: no saving
+    axis_order = c * (16 * 32 * 32 * 16 + 16 * 32 * 32 * 16 + 16 * 16 * 32 * 16)
     assert tucker_flops((16, 32, 32), dim=c, rank=16) < 2 * 2 * axis_order
     assert projection_order([16, 32, 32], [16, 16, 16]) == [1, 2, 0]
 
@@ -285,9 +283,8 @@ def test_mean_start_is_nearer_the_averaging_operator_than_global_and_still_a_con
     global_ = ConcentrationMixer(8, "32x32", num_heads=2, rank=16, start="global")
     mean = ConcentrationMixer(8, "32x32", num_heads=2, rank=16, start="mean")
     assert _far_square_weight(global_) < _far_square_weight(mean) < uniform
-    eigenvalues = mean.axis_factors[
-        0
-    ].eigenvalues()  # (h, r): the DC mode at sigmoid(4), the others at sigmoid(-4)
+    # (h, r): the DC mode at sigmoid(4), the others at sigmoid(-4)
+    eigenvalues = mean.axis_factors[0].eigenvalues()
     torch.testing.assert_close(eigenvalues[:, 0], torch.sigmoid(torch.tensor([4.0, 4.0])))
     torch.testing.assert_close(eigenvalues[:, 1:], torch.sigmoid(torch.full((2, 15), -4.0)))
     assert (mean.spectral_bound() < 1).all()
@@ -313,9 +310,8 @@ def test_start_per_axis_and_on_causal_axes():
         .axis_factors[0]
         .kernel()
     )
-    assert (
-        lowpass_kernel[:, 0] > 10 * lowpass_kernel[:, -1]
-    ).all()  # decaying: most weight on the present step
+    # decaying: most weight on the present step
+    assert (lowpass_kernel[:, 0] > 10 * lowpass_kernel[:, -1]).all()
 
 
 @pytest.mark.parametrize("start", ["uniform", ("global",), ("global", "global", "global")])

@@ -179,9 +179,8 @@ def test_an_axis_the_grid_lacks_is_refused_in_s4nds_words(name):
 
 @pytest.mark.parametrize("name", ["axial", "divided", "linear"])
 def test_refusals_of_prefix_tokens(name):
-    causal_axes = (
-        (0,) if name == "linear" else ()
-    )  # linear attention refuses prefix tokens in its causal form only
+    # linear attention refuses prefix tokens in its causal form only
+    causal_axes = (0,) if name == "linear" else ()
     with pytest.raises(ValueError, match="num_prefix_tokens=1"):
         build(name, (3, 4), causal_axes=causal_axes, num_prefix_tokens=1)
 
@@ -252,9 +251,8 @@ NEIGHBOURHOOD_CASES = [
 def test_neighbourhood_mask_is_natten_window(grid, kernel, causal_axes):
     mask = neighbourhood_mask(grid, kernel, causal_axes)
     assert torch.equal(mask, reference_mask(grid, kernel, causal_axes))
-    if (
-        not causal_axes
-    ):  # every token sees exactly k positions per axis: shifted, not truncated, at the borders
+    # every token sees exactly k positions per axis: shifted, not truncated, at the borders
+    if not causal_axes:
         kernel = (kernel,) * len(grid) if isinstance(kernel, int) else kernel
         assert torch.all(mask.sum(dim=1) == math.prod(min(k, n) for k, n in zip(kernel, grid)))
 
@@ -286,9 +284,8 @@ def test_neighbourhood_with_the_whole_grid_in_its_window_is_timm_attention():
     with torch.no_grad():
         for p in module.parameters():
             p.normal_()
-    timm_attention.load_state_dict(
-        module.state_dict()
-    )  # strict: the same parameters, the mask is no state
+    # strict: the same parameters, the mask is no state
+    timm_attention.load_state_dict(module.state_dict())
     x = tokens((3, 5), 1)
     torch.testing.assert_close(module(x), timm_attention(x), rtol=1e-12, atol=1e-12)
 

@@ -52,9 +52,8 @@ def reference_mix(mixer: ConcentrationMixer, v: torch.Tensor) -> torch.Tensor:
                 factor = f.dense()[h]
             else:
                 param = f.rotation.parametrizations.weight
-                u = dct_basis(f.length, f.modes, dtype=v.dtype) @ param[0](
-                    param.original
-                )  # torch's householder
+                # torch's householder
+                u = dct_basis(f.length, f.modes, dtype=v.dtype) @ param[0](param.original)
                 factor = u @ torch.diag(f.eigenvalues()[h]) @ u.t()
             op = torch.kron(op, factor)
         heads.append(op)
@@ -121,9 +120,8 @@ def test_wy_form_equals_lapack_for_any_tau(m, r):
 def test_orthogonal_columns_is_the_parametrisation_and_its_gradient(dtype):
     factor = randomised(ConcentrationMixer(8, "24", num_heads=2, rank=6).to(dtype)).axis_factors[0]
     param = factor.rotation.parametrizations.weight
-    set_native(
-        False
-    )  # the torch-op form (the native kernel is pinned by tests/test_householder_native.py)
+    # the torch-op form (the native kernel is pinned by tests/test_householder_native.py)
+    set_native(False)
     try:
         fast, torch_map = orthogonal_columns(factor.rotation)[0], param[0](param.original)
     finally:
@@ -140,9 +138,8 @@ def test_bases_of_equal_axes_are_batched_and_equal_the_one_by_one_bases():
     mixer = randomised(
         ConcentrationMixer(8, (200, 30, 200), num_heads=2, rank=5, modes=(100, 30, 100)).double()
     )
-    factors = list(
-        mixer.axis_factors
-    )  # axes 0 and 2 share (length, modes, rank): one batched, FFT-form call
+    # axes 0 and 2 share (length, modes, rank): one batched, FFT-form call
+    factors = list(mixer.axis_factors)
     params = [p for f in factors for p in f.rotation.parameters()]
     weights = [torch.randn(f.length, f.rank, dtype=torch.float64) for f in factors]
     batched = symmetric_bases(factors)
@@ -157,18 +154,15 @@ def test_bases_of_equal_axes_are_batched_and_equal_the_one_by_one_bases():
 
 def test_the_dct_buffer_is_rebuilt_exactly_in_each_dtype():
     factor = ConcentrationMixer(8, "24", num_heads=2, rank=6).axis_factors[0]
-    assert (
-        factor.dct.dtype == torch.float32 and "dct" not in factor.state_dict()
-    )  # a constant, not saved
+    # a constant, not saved
+    assert factor.dct.dtype == torch.float32 and "dct" not in factor.state_dict()
     factor.double()
-    assert torch.equal(
-        factor.dct, dct_basis(24, 24, dtype=torch.float64)
-    )  # not a float32 basis cast up
+    # not a float32 basis cast up
+    assert torch.equal(factor.dct, dct_basis(24, 24, dtype=torch.float64))
     eye = torch.eye(6, dtype=torch.float64)
     torch.testing.assert_close(factor.basis().t() @ factor.basis(), eye, rtol=0, atol=1e-14)
-    factor.to(
-        torch.bfloat16
-    )  # orgqr has no bf16 kernel: the basis is built in float32, and so is the DCT
+    # orgqr has no bf16 kernel: the basis is built in float32, and so is the DCT
+    factor.to(torch.bfloat16)
     assert factor.dct.dtype == torch.float32 and factor.basis().dtype == torch.float32
 
 
@@ -200,9 +194,8 @@ def _mode_products(x, matrices, axes):
 @pytest.mark.parametrize("direction", ["project", "expand"])
 def test_mode_product_chain_and_its_backward_match_einsum(axes, direction):
     x = torch.randn(5, 6, 7, dtype=torch.float64, requires_grad=True)
-    sizes = dict(
-        project=lambda n: (n, n - 2), expand=lambda n: (n + 3, n)
-    )  # basis (long, short) per axis
+    # basis (long, short) per axis
+    sizes = dict(project=lambda n: (n, n - 2), expand=lambda n: (n + 3, n))
     bases = [
         torch.randn(*sizes[direction](x.shape[a]), dtype=torch.float64, requires_grad=True)
         for a in axes
@@ -269,16 +262,14 @@ def test_tucker_without_a_stage_is_an_error():
 def test_runs_under_inference_mode_and_fake_tensors_leave_the_real_path_intact():
     mixer = ConcentrationMixer(8, "12x10", num_heads=2, rank=4)
     v = torch.randn(2, 12, 10, 8)
-    with FakeTensorMode(
-        allow_non_fake_inputs=True
-    ):  # as gridmix.analysis.measure's dry runs, before any real call
+    # as gridmix.analysis.measure's dry runs, before any real call
+    with FakeTensorMode(allow_non_fake_inputs=True):
         mixer.mix(torch.randn(2, 12, 10, 8))
     with torch.inference_mode():
         expected = mixer.mix(v)
     out = mixer.mix(v)
-    assert (
-        type(out) is torch.Tensor
-    )  # a basis built under the fake mode must not leak into real calls
+    # a basis built under the fake mode must not leak into real calls
+    assert type(out) is torch.Tensor
     torch.testing.assert_close(out, expected)
     out.sum().backward()
     assert all(p.grad is not None for p in mixer.axis_factors.parameters())

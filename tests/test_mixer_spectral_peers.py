@@ -64,9 +64,8 @@ def global_filter_reference(x: np.ndarray, weight: np.ndarray, grid, prefix: int
     B, _, C = x.shape
     half = weight[..., 0] + 1j * weight[..., 1]  # (*F, C)
     full = np.zeros((*grid, C), dtype=complex)
-    for k in np.ndindex(
-        *grid
-    ):  # bins past the half-spectrum are the conjugates of their mirror images
+    # bins past the half-spectrum are the conjugates of their mirror images
+    for k in np.ndindex(*grid):
         full[k] = (
             half[k]
             if k[-1] <= grid[-1] // 2
@@ -183,9 +182,8 @@ def test_gradients_reach_the_input_and_every_parameter(name):
     x = tokens(grid, prefix=prefix, requires_grad=True)
     mixer(x)[:, prefix:].square().sum().backward()
     assert x.grad[:, prefix:].abs().sum() > 0
-    assert torch.equal(
-        x.grad[:, :prefix], torch.zeros_like(x.grad[:, :prefix])
-    )  # prefix outputs not in the loss
+    # prefix outputs not in the loss
+    assert torch.equal(x.grad[:, :prefix], torch.zeros_like(x.grad[:, :prefix]))
     for pname, p in mixer.named_parameters():
         assert p.grad is not None and p.grad.abs().sum() > 0, pname
 
@@ -395,9 +393,8 @@ def test_s4nd_future_rows_get_exactly_zero_gradient_2d(is_causal):
         mixer(x, is_causal=is_causal)[:, row * grid[1] + col].sum().backward()
         grad = x.grad.reshape(2, *grid, 2)
         assert torch.equal(grad[:, row + 1 :], torch.zeros_like(grad[:, row + 1 :]))
-        assert (
-            grad[:, : row + 1].abs().sum((0, -1)) > 0
-        ).all()  # the past rows, every column (axis 1 is symmetric)
+        # the past rows, every column (axis 1 is symmetric)
+        assert (grad[:, : row + 1].abs().sum((0, -1)) > 0).all()
 
 
 def test_s4nd_regrid_is_identical_on_the_same_grid():

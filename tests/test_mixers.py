@@ -188,8 +188,7 @@ def test_the_idea_is_any_registered_mixer_with_its_declared_ablation_and_the_con
         notes
         == [
             "the idea's mixer 'pooling' declares no ablation, so the question whether its "
-            "mechanism helps "
-            "is left out",
+            "mechanism helps is left out",
             "the idea's mixer 'pooling' declares no mechanism analysis: the parametrisation "
             "check does not apply",
         ]
@@ -220,8 +219,7 @@ def test_the_idea_is_any_registered_mixer_with_its_declared_ablation_and_the_con
             "mqar",
             "pooling",
             "--idea pooling: mixer 'pooling' cannot serve track 'mqar' on 32: mixer 'pooling' "
-            "sees every "
-            "token (not causal); this model needs causal axes (0,)",
+            "sees every token (not causal); this model needs causal axes (0,)",
         ),
         ("image", "poolin", "unknown mixer 'poolin'; did you mean 'pooling'"),
         ("image", "attention", "'vit' is the matched baseline of track 'image'"),

@@ -34,9 +34,8 @@ MODELS = [(track, grid, spec) for track, grid in TRACKS for spec in track.models
 @pytest.mark.parametrize("case", MODELS, ids=[f"{t.name}-{s.name}" for t, _, s in MODELS])
 def test_every_model_trains_a_few_steps_with_falling_loss(case):
     track, grid, spec = case
-    data = track.make_data(
-        grid, 0, DataSizes(8, 2, 2)
-    ).train  # fitting 8 samples: the loss must fall
+    # fitting 8 samples: the loss must fall
+    data = track.make_data(grid, 0, DataSizes(8, 2, 2)).train
     torch.manual_seed(0)
     model = spec.build(grid)
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
@@ -45,9 +44,8 @@ def test_every_model_trains_a_few_steps_with_falling_loss(case):
         loss = track.loss(model(data.inputs), data.targets)
         optimizer.zero_grad()
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(
-            model.parameters(), 1.0
-        )  # as gridmix.study.train does: unclipped, divided
+        # as gridmix.study.train does: unclipped, divided
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         # attention fitted the video samples to 0.014 nats, then spiked to 1.3 at step 40
         optimizer.step()
         losses.append(loss.item())

@@ -31,9 +31,8 @@ def test_every_answer_is_the_value_of_its_key_in_the_context():
         answers = [t for t, y in enumerate(targets) if y != IGNORE]
         assert len(answers) == 4 and min(answers) >= 10
         for t in answers:
-            assert (
-                targets[t] == context[tokens[t]] == tokens[t + 1]
-            )  # the next token is the key's value
+            # the next token is the key's value
+            assert targets[t] == context[tokens[t]] == tokens[t + 1]
         assert len({tokens[t] for t in answers}) == 4  # no key asked twice
 
 
@@ -95,9 +94,8 @@ def test_the_default_budget_decays_weights_strongly_on_32_tokens():
     track = make_track()
     budget = track.budget("default")
     assert (budget.weight_decay, budget.epochs, budget.lrs) == (0.5, 14, (1.5e-3, 3e-3, 6e-3))
-    assert (
-        track.budget("smoke").weight_decay == BUDGETS["smoke"].weight_decay
-    )  # only the default changes
+    # only the default changes
+    assert track.budget("smoke").weight_decay == BUDGETS["smoke"].weight_decay
     assert track.default_grid == Grid((32,))
 
 

@@ -51,9 +51,8 @@ def test_the_kernels_build_wherever_a_c_compiler_exists():
         _, info = build()
     except NativeBuildError as error:
         pytest.fail(f"a C compiler is on PATH but the kernels do not build: {error}")
-    assert (
-        info.lanes in (1, 4, 8, 16) and not info.failed_attempts
-    )  # the first attempt builds on this machine
+    # the first attempt builds on this machine
+    assert info.lanes in (1, 4, 8, 16) and not info.failed_attempts
 
 
 def test_each_build_reports_the_isa_and_lanes_it_targets(kernel_build):
@@ -70,9 +69,8 @@ def test_the_attempts_fall_back_in_order_and_record_what_failed(fresh_cache):
     _, info = build()
     assert info.flags == ("-DGM_SCALAR",) and info.isa == "scalar"
     assert len(info.failed_attempts) == 1 and "-fno-such-flag" in info.failed_attempts[0]
-    assert (
-        "error:" in info.failed_attempts[0]
-    )  # the compiler's error line, not its first line of output
+    # the compiler's error line, not its first line of output
+    assert "error:" in info.failed_attempts[0]
 
 
 def test_when_nothing_builds_the_warning_names_the_error_line_of_the_last_attempt(
@@ -89,9 +87,8 @@ def test_when_nothing_builds_the_warning_names_the_error_line_of_the_last_attemp
         and "this header stops every build" in message
         and "using torch ops" in message
     )
-    assert (
-        caught[0].filename == native_build.__name__ and caught[0].lineno == 0
-    )  # no stray source line printed
+    # no stray source line printed
+    assert caught[0].filename == native_build.__name__ and caught[0].lineno == 0
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert native_build.native_library() is None  # the verdict is cached: no second warning

@@ -73,9 +73,8 @@ def test_the_matched_baselines_parameter_count_off_by_more_than_ten_percent_is_t
         other, GRID, models=["toy-attention", "toy-attention-2"], batch=4, model_kwargs=wide
     )
     rows = {row.model: row for row in parity.rows}
-    assert (
-        rows["toy-attention-2"].params_ratio == rows["toy-attention"].params_ratio
-    )  # as far off, but not matched
+    # as far off, but not matched
+    assert rows["toy-attention-2"].params_ratio == rows["toy-attention"].params_ratio
     assert rows["toy-attention-2"].warning is None and parity.warnings == [
         rows["toy-attention"].warning
     ]

@@ -71,9 +71,8 @@ def test_gridmix_run_equals_the_front_door_called_from_python(tmp_path):
         finished[0].report is report
         and finished[0].paths[0] == tmp_path / "python" / "bench_report.json"
     )
-    assert (
-        len(done) == len(set(done)) == 3 * 2 + 3 * 3
-    )  # the sweep (one seed, two rates) and three seeds, 3 models
+    # the sweep (one seed, two rates) and three seeds, 3 models
+    assert len(done) == len(set(done)) == 3 * 2 + 3 * 3
     assert analyses == ["references"] and notes == []
 
 
@@ -135,9 +134,8 @@ def test_the_report_says_which_cpu_its_run_times_were_measured_on(tmp_path):
     report = orchestrate.run(
         "fake", out=tmp_path, budget="smoke", seeds=3, threads=1, scaling=False
     )
-    machine = cpu_line(
-        cpu_facts()
-    )  # e.g. "AMD EPYC … (family 25, model 1), CPU avx2, torch kernels AVX2"
+    # e.g. "AMD EPYC … (family 25, model 1), CPU avx2, torch kernels AVX2"
+    machine = cpu_line(cpu_facts())
     assert report.timings["machines"] == [machine]
     assert f"measured on {machine}." in (tmp_path / "report.md").read_text()
 
@@ -205,7 +203,6 @@ def test_the_command_functions_are_30_lines_or_fewer(name):
     import textwrap
 
     function = getattr(importlib.import_module(f"gridmix.cli.{name}"), name)
-    body = (
-        ast.parse(textwrap.dedent(inspect.getsource(function))).body[0].body[1:]
-    )  # below the docstring
+    # below the docstring
+    body = ast.parse(textwrap.dedent(inspect.getsource(function))).body[0].body[1:]
     assert body[-1].end_lineno - body[0].lineno + 1 <= 30

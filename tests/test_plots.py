@@ -47,16 +47,14 @@ def test_a_difference_within_a_tenth_of_the_seed_spread_is_a_grey_tie(report):
     base = report.arms["base"]
     nearly = list(report.idea_arm.per_seed)
     nearly[0] = base.per_seed[0] - 3.9e-7  # "better" by a rounding error on seed 0
-    nearly[1] = (
-        base.per_seed[1] + 0.02
-    )  # worse by more than the tolerance on seed 1 (checked below)
+    # worse by more than the tolerance on seed 1 (checked below)
+    nearly[1] = base.per_seed[1] + 0.02
     idea = dataclasses.replace(report.idea_arm, per_seed=tuple(nearly))
     tied = dataclasses.replace(report, arms={**report.arms, report.idea: idea})
     lines = seed_lines(panel(plots.figure_paired(tied), "base"))
     a, b = np.array(nearly), np.array(base.per_seed)
-    tolerance = 0.1 * max(
-        np.std(a), np.std(b)
-    )  # independently: a tenth of the larger arm's spread (ddof=0)
+    # independently: a tenth of the larger arm's spread (ddof=0)
+    tolerance = 0.1 * max(np.std(a), np.std(b))
     assert plots.TIE_FRACTION == 0.1 and plots.tie_tolerance(list(a), list(b)) == pytest.approx(
         tolerance
     )
@@ -64,13 +62,11 @@ def test_a_difference_within_a_tenth_of_the_seed_spread_is_a_grey_tie(report):
     for seed, (x, y) in enumerate(zip(a, b)):
         expected = plots.TIE if abs(x - y) <= tolerance else plots.BETTER if x < y else plots.WORSE
         assert to_rgba(lines[f"seed {seed}"].get_color()) == to_rgba(expected), seed
-    assert to_rgba(lines["seed 0"].get_color()) == to_rgba(
-        plots.TIE
-    )  # not green: -3.9e-07 is no win
+    # not green: -3.9e-07 is no win
+    assert to_rgba(lines["seed 0"].get_color()) == to_rgba(plots.TIE)
     assert to_rgba(lines["seed 1"].get_color()) == to_rgba(plots.WORSE)
-    assert (
-        len({line.get_marker() for line in lines.values()}) == len(lines) == 6
-    )  # one marker per seed
+    # one marker per seed
+    assert len({line.get_marker() for line in lines.values()}) == len(lines) == 6
 
 
 def test_every_model_has_its_own_colour_and_line_style_and_every_seed_its_marker(report):
@@ -97,13 +93,11 @@ def test_every_model_has_its_own_colour_and_line_style_and_every_seed_its_marker
         len(styles) == 1 for styles in by_model.values()
     )
     styles = [next(iter(s)) for s in by_model.values()]
-    assert len({(colour, style) for colour, style, _, _ in styles}) == len(
-        styles
-    )  # none shares colour and style
+    # none shares colour and style
+    assert len({(colour, style) for colour, style, _, _ in styles}) == len(styles)
     widths, zorders = [w for _, _, w, _ in styles], [z for _, _, _, z in styles]
-    assert widths == sorted(widths, reverse=True) and zorders == sorted(
-        zorders
-    )  # widest below: none hides another
+    # widest below: none hides another
+    assert widths == sorted(widths, reverse=True) and zorders == sorted(zorders)
     assert len(set(widths)) == len(widths)
     sweep = {
         line.get_gid(): line
@@ -113,9 +107,8 @@ def test_every_model_has_its_own_colour_and_line_style_and_every_seed_its_marker
     assert [
         (to_rgba(sweep[f"model {m}"].get_color()), sweep[f"model {m}"].get_linestyle())
         for m in report.arms
-    ] == [
-        (colour, style) for colour, style, _, _ in styles
-    ]  # the same style per model in every figure
+        # the same style per model in every figure
+    ] == [(colour, style) for colour, style, _, _ in styles]
 
 
 def test_axes_name_their_split_and_losses_are_linear_with_plain_ticks(report):
@@ -124,9 +117,8 @@ def test_axes_name_their_split_and_losses_are_linear_with_plain_ticks(report):
     assert (
         loss_ax.get_yscale() == "linear" and loss_ax.get_ylabel() == "training loss (train split)"
     )
-    assert (
-        val_ax.get_ylabel() == "MSE (validation split)"
-    )  # the metric is "test MSE": never "validation test MSE"
+    # the metric is "test MSE": never "validation test MSE"
+    assert val_ax.get_ylabel() == "MSE (validation split)"
     fig.canvas.draw()
     for ax in (loss_ax, val_ax):
         labels = [t.get_text() for t in ax.get_yticklabels()] + [
@@ -146,15 +138,13 @@ def bound_labels(ax) -> list[str]:
 def test_chance_and_ceiling_where_declared_and_test_references_only_on_test_panels(report):
     assert (report.chance, report.ceiling) == (2.5, 0.0)
     paired = plots.figure_paired(report)
-    nomix = panel(
-        paired, "nomix"
-    )  # its values sit at chance 2.5, the idea's near 0.5: both lines within range
+    # its values sit at chance 2.5, the idea's near 0.5: both lines within range
+    nomix = panel(paired, "nomix")
     assert {"chance 2.5", "ceiling 0", "naive persistence (test split) 0.58"} <= set(
         bound_labels(nomix)
     )
-    base = panel(
-        paired, "base"
-    )  # 0.48–0.64: chance 2.5 and ceiling 0 are far off the axis, and named below it
+    # 0.48–0.64: chance 2.5 and ceiling 0 are far off the axis, and named below it
+    base = panel(paired, "base")
     assert "naive persistence (test split) 0.58" in bound_labels(base)
     assert "off the axis: chance 2.5 ↑, ceiling 0 ↓" in base.get_xlabel()
     val_ax = plots.figure_curves(report).axes[1]
@@ -178,9 +168,8 @@ def test_a_long_off_axis_note_stays_under_its_own_panel(report):
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
     axes = sorted((ax for ax in fig.axes if ax.get_title()), key=lambda ax: ax.get_position().x0)
-    for left, right in zip(
-        axes, axes[1:]
-    ):  # a label may spread past its axes, but not into the next panel's
+    # a label may spread past its axes, but not into the next panel's
+    for left, right in zip(axes, axes[1:]):
         label = left.xaxis.label.get_window_extent(renderer)
         assert label.x1 <= right.get_window_extent(renderer).x0, left.get_xlabel()
     assert axes[0].xaxis.label.get_window_extent(renderer).x0 >= 0  # nor off the figure's left edge
@@ -211,13 +200,11 @@ def test_each_paired_panel_states_the_difference_with_its_interval(report, bound
         result = report.comparison_with(name).result
         label = panel(fig, name).get_xlabel()
         assert f"Δ = idea − {name} = {fmt(result.delta_mean)}" in label
-        assert (
-            f"95% sign-flip interval {interval(result)}," in label
-        )  # the report's words, "unbounded" included
+        # the report's words, "unbounded" included
+        assert f"95% sign-flip interval {interval(result)}," in label
         assert "t-interval" not in label
-        assert (
-            f"sign-flip p = {fmt(result.p_value)}" in label
-        )  # the interval and the p come from the same test
+        # the interval and the p come from the same test
+        assert f"sign-flip p = {fmt(result.p_value)}" in label
 
 
 @pytest.mark.parametrize("draw", [plots.figure_paired, plots.figure_curves, plots.figure_sweep])
@@ -273,9 +260,8 @@ def test_a_sweep_plot_keeps_its_legend_outside_and_draws_chance_through_the_poin
         lines = {
             container.get_label(): container.lines[0] for container in ax.containers
         }  # errorbars
-        assert to_rgba(lines["idea"].get_color()) == to_rgba(
-            styles["idea"]["color"]
-        )  # as in every other figure
+        # as in every other figure
+        assert to_rgba(lines["idea"].get_color()) == to_rgba(styles["idea"]["color"])
         assert to_rgba(lines["attention"].get_color()) == to_rgba(styles["attention"]["color"])
         chance_line = next(line for line in ax.get_lines() if line.get_gid() == "chance")
         assert list(chance_line.get_ydata()) == [chance, chance]
@@ -398,9 +384,8 @@ def test_spectra_give_every_seed_its_own_style():
         one.get_linestyle(),
         one.get_marker(),
     )
-    assert (
-        zero.get_linewidth() > one.get_linewidth() and zero.get_zorder() < one.get_zorder()
-    )  # seed 0 shows as a rim
+    # seed 0 shows as a rim
+    assert zero.get_linewidth() > one.get_linewidth() and zero.get_zorder() < one.get_zorder()
 
 
 def with_transfer(report):

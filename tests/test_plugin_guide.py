@@ -84,9 +84,8 @@ def test_the_guides_file_is_clean_python():
         text=True,
         check=False,
     )
-    if (
-        "No module named ruff" in done.stderr
-    ):  # ruff is a dev dependency; the venv the tests use has it
+    # ruff is a dev dependency; the venv the tests use has it
+    if "No module named ruff" in done.stderr:
         pytest.fail("ruff is not installed: pip install -e '.[dev]'")
     assert done.returncode == 0, done.stdout + done.stderr
 
@@ -110,9 +109,8 @@ def test_the_guides_plugin_loads_with_its_track_baseline_and_mixer(installed):
     assert planned.study.idea == "vit-grid-mean" and "vit" in planned.study.models
     model = planned.track.model("vit-grid-mean").build(halves.default_grid)
     assert model(torch.randn(3, 1, *halves.default_grid)).shape == (3, 2)
-    parity = parity_report(
-        halves, halves.default_grid
-    )  # the guide's track is fair to its matched baseline
+    # the guide's track is fair to its matched baseline
+    parity = parity_report(halves, halves.default_grid)
     assert parity["warnings"] == [] and parity["matched_baseline"] == "vit"
 
 

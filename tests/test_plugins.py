@@ -126,9 +126,8 @@ def test_unknown_track_suggests_the_closest_name(clean_env):
         ValueError, match=r"unknown track 'imag'; did you mean 'image'\? installed: .*image, "
     ):
         registry.track("imag")
-    with pytest.raises(
-        ValueError, match=r"^unknown track 'nope'; installed: .*image, "
-    ):  # no close name
+    # no close name
+    with pytest.raises(ValueError, match=r"^unknown track 'nope'; installed: .*image, "):
         registry.track("nope")
 
 
@@ -235,9 +234,8 @@ def test_pm_hook_cannot_blame_one_plugin_so_each_implementation_is_called_alone(
     """
     manager = pluggy.PluginManager(hookspecs.PROJECT_NAME)
     manager.add_hookspecs(hookspecs)
-    nothing = plugin(
-        "nothing", gridmix_models=lambda track: None
-    )  # a valid answer: no models for this track
+    # a valid answer: no models for this track
+    nothing = plugin("nothing", gridmix_models=lambda track: None)
     adds = plugin("adds", gridmix_models=lambda track: ["model"])
     for name, each in (("nothing", nothing), ("adds", adds)):
         manager.register(each, name=name)
@@ -416,9 +414,8 @@ def test_a_contract_error_names_the_plugin_that_built_the_object_and_survives_pi
     assert str(error) == "track 't': direction 'up'"
     assert error.blaming("mine") == "track 't' (plugin 'mine'): direction 'up'"
     owned = ContractError("track", "t", "direction 'up'", plugin="theirs")
-    assert owned.blaming("mine") == str(
-        owned
-    )  # an object stamped with its plugin keeps naming that plugin
+    # an object stamped with its plugin keeps naming that plugin
+    assert owned.blaming("mine") == str(owned)
     assert str(pickle.loads(pickle.dumps(owned))) == str(owned) and isinstance(owned, ValueError)
 
 

@@ -71,9 +71,8 @@ def test_ridge_on_per_window_normalised_windows_wins_on_a_drifting_level(tmp_pat
     track = csv_sequence_track(write_series(tmp_path / "drift.csv", values))
     refs = naive_references(track, Grid((32,)), SIZES)
     ridge = refs["values"]["ridge autoregression"]
-    assert (
-        refs["details"]["ridge autoregression"]["inputs"] == "per-window normalised"
-    )  # chosen on validation
+    # chosen on validation
+    assert refs["details"]["ridge autoregression"]["inputs"] == "per-window normalised"
     assert ridge < 0.75 * raw_ridge_test_mse(track.make_data(Grid((32,)), 0, SIZES))
     assert ridge == min(refs["values"].values())
 
@@ -87,9 +86,8 @@ def test_chance_is_the_training_parts_mean_scored_on_the_test_windows(tmp_path):
     track = csv_sequence_track(write_series(tmp_path / "trend.csv", values))
     sizes, grid = DataSizes(n_train=64, n_val=32, n_test=8), Grid((48,))
     data = track.make_data(grid, 0, sizes)
-    by_hand = float(
-        (data.test.targets.double() ** 2).mean()
-    )  # the training part's mean is 0 once standardised
+    # the training part's mean is 0 once standardised
+    by_hand = float((data.test.targets.double() ** 2).mean())
     refs = study_references(track, grid, sizes, [0, 1], fixed_split=True)
     assert chance_level(track, grid, sizes) == pytest.approx(by_hand, rel=1e-6)
     assert refs["values"]["training mean"] == pytest.approx(by_hand, rel=1e-6)
@@ -222,9 +220,8 @@ def test_the_headline_names_the_best_reference_every_arm_it_beats_and_each_p(tmp
     with Ledger(report_example.fill(tmp_path), create=False) as ledger:
         report = build_report(ledger)
     headline = reference_headline(report)
-    nomix = report.reference_comparisons[
-        "nomix"
-    ].result  # the control, far above persistence on every seed
+    # the control, far above persistence on every seed
+    nomix = report.reference_comparisons["nomix"].result
     assert headline.startswith(
         "**Best reference: persistence (test MSE 0.58, mean over seeds): the idea beats it "
         "(Δ = -0.08, p = 0.03125)"

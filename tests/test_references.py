@@ -79,9 +79,8 @@ def test_an_11_periodic_series_is_forecast_11_steps_back(tmp_path):
         and 11 in seasonal["candidates"]
     )
     data = csv_sequence_track(path).make_data(Grid((32,)), 0, SIZES)
-    by_hand = data.test.inputs[
-        :, 0, 32 - 11 + np.arange(16) % 11
-    ]  # (S, H): the value 11 steps before each step
+    # (S, H): the value 11 steps before each step
+    by_hand = data.test.inputs[:, 0, 32 - 11 + np.arange(16) % 11]
     assert refs["values"]["seasonal naive"] == pytest.approx(
         mse(by_hand, data.test.targets), rel=1e-6
     )
@@ -93,12 +92,10 @@ def test_an_11_periodic_series_is_forecast_11_steps_back(tmp_path):
 
 def test_dominant_period_of_a_trend_is_none_and_of_a_cycle_is_its_length():
     t = torch.arange(40.0)
-    assert (
-        dominant_period((t * 0.3 + 1.0).expand(5, 1, 40)) is None
-    )  # a line: the autocorrelation only falls
-    cycle = torch.sin(2 * np.pi * (t[None, :] + torch.arange(5.0)[:, None]) / 9)[
-        :, None
-    ]  # (5, 1, 40)
+    # a line: the autocorrelation only falls
+    assert dominant_period((t * 0.3 + 1.0).expand(5, 1, 40)) is None
+    # (5, 1, 40)
+    cycle = torch.sin(2 * np.pi * (t[None, :] + torch.arange(5.0)[:, None]) / 9)[:, None]
     assert dominant_period(cycle) == 9  # not its multiple 18
 
 
@@ -199,12 +196,10 @@ def classification_fixture() -> TrackData:
         return Split(torch.tensor(points, dtype=torch.float32), torch.tensor(labels))
 
     train = split([[0, 0], [0, 1], [4, 0], [4, 1], [0, 8], [1, 8], [0, 0.5]], [0, 0, 1, 1, 2, 2, 0])
-    val = split(
-        [[0.2, 0.2], [3.5, 0.5], [0.5, 7.0], [3.9, 7.5]], [0, 1, 2, 1]
-    )  # the last: nearest is class 2
-    test = split(
-        [[0.1, 0.9], [4.2, 0.1], [0.8, 7.9], [3.0, 0.2]], [0, 1, 2, 0]
-    )  # the last: nearest is class 1
+    # the last: nearest is class 2
+    val = split([[0.2, 0.2], [3.5, 0.5], [0.5, 7.0], [3.9, 7.5]], [0, 1, 2, 1])
+    # the last: nearest is class 1
+    test = split([[0.1, 0.9], [4.2, 0.1], [0.8, 7.9], [3.0, 0.2]], [0, 1, 2, 0])
     return TrackData(train, val, test)
 
 
@@ -213,9 +208,8 @@ def test_classification_references_equal_their_hand_computations():
     refs = seed_references(fake_track(accuracy, "higher"), data)
     assert refs["details"]["majority class"] == {"class": 0}
     assert refs["values"]["majority class"] == 0.5  # classes 0, 1, 2, 0: class 0 twice
-    assert (
-        refs["values"]["1-NN"] == 0.75
-    )  # every test point but the last takes its nearest training point's class
+    # every test point but the last takes its nearest training point's class
+    assert refs["values"]["1-NN"] == 0.75
     assert refs["details"]["1-NN"]["validation_accuracy"] == pytest.approx((3 + 0.5) / (4 + 1))
     assert refs["values"]["logistic probe"] >= 0.75  # three linearly separable clusters
     # Under a cross-entropy 1-NN puts q = 3.5/5 on its neighbour's label and (1 - q)/2 on each other
@@ -271,9 +265,8 @@ def test_majority_class_comes_from_the_training_split():
 
 
 def test_references_are_computed_on_every_seeds_own_data():
-    def make_data(
-        grid, seed, sizes
-    ):  # each seed its own targets: the training mean moves with the seed
+    # each seed its own targets: the training mean moves with the seed
+    def make_data(grid, seed, sizes):
         def split(n, offset):
             x = torch.full((n, 1, 4), float(seed))
             return Split(x, torch.full((n, 2), float(seed + offset)))
@@ -291,9 +284,8 @@ def test_references_are_computed_on_every_seeds_own_data():
         refs["per_seed"]["persistence"] == [4.0, 4.0, 4.0] and refs["values"]["persistence"] == 4.0
     )
     assert [d["mean"] for d in refs["details"]["training mean"]] == [1.0, 2.0, 3.0]
-    fixed = study_references(
-        track, Grid((4,)), SIZES, [0, 1, 2], fixed_split=True
-    )  # computed once, on seed 0
+    # computed once, on seed 0
+    fixed = study_references(track, Grid((4,)), SIZES, [0, 1, 2], fixed_split=True)
     assert [d["mean"] for d in fixed["details"]["training mean"]] == [1.0, 1.0, 1.0] and fixed[
         "fixed_split"
     ]
@@ -355,9 +347,8 @@ def test_learning_rate_on_the_edge_of_a_sweep_of_three_is_flagged_and_two_rates_
     assert edge_learning_rates(report()) == {"idea": 3e-3}
     assert "idea chose 0.003" in "\n".join(training_lines(report()))
     assert edge_learning_rates(report(lr_idea=2e-3)) == {}
-    two = report(
-        lr_idea=3e-3, lrs=(1e-3, 3e-3)
-    )  # with two rates every choice is an edge: nothing to flag
+    # with two rates every choice is an edge: nothing to flag
+    two = report(lr_idea=3e-3, lrs=(1e-3, 3e-3))
     assert edge_learning_rates(two) == {}
     assert "every choice is at an edge of the sweep" in "\n".join(training_lines(two))
 
@@ -387,9 +378,8 @@ def test_an_early_overfitting_run_is_flagged_with_or_without_patience():
     assert "**Overfitting**" in "\n".join(
         training_lines(flagged)
     ) and "idea in 2 of 2 seeds" in "\n".join(training_lines(flagged))
-    assert (
-        overfitting(report(idea_val=noisy, base_val=steady)) == {}
-    )  # worse by less than the seeds' spread
+    # worse by less than the seeds' spread
+    assert overfitting(report(idea_val=noisy, base_val=steady)) == {}
     # With patience the best epoch's model was restored and tested, but validation still got worse
     # after it.
     assert overfitting(report(idea_val=overfit, base_val=steady, patience=3)) == {"idea": 2}
@@ -430,7 +420,6 @@ def test_model_metrics_are_means_over_the_finished_seeds_only():
         merged["models"] == {"idea": {"MASE (m=1)": pytest.approx(0.9)}}
         and merged["values"] == refs["values"]
     )
-    assert (
-        with_model_metrics(refs, {"vit": [row("ok", None)]}) is refs
-    )  # nothing measured: unchanged
+    # nothing measured: unchanged
+    assert with_model_metrics(refs, {"vit": [row("ok", None)]}) is refs
     assert with_model_metrics(None, {"vit": [row("ok", None)]}) is None

@@ -38,9 +38,8 @@ def test_a_regridded_concentration_mixer_on_its_own_grid_is_bit_identical(grid, 
     )
     with torch.no_grad():
         for parameter in mixer.parameters():
-            parameter.add_(
-                0.3 * torch.randn_like(parameter)
-            )  # a trained mixer, not its initialisation
+            # a trained mixer, not its initialisation
+            parameter.add_(0.3 * torch.randn_like(parameter))
     x = tokens(grid, prefix)
     same = mixer.regrid(grid)
     assert same is not mixer and torch.equal(same(x), mixer(x))
@@ -99,9 +98,8 @@ def test_resampled_positions_on_the_training_grid_are_the_identity():
 def test_positions_on_1d_grids_are_linearly_interpolated_at_cell_centres():
     positions = torch.randn(1, 2 + 7, 3, dtype=torch.float64)
     moved = resample_positions(positions, "7", "12", num_prefix_tokens=2)
-    centres = np.clip(
-        (np.arange(12) + 0.5) * 7 / 12 - 0.5, 0, 6
-    )  # new cell centres in old index units
+    # new cell centres in old index units
+    centres = np.clip((np.arange(12) + 0.5) * 7 / 12 - 0.5, 0, 6)
     expected = np.stack(
         [np.interp(centres, np.arange(7), positions[0, 2:, c].numpy()) for c in range(3)], axis=1
     )
@@ -138,9 +136,8 @@ def image_model(name: str, grid: str = "16x16") -> tuple[torch.nn.Module, object
     torch.manual_seed(0)
     model = spec.build(Grid.parse(grid)).eval()
     with torch.no_grad():
-        for (
-            parameter
-        ) in model.parameters():  # a trained model: positions and weights away from their start
+        # a trained model: positions and weights away from their start
+        for parameter in model.parameters():
             parameter.add_(0.1 * torch.randn_like(parameter))
     return model, spec
 
@@ -183,8 +180,7 @@ def test_attention_moves_with_its_positions_resampled_and_everything_else_copied
             "mlp-mixer",
             "8x8",
             "its parameter blocks.0.mlp_tokens.fc1.weight has shape (16, 256) on 16x16 but (16, "
-            "64) on "
-            "8x8: it depends on the grid",
+            "64) on 8x8: it depends on the grid",
         ),
         (
             "vit-concentration",
@@ -215,9 +211,8 @@ def test_mixers_are_found_by_the_tag_the_one_construction_path_sets():
     assert getattr(spec.layer("4x4")(8, num_heads=2), MIXER_TAG) == "global-filter"
     assert mixer_name(spec.layer("4x4")(8, num_heads=2)) == "global-filter"
     assert mixer_name(BUILTIN["tokenwise"].layer("4x4")(8, num_heads=2)) == "tokenwise"
-    assert (
-        mixer_name(ConcentrationMixer(8, "4x4", num_heads=2)) is None
-    )  # built by hand, not by a registered mixer
+    # built by hand, not by a registered mixer
+    assert mixer_name(ConcentrationMixer(8, "4x4", num_heads=2)) is None
     assert mixer_name(torch.nn.Linear(2, 2)) is None
 
 

@@ -59,13 +59,11 @@ def written_before_per_seed_references() -> dict:
 def test_the_report_serialises_to_the_keys_and_values_of_its_golden_file(report):
     before, after = reference_json(), json.loads(json.dumps(report.to_dict()))
     assert after == before
-    assert list(after) == list(before) and list(after["idea"]) == list(
-        before["idea"]
-    )  # the same key order
+    # the same key order
+    assert list(after) == list(before) and list(after["idea"]) == list(before["idea"])
     assert list(after["comparison"]) == list(before["comparison"])
-    assert (
-        after["comparison"]["signflip_ci_low"] < after["comparison"]["signflip_ci_high"] < 0
-    )  # p < α: excludes 0
+    # p < α: excludes 0
+    assert after["comparison"]["signflip_ci_low"] < after["comparison"]["signflip_ci_high"] < 0
     assert set(after["reference_comparisons"]) == set(report.arms) and after["min_effect"] == "1%"
 
 
@@ -93,9 +91,8 @@ def test_each_arm_shows_the_idea_comparison_with_it(
         and report.comparison.family == "primary"
     )
     assert report.comparison_with("uncapped") is report.mechanism["ablation"]
-    assert (
-        report.comparison_with("nomix") is report.mechanism["idea_vs_control"]
-    )  # not baseline_vs_control
+    # not baseline_vs_control
+    assert report.comparison_with("nomix") is report.mechanism["idea_vs_control"]
     assert report.comparison_with("wide") is report.arms["wide"].comparison
 
 
@@ -116,9 +113,8 @@ def test_a_stored_report_reads_back_as_the_same_object(report):
         ValueError, match="not a gridmix report .KeyError: 'comparisons'.; expected the JSON"
     ):
         Report.from_dict({"track": "image"})
-    older = Report.from_dict(
-        {k: v for k, v in reference_json().items() if k != "fixed_split"}
-    )  # before that key
+    # before that key
+    older = Report.from_dict({k: v for k, v in reference_json().items() if k != "fixed_split"})
     assert older == dataclasses.replace(Report.from_dict(reference_json()), fixed_split=False)
     with pytest.raises(ValueError, match="not a gridmix report .KeyError: 'precision'."):
         Report.from_dict({k: v for k, v in reference_json().items() if k != "precision"})
@@ -145,12 +141,10 @@ def test_the_written_json_is_the_objects(
     report = build(tmp_path)
     paths = write_report(report, tmp_path)  # beside the ledger, as `gridmix run` writes it
     written = json.loads(paths[0].read_text())
-    assert written["plot_errors"] and written["plot_errors"][0].startswith(
-        "scaling plot: "
-    )  # the example's
-    assert Report.from_dict(written) == report.with_plot_errors(
-        written["plot_errors"]
-    )  # scaling lacks fields
+    # the example's
+    assert written["plot_errors"] and written["plot_errors"][0].startswith("scaling plot: ")
+    # scaling lacks fields
+    assert Report.from_dict(written) == report.with_plot_errors(written["plot_errors"])
     assert "![paired.png](paired.png)" in paths[1].read_text()
 
 
@@ -166,9 +160,8 @@ def test_the_report_and_its_parts_check_themselves(report):
         Comparison(a="mix", b="base", family="primary", verdict="not compared")
     with pytest.raises(ValueError, match="expected the idea 'mix' first"):
         dataclasses.replace(report, arms=dict(reversed(report.arms.items())))
-    with pytest.raises(
-        ValueError, match="arm 'base' .* does not carry its comparison"
-    ):  # the idea's with it
+    # the idea's with it
+    with pytest.raises(ValueError, match="arm 'base' .* does not carry its comparison"):
         dataclasses.replace(
             report,
             arms={**report.arms, "base": dataclasses.replace(report.baseline, comparison=None)},
@@ -182,9 +175,8 @@ def test_the_report_and_its_parts_check_themselves(report):
 
 def test_references_stored_before_they_were_per_seed_stand_for_every_seed(tmp_path):
     with Ledger(report_example.fill(tmp_path), create=False) as ledger:
-        ledger.put(
-            "references", dict(kind="regression", values={"mean": 2.5, "persistence": 0.58})
-        )  # seed 0 only
+        # seed 0 only
+        ledger.put("references", dict(kind="regression", values={"mean": 2.5, "persistence": 0.58}))
         report = build_report(ledger)
     against = report.reference_comparisons
     assert set(against) == set(report.arms) and {c.b for c in against.values()} == {"persistence"}
@@ -193,8 +185,7 @@ def test_references_stored_before_they_were_per_seed_stand_for_every_seed(tmp_pa
     text = render_markdown(report)
     assert (
         "## References (seed 0's data standing for every seed: stored before references were "
-        "computed per "
-        "seed)" in text
+        "computed per seed)" in text
     )
 
 

@@ -133,14 +133,12 @@ def test_the_headline_says_when_the_control_beats_the_idea_and_the_baseline(tmp_
     assert headline.startswith("**Verdict: no significant difference**")
     assert (
         "**⚠ Significantly better than the idea or its baseline: nomix (control) beats the idea "
-        "(Δ = mix − nomix "
-        "= 0.05, mix better on 0/6 seeds, p = 0.03125, alone at α); nomix (control) beats the "
-        "baseline base " in headline
+        "(Δ = mix − nomix = 0.05, mix better on 0/6 seeds, p = 0.03125, alone at α); nomix "
+        "(control) beats the baseline base " in headline
     )
     monkeypatch.undo()
-    quiet = build(
-        tmp_path / "quiet", monkeypatch, ceiling=0.0
-    )  # the example: the control far worse than both
+    # the example: the control far worse than both
+    quiet = build(tmp_path / "quiet", monkeypatch, ceiling=0.0)
     assert "Significantly better than the idea" not in render_markdown(quiet)
 
 
@@ -182,8 +180,7 @@ def test_runs_that_ran_every_epoch_despite_patience_are_counted_whatever_their_b
     text = training(report)
     assert (
         "**Stopped by the epoch cap** (ran all 10 epochs without the 3 epochs without improvement "
-        "that stop "
-        "early"
+        "that stop early"
         in text
         and "mix in 6 of 6 seeds, base in 6 of 6 seeds." in text
     )
@@ -197,9 +194,8 @@ def test_runs_that_ran_every_epoch_despite_patience_are_counted_whatever_their_b
         budget=dict(epochs=10, patience=None),
         change_row=curves(lambda v: [v + 0.5 - 0.1 * min(i, 5) for i in range(10)]),
     )
-    assert "Stopped by the epoch cap" not in training(
-        free
-    )  # without patience every run runs the cap by design
+    # without patience every run runs the cap by design
+    assert "Stopped by the epoch cap" not in training(free)
 
 
 def test_a_best_first_epoch_and_overfitting_under_patience_are_flagged(tmp_path, monkeypatch):
@@ -215,10 +211,9 @@ def test_a_best_first_epoch_and_overfitting_under_patience_are_flagged(tmp_path,
     assert "**Best epoch in the first 10% of training** (of the cap of 20 epochs;" in text
     assert (
         "**Overfitting** (validation best in the first half of the epochs, then worse by more "
-        "than the arm's "
-        "seed spread by the last epoch; `patience` restored the best epoch's model, which was "
-        "tested, but "
-        "validation got worse after it): mix in 6 of 6 seeds, base in 6 of 6 seeds." in text
+        "than the arm's seed spread by the last epoch; `patience` restored the best epoch's "
+        "model, which was tested, but validation got worse after it): mix in 6 of 6 seeds, base "
+        "in 6 of 6 seeds." in text
     )
     late = build(
         tmp_path / "late",
@@ -251,12 +246,10 @@ def test_the_references_table_says_model_beats_reference_not_arm_better(tmp_path
         for line in reference_lines(report)
         if line.startswith("| ")
     }
-    assert rows[IDEA].endswith(
-        "| model beats reference (significant) | 0.862 | 0.25 |"
-    )  # 0.50 vs persistence 0.58
-    assert (
-        "| reference beats model (significant) |" in rows["nomix"]
-    )  # 2.5 vs 0.58: not "control worse"
+    # 0.50 vs persistence 0.58
+    assert rows[IDEA].endswith("| model beats reference (significant) | 0.862 | 0.25 |")
+    # 2.5 vs 0.58: not "control worse"
+    assert "| reference beats model (significant) |" in rows["nomix"]
     assert not any(
         "better (significant)" in line or "worse (significant)" in line for line in rows.values()
     )

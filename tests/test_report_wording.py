@@ -74,8 +74,7 @@ def test_parity_states_the_ratios_and_never_warns_on_flops_or_the_control(report
     assert "⚠" not in text and "FLOPs 0.09x" not in text
     assert (
         f"- mix has {fmt(1000 / 1040)} times the parameters and {fmt(2e9 / 22e9)} times the FLOPs "
-        "of its matched "
-        "baseline base." in text
+        "of its matched baseline base." in text
     )
     assert "| parameters, idea / model | FLOPs, idea / model |" in text
 

@@ -79,9 +79,8 @@ def test_sigkill_then_resume_equals_uninterrupted(tmp_path):
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     deadline = time.monotonic() + 1.5
-    while any(
-        alive(pid) for pid in workers
-    ):  # the orphaned workers end with their driver, memory and all
+    # the orphaned workers end with their driver, memory and all
+    while any(alive(pid) for pid in workers):
         assert time.monotonic() < deadline, [pid for pid in workers if alive(pid)]
         time.sleep(0.2)
     before = finished_rows(killed / "ledger.sqlite")

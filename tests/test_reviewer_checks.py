@@ -124,8 +124,7 @@ def test_constant_and_identical_arms_are_flagged_and_only_tie_the_majority_class
     )
     assert (
         "- ⚠ bias (idea) predicted one constant (the same class or value for every test sample) "
-        "on seeds "
-        f"{', '.join(map(str, seeds))}" in text
+        f"on seeds {', '.join(map(str, seeds))}" in text
     )
     assert re.search(
         r"the idea loses to it \(Δ = -0\.3\d+, p = [0-9.]+\) and the matched baseline bias-copy "
@@ -161,8 +160,7 @@ def test_a_significant_verdict_reached_while_the_runs_overfit_says_so_in_its_hea
     assert headline.startswith("**Verdict: idea better (significant)**")
     assert (
         "⚠ This verdict was reached while training checks fire: mix overfit on 6/6 seeds; base "
-        "overfit on 6/6 "
-        "seeds; the val split has only 32 items." in headline
+        "overfit on 6/6 seeds; the val split has only 32 items." in headline
     )  # the example's validation split is small
     assert "still improving" not in headline  # their best epoch is no longer the last
 
@@ -185,10 +183,8 @@ def test_an_inactive_cap_makes_the_ablation_untestable(tmp_path):
     text = render_markdown(report)
     assert (
         "**The cap was inactive**: the largest eigenvalue (factor singular value) of the idea's "
-        "trained models "
-        "is 0.88 < 1 on every seed"
+        "trained models is 0.88 < 1 on every seed"
     ) in text and "so the ablation cannot test it" in text
     assert "mix − uncapped: Δ" not in text  # no test is reported for it
-    assert (
-        report.mechanism["idea_vs_control"].verdict == "idea better (significant)"
-    )  # the other questions stand
+    # the other questions stand
+    assert report.mechanism["idea_vs_control"].verdict == "idea better (significant)"

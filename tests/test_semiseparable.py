@@ -114,9 +114,8 @@ def test_the_capped_factor_is_certified_and_the_uncapped_one_is_not(start):
     uncapped = SemiseparableFactor(
         length=60, terms=5, num_heads=3, start=start, capped=False
     ).double()
-    torch.testing.assert_close(
-        uncapped.kernel(), capped.kernel()
-    )  # the same start: they differ in the cap alone
+    # the same start: they differ in the cap alone
+    torch.testing.assert_close(uncapped.kernel(), capped.kernel())
     with torch.no_grad():
         for factor in (capped, uncapped):
             factor.decay_logits.normal_(0.0, 3.0)
@@ -129,9 +128,8 @@ def test_the_capped_factor_is_certified_and_the_uncapped_one_is_not(start):
         norms = torch.linalg.matrix_norm(factor.dense(), ord=2)  # (h,)
         assert (norms <= factor.bound() + 1e-12).all()
     assert (capped.bound() < 1).all() and (uncapped.bound() > 6).all()
-    assert (
-        torch.linalg.matrix_norm(uncapped.dense(), ord=2) > 1
-    ).all()  # no certificate without the cap
+    # no certificate without the cap
+    assert (torch.linalg.matrix_norm(uncapped.dense(), ord=2) > 1).all()
 
 
 def test_float32_keeps_the_certificate_and_matches_float64():
@@ -156,9 +154,8 @@ def test_starts_lowpass_decays_and_global_is_near_flat():
     assert lowpass[40] / lowpass[0] < 1e-3 and (lowpass[1:] < lowpass[:-1]).all()
     assert flat[-1] / flat[0] > 0.8 and (flat[1:] < flat[:-1]).all()
     mean = SemiseparableFactor(length=64, terms=16, num_heads=1, start="mean").double().kernel()[0]
-    torch.testing.assert_close(
-        mean / mean.sum(), flat / flat.sum()
-    )  # the global shape, with the gain sigmoid(4)
+    # the global shape, with the gain sigmoid(4)
+    torch.testing.assert_close(mean / mean.sum(), flat / flat.sum())
     assert mean.sum().item() == pytest.approx(
         torch.sigmoid(torch.tensor(4.0, dtype=torch.float64)).item(), rel=1e-12
     )
@@ -276,9 +273,8 @@ def test_regrid_keeps_the_parameters_and_renormalises_the_kernel():
         assert isinstance(factor, SemiseparableFactor) and factor.length == int(grid.split("x")[0])
         for name, p in mixer.state_dict().items():
             assert torch.equal(other.state_dict()[name], p)
-        torch.testing.assert_close(
-            factor.kernel().sum(-1), factor.bound()
-        )  # ‖κ‖₁ = gain on the new length too
+        # ‖κ‖₁ = gain on the new length too
+        torch.testing.assert_close(factor.kernel().sum(-1), factor.bound())
         v = torch.randn(1, *other.grid, 8, dtype=torch.float64)
         heads = v.reshape(1, other.grid.numel, 2, 4)
         expected = torch.einsum("hij,bjhc->bihc", other.operator(), heads).reshape(v.shape)

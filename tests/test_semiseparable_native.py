@@ -87,9 +87,8 @@ def test_values_and_gradients_equal_the_dense_toeplitz_in_float64(kernel_build, 
     assert native_applies(x32, terms)  # the fused kernel, not the torch-op fallback, is under test
     out = semiseparable_mode_product(x32, log32, w32, axis)
     got = torch.autograd.grad(out, [x32, log32, w32], grad.float())
-    for g, e in zip(
-        [out, *got], [reference, *expected]
-    ):  # float32 sums of up to 300 · 2r terms, to their scale
+    # float32 sums of up to 300 · 2r terms, to their scale
+    for g, e in zip([out, *got], [reference, *expected]):
         scale = e.abs().max().clamp(min=1.0)  # ∂ log λ is exactly 0 for a single step (λ⁰)
         torch.testing.assert_close(g.double() / scale, e / scale, rtol=0, atol=1e-5)
 
@@ -178,9 +177,8 @@ def test_ops_pass_opcheck_and_flops_are_counted():
 
 def test_torch_compile_runs_the_kernel_and_matches_eager():
     x, log_decays, weights = _float32(*_problem((2, 30, 2, 8), 4, seed=5))
-    compiled = torch.compile(
-        semiseparable_mode_product, backend="aot_eager"
-    )  # the fake kernels and autograd
+    # the fake kernels and autograd
+    compiled = torch.compile(semiseparable_mode_product, backend="aot_eager")
     out = compiled(x, log_decays, weights, 1)
     torch.testing.assert_close(out, semiseparable_mode_product(x, log_decays, weights, 1))
     torch.testing.assert_close(
@@ -192,9 +190,8 @@ def test_torch_compile_runs_the_kernel_and_matches_eager():
 def test_the_switch_and_unsupported_shapes_take_the_torch_op_form():
     x = torch.randn(2, 10, 2, 8)
     assert native_applies(x, 16)
-    assert not native_applies(x.double(), 16) and not native_applies(
-        x, 65
-    )  # float64; more terms than the kernel
+    # float64; more terms than the kernel
+    assert not native_applies(x.double(), 16) and not native_applies(x, 65)
     assert not native_applies(torch.randn(2, 10, 3, 4), 16)  # 12 channels: not a whole vector of 16
     set_native(False)
     try:

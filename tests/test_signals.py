@@ -64,9 +64,8 @@ def test_sigint_and_sigterm_to_the_driver_stop_it_and_the_same_command_resumes(t
     out = tmp_path / "study"
     interrupt(out, signal.SIGINT, after_rows=2)
     first = ledger_rows(out)
-    interrupt(
-        out, signal.SIGTERM, after_rows=len(first) + 2
-    )  # the re-run resumed, then was stopped again
+    # the re-run resumed, then was stopped again
+    interrupt(out, signal.SIGTERM, after_rows=len(first) + 2)
     second = ledger_rows(out)
     assert {key: second[key] for key in first} == first  # the first part's runs were not retrained
     finished = subprocess.run(command(out), capture_output=True, text=True)

@@ -102,9 +102,8 @@ def _brute_force_p(d):
     [
         np.random.default_rng(7).normal(0.3, 1.0, size=9),
         np.array([1.0, 1.0, 2.0, 2.0, -1.0, 3.0, 0.5]),  # many exactly tied sign-pattern sums
-        np.array(
-            [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, -0.7]
-        ),  # ties that rounding splits: 0.1 + 0.2 != 0.3
+        # ties that rounding splits: 0.1 + 0.2 != 0.3
+        np.array([0.1, 0.2, 0.3, 0.4, 0.5, 0.6, -0.7]),
     ],
 )
 def test_exact_sign_flip_matches_brute_force(d):
@@ -201,9 +200,8 @@ def test_the_inverted_interval_is_the_set_of_shifts_the_test_keeps(n, alpha):
     d = np.random.default_rng(n).normal(0.3, 1.0, size=n)
     interval = sign_flip_interval(d, alpha=alpha)
     grid = np.linspace(d.min() - 0.5, d.max() + 0.5, 2001)
-    kept = [
-        delta for delta in grid if sign_flip_test(d - delta).p_value >= alpha
-    ]  # a plain scan of the test
+    # a plain scan of the test
+    kept = [delta for delta in grid if sign_flip_test(d - delta).p_value >= alpha]
     step = grid[1] - grid[0]
     assert interval.low - step <= min(kept) and max(kept) <= interval.high + step
     assert abs(min(kept) - interval.low) <= step and abs(max(kept) - interval.high) <= step
@@ -226,15 +224,13 @@ def test_the_monte_carlo_interval_follows_its_test_and_too_few_pairs_leave_it_un
     assert interval.method == "monte-carlo"
     p = sign_flip_test(d, n_resamples=4_000).p_value
     assert interval.excludes(0.0) == (p < 0.05)
-    exact = sign_flip_interval(
-        d, exact_max_n=24
-    )  # every pattern of 24: the same interval to Monte Carlo error
+    # every pattern of 24: the same interval to Monte Carlo error
+    exact = sign_flip_interval(d, exact_max_n=24)
     assert interval.low == pytest.approx(exact.low, abs=0.05) and interval.high == pytest.approx(
         exact.high, abs=0.05
     )
-    unbounded = sign_flip_interval(
-        [0.1, 0.2, 0.3, 0.4, 0.5]
-    )  # 2/32 >= 0.05: no shift is ever rejected
+    # 2/32 >= 0.05: no shift is ever rejected
+    unbounded = sign_flip_interval([0.1, 0.2, 0.3, 0.4, 0.5])
     assert (unbounded.low, unbounded.high) == (None, None) and not unbounded.excludes(0.0)
 
 
@@ -246,19 +242,16 @@ def test_a_significant_effect_below_the_practical_threshold_is_negligible():
     result = compare(idea, baseline, direction="lower", min_effect=MinEffect.parse("1%"))
     assert result.p_value == 2 / 64 and result.min_effect == pytest.approx(0.01 * baseline.mean())
     assert result.verdict == "idea better (significant but negligible)"
-    assert (
-        compare(idea, baseline, direction="lower").verdict == VERDICT_BETTER
-    )  # no threshold: a plain win
+    # no threshold: a plain win
+    assert compare(idea, baseline, direction="lower").verdict == VERDICT_BETTER
     absolute = compare(idea, baseline, direction="lower", min_effect=MinEffect.parse("1e-6"))
-    assert (
-        absolute.min_effect == 1e-6 and absolute.verdict == VERDICT_BETTER
-    )  # 1.2e-5 is above 1e-6
+    # 1.2e-5 is above 1e-6
+    assert absolute.min_effect == 1e-6 and absolute.verdict == VERDICT_BETTER
     held = compare_many(
         {"a": (idea, baseline)}, direction="lower", min_effect=MinEffect.parse("1%")
     )["a"]
-    assert (
-        held.verdict == "idea better (significant but negligible)"
-    )  # kept through the Holm re-verdict
+    # kept through the Holm re-verdict
+    assert held.verdict == "idea better (significant but negligible)"
     assert (
         MinEffect.parse("2.5%") == MinEffect(0.025, relative=True)
         and MinEffect.parse("0.01").spelled == "0.01"
@@ -288,9 +281,8 @@ def test_sign_flip_mde_has_the_requested_power(n):
     mde = sign_flip_mde(d, alpha=0.05, power=0.8)
     assert brute_force_power(mde, spread, n) == pytest.approx(0.8, abs=0.05)
     assert brute_force_power(0.8 * mde, spread, n) < 0.75  # it is the smallest such effect, not any
-    if (
-        n == 6
-    ):  # the sign-flip test needs a larger effect than a t-test's (t_0.975 + t_0.8)·s/√6 ≈ 1.43·s
+    # the sign-flip test needs a larger effect than a t-test's (t_0.975 + t_0.8)·s/√6 ≈ 1.43·s
+    if n == 6:
         assert mde / spread == pytest.approx(1.78, abs=0.1)
 
 

@@ -113,17 +113,15 @@ def test_a_point_a_plain_run_trained_in_the_directory_is_reused(tmp_path):
         and (tmp_path / "report.md").exists()
         and (tmp_path / "sweep.md").exists()
     )
-    later = orchestrate.run(
-        "fake", "8", out=tmp_path, scaling=False, **OPTIONS
-    )  # the plain study still runs there
+    # the plain study still runs there
+    later = orchestrate.run("fake", "8", out=tmp_path, scaling=False, **OPTIONS)
     assert numbers(later) == numbers(plain)
 
 
 def test_an_interrupted_sweep_resumes_without_retraining_finished_points(tmp_path):
     over = [("grid", ["8", "16"])]
-    first = Counting(
-        stop_after=12 + 2
-    )  # point 8: 2 models × (2 sweep rates + 3 seeds) = 10 runs, then 4 of point 16
+    # point 8: 2 models × (2 sweep rates + 3 seeds) = 10 runs, then 4 of point 16
+    first = Counting(stop_after=12 + 2)
     with pytest.raises(KeyboardInterrupt):
         run_sweep(tmp_path, over, first)
     assert {run for run in first.ran if run[0] == "8"} == {run for run in first.ran[:10]}
@@ -208,9 +206,8 @@ def test_the_mqar_settings_rebuild_its_task_and_models():
     assert bool((keys >= 1).all() and (keys < 32).all() and (values >= 32).all())
     model = track.model("transformer").build(track.check_grid("32"))
     assert model.pos_embed.shape == (1, 32, 32)
-    assert (
-        track.model("transformer-global-filter").mixer == "global-filter"
-    )  # the registry's models are there too
+    # the registry's models are there too
+    assert track.model("transformer-global-filter").mixer == "global-filter"
 
 
 def outcomes(*sequence: str, values=(1, 2, 3, 4)):
@@ -270,9 +267,8 @@ def test_setting_values_take_their_default_s_type():
     with pytest.raises(
         ValueError, match=r"^track 'mqar' with embed_dim=33: embed_dim=33 must be divisible by"
     ):
-        load_registry().track("mqar").with_settings(
-            {"embed_dim": 33}
-        )  # the plugin's refusal, in one line
+        # the plugin's refusal, in one line
+        load_registry().track("mqar").with_settings({"embed_dim": 33})
 
 
 @pytest.mark.parametrize(

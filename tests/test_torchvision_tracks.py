@@ -67,9 +67,8 @@ def test_mnist_idx_files_become_a_fixed_split_of_patch_tokens(tmp_path):
         7,
     )  # 30 training images, 3 held out for validation
     assert (len(data.val), len(data.test)) == (3, 12)
-    assert sorted(data.test.targets.tolist()) == sorted(
-        (np.arange(12) % 10).tolist()
-    )  # the official test set
+    # the official test set
+    assert sorted(data.test.targets.tolist()) == sorted((np.arange(12) % 10).tolist())
     other = track.make_data(track.default_grid, 5, SIZES)
     assert all(
         (getattr(data, s).targets == getattr(other, s).targets).all()
@@ -87,17 +86,15 @@ def test_patch_size_comes_from_the_environment(tmp_path):
 def test_cifar_batches_through_the_md5_seam(tmp_path):
     write_cifar10(tmp_path)
     real = torchvision_track(SPECS["cifar10"], str(tmp_path))
-    with pytest.raises(
-        ValueError, match="corrupted"
-    ) as error:  # torchvision's md5 check rejects tiny batches
+    # torchvision's md5 check rejects tiny batches
+    with pytest.raises(ValueError, match="corrupted") as error:
         real.make_data(real.default_grid, 0, SIZES)
     assert "\n" not in str(error.value)
     track = torchvision_track(SPECS["cifar10"], str(tmp_path), cls=unchecked(tvd.CIFAR10))
     data = track.make_data(track.default_grid, 0, SIZES)
     assert data.train.inputs.shape == (27, 48, 8, 8) and len(data.test) == 6
-    assert (
-        data.train.inputs.mean(dim=(0, 2, 3)).abs().max() < 1e-4
-    )  # standardised with training statistics
+    # standardised with training statistics
+    assert data.train.inputs.mean(dim=(0, 2, 3)).abs().max() < 1e-4
 
 
 @pytest.mark.parametrize("damage", ["corrupt", "missing"])
@@ -117,9 +114,8 @@ def test_bad_cifar_batch_is_one_line(tmp_path, damage):
 )
 def test_missing_root_is_one_line(root, expected):
     track = torchvision_track(SPECS["svhn"], root)
-    assert (
-        track.data_missing()
-    )  # listed as lacking its data (`gridmix tracks`; CI's bench skips it)
+    # listed as lacking its data (`gridmix tracks`; CI's bench skips it)
+    assert track.data_missing()
     with pytest.raises(ValueError, match=expected):
         track.make_data(track.default_grid, 0, SIZES)
 

@@ -250,9 +250,8 @@ def test_sequence_windows_never_leak_targets(tmp_path):
     windows = window_indices(n, context=context, horizon=horizon)
     start_val, start_test = int(0.7 * n), int(0.85 * n)
     for inputs, targets in windows.values():
-        assert (
-            inputs.max(axis=1) + 1 == targets.min(axis=1)
-        ).all()  # the input is exactly the past
+        # the input is exactly the past
+        assert (inputs.max(axis=1) + 1 == targets.min(axis=1)).all()
         assert (np.diff(inputs, axis=1) == 1).all() and (np.diff(targets, axis=1) == 1).all()
     train_rows = set(np.concatenate([windows["train"][0].ravel(), windows["train"][1].ravel()]))
     assert max(train_rows) < start_val
@@ -344,12 +343,10 @@ def test_the_default_sequence_task_asks_more_than_a_fixed_linear_forecast():
 
 def test_the_default_sequence_budget_has_seeds_and_test_series_for_a_precise_comparison():
     budget = sequence_track().budget("default")
-    assert (
-        budget.seeds == 10
-    )  # the sign-flip MDE is 1.78 s_d at 6 seeds, 1.18 s_d at 8, about 1.0 at 10
-    assert (
-        budget.n_test >= 16384 and budget.n_train >= 4096
-    )  # test sampling was most of the spread at 2,048
+    # the sign-flip MDE is 1.78 s_d at 6 seeds, 1.18 s_d at 8, about 1.0 at 10
+    assert budget.seeds == 10
+    # test sampling was most of the spread at 2,048
+    assert budget.n_test >= 16384 and budget.n_train >= 4096
 
 
 def test_csv_loader_reads_columns_by_name_or_index(tmp_path):
@@ -453,9 +450,8 @@ def test_image_folder_loads_resizes_and_keeps_one_split_for_every_seed(tmp_path)
     assert data.train.inputs.shape == (6, 3, 8, 6) and data.train.targets.dtype == torch.int64
     assert torch.allclose(data.train.inputs.mean(dim=(0, 2, 3)), torch.zeros(3), atol=1e-5)
     assert torch.equal(track.make_data(grid, 0, SIZES).test.inputs, data.test.inputs)
-    for seed in range(
-        1, 4
-    ):  # one fixed split: the paired test compares seeds on the same test images
+    # one fixed split: the paired test compares seeds on the same test images
+    for seed in range(1, 4):
         other = track.make_data(grid, seed, SIZES)
         assert torch.equal(other.test.inputs, data.test.inputs) and torch.equal(
             other.train.targets, data.train.targets

@@ -83,9 +83,8 @@ def test_each_final_run_is_tested_elsewhere_as_an_independent_computation_says(s
         trained = kept[0].state_dict()
         other = fake_track.Net(Grid.parse("16"), Attention(8, num_heads=2))
         state = dict(trained)
-        old = (
-            trained["pos_embed"][0].double().numpy()
-        )  # (8, C): positions at cell centres of 8, read at those of 16
+        # (8, C): positions at cell centres of 8, read at those of 16
+        old = trained["pos_embed"][0].double().numpy()
         centres = np.clip((np.arange(16) + 0.5) * 8 / 16 - 0.5, 0, 7)
         state["pos_embed"] = torch.tensor(
             np.stack([np.interp(centres, np.arange(8), old[:, c]) for c in range(8)], 1),
@@ -178,9 +177,8 @@ def test_a_plain_study_asked_later_for_other_grids_is_run_again_with_the_same_nu
 
 
 def test_a_failing_evaluation_is_recorded_and_the_run_stands(tmp_path):
-    def broken(
-        grid, seed, sizes
-    ):  # seed 0's data at 16 builds (the study's plan checks it), the others' fail
+    # seed 0's data at 16 builds (the study's plan checks it), the others' fail
+    def broken(grid, seed, sizes):
         if grid[0] == 16 and seed > 0:
             raise RuntimeError("no data on 16")
         return fake_track.make_data(grid, seed, sizes)
@@ -242,9 +240,8 @@ def test_the_study_spec_keeps_the_evaluation_grids():
     study = orchestrate.plan_study("fake", "8", eval_grids="16", **OPTIONS).study
     assert study.to_dict()["eval_grids"] == ("16",)
     assert Study.from_dict(json.loads(json.dumps(study.to_dict()))) == study
-    assert all(
-        task.eval_grids == () for task in study.sweep_tasks()
-    )  # only the comparison seeds' runs are tested
+    # only the comparison seeds' runs are tested
+    assert all(task.eval_grids == () for task in study.sweep_tasks())
     assert (
         study.task("fake-mixer", 1e-3, 0).key
         == study.task("fake-mixer", 1e-3, 0, eval_grids=("16",)).key

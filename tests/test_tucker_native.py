@@ -193,9 +193,8 @@ def test_results_do_not_depend_on_the_thread_count(kernel_build):
     finally:
         torch.set_num_threads(previous)
     for first, other in zip(runs[0], runs[1]):
-        assert torch.equal(
-            first, other
-        )  # bit for bit: each batch element is one thread's, partials summed in order
+        # bit for bit: each batch element is one thread's, partials summed in order
+        assert torch.equal(first, other)
     for first, again in zip(runs[0], runs[2]):
         assert torch.equal(first, again)
 
@@ -218,9 +217,8 @@ def test_a_float32_mixer_runs_the_kernel_and_agrees_with_float64():
 def test_other_dtypes_and_dense_axes_keep_the_library_path():
     x, bases, lams = _problem((2, 6, 5, 2, 3), (1, 2), (3, 3))
     assert not native_applies(x.double(), [u.double() for u in bases], (1, 2))
-    assert not native_applies(
-        x, bases[:1], (1,)
-    )  # axis 2 would be dense (a causal factor): not every grid axis
+    # axis 2 would be dense (a causal factor): not every grid axis
+    assert not native_applies(x, bases[:1], (1,))
     assert native_applies(x, bases, (1, 2))
 
 
@@ -248,9 +246,8 @@ def test_the_custom_ops_pass_torch_opcheck():
 def test_torch_compile_runs_the_kernel_and_matches_eager():
     mixer = ConcentrationMixer(8, "6x5", num_heads=2, rank=3)
     v = torch.randn(2, 6, 5, 8, requires_grad=True)
-    compiled = torch.compile(
-        mixer.mix, backend="aot_eager"
-    )  # no C++ codegen: the op's fake kernels and autograd
+    # no C++ codegen: the op's fake kernels and autograd
+    compiled = torch.compile(mixer.mix, backend="aot_eager")
     out = compiled(v)
     torch.testing.assert_close(out, mixer.mix(v), **F32)
     (grad,) = torch.autograd.grad(out.sum(), v)
@@ -265,9 +262,8 @@ def test_the_constant_marker_is_torchs_own_and_costs_no_dynamo_import():
         return True
 
     marked = assume_constant_result(lambda: True)
-    assert vars(torch.compiler.assume_constant_result(probe)) == vars(
-        marked
-    )  # the same mark torch.compile reads
+    # the same mark torch.compile reads
+    assert vars(torch.compiler.assume_constant_result(probe)) == vars(marked)
     code = (
         "import sys, gridmix.mixers.concentration.ops.native_build as b; "
         "print('torch._dynamo' in sys.modules, b.native_available._dynamo_marked_constant)"
@@ -373,9 +369,8 @@ def test_the_kernel_is_built_once_into_the_cache(fresh_library, tmp_path):
     fresh_library.setenv("GRIDMIX_CACHE_DIR", str(tmp_path))
     assert native_library() is not None
     built = list(tmp_path.glob("gridmix_native-*.so"))
-    assert len(built) == 1 and not [
-        p for p in tmp_path.iterdir() if p.is_dir()
-    ]  # no temporary left behind
+    # no temporary left behind
+    assert len(built) == 1 and not [p for p in tmp_path.iterdir() if p.is_dir()]
     stamp = built[0].stat().st_mtime_ns
     forget_library()
     assert native_library() is not None

@@ -132,9 +132,8 @@ def test_a_clear_win_is_significant_at_the_default_seeds_with_two_baselines(tmp_
         0.01 * primary["baseline_mean"]
     )
     assert report["min_effect"] == "1%"
-    with Ledger(
-        tmp_path / "out", create=False
-    ) as ledger:  # the same study with a threshold no MSE win can pass
+    # the same study with a threshold no MSE win can pass
+    with Ledger(tmp_path / "out", create=False) as ledger:
         ledger.put("study", dict(ledger.study(), min_effect="100%"))
     assert CliRunner().invoke(app, ["report", str(tmp_path / "out")]).exit_code == 0
     report = json.loads((tmp_path / "out" / "bench_report.json").read_text())
@@ -196,9 +195,8 @@ def test_sweep_seeds_never_enter_the_comparison(tmp_path):
     with Ledger(tmp_path / "out", create=False) as ledger:
         rows = ledger.rows()
     assert {row.seed for row in rows} == set(range(6)) | set(sweep)
-    assert len(rows) == 2 * (
-        2 * 2 + 6
-    )  # per model: 2 rates on 2 sweep seeds, then 6 comparison seeds
+    # per model: 2 rates on 2 sweep seeds, then 6 comparison seeds
+    assert len(rows) == 2 * (2 * 2 + 6)
     assert "sweep seeds [1000, 1001]" in (tmp_path / "out" / "report.md").read_text()
 
 
@@ -206,12 +204,10 @@ def test_arms_worse_than_chance_are_flagged_and_the_verdict_is_uninformative(tmp
     result = run("--track", "clear-chance", "--models", "one-token", "--out", str(tmp_path / "out"))
     assert result.exit_code == 0, result.output
     report = json.loads((tmp_path / "out" / "bench_report.json").read_text())
-    assert (
-        report["idea"]["flag"] is None and report["comparison"]["verdict"] == VERDICT_BETTER
-    )  # far from 2.5
-    with Ledger(
-        tmp_path / "out", create=False
-    ) as ledger:  # the same study, with a floor above every arm
+    # far from 2.5
+    assert report["idea"]["flag"] is None and report["comparison"]["verdict"] == VERDICT_BETTER
+    # the same study, with a floor above every arm
+    with Ledger(tmp_path / "out", create=False) as ledger:
         spec = ledger.study()
         ledger.put("study", dict(spec, chance=0.0, ceiling=-1.0))
     assert CliRunner().invoke(app, ["report", str(tmp_path / "out")]).exit_code == 0
@@ -305,6 +301,5 @@ def test_aa_run_compares_the_matched_baseline_with_a_copy_of_itself(tmp_path):
         model: sorted(row.seed for row in rows if row.model == model)
         for model in ("one-token~aa", "one-token")
     }
-    assert (
-        seeds["one-token~aa"] == seeds["one-token"] == list(range(6))
-    )  # the same data seeds (one rate: no sweep)
+    # the same data seeds (one rate: no sweep)
+    assert seeds["one-token~aa"] == seeds["one-token"] == list(range(6))

@@ -62,13 +62,12 @@ def test_a_wheel_installed_alone_builds_every_native_kernel(tmp_path):
     target = tmp_path / "installed"
     _pip("install", "--no-deps", "--no-index", "--target", str(target), str(wheel), cwd=tmp_path)
     code = (
-        "import json, gridmix\n"
-        "from gridmix.cli.info import machine_summary\n"
-        "from gridmix.mixers.concentration.ops.native_build import native_library\n"
-        "library = native_library()\n"
-        "kernels = [k for k in ('tucker', 'semiseparable', 'householder')\n"
-        "           if library is not None and hasattr(library, f'gm_{k}_forward')]\n"
-        "print(json.dumps(dict(file=gridmix.__file__, kernels=kernels, **machine_summary())))"
+        "import json, gridmix\nfrom gridmix.cli.info import machine_summary\nfrom "
+        "gridmix.mixers.concentration.ops.native_build import native_library\nlibrary = "
+        "native_library()\nkernels = [k for k in ('tucker', 'semiseparable', 'householder')\n     "
+        "      if library is not None and hasattr(library, "
+        "f'gm_{k}_forward')]\nprint(json.dumps(dict(file=gridmix.__file__, kernels=kernels, "
+        "**machine_summary())))"
     )
     env = dict(os.environ, PYTHONPATH=str(target), GRIDMIX_CACHE_DIR=str(tmp_path / "cache"))
     done = subprocess.run(

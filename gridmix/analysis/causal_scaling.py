@@ -73,9 +73,8 @@ def _noise(grid: Grid, seed: int, sizes: DataSizes) -> TrackData:
 
     def split(offset: int, count: int) -> Split:
         generator = torch.Generator().manual_seed(1000 * seed + offset)
-        inputs, targets = torch.randn(
-            2, count, DIM, *grid, generator=generator
-        )  # (S, C, *grid) each
+        # (S, C, *grid) each
+        inputs, targets = torch.randn(2, count, DIM, *grid, generator=generator)
         return Split(inputs=inputs, targets=targets)
 
     return TrackData(

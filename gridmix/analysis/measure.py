@@ -221,9 +221,8 @@ class Flops:
     forward: int
     backward: int
     per_op: dict[str, int]
-    uncounted: dict[str, int] = field(
-        default_factory=dict
-    )  # op name -> calls seen without a formula
+    # op name -> calls seen without a formula
+    uncounted: dict[str, int] = field(default_factory=dict)
 
     @property
     def total(self) -> int:

@@ -297,13 +297,11 @@ def _measure_in_this_process(
         before, resident = _proc_status_bytes("RssAnon"), _proc_status_bytes("VmRSS")
         reset = _reset_rss_peak()
         step()
-        peak = (
-            before + _proc_status_bytes("VmHWM") - resident
-        )  # the step's growth, on top of the anonymous setup
+        # the step's growth, on top of the anonymous setup
+        peak = before + _proc_status_bytes("VmHWM") - resident
         method = (
             "anonymous memory (RssAnon) for the setup, then VmHWM reset via /proc/self/clear_refs "
-            "before the "
-            "step"
+            "before the step"
             if reset
             else "anonymous memory (RssAnon) for the setup, then VmHWM over setup and step "
             "(clear_refs unavailable: step_bytes may include setup transients)"
@@ -340,9 +338,8 @@ def _answer_in_a_child(request: dict) -> dict:
     """Forks; the child measures and writes its answer to a pipe. A child killed midway is reported
     by signal."""
     module, _ = _parse_target(request["target"])
-    importlib.import_module(
-        module
-    )  # the server keeps it for the next child: imports are not the measurement
+    # the server keeps it for the next child: imports are not the measurement
+    importlib.import_module(module)
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:

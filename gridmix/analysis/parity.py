@@ -8,10 +8,9 @@ that differs from the idea in the token mixer only, the primary comparison's) ha
 parameter count within the tolerance (10%)? Otherwise a difference between the two may come from
 their size, not their mixing. FLOPs are reported, never warned about: spending fewer of them is what
 a structured mixer is for; nor are the other models, which are not meant to match (the no-mixing
-control has no mixing parameters at all).
-:func:`match_parameters` removes a parameter gap: it bisects a model's ``ModelSpec.width_kwarg`` (a
-float keyword of ``build``, e.g. ``mlp_ratio``) until the count is within 2% of a target, e.g. a
-baseline's.
+control has no mixing parameters at all). :func:`match_parameters` removes a parameter gap: it
+bisects a model's ``ModelSpec.width_kwarg`` (a float keyword of ``build``, e.g. ``mlp_ratio``) until
+the count is within 2% of a target, e.g. a baseline's.
 """
 
 from __future__ import annotations
@@ -83,10 +82,8 @@ def parameter_warning(
         return None
     return (
         f"{idea} has {params_ratio:.4g} times the parameters of its matched baseline {baseline} "
-        "(beyond "
-        f"±{tolerance:.0%}): a difference between them may come from their size, not their token "
-        "mixer; "
-        f"`--match-params {baseline}` evens it"
+        f"(beyond ±{tolerance:.0%}): a difference between them may come from their size, not their "
+        f"token mixer; `--match-params {baseline}` evens it"
     )
 
 

@@ -45,9 +45,8 @@ PERIOD_TOLERANCE = (
 )
 NN_CHUNK = 1024  # test rows per distance block of 1-NN
 
-Score = Callable[
-    [torch.Tensor, Split], float
-]  # the track's metric of predictions on a split, signed: lower is better
+# the track's metric of predictions on a split, signed: lower is better
+Score = Callable[[torch.Tensor, Split], float]
 
 
 def _features(train: Split, *others: Split) -> tuple[torch.Tensor, ...]:
@@ -67,9 +66,8 @@ def ridge_forecasts(
     track gives them (standardised with the training part's statistics), and each window normalised
     by its own mean and standard deviation per channel, the forecast mapped back with channel 0's
     (as the forecasting tracks' RevIN does for their models). The inputs and the penalty ``alpha ·
-    mean eigenvalue`` (among
-    :data:`RIDGE_ALPHAS`) are chosen together on validation. Returns the forecasts and ``{"inputs",
-    "alpha", "grid", "edge"}`` (:func:`edge`)."""
+    mean eigenvalue`` (among :data:`RIDGE_ALPHAS`) are chosen together on validation. Returns the
+    forecasts and ``{"inputs", "alpha", "grid", "edge"}`` (:func:`edge`)."""
     fits = {kind: _ridge_fit(train, per_window=kind == PER_WINDOW) for kind in RIDGE_INPUTS}
     kind, alpha = min(
         ((kind, alpha) for kind in RIDGE_INPUTS for alpha in RIDGE_ALPHAS),
@@ -112,9 +110,8 @@ def _ridge_fit(train: Split, *, per_window: bool) -> Callable[[Split, float], to
     x_mean, y_mean = x.mean(0), y.mean(0)
     u, s, vt = np.linalg.svd(x - x_mean, full_matrices=False)  # (S, r), (r,), (r, F)
     projected = u.T @ (y - y_mean)  # (r, H)
-    scale = (
-        float((s**2).sum() / max(1, x.shape[1])) or 1.0
-    )  # mean eigenvalue of the centred XᵀX (1: inputs constant)
+    # mean eigenvalue of the centred XᵀX (1: inputs constant)
+    scale = float((s**2).sum() / max(1, x.shape[1])) or 1.0
 
     def forecast(split: Split, alpha: float) -> torch.Tensor:
         weights = vt.T @ ((s / (s**2 + alpha * scale))[:, None] * projected)  # (F, H)
@@ -214,9 +211,8 @@ def nearest_neighbour_logits(
 def dominant_period(inputs: torch.Tensor) -> int | None:
     """The dominant period of the windows' first channel (S, C, L): the shortest lag in 2 … L/2 at
     which the autocorrelation pooled over the windows (each window centred) has a positive local
-    peak within
-    :data:`PERIOD_TOLERANCE` of the highest such peak; ``None`` when there is no peak (a trend,
-    noise)."""
+    peak within :data:`PERIOD_TOLERANCE` of the highest such peak; ``None`` when there is no peak (a
+    trend, noise)."""
     x = inputs[:, 0, :].double().numpy()  # (S, L)
     x = x - x.mean(1, keepdims=True)
     power = float((x**2).mean())

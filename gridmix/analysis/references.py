@@ -1,7 +1,7 @@
 """References a reviewer checks first, computed on every comparison seed's own split and scored with
 the track's own metric, so that the report tests each model against them seed by seed (what the
-report says of them:
-:mod:`gridmix.report.reference_lines`; the fitted ones: :mod:`gridmix.analysis.probes`).
+report says of them: :mod:`gridmix.report.reference_lines`; the fitted ones:
+:mod:`gridmix.analysis.probes`).
 
 Classification (int64 class labels ``(S,)``): the majority class of the training split (predicted as
 the smoothed training class frequencies, so an accuracy scores the majority class and a
@@ -11,16 +11,14 @@ L)``, a window whose channel 0 is the forecast series' own past, float targets `
 training mean (the track's ``training_mean``, the mean of its series' training part, where it
 declares one, else the mean of every training target, for every step); persistence (the window's
 last value); seasonal naive (the value one season earlier, the season chosen on the training and
-validation windows among
-:data:`SEASONS`, the track's own :attr:`~gridmix.tracks.Track.seasons` and the dominant period of
-the training windows, those that fit in the window); and a ridge autoregression from the whole
-window (every channel) to the horizon, on the window as given or normalised per window as the
-forecasting tracks' models see it (RevIN), chosen on validation. Every one is fitted on the rows the
-models train on (the track's own splits) and scored on the test rows they are tested on, with the
-track's metric and its
-:attr:`~gridmix.tracks.Track.extra_metrics` (e.g. MASE).
-:func:`chance_level` is the study's chance level: for a track with a ``training_mean``, the
-training-mean reference's value.
+validation windows among :data:`SEASONS`, the track's own :attr:`~gridmix.tracks.Track.seasons` and
+the dominant period of the training windows, those that fit in the window); and a ridge
+autoregression from the whole window (every channel) to the horizon, on the window as given or
+normalised per window as the forecasting tracks' models see it (RevIN), chosen on validation. Every
+one is fitted on the rows the models train on (the track's own splits) and scored on the test rows
+they are tested on, with the track's metric and its :attr:`~gridmix.tracks.Track.extra_metrics`
+(e.g. MASE). :func:`chance_level` is the study's chance level: for a track with a ``training_mean``,
+the training-mean reference's value.
 
 :func:`study_references` computes them per comparison seed (once where the split is fixed: every
 seed has the same data) and keeps ``per_seed`` values beside their means (``values``);
@@ -55,13 +53,11 @@ VERSION = 3
 REFERENCE_THREADS = 1
 METHODS = {  # how each kind's references are fitted (the report's method line)
     "classification": "majority class from the training frequencies; logistic probe by torch "
-    "L-BFGS (float32, "
-    "standardised flattened inputs, L2 chosen on validation); 1-NN by torch.cdist (flattened "
-    "inputs, raw or standardised as validation chose)",
+    "L-BFGS (float32, standardised flattened inputs, L2 chosen on validation); 1-NN by "
+    "torch.cdist (flattened inputs, raw or standardised as validation chose)",
     "forecasting": "training mean, persistence and seasonal naive by formula (the season chosen "
-    "on the training and "
-    "validation windows); ridge autoregression in closed form (numpy float64 SVD; the windows as "
-    "given or normalised per window, and the penalty, chosen on validation)",
+    "on the training and validation windows); ridge autoregression in closed form (numpy float64 "
+    "SVD; the windows as given or normalised per window, and the penalty, chosen on validation)",
     "none": "none fits this track's data",
 }
 
@@ -77,9 +73,8 @@ def seed_references(track: Track, data: TrackData) -> dict:
     """:func:`naive_references` of data already made."""
     train, val, test = data.train, data.val, data.test
 
-    def score(
-        predictions: torch.Tensor, split: Split
-    ) -> float:  # lower is better, whatever the track's direction
+    # lower is better, whatever the track's direction
+    def score(predictions: torch.Tensor, split: Split) -> float:
         value = track.metric(predictions.to(torch.float32), split.targets)
         return value if track.direction == "lower" else -value
 
@@ -113,9 +108,8 @@ def seed_references(track: Track, data: TrackData) -> dict:
 def _classification(train: Split, val: Split, test: Split, score) -> tuple[dict, dict]:
     k = int(max(train.targets.max(), val.targets.max(), test.targets.max())) + 1
     counts = torch.bincount(train.targets, minlength=k).float()  # (K,)
-    prior = (counts + 0.5) / (
-        counts.sum() + 0.5 * k
-    )  # the training frequencies, smoothed: no class at p = 0
+    # the training frequencies, smoothed: no class at p = 0
+    prior = (counts + 0.5) / (counts.sum() + 0.5 * k)
     forecasts = {
         "majority class": prior.log().expand(len(test), k)
     }  # (S, K): argmax is the majority class
@@ -188,9 +182,8 @@ def _persistence(inputs: torch.Tensor, horizon: int) -> torch.Tensor:
 
 def _seasonal(inputs: torch.Tensor, horizon: int, season: int) -> torch.Tensor:
     L = inputs.shape[-1]
-    steps = (
-        torch.arange(horizon) % season
-    )  # the value one season (or several) before each step ahead
+    # the value one season (or several) before each step ahead
+    steps = torch.arange(horizon) % season
     return inputs[:, 0, L - season + steps]  # (S, H)
 
 

@@ -399,13 +399,12 @@ def scale_track(
 ) -> ScalingResult:
     """Measure every (model, grid) point of ``track``; see the module docstring.
 
-    ``models``: model names (default: all the track offers); grids are measured smallest first,
-    and a grid the track does not run (its ``supports``) is kept in ``excluded_grids`` with the
-    track's reason.
-    ``config`` (or its fields as keyword ``options``) says how; ``on_start(model name, grid)`` and
-    ``on_point(point)`` are called before and after each point (progress bars). ``probe``: a
-    :func:`memory_probe` the caller started early and closes itself (default: one started here, at
-    the first memory measurement, and closed at the end).
+    ``models``: model names (default: all the track offers); grids are measured smallest first, and
+    a grid the track does not run (its ``supports``) is kept in ``excluded_grids`` with the track's
+    reason. ``config`` (or its fields as keyword ``options``) says how; ``on_start(model name,
+    grid)`` and ``on_point(point)`` are called before and after each point (progress bars).
+    ``probe``: a :func:`memory_probe` the caller started early and closes itself (default: one
+    started here, at the first memory measurement, and closed at the end).
     """
     if config is None:
         config = ScalingConfig(**options)
@@ -558,9 +557,8 @@ def _measure_point(
                 )
             except MemoryMeasurementError as error:
                 point.notes.append(f"memory not measured: {error}")
-    except (
-        Exception
-    ) as error:  # a broken model is this point's recorded failure, not a crashed study
+    # a broken model is this point's recorded failure, not a crashed study
+    except Exception as error:
         point.skipped = f"failed: {type(error).__name__}: {error}"
     return point
 
@@ -611,15 +609,13 @@ def _too_big(point: ScalingPoint, config: ScalingConfig, *, throughput: float | 
         if point.memory_estimate_bytes > memory_fraction * available:
             return (
                 f"too big: estimated peak {point.memory_estimate_bytes / MB:.0f} MB > "
-                f"{memory_fraction:.0%} "
-                f"of {available / MB:.0f} MB available"
+                f"{memory_fraction:.0%} of {available / MB:.0f} MB available"
             )
     if throughput and point.flops:
         seconds = steps * point.flops.total / throughput
         if seconds > config.time_cap_s:
             return (
                 f"too slow: estimated {seconds:.0f} s for {steps} steps > {config.time_cap_s:g} s "
-                "cap "
-                f"(at {throughput / 1e9:.2g} GFLOP/s, the previous grid's)"
+                f"cap (at {throughput / 1e9:.2g} GFLOP/s, the previous grid's)"
             )
     return None

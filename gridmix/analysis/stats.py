@@ -1,10 +1,9 @@
 """Paired-seed statistics for comparing an idea against a baseline: numbers only.
 
-A benchmark trains the idea and the baseline on the same seeds, so the unit of
-analysis is the per-seed difference ``d_s = idea_s - baseline_s``. This module
-turns those differences into a p-value, confidence intervals and a minimum
-detectable effect, with numpy and scipy only; :mod:`gridmix.analysis.verdicts`
-turns them into words (every rule of a verdict lives there):
+A benchmark trains the idea and the baseline on the same seeds, so the unit of analysis is the
+per-seed difference ``d_s = idea_s - baseline_s``. This module turns those differences into a
+p-value, confidence intervals and a minimum detectable effect, with numpy and scipy only;
+:mod:`gridmix.analysis.verdicts` turns them into words (every rule of a verdict lives there):
 
 * Significance: the two-sided sign-flip (paired randomization) test, P. Good,
   *Permutation, Parametric and Bootstrap Tests of Hypotheses*, 3rd ed.,
@@ -123,10 +122,10 @@ def sign_flip_test(
 ) -> SignFlipResult:
     """Two-sided sign-flip test of ``mean(diffs) == 0`` with statistic ``|mean(d)|``.
 
-    Up to ``exact_max_n`` pairs every one of the ``2^n`` sign patterns is
-    enumerated and p is the fraction whose ``|mean|`` reaches the observed one
-    (the observed pattern included). Beyond that, ``n_resamples`` random
-    patterns drawn from ``rng_seed`` give ``p = (k + 1) / (n_resamples + 1)``.
+    Up to ``exact_max_n`` pairs every one of the ``2^n`` sign patterns is enumerated and p is the
+    fraction whose ``|mean|`` reaches the observed one (the observed pattern included). Beyond that,
+    ``n_resamples`` random patterns drawn from ``rng_seed`` give ``p = (k + 1) / (n_resamples +
+    1)``.
     """
     d = _check_diffs(diffs)
     if n_resamples < 1:
@@ -214,9 +213,8 @@ def sign_flip_interval(
     else:
         low = _bisect_kept(center, float(d.min()), kept)
         high = _bisect_kept(center, float(d.max()), kept)
-    if (
-        kept(0.0) and not low <= 0.0 <= high
-    ):  # round-off at an end: the interval follows the test at 0
+    # round-off at an end: the interval follows the test at 0
+    if kept(0.0) and not low <= 0.0 <= high:
         low, high = min(low, 0.0), max(high, 0.0)
     return SignFlipInterval(low=float(low), high=float(high), confidence=1 - alpha, method=method)
 
@@ -277,9 +275,8 @@ def sign_flip_mde(
     rng = np.random.default_rng(rng_seed)
     noise = rng.standard_normal((n_sim, n)) * spread  # (R, n)
     if n <= 12:
-        patterns = 1.0 - 2.0 * (
-            (np.arange(2**n)[:, None] >> np.arange(n)) & 1
-        )  # (2^n, n): every sign pattern
+        # (2^n, n): every sign pattern
+        patterns = 1.0 - 2.0 * ((np.arange(2**n)[:, None] >> np.arange(n)) & 1)
     else:
         patterns = 1.0 - 2.0 * rng.integers(0, 2, size=(4096, n))  # (4096, n)
 
@@ -326,9 +323,8 @@ def exact_level(n_pairs: int, alpha: float = 0.05) -> float:
     if n_pairs < 2:
         raise ValueError(f"n_pairs is {n_pairs!r}; expected at least 2")
     patterns = 2**n_pairs
-    k = (
-        2 * math.ceil(Fraction(alpha) * patterns / 2) - 2
-    )  # the largest even count with k / 2^n < alpha
+    # the largest even count with k / 2^n < alpha
+    k = 2 * math.ceil(Fraction(alpha) * patterns / 2) - 2
     return k / patterns
 
 

@@ -20,9 +20,8 @@ from gridmix.core.suggest import did_you_mean
 from gridmix.core.version import __version__
 from gridmix.tracks.budget import BUDGETS, MAX_SEEDS, describe
 
-console = Console(
-    stderr=True, soft_wrap=True
-)  # a log file gets whole lines, never wrapped at 80 columns
+# a log file gets whole lines, never wrapped at 80 columns
+console = Console(stderr=True, soft_wrap=True)
 
 
 def fail(message: str) -> None:
@@ -91,15 +90,13 @@ class _OneLineErrors(TyperGroup):
     def invoke(self, ctx: typer.Context):
         try:
             return super().invoke(ctx)
-        except (
-            typer.BadParameter
-        ) as error:  # Typer's own Click (typer._click), not the click package
+        # Typer's own Click (typer._click), not the click package
+        except typer.BadParameter as error:
             fail(error.format_message())
 
 
-BudgetName = Enum(
-    "BudgetName", [(name, name) for name in BUDGETS], type=str
-)  # smoke, default, full
+# smoke, default, full
+BudgetName = Enum("BudgetName", [(name, name) for name in BUDGETS], type=str)
 
 
 def choice(names: type[Enum], noun: str) -> dict:
@@ -164,8 +161,7 @@ PRECISION_HELP = "auto (bf16 mixed precision on CUDA, fp32 on CPU), fp32, bf16 o
 EXECUTOR_HELP = "local (this machine) or ray (a Ray cluster)."
 JOBS_HELP = (
     "Local worker processes: auto (one per core, one thread each, on the CPU; one on CUDA) or a "
-    "number (the "
-    "cores are split between them)."
+    "number (the cores are split between them)."
 )
 ADDRESS_HELP = "Ray cluster address HOST:PORT (with --executor ray; default: start a local Ray)."
 THREADS_HELP = "Torch threads per run (default: cores / jobs; 1 with --jobs auto on the CPU)."

@@ -85,8 +85,7 @@ def mixers(
             Column("plugin", "name"),
         ),
         caption="grids: the grid ranks it takes; causal: exactly causal along which axes; prefix: "
-        "takes "
-        "class/register tokens; regrid: the same parameters on another grid; use one with "
+        "takes class/register tokens; regrid: the same parameters on another grid; use one with "
         "`gridmix run --idea NAME` or `--baselines A,B`",
     ).print(console)
     if summary["broken"]:

@@ -36,8 +36,7 @@ def run_line(task, row, metric_name: str) -> str:
     seconds."""
     line = (
         f"done {task.label}: {row.status}, val {fmt(row.val_metric)}, {metric_name} "
-        f"{fmt(row.test_metric)}, "
-        f"{fmt(row.wall_s)} s"
+        f"{fmt(row.test_metric)}, {fmt(row.wall_s)} s"
     )
     return line + (f"; {row.error}" if row.error else "")
 
@@ -48,8 +47,7 @@ def stop_interrupted(error: KeyboardInterrupt, ledger: Path) -> NoReturn:
     name, status = (error.name, error.status) if isinstance(error, Interrupted) else ("SIGINT", 130)
     console.print(
         f"interrupted by {name}: the finished runs are saved in {ledger}; re-run the same command "
-        "to "
-        "resume where it stopped",
+        "to resume where it stopped",
         highlight=False,
     )
     raise typer.Exit(status) from None
@@ -106,9 +104,8 @@ class StudyProgress:
         self.pending = [model for each in studies for model in pending_models(each, rows)]
         self.clock = RunClock(jobs=planned.jobs)
         models = {model for each in studies for model in each.models}
-        for row in (
-            rows.values()
-        ):  # the studies' runs resumed from the ledger count with their recorded times
+        # the studies' runs resumed from the ledger count with their recorded times
+        for row in rows.values():
             if row.model in models and row.status != "failed":
                 self.clock.record(row.model, row.wall_s)
         self.overall = self.progress.add_task("runs", total=0)
@@ -170,9 +167,8 @@ class StudyProgress:
 
 def drive(front_door: Callable, header: Callable[[object, object], None], arguments: dict):
     """Call ``front_door`` (:func:`gridmix.run` or :func:`gridmix.sweep`) once with ``arguments``
-    and a
-    :class:`StudyProgress` (``header`` printed as it begins); its outcome (the report, the files,
-    the seconds)."""
+    and a :class:`StudyProgress` (``header`` printed as it begins); its outcome (the report, the
+    files, the seconds)."""
     from gridmix.orchestrate.front_door import StorageError
 
     display = StudyProgress(header)

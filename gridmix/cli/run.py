@@ -89,8 +89,7 @@ def set_data_env(track: str, *, data: Path | None, data_root: Path | None, downl
         if track not in DATA_ENV:
             fail(
                 f"--data is for the tracks {sorted(DATA_ENV)}; track {track!r} takes none "
-                "(--data-root for "
-                f"torchvision data sets)"
+                "(--data-root for torchvision data sets)"
             )
         os.environ[DATA_ENV[track]] = str(data.expanduser().resolve())
     if data_root is not None:
@@ -154,11 +153,9 @@ def results_table(report: Report) -> TextTable:
     )
     caption = (
         f"mean, std: {report.metric} over the comparison seeds (std ddof=0); {DELTA_HEADER}: the "
-        "idea's "
-        f"{report.metric} minus this model's, mean over paired seeds ({report.metric_direction}); "
-        "p: exact "
-        "sign-flip (Holm among secondary baselines); MDE 80%: the smallest |Δ| the test detects "
-        "at 80% power"
+        f"idea's {report.metric} minus this model's, mean over paired seeds "
+        f"({report.metric_direction}); p: exact sign-flip (Holm among secondary baselines); MDE "
+        "80%: the smallest |Δ| the test detects at 80% power"
     )
     return TextTable(
         title=f"{report.track} {report.grid} — {report.metric} ({report.metric_direction})",
@@ -296,11 +293,10 @@ def run_header(planned, ledger) -> None:
     )
     console.print(
         f"[bold]gridmix run[/] {escape(study.track)} {study.grid}: models "
-        f"{escape(', '.join(study.models))}; "
-        f"budget {study.budget.name} ({describe(study.budget)}{changed}); {study.device} "
-        f"{study.precision}, "
-        f"{planned.jobs} worker(s) × {study.threads} thread(s); data {study.data['hash']}; "
-        f"ledger {escape(str(ledger.path))}",
+        f"{escape(', '.join(study.models))}; budget {study.budget.name} "
+        f"({describe(study.budget)}{changed}); {study.device} {study.precision}, {planned.jobs} "
+        f"worker(s) × {study.threads} thread(s); data {study.data['hash']}; ledger "
+        f"{escape(str(ledger.path))}",
         highlight=False,
     )
 
@@ -365,8 +361,7 @@ def transfer_lines(report: Report) -> list[str]:
         )
         lines.append(
             f"transfer to {point.grid} (secondary, alone at α): {comp.a} − {comp.b}: "
-            f"{comp.verdict} "
-            f"({detail})"
+            f"{comp.verdict} ({detail})"
         )
     return lines
 
@@ -376,8 +371,7 @@ def analysis_errors(report: Report) -> list[str]:
     analyses."""
     errors = [
         f"run {f.model} lr={f.lr:g} {'sweep seed' if f.seed in report.sweep_seeds else 'seed'} "
-        f"{f.seed} "
-        f"failed: {f.error}"
+        f"{f.seed} failed: {f.error}"
         for f in report.failures
         if f.status == "failed"
     ]
@@ -386,9 +380,8 @@ def analysis_errors(report: Report) -> list[str]:
         for name in ("parity", "scaling")
         if isinstance(report.analyses.get(name), dict) and "error" in report.analyses[name]
     ]
-    if (
-        report.transfer is not None
-    ):  # an evaluation that raised (a model that cannot move is no error)
+    # an evaluation that raised (a model that cannot move is no error)
+    if report.transfer is not None:
         errors += [
             f"transfer of {name}: {reason}"
             for point in report.transfer.grids
@@ -421,9 +414,8 @@ def report(
             if study and "idea" in study and study["idea"] not in study.get("models", ()):
                 learned = learnability_report(ledger)
                 paths += write_learnability(learned, directory)
-            elif (
-                study is not None or ledger.sweep() is None
-            ):  # neither: build_report says what is missing
+            # neither: build_report says what is missing
+            elif study is not None or ledger.sweep() is None:
                 rebuilt = build_report(ledger)
                 paths += write_report(rebuilt, directory)
             if ledger.sweep() is not None:
@@ -446,9 +438,8 @@ def report(
     if unfinished:
         command = "gridmix sweep" if swept is not None else "gridmix run"
         console.print(
-            f"[yellow]unfinished:[/] {unfinished} of {planned} planned runs are missing or "
-            "failed, so "
-            f"this report covers only the runs done; the same `{command}` command resumes the "
+            f"[yellow]unfinished:[/] {unfinished} of {planned} planned runs are missing or failed, "
+            f"so this report covers only the runs done; the same `{command}` command resumes the "
             "study",
             highlight=False,
         )
@@ -470,8 +461,7 @@ def unfinished_runs(ledger) -> tuple[int, int]:
         except (KeyError, TypeError) as error:
             raise ValueError(
                 f"the study spec in {ledger.path} is incomplete or foreign "
-                f"({type(error).__name__}: "
-                f"{error})"
+                f"({type(error).__name__}: {error})"
             ) from None
         unfinished += sum(phase["missing"] + phase["failed"] for phase in progress.values())
         planned += sum(phase["planned"] for phase in progress.values())

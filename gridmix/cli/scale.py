@@ -64,8 +64,7 @@ def points_table(result: dict) -> tuple[TextTable, list[str]]:
         )
     title = (
         f"scaling on {result['track']}: forward+backward, batch {result['batch']}, "
-        f"{result['device']}, "
-        f"{result['threads']} thread(s)"
+        f"{result['device']}, {result['threads']} thread(s)"
     )
     headers = ["model", "grid", "N", "params", "GFLOP", "ms (IQR)", "peak MB", "note"]
     return _table(title, headers, rows, text_columns=2), notes
@@ -97,9 +96,8 @@ def fits_table(result: dict) -> TextTable:
 def scale(
     track: str = typer.Option(
         DEFAULT_TRACK,
-        help="Track name (see `gridmix tracks`), or MODULE:ATTRIBUTE for a "
-        "track not registered as a plugin, e.g. "
-        "gridmix.analysis.causal_scaling:sequence (the causal mixer against "
+        help="Track name (see `gridmix tracks`), or MODULE:ATTRIBUTE for a track not registered "
+        "as a plugin, e.g. gridmix.analysis.causal_scaling:sequence (the causal mixer against "
         "causal SDPA; :video for a causal time axis).",
     ),
     grids: str = typer.Option(
@@ -178,9 +176,8 @@ def scale(
 
         def on_point(point) -> None:
             progress.advance(task)
-            if (
-                not as_json and not console.is_terminal
-            ):  # a log file: one plain line per finished point
+            # a log file: one plain line per finished point
+            if not as_json and not console.is_terminal:
                 measured = f"{point.timing.median_s * 1e3:.3g} ms" if point.timing else "not timed"
                 console.print(
                     f"done {point.model} {point.grid}: {point.skipped or measured}",
@@ -216,8 +213,7 @@ def scale(
     if loads and result["cpu_count"] and max(loads) > result["cpu_count"]:
         console.print(
             f"[yellow]warning:[/] 1-minute load average {max(loads):.1f} on {result['cpu_count']} "
-            "CPUs: "
-            "other processes competed for the cores, so the timings are inflated and noisy",
+            "CPUs: other processes competed for the cores, so the timings are inflated and noisy",
             highlight=False,
         )
     console.print(f"wrote {out / 'scaling.json'} and {out / 'scaling.png'}", highlight=False)

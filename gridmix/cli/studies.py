@@ -96,12 +96,9 @@ def budgets(
         )
     caption = (
         "seeds: paired comparison seeds 0 … seeds − 1; sweep_seeds: seeds of their own (1000, …) "
-        "that choose "
-        "the learning rate; patience: early stopping (– : none, train every epoch); exploratory: "
-        "a plumbing "
-        "check whose seeds are too few for a verdict. `gridmix run` changes seeds, lrs, epochs "
-        "and n_train "
-        "with --seeds, --lrs, --epochs and --n-train"
+        "that choose the learning rate; patience: early stopping (– : none, train every epoch); "
+        "exploratory: a plumbing check whose seeds are too few for a verdict. `gridmix run` "
+        "changes seeds, lrs, epochs and n_train with --seeds, --lrs, --epochs and --n-train"
         + ("; *: changed by the track" if owner is not None else "")
     )
     TextTable(
@@ -186,8 +183,7 @@ def runs(
             Column("when", "name"),
         ),
         caption="verdict: the primary comparison's, from the last report written "
-        "(bench_report.json); runs: "
-        "rows in the ledger; when: the ledger's last write",
+        "(bench_report.json); runs: rows in the ledger; when: the ledger's last write",
     ).print(Console())
 
 

@@ -92,10 +92,8 @@ def sweep_header(planned, ledger) -> None:
     swept = ", ".join(f"{name}=" + ",".join(map(str, values)) for name, values in planned.over)
     console.print(
         f"[bold]gridmix sweep[/] {planned.track}: {len(planned.points)} points over {swept}; "
-        "models "
-        f"{', '.join(first.models)}; budget {first.budget.name} ({first.budget.seeds} seeds); "
-        "ledger "
-        f"{ledger.path}",
+        f"models {', '.join(first.models)}; budget {first.budget.name} ({first.budget.seeds} "
+        f"seeds); ledger {ledger.path}",
         highlight=False,
     )
 

@@ -57,8 +57,7 @@ class TextTable:
             if len(row) != len(self.columns):
                 raise ValueError(
                     f"table {self.title!r}: a row of {len(row)} cells for {len(self.columns)} "
-                    "columns "
-                    f"{[c.header for c in self.columns]}; expected one cell per column"
+                    f"columns {[c.header for c in self.columns]}; expected one cell per column"
                 )
 
     def widths(self, room: int) -> list[int]:

@@ -134,10 +134,8 @@ def tracks(
             Column("plugin", "name"),
         ),
         caption="↓ lower / ↑ higher is better; (idea): the concentration mixer; (matched): the "
-        "baseline it "
-        "differs from in the token mixer only; +name: added by that plugin; data: generated, or "
-        "read "
-        "from disk (found, or missing and how to give it)",
+        "baseline it differs from in the token mixer only; +name: added by that plugin; data: "
+        "generated, or read from disk (found, or missing and how to give it)",
     ).print(console)
     if registry.broken:
         broken_table(registry.broken).print(console)

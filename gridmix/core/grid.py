@@ -14,9 +14,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 _ACCEPTED = "positive integers joined by 'x' with no spaces, e.g. '64', '32x32' or '8x16x16'"
-_SPEC = re.compile(
-    r"[0-9]+(x[0-9]+)*", re.IGNORECASE
-)  # whole text only (fullmatch): no space is guessed away
+# whole text only (fullmatch): no space is guessed away
+_SPEC = re.compile(r"[0-9]+(x[0-9]+)*", re.IGNORECASE)
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,7 @@ a second (docs/guide.md, "Input checks").
 One rule for every list: a list that is given names at least one item and has no empty item (``''``,
 ``','`` and ``'a,,b'`` are refused, naming the option); spaces around the commas are ignored.
 Leaving the option out is how to ask for its default. Learning rates are finite positive numbers;
-grids follow
-:meth:`Grid.parse`."""
+grids follow :meth:`Grid.parse`."""
 
 from __future__ import annotations
 
@@ -25,8 +24,7 @@ def split_list(text: str, option: str, example: str) -> tuple[str, ...]:
     if not any(items):
         raise ValueError(
             f"{option} {text!r} names nothing; expected a comma-separated list such as "
-            f"{example!r}, "
-            "or leave the option out for its default"
+            f"{example!r}, or leave the option out for its default"
         )
     if not all(items):
         raise ValueError(

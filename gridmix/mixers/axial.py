@@ -149,9 +149,8 @@ class AxialAttention(_LinesMixer):
         y = x.reshape(B, *self.grid, C)  # (B, n_0, …, n_{d-1}, C)
         for axis, (n, attention) in enumerate(zip(self.grid, self.axes)):
             lines = y.movedim(axis + 1, -2)  # (B, …, n_axis, C): the other axes first
-            mixed = attention(
-                lines.reshape(-1, n, C), causal=axis in self.causal_axes
-            )  # (M, n_axis, C)
+            # (M, n_axis, C)
+            mixed = attention(lines.reshape(-1, n, C), causal=axis in self.causal_axes)
             y = mixed.reshape(lines.shape).movedim(-2, axis + 1)  # (B, n_0, …, n_{d-1}, C)
         return y.reshape(B, N, C)  # (B, N, C)
 
@@ -167,14 +166,12 @@ class DividedAttention(_LinesMixer):
         if self.grid.ndim < 2:
             raise ValueError(
                 f"the {self.grid.ndim}-d grid {self.grid}; expected a grid of rank >= 2 (time, "
-                "then "
-                "space) for divided attention"
+                "then space) for divided attention"
             )
         if self.causal_axes not in ((), (0,)):
             raise ValueError(
                 f"causal_axes={tuple(causal_axes)!r}; expected () or (0,) (divided attention is "
-                "causal "
-                "along the first grid axis only)"
+                "causal along the first grid axis only)"
             )
 
     def _build(self, line: Callable[[], LineAttention]) -> None:
@@ -188,9 +185,8 @@ class DividedAttention(_LinesMixer):
         B, N, C = x.shape
         T = self.grid[0]
         S = N // T
-        t = (
-            x.reshape(B, T, S, C).transpose(1, 2).reshape(B * S, T, C)
-        )  # (B·S, T, C): each location's time line
+        # (B·S, T, C): each location's time line
+        t = x.reshape(B, T, S, C).transpose(1, 2).reshape(B * S, T, C)
         t = self.time(t, causal=bool(self.causal_axes))  # (B·S, T, C)
         s = t.reshape(B, S, T, C).transpose(1, 2).reshape(B * T, S, C)  # (B·T, S, C): each frame
         return self.space(s).reshape(B, N, C)  # (B, N, C)
@@ -212,9 +208,8 @@ def regrid_lines(
     )
 
 
-_BUILD_KWARGS = (
-    PROJECTION_KWARGS | keywords_of(_LinesMixer) | keywords_of(LineAttention)
-)  # the builders pass on: causal_axes, num_prefix_tokens, attn_drop, timm's projections
+# the builders pass on: causal_axes, num_prefix_tokens, attn_drop, timm's projections
+_BUILD_KWARGS = PROJECTION_KWARGS | keywords_of(_LinesMixer) | keywords_of(LineAttention)
 
 
 def build_line_attention(

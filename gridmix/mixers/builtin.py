@@ -1,8 +1,7 @@
 """The built-in token mixers, registered through the ``gridmix_mixers`` hook like any plugin's (the
 ``mixers`` entry point of the gridmix distribution): attention, the concentration mixer, its
 ablation and the no-mixing control, and the structured peers, each with its paper and declared
-capabilities (docs/mixers.md).
-:data:`BUILTIN` is their table, from which the built-in tracks and
+capabilities (docs/mixers.md). :data:`BUILTIN` is their table, from which the built-in tracks and
 :class:`~gridmix.models.mixer_config.MixerConfig` build their models."""
 
 from __future__ import annotations

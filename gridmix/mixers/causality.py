@@ -3,21 +3,19 @@ before it trains.
 
 **The grid.** A mixer is checked on :func:`check_grid`: its causal axes keep the study grid's full
 length, its other axes shrink to at most :data:`CHECK_SIDE` tokens, and where that still holds more
-than
-:data:`MAX_CHECK_TOKENS` tokens the longest causal axis is cut until it fits (the record names the
-grid, so what was seen is known). A whole model is checked on the study grid itself, or not at all
-above
-:data:`MAX_CHECK_TOKENS` tokens.
+than :data:`MAX_CHECK_TOKENS` tokens the longest causal axis is cut until it fits (the record names
+the grid, so what was seen is known). A whole model is checked on the study grid itself, or not at
+all above :data:`MAX_CHECK_TOKENS` tokens.
 
 **Threshold probes.** A probe is a causal axis ``a`` and a threshold ``p``: every output token at
 coordinate ``<= p`` on ``a`` may depend on no input token at coordinate ``> p`` on ``a``. One probe
 tests all those outputs at once, so a leak from output ``i`` to a later input ``j`` (``j_a > i_a``)
-is seen by every probe with ``i_a <= p < j_a``.
-:func:`thresholds` chooses at most :data:`MAX_PROBES` probes over all causal axes: every threshold
-where the axis is short enough (the check is then exhaustive), else the first half of the budget at
-``0, 1, 2, …`` and the rest evenly spread to the end. So a leak at *any* offset is seen from the
-early outputs, a leak whose offset is at least the spread's gap is seen wherever it occurs, and a
-leak confined to late positions with a short offset is seen only if it straddles a threshold.
+is seen by every probe with ``i_a <= p < j_a``. :func:`thresholds` chooses at most
+:data:`MAX_PROBES` probes over all causal axes: every threshold where the axis is short enough (the
+check is then exhaustive), else the first half of the budget at ``0, 1, 2, …`` and the rest evenly
+spread to the end. So a leak at *any* offset is seen from the early outputs, a leak whose offset is
+at least the spread's gap is seen wherever it occurs, and a leak confined to late positions with a
+short offset is seen only if it straddles a threshold.
 
 **A mixer** (:func:`first_leak`) maps a random input ``x`` (1, N, C) to ``y``; each probe is one
 backward pass of ``⟨r, y⟩`` over its outputs (``r`` random, so no gradient cancels by chance),
@@ -27,15 +25,14 @@ whole model** (:func:`first_model_leak`) is checked by perturbation, since its i
 ids: its predictions must keep the grid's axes first, ``(B, *grid, …)``; each probe replaces the
 inputs later than ``p`` by other values (ids drawn from those the data holds, or the input plus
 noise), and its predictions at ``<= p`` must not change. A model whose predictions pool the tokens
-(a classifier) cannot be checked token-wise:
-:class:`Uncheckable` says so.
+(a classifier) cannot be checked token-wise: :class:`Uncheckable` says so.
 
 **Cost.** A mixer: one forward and at most ``MAX_PROBES + log2 N + 2`` backward passes of one layer,
-batch 1, at
-:data:`~gridmix.orchestrate.leak_check.CHECK_DIM` channels, on at most ``MAX_CHECK_TOKENS`` tokens.
-A model: forward passes only (no gradient), of at most ``MAX_PROBES + 1`` samples, fewer on long
-grids (:func:`model_probes`: the probes perturb at most :data:`MODEL_TOKENS` tokens, half a training
-batch of 32 at 1,024 tokens), in batches of at most ``MAX_CHECK_TOKENS`` tokens.
+batch 1, at :data:`~gridmix.orchestrate.leak_check.CHECK_DIM` channels, on at most
+``MAX_CHECK_TOKENS`` tokens. A model: forward passes only (no gradient), of at most ``MAX_PROBES +
+1`` samples, fewer on long grids (:func:`model_probes`: the probes perturb at most
+:data:`MODEL_TOKENS` tokens, half a training batch of 32 at 1,024 tokens), in batches of at most
+``MAX_CHECK_TOKENS`` tokens.
 
 **Tolerance.** The checks run in float64 (float32 where the mixer or model cannot), and a gradient
 or change counts as a leak above ``1e-10`` (float32: ``1e-5``) of the largest one the probes saw, so
@@ -105,8 +102,7 @@ class Probe:
 
 def check_grid(grid: Grid, causal_axes: Sequence[int]) -> Grid:
     """The grid a mixer is checked on (module docstring): ``grid``'s causal axes at full length, the
-    others at most
-    :data:`CHECK_SIDE` tokens, the longest causal axis cut while it holds more than
+    others at most :data:`CHECK_SIDE` tokens, the longest causal axis cut while it holds more than
     :data:`MAX_CHECK_TOKENS`."""
     grid = Grid.parse(grid)
     causal = {axis % grid.ndim for axis in causal_axes}
@@ -143,8 +139,7 @@ def thresholds(
 
 def model_probes(grid: Grid) -> int:
     """The probe budget of a whole model on ``grid``: :data:`MAX_PROBES`, fewer where they would
-    perturb more than
-    :data:`MODEL_TOKENS` tokens in all, never fewer than 4."""
+    perturb more than :data:`MODEL_TOKENS` tokens in all, never fewer than 4."""
     return min(MAX_PROBES, max(4, MODEL_TOKENS // Grid.parse(grid).numel))
 
 
@@ -162,8 +157,7 @@ def first_leak(
     ``build`` returns a fresh mixer in that dtype; float64 is tried first, float32 if building or
     running in float64 fails. Probes run in :func:`thresholds`' order; the leak names the first
     later input (row-major) the first leaking probe sees, and the first output token (row-major)
-    that depends on it.
-    :class:`Uncheckable` when no output depends on any input.
+    that depends on it. :class:`Uncheckable` when no output depends on any input.
     """
     grid = Grid.parse(grid)
     probes = thresholds(grid, causal_axes)
@@ -200,9 +194,8 @@ def _first_leak(
     seed: int,
 ) -> Leak | None:
     mixer, generator = _seeded(build, dtype, seed)
-    x = torch.randn(
-        1, grid.numel, dim, generator=generator, dtype=dtype
-    ).requires_grad_()  # (1, N, C)
+    # (1, N, C)
+    x = torch.randn(1, grid.numel, dim, generator=generator, dtype=dtype).requires_grad_()
     y = mixer(x)  # (1, N, C)
     if y.shape != x.shape:
         raise ValueError(
@@ -225,17 +218,15 @@ def _first_leak(
     if scale == 0.0:
         raise Uncheckable(
             f"no output of the mixer depends on its input on the check grid {grid}, so a leak "
-            "could "
-            "not be seen"
+            "could not be seen"
         )
     limit = TOLERANCE[dtype] * scale
     for probe, grads in seen:
         later = (coords[:, probe.axis] > probe.threshold) & (grads > limit)  # (N,)
         if later.any():
             j = int(later.nonzero()[0])
-            candidates = (coords[:, probe.axis] <= probe.threshold).nonzero()[
-                :, 0
-            ]  # (M,) row-major
+            # (M,) row-major
+            candidates = (coords[:, probe.axis] <= probe.threshold).nonzero()[:, 0]
             i = int(candidates[_first_source(gradient, candidates, j, limit, grid.numel, dtype)])
             value = float(
                 gradient(torch.nn.functional.one_hot(torch.tensor(i), grid.numel).to(dtype))[j]
@@ -286,10 +277,9 @@ def first_model_leak(
 
     ``values``: for integer inputs, the values an input may take (those the data holds); each probe
     replaces the inputs later than its threshold with values drawn from them (float inputs: the
-    input plus unit-scaled noise).
-    :class:`Uncheckable` when the predictions do not keep the grid's axes first, the grid holds more
-    than
-    :data:`MAX_CHECK_TOKENS` tokens, or no prediction changes with the inputs.
+    input plus unit-scaled noise). :class:`Uncheckable` when the predictions do not keep the grid's
+    axes first, the grid holds more than :data:`MAX_CHECK_TOKENS` tokens, or no prediction changes
+    with the inputs.
     """
     grid = Grid.parse(grid)
     if grid.numel > MAX_CHECK_TOKENS:
@@ -323,12 +313,10 @@ def _first_model_leak(
         pool = values if values is not None and values.numel() > 1 else base.unique()
         other = pool[torch.randint(len(pool), base.shape, generator=generator)]  # (1, …, *grid)
     coords = _coordinates(grid).reshape(*grid.shape, grid.ndim)  # (*grid, d)
-    masks = [
-        coords[..., probe.axis] > probe.threshold for probe in probes
-    ]  # each (*grid): the inputs replaced
-    inputs = torch.cat(
-        [base] + [torch.where(mask, other, base) for mask in masks]
-    )  # (K + 1, …, *grid)
+    # each (*grid): the inputs replaced
+    masks = [coords[..., probe.axis] > probe.threshold for probe in probes]
+    # (K + 1, …, *grid)
+    inputs = torch.cat([base] + [torch.where(mask, other, base) for mask in masks])
     per_batch = max(1, MAX_CHECK_TOKENS // grid.numel)
     with torch.no_grad():
         out = torch.cat([model(part) for part in inputs.split(per_batch)])  # (K + 1, *grid, …)
@@ -338,9 +326,8 @@ def _first_model_leak(
             f"{', '.join(map(str, grid))}, …), so one token's prediction cannot be told from "
             "another's"
         )
-    change = (
-        (out[1:] - out[:1]).abs().reshape(len(probes), *grid.shape, -1).amax(dim=-1)
-    )  # (K, *grid)
+    # (K, *grid)
+    change = (out[1:] - out[:1]).abs().reshape(len(probes), *grid.shape, -1).amax(dim=-1)
     scale = float(change.max())
     if scale == 0.0:
         raise Uncheckable(
@@ -366,10 +353,9 @@ def describe(name: str, leak: Leak, causal_axes: Sequence[int], grid: Grid) -> s
     """The refusal of a leaking mixer, in one line."""
     return (
         f"mixer {name!r} leaks the future on causal axes {tuple(causal_axes)}: on the check grid "
-        f"{grid} its output "
-        f"at {leak.output} has gradient {leak.gradient:.3g} ({leak.relative:.2g} of the largest) "
-        "with respect to "
-        f"the later input at {leak.later}; a causal mixer must give later inputs zero gradient"
+        f"{grid} its output at {leak.output} has gradient {leak.gradient:.3g} ({leak.relative:.2g} "
+        f"of the largest) with respect to the later input at {leak.later}; a causal mixer must "
+        "give later inputs zero gradient"
     )
 
 
@@ -377,10 +363,7 @@ def describe_model(name: str, leak: ModelLeak, causal_axes: Sequence[int], grid:
     """The refusal of a leaking model, in one line."""
     return (
         f"model {name!r} leaks the future on causal axes {tuple(causal_axes)}: on grid {grid} its "
-        "prediction at "
-        f"{leak.output} changes by {leak.change:.3g} ({leak.relative:.2g} of the largest change) "
-        "when only the "
-        f"inputs after position {leak.threshold} on axis {leak.axis} change; a causal model's "
-        "predictions must "
-        "not depend on later inputs"
+        f"prediction at {leak.output} changes by {leak.change:.3g} ({leak.relative:.2g} of the "
+        f"largest change) when only the inputs after position {leak.threshold} on axis {leak.axis} "
+        "change; a causal model's predictions must not depend on later inputs"
     )

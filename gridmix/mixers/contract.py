@@ -4,8 +4,7 @@ in its backbone.
 **The contract.** A token mixer is timm's ``attn_layer``: a module that maps ``x`` (B, P + N, C) to
 the same shape, where the first P tokens are prefix (class or register) tokens and the N grid tokens
 follow in row-major order (the last axis fastest), with ``forward(x, attn_mask=None,
-is_causal=False)``. A
-:class:`MixerSpec` registers one under a name with its builder
+is_causal=False)``. A :class:`MixerSpec` registers one under a name with its builder
 
     build(dim, grid, *, num_heads, causal_axes, num_prefix_tokens, **mixer_kwargs) -> nn.Module
 
@@ -250,8 +249,7 @@ class MixerSpec:
         if self.causal == "first" and tuple(causal_axes) not in ((), (0,)):
             return (
                 f"mixer {self.name!r} is causal along the first grid axis only; this model needs "
-                "causal axes "
-                f"{tuple(causal_axes)}"
+                f"causal axes {tuple(causal_axes)}"
             )
         if num_prefix_tokens and not self.prefix_tokens:
             return f"mixer {self.name!r} takes no prefix tokens; this model has {num_prefix_tokens}"
@@ -288,9 +286,8 @@ class MixerSpec:
                 num_prefix_tokens=num_prefix_tokens,
                 **{**timm_kwargs, **mixer_kwargs},
             )
-            setattr(
-                module, MIXER_TAG, spec.name
-            )  # how a trained model's mixers are found again (regrid)
+            # how a trained model's mixers are found again (regrid)
+            setattr(module, MIXER_TAG, spec.name)
             return module
 
         # __new__ returns the built module (not an instance of the class), so this class is never

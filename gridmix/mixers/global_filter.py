@@ -66,19 +66,16 @@ class GlobalFilterMixer(nn.Module):
         check_arguments(dim, num_prefix_tokens, dtype)
         self.grid = Grid.parse(grid)
         self.dim, self.num_prefix_tokens = dim, num_prefix_tokens
-        weight = torch.randn(
-            *half_spectrum(self.grid), dim, 2, device=device, dtype=dtype
-        )  # (*F, C, 2)
-        self.complex_weight = nn.Parameter(
-            INIT_SCALE * weight
-        )  # (*F, C, 2): real and imaginary parts
+        # (*F, C, 2)
+        weight = torch.randn(*half_spectrum(self.grid), dim, 2, device=device, dtype=dtype)
+        # (*F, C, 2): real and imaginary parts
+        self.complex_weight = nn.Parameter(INIT_SCALE * weight)
 
     def filter(self, dtype: torch.dtype | None = None) -> torch.Tensor:
         """The complex filter (*F, C), from the real parameter in ``dtype`` (default: the
         parameter's)."""
-        weight = (
-            self.complex_weight if dtype is None else self.complex_weight.to(dtype)
-        )  # (*F, C, 2)
+        # (*F, C, 2)
+        weight = self.complex_weight if dtype is None else self.complex_weight.to(dtype)
         return torch.view_as_complex(weight.contiguous())  # (*F, C)
 
     def forward(
@@ -99,9 +96,8 @@ class GlobalFilterMixer(nn.Module):
         dims = tuple(range(1, self.grid.ndim + 1))
         spectrum = torch.fft.rfftn(g, dim=dims, norm="ortho")  # (B, *F, C)
         spectrum = spectrum * self.filter(g.dtype)  # (B, *F, C)
-        return torch.fft.irfftn(
-            spectrum, s=self.grid.shape, dim=dims, norm="ortho"
-        )  # (B, *grid, C)
+        # (B, *grid, C)
+        return torch.fft.irfftn(spectrum, s=self.grid.shape, dim=dims, norm="ortho")
 
     def regrid(self, grid: Grid | str | int | Sequence[int]) -> GlobalFilterMixer:
         """:func:`regrid_global_filter` of this mixer."""
@@ -121,17 +117,14 @@ def interpolate_linear(values: torch.Tensor, size: Sequence[int]) -> torch.Tenso
         if new == old:
             continue
         if old == 1:
-            values = values.expand(
-                *values.shape[:axis], new, *values.shape[axis + 1 :]
-            )  # (…, new, …)
+            # (…, new, …)
+            values = values.expand(*values.shape[:axis], new, *values.shape[axis + 1 :])
             continue
-        position = torch.linspace(
-            0, old - 1, new, device=values.device, dtype=torch.float64
-        )  # (new,)
+        # (new,)
+        position = torch.linspace(0, old - 1, new, device=values.device, dtype=torch.float64)
         low = position.floor().long().clamp(max=old - 2)  # (new,)
-        frac = (
-            (position - low).to(values.dtype).view(-1, *([1] * (values.dim() - axis - 1)))
-        )  # (new, 1, …)
+        # (new, 1, …)
+        frac = (position - low).to(values.dtype).view(-1, *([1] * (values.dim() - axis - 1)))
         a, b = values.index_select(axis, low), values.index_select(axis, low + 1)  # (…, new, …)
         values = a + (b - a) * frac  # (…, new, …)
     return values.contiguous()  # (*size, …)
@@ -156,9 +149,8 @@ def regrid_global_filter(
         described="the {d}-d global filter on {grid}",
     )
     with torch.no_grad():
-        weight = interpolate_linear(
-            module.complex_weight.detach(), half_spectrum(other.grid)
-        )  # (*F', C, 2)
+        # (*F', C, 2)
+        weight = interpolate_linear(module.complex_weight.detach(), half_spectrum(other.grid))
         trainable = module.complex_weight.requires_grad
         other.complex_weight = nn.Parameter(weight.clone(), requires_grad=trainable)  # (*F', C, 2)
     return other

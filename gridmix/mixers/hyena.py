@@ -108,9 +108,8 @@ class HyenaFilter(nn.Module):
     def forward(self, grid: Grid, causal_axes: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
         """The filter laid out for the zero-padded FFT (module docstring): (*S, C) in ``dtype``."""
         device = self.decay.device
-        axes = [
-            lag_layout(n, k in causal_axes, dtype, device) / n for k, n in enumerate(grid)
-        ]  # (2 n_k,) each: t_k, NaN where unused
+        # (2 n_k,) each: t_k, NaN where unused
+        axes = [lag_layout(n, k in causal_axes, dtype, device) / n for k, n in enumerate(grid)]
         positions = torch.stack(torch.meshgrid(*axes, indexing="ij"), dim=-1)  # (*S, d)
         used = ~positions.isnan().any(-1)  # (*S,)
         t = positions.nan_to_num(0.0)  # (*S, d)

@@ -77,9 +77,8 @@ def linear_attention(
         G * L - T,
     )  # zero tokens after the last: φ(k) = 0 and v = 0 add nothing, and come last
     fq, fk, v = (F.pad(t, pad).reshape(B, h, G, L, c) for t in (fq, fk, v))  # (B, h, G, L, c)
-    within = torch.ones(
-        L, L, dtype=torch.bool, device=q.device
-    ).tril()  # (L, L): j <= i inside a chunk
+    # (L, L): j <= i inside a chunk
+    within = torch.ones(L, L, dtype=torch.bool, device=q.device).tril()
     scores = (fq @ fk.transpose(-2, -1)).masked_fill(~within, 0.0)  # (B, h, G, L, L)
     state = _exclusive_cumsum(fk.transpose(-2, -1) @ v, dim=2)  # (B, h, G, c, c): the chunks before
     z = _exclusive_cumsum(fk.sum(dim=-2), dim=2).unsqueeze(-1)  # (B, h, G, c, 1)
@@ -173,8 +172,7 @@ class LinearAttention(AttentionProjections):
     def extra_repr(self) -> str:
         return (
             f"dim={self.dim}, grid={self.grid}, heads={self.num_heads}, "
-            f"causal_axes={self.causal_axes}, "
-            f"prefix={self.num_prefix_tokens}, eps={self.eps}"
+            f"causal_axes={self.causal_axes}, prefix={self.num_prefix_tokens}, eps={self.eps}"
         )
 
 

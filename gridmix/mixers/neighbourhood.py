@@ -91,9 +91,8 @@ def neighbourhood_mask(
     for axis, (n, k) in enumerate(zip(grid, sizes)):
         window = _axis_window(n, k, axis in causal)  # (n, n)
         m = mask.shape[0]
-        mask = (mask[:, None, :, None] & window[None, :, None, :]).reshape(
-            m * n, m * n
-        )  # (M·n, M·n)
+        # (M·n, M·n)
+        mask = (mask[:, None, :, None] & window[None, :, None, :]).reshape(m * n, m * n)
     return mask
 
 
@@ -135,9 +134,8 @@ class NeighbourhoodAttention(AttentionProjections):
         self.causal_axes = causal_set(causal_axes, self.grid)
         self.num_prefix_tokens, self.attn_drop = num_prefix_tokens, attn_drop
         mask = self._token_mask()  # (T, T)
-        self.full = bool(
-            mask.all()
-        )  # every token sees every token: plain attention, no mask to apply
+        # every token sees every token: plain attention, no mask to apply
+        self.full = bool(mask.all())
         self.register_buffer("mask", mask.to(projections.get("device")), persistent=False)  # (T, T)
 
     def _token_mask(self) -> torch.Tensor:

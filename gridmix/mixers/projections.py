@@ -72,9 +72,8 @@ class AttentionProjections(nn.Module):
         """The heads' outputs (B, h, T, c) → (B, T, C) through ``norm``, ``proj`` and its
         dropout."""
         B, _, T, _ = out.shape
-        return self.proj_drop(
-            self.proj(self.norm(out.transpose(1, 2).reshape(B, T, self.dim)))
-        )  # (B, T, C)
+        # (B, T, C)
+        return self.proj_drop(self.proj(self.norm(out.transpose(1, 2).reshape(B, T, self.dim))))
 
 
 PROJECTION_KWARGS = frozenset(inspect.signature(AttentionProjections.__init__).parameters) - {

@@ -70,8 +70,7 @@ class S4DKernel(nn.Module):
     Parameters: ``log_dt`` (C,), ``log_A_real`` (C, S) and ``A_imag`` (C, S) with ``A =
     −exp(log_A_real) + i A_imag``, and ``C`` (D, C, S, 2) (real and imaginary parts, one set per
     direction). The buffer ``dt_scale`` (a scalar, 1 on the grid the mixer was built for) multiplies
-    the step:
-    :func:`regrid_s4nd` sets it.
+    the step: :func:`regrid_s4nd` sets it.
     """
 
     def __init__(
@@ -81,12 +80,10 @@ class S4DKernel(nn.Module):
         modes = d_state // 2
         factory = dict(device=device, dtype=dtype)
         u = torch.rand(channels, **factory)  # (C,)
-        self.log_dt = nn.Parameter(
-            u * (math.log(DT_MAX) - math.log(DT_MIN)) + math.log(DT_MIN)
-        )  # (C,)
-        self.log_A_real = nn.Parameter(
-            torch.full((channels, modes), math.log(0.5), **factory)
-        )  # (C, S): Re A = -1/2
+        # (C,)
+        self.log_dt = nn.Parameter(u * (math.log(DT_MAX) - math.log(DT_MIN)) + math.log(DT_MIN))
+        # (C, S): Re A = -1/2
+        self.log_A_real = nn.Parameter(torch.full((channels, modes), math.log(0.5), **factory))
         imag = math.pi * torch.arange(modes, **factory)  # (S,): Im A = π s
         self.A_imag = nn.Parameter(imag.repeat(channels, 1))  # (C, S)
         # complex randn: real and imaginary parts N(0, 1/2), as torch.randn(..., dtype=torch.cfloat)
@@ -151,9 +148,8 @@ class S4NDMixer(nn.Module):
             )
             for axis in range(self.grid.ndim)
         )
-        self.D = nn.Parameter(
-            torch.randn(dim, device=device, dtype=dtype)
-        )  # (C,): S4's skip, randn as S4D
+        # (C,): S4's skip, randn as S4D
+        self.D = nn.Parameter(torch.randn(dim, device=device, dtype=dtype))
         self.act = nn.GELU()
         self.proj = nn.Linear(dim, dim, bias=proj_bias, device=device, dtype=dtype)  # W_o
 
@@ -164,15 +160,13 @@ class S4NDMixer(nn.Module):
         symmetric = [k for k in range(self.grid.ndim) if k not in self.causal_axes]
         if symmetric:
             dims, sizes = [k + 1 for k in symmetric], [2 * self.grid[k] for k in symmetric]
-            spectrum = torch.fft.rfftn(
-                y, s=sizes, dim=dims
-            )  # (B, …, F_k, …, C): F_k = 2 n_k, n_k + 1 on the last
+            # (B, …, F_k, …, C): F_k = 2 n_k, n_k + 1 on the last
+            spectrum = torch.fft.rfftn(y, s=sizes, dim=dims)
             for k in symmetric:
                 n = self.grid[k]
                 forward, backward = self.axis_kernels[k].kernels(n, u.dtype)  # (C, n) each
-                lags = torch.cat(
-                    [forward, backward.flip(-1)], dim=-1
-                )  # (C, 2n): lag l at l, lag -l at 2n - l
+                # (C, 2n): lag l at l, lag -l at 2n - l
+                lags = torch.cat([forward, backward.flip(-1)], dim=-1)
                 transform = torch.fft.rfft if k == symmetric[-1] else torch.fft.fft
                 response = transform(lags, n=2 * n)  # (C, F_k)
                 shape = [1] * spectrum.dim()
@@ -180,16 +174,13 @@ class S4NDMixer(nn.Module):
                 spectrum = spectrum * response.mT.reshape(shape)  # (B, …, F_k, …, C)
             y = torch.fft.irfftn(spectrum, s=sizes, dim=dims)  # (B, …, 2 n_k, …, C)
             for k in symmetric:
-                y = y.narrow(
-                    k + 1, 0, self.grid[k]
-                )  # (B, …, n_k, …, C): the linear convolution's outputs
+                # (B, …, n_k, …, C): the linear convolution's outputs
+                y = y.narrow(k + 1, 0, self.grid[k])
         for k in self.causal_axes:
-            kernel = self.axis_kernels[k].kernels(self.grid[k], u.dtype)[
-                0
-            ]  # (C, n): heads = channels
-            y = causal_mode_product(y.unsqueeze(-1), kernel, axis=k + 1).squeeze(
-                -1
-            )  # (B, *grid, C)
+            # (C, n): heads = channels
+            kernel = self.axis_kernels[k].kernels(self.grid[k], u.dtype)[0]
+            # (B, *grid, C)
+            y = causal_mode_product(y.unsqueeze(-1), kernel, axis=k + 1).squeeze(-1)
         return y
 
     def forward(
@@ -217,8 +208,7 @@ class S4NDMixer(nn.Module):
     def extra_repr(self) -> str:
         return (
             f"dim={self.dim}, grid={self.grid}, d_state={self.d_state}, "
-            f"causal_axes={self.causal_axes}, "
-            f"prefix={self.num_prefix_tokens} (identity)"
+            f"causal_axes={self.causal_axes}, prefix={self.num_prefix_tokens} (identity)"
         )
 
 

@@ -2,9 +2,8 @@
 kernels (``GRIDMIX_NATIVE``, on unless ``0``; :func:`set_native`).
 
 Each switch is the program's choice where one was made, else its environment variable, and is read
-on every call (a dispatch site asks :func:`native_enabled`), so a change
-takes effect on the next call; a function already compiled by ``torch.compile`` keeps the choice it
-was traced with.
+on every call (a dispatch site asks :func:`native_enabled`), so a change takes effect on the next
+call; a function already compiled by ``torch.compile`` keeps the choice it was traced with.
 """
 
 from __future__ import annotations

@@ -4,9 +4,8 @@ Follows Tolstikhin et al. 2021, "MLP-Mixer: An all-MLP Architecture for Vision":
 column of N grid tokens goes through one MLP shared by the channels, ``Linear(N → hidden) · GELU ·
 Linear(hidden → N)`` with ``hidden = int(N · token_ratio)``. The weights hold the grid's token
 count, so the mixer sees every token (not causal) and cannot change resolution; its N·hidden weights
-grow as N², so it is built for at most
-:data:`MAX_TOKENS` tokens. The weights are initialised as timm's MLP-Mixer (``xavier_uniform_``,
-biases ``N(0, 1e-6)``).
+grow as N², so it is built for at most :data:`MAX_TOKENS` tokens. The weights are initialised as
+timm's MLP-Mixer (``xavier_uniform_``, biases ``N(0, 1e-6)``).
 
 Prefix tokens (class / register tokens) are not on the grid: they pass through unchanged.
 
@@ -56,8 +55,7 @@ class TokenMLPMixer(nn.Module):
         if N > MAX_TOKENS:
             raise ValueError(
                 f"the token MLP's weights grow as N²: got {N} tokens on {self.grid}; expected at "
-                "most "
-                f"{MAX_TOKENS}"
+                f"most {MAX_TOKENS}"
             )
         if (
             isinstance(token_ratio, bool)
@@ -66,8 +64,7 @@ class TokenMLPMixer(nn.Module):
         ):
             raise ValueError(
                 f"token_ratio={token_ratio!r} gives int({N} * token_ratio) hidden tokens on "
-                f"{self.grid}; "
-                "expected a number with at least 1 hidden token"
+                f"{self.grid}; expected a number with at least 1 hidden token"
             )
         self.dim, self.num_prefix_tokens, self.token_ratio = dim, num_prefix_tokens, token_ratio
         self.hidden = int(N * token_ratio)
@@ -95,8 +92,7 @@ class TokenMLPMixer(nn.Module):
     def extra_repr(self) -> str:
         return (
             f"dim={self.dim}, grid={self.grid}, hidden={self.hidden} "
-            f"(token_ratio={self.token_ratio}), "
-            f"prefix={self.num_prefix_tokens} (identity)"
+            f"(token_ratio={self.token_ratio}), prefix={self.num_prefix_tokens} (identity)"
         )
 
 

@@ -4,8 +4,7 @@ mixer.
 Used where timm has no ready-made model: 1-D sequences and 3-D videos. Every input position is one
 token (a per-token linear embedding, i.e. patch size 1), plus learned positional parameters of shape
 (N, C); then ``depth`` timm ``Block`` modules whose token mixer is ``attn_layer`` (a registered
-mixer's,
-:meth:`gridmix.mixers.contract.MixerSpec.layer`, through a track's
+mixer's, :meth:`gridmix.mixers.contract.MixerSpec.layer`, through a track's
 :meth:`~gridmix.tracks.contract.Backbone.around`), a final norm and a read-out. Everything but the
 token mixer (embedding, positions, depth, width, MLP, norms, read-out) is the same for every mixer.
 

@@ -113,9 +113,8 @@ def regrid_model(
     """``fresh`` (the same model built on ``new``, on the trained model's device) holding
     ``trained``'s learned state moved from ``old`` to ``new`` (module docstring), and how it moved,
     in words. ``regrids``: every registered mixer's declared ``regrid`` by name (``None``: it
-    declares none). ``trained`` is left as it was.
-    Raises
-    :class:`CannotRegrid` when the model cannot change grid."""
+    declares none). ``trained`` is left as it was. Raises :class:`CannotRegrid` when the model
+    cannot change grid."""
     old, new = Grid.parse(old), Grid.parse(new)
     if old.ndim != new.ndim:
         raise CannotRegrid(
@@ -132,8 +131,7 @@ def regrid_model(
         if path not in fresh_modules or path == "":
             raise CannotRegrid(
                 f"the model built on {new} has no module {path or '(root)'} where the trained one "
-                "holds "
-                f"mixer {name!r}"
+                f"holds mixer {name!r}"
             )
         if name not in regrids:
             raise CannotRegrid(
@@ -181,16 +179,14 @@ def _move_state(
             if prefix < 0 or wanted != (1, prefix + new.numel, value.shape[-1]):
                 raise CannotRegrid(
                     f"{key} of shape {tuple(value.shape)} on {old} and {tuple(wanted)} on {new}: "
-                    "not "
-                    "(1, prefix + grid tokens, C) on both"
+                    "not (1, prefix + grid tokens, C) on both"
                 )
             state[key] = resample_positions(value, old, new, num_prefix_tokens=prefix)
             resampled.append(key)
         elif key in learned:
             raise CannotRegrid(
                 f"its parameter {key} has shape {tuple(value.shape)} on {old} but {tuple(wanted)} "
-                "on "
-                f"{new}: it depends on the grid"
+                f"on {new}: it depends on the grid"
             )
     fresh.load_state_dict(state)
     return resampled

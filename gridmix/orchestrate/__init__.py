@@ -3,11 +3,9 @@ above the harness (:mod:`gridmix.study`), the analyses and the report (docs/desi
 
 :mod:`.front_door` is the way in (:func:`run` and :func:`sweep`, also ``gridmix.run`` and
 ``gridmix.sweep``); the steps it takes are :mod:`.plan` (a study planned and checked, with
-:mod:`.leak_check`),
-:mod:`.execute` (its ledger, its executor, its runs and report) and :mod:`.sweeping` (the same for a
-sweep, one study per point);
-:mod:`.callbacks` is how they report progress. :mod:`.calibration` measures the harness's A/A
-false-positive rate.
+:mod:`.leak_check`), :mod:`.execute` (its ledger, its executor, its runs and report) and
+:mod:`.sweeping` (the same for a sweep, one study per point); :mod:`.callbacks` is how they report
+progress. :mod:`.calibration` measures the harness's A/A false-positive rate.
 
 The names load on first use (:func:`gridmix.core.lazy.lazy_names`): the command line imports
 :mod:`.callbacks` (no torch) before its cheap checks, and the rest only once they pass.

@@ -44,9 +44,8 @@ def aa_false_positive_rate(
     verdicts.
 
     Replicate k compares seeds ``study.first_seed + k·seeds …``; a ledger already holding replicate
-    k resumes.
-    Returns the rate, the exact level, a one-sided binomial p for "the rate exceeds the level" and
-    every replicate's primary p-value; ``on_replicate(k, comparison)`` reports progress.
+    k resumes. Returns the rate, the exact level, a one-sided binomial p for "the rate exceeds the
+    level" and every replicate's primary p-value; ``on_replicate(k, comparison)`` reports progress.
     """
     if replicates < 1:
         raise ValueError(f"replicates={replicates}; expected >= 1")
@@ -74,8 +73,7 @@ def aa_false_positive_rate(
     level = exact_level(study.budget.seeds, ALPHA)
     return dict(
         method="A/A replicates through the harness: matched baseline vs a copy initialised from "
-        "another "
-        "seed, same data; primary sign-flip verdict at alpha",
+        "another seed, same data; primary sign-flip verdict at alpha",
         model=study.matched_baseline,
         track=study.track,
         seeds_per_replicate=study.budget.seeds,

@@ -1,6 +1,6 @@
 """How a study reports its progress to whoever runs it: :class:`Callbacks`, a set of optional
-functions that
-:func:`gridmix.run`, :func:`gridmix.sweep` and the steps below them call as the study goes."""
+functions that :func:`gridmix.run`, :func:`gridmix.sweep` and the steps below them call as the study
+goes."""
 
 from __future__ import annotations
 
@@ -26,14 +26,13 @@ class Callbacks:
     :class:`~gridmix.orchestrate.plan.PlannedStudy`) or the sweep (a
     :class:`~gridmix.orchestrate.sweeping.PlannedSweep`) is planned, its ledger open and its
     executor made; no run has started. ``point(point)``: a sweep's point (its
-    :class:`~gridmix.orchestrate.sweeping.PlannedPoint`) starts. ``resume(done,
-    total)``: the ledger already holds ``done`` of the study's ``total`` runs (called once, only
-    when it holds some). ``phase(phase)``: the sweep or the comparison starts
-    (:class:`gridmix.study.spec.Phase`; ``str(phase)`` is its log line). ``plan(n)``: n more runs
-    are planned. ``start(task)``, ``epoch(task, epoch, train_loss, val_metric)``, ``done(task,
-    row)``: a run starts, finishes an epoch, is in the ledger. ``analysis(name)``: an analysis
-    (``"references"``, ``"parity and scaling"``) starts. ``finished(outcome)``: the report is
-    written (an
+    :class:`~gridmix.orchestrate.sweeping.PlannedPoint`) starts. ``resume(done, total)``: the ledger
+    already holds ``done`` of the study's ``total`` runs (called once, only when it holds some).
+    ``phase(phase)``: the sweep or the comparison starts (:class:`gridmix.study.spec.Phase`;
+    ``str(phase)`` is its log line). ``plan(n)``: n more runs are planned. ``start(task)``,
+    ``epoch(task, epoch, train_loss, val_metric)``, ``done(task, row)``: a run starts, finishes an
+    epoch, is in the ledger. ``analysis(name)``: an analysis (``"references"``, ``"parity and
+    scaling"``) starts. ``finished(outcome)``: the report is written (an
     :class:`~gridmix.orchestrate.execute.Outcome` or a
     :class:`~gridmix.orchestrate.sweeping.SweepOutcome`: the report, the files, the seconds since
     ``begin``).

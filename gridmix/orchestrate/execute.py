@@ -147,8 +147,7 @@ def store_analyses(
     probe: MemoryProbe | None = None,
 ) -> None:
     """Parity and scaling, measured and kept in the ledger for ``gridmix report`` (:func:`run_study`
-    skips this when
-    :func:`analyses_stored`, so a resumed study measures them once); ``probe``: the
+    skips this when :func:`analyses_stored`, so a resumed study measures them once); ``probe``: the
     scaling's memory server, if the caller started it
     (:func:`gridmix.analysis.scaling.scale_track`).
 

@@ -5,10 +5,9 @@ one place for Python and the command line alike.
 Both return the report and tell their progress through
 :class:`~gridmix.orchestrate.callbacks.Callbacks`. What can go wrong is said the same way for every
 caller: a user mistake is a ``ValueError`` in one line (before any training where it can be);
-SIGINT, SIGTERM and SIGHUP while the runs go on raise
-:class:`gridmix.core.interrupt.Interrupted` once the workers are ended and the finished runs kept
-(re-running resumes); a file system or SQLite error on the ledger or the report is a
-:class:`StorageError` naming the path.
+SIGINT, SIGTERM and SIGHUP while the runs go on raise :class:`gridmix.core.interrupt.Interrupted`
+once the workers are ended and the finished runs kept (re-running resumes); a file system or SQLite
+error on the ledger or the report is a :class:`StorageError` naming the path.
 """
 
 from __future__ import annotations
@@ -113,11 +112,10 @@ def sweep(
 ) -> SweepReport:
     """One study per point of ``over`` (``[("grid", ["8", "16"]), ("dim", [4, 8])]``: the swept
     names, ``grid`` or the track's settings, with their values), as ``gridmix sweep`` runs it:
-    planned by
-    :func:`~gridmix.orchestrate.sweeping.plan_sweep` with ``options`` (``grid``, ``settings`` and
-    :func:`~gridmix.orchestrate.plan.plan_study`'s), all in one ledger in ``out`` (default
-    ``runs/TRACK-sweep-NAMES-BUDGET``), the sweep's report written there and returned; an unguarded
-    main module is refused as by :func:`run`."""
+    planned by :func:`~gridmix.orchestrate.sweeping.plan_sweep` with ``options`` (``grid``,
+    ``settings`` and :func:`~gridmix.orchestrate.plan.plan_study`'s), all in one ledger in ``out``
+    (default ``runs/TRACK-sweep-NAMES-BUDGET``), the sweep's report written there and returned; an
+    unguarded main module is refused as by :func:`run`."""
     refuse_main_rerun()
     planned = plan_sweep(track, over, note=callbacks.note, **options)
     return _drive(planned, open_sweep_ledger, run_sweep, out, fresh, executor, address, callbacks)

@@ -58,12 +58,10 @@ def check_causality(track: Track, names: tuple[str, ...], grid: Grid, mixers: Mi
             raise ValueError(describe_leak(mixer_name, leak, axes, small))
         record["mixers"][mixer_name] = _checked(small, axes, MAX_PROBES, "passed")
     try:
-        inputs = track.make_data(
-            grid, 0, DataSizes(n_train=8, n_val=1, n_test=1)
-        ).train.inputs  # (S, …, *grid)
-    except (
-        Exception
-    ) as error:  # the fingerprint, next, refuses the study with the plugin's own message
+        # (S, …, *grid)
+        inputs = track.make_data(grid, 0, DataSizes(n_train=8, n_val=1, n_test=1)).train.inputs
+    # the fingerprint, next, refuses the study with the plugin's own message
+    except Exception as error:
         inputs, missing = None, f"not checked: its data could not be built ({type(error).__name__})"
     for name in names:
         spec = track.model(name)

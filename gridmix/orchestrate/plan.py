@@ -39,8 +39,7 @@ class PlannedStudy:
     """A study ready to run: the harness's :class:`Study`, the track and grid it came from, the
     idea's matched width as ``model_kwargs`` (``--match-params``), whether scaling is measured, the
     output directory ``gridmix run`` uses by default, and the local worker processes that train it
-    (``jobs``, resolved:
-    :func:`resolve_jobs`)."""
+    (``jobs``, resolved: :func:`resolve_jobs`)."""
 
     study: Study
     track: Track
@@ -70,8 +69,7 @@ def check_power(seeds: int, *, exploratory: bool, underpowered: bool) -> str | N
         raise ValueError(
             f"with {seeds} seeds the primary comparison cannot reach α = {ALPHA:g} (the exact "
             f"sign-flip test's smallest p is 2/2^{seeds} = {floor:.3g}); it needs at least "
-            f"{needed} "
-            f"seeds: pass --seeds {needed}, or --underpowered to run anyway"
+            f"{needed} seeds: pass --seeds {needed}, or --underpowered to run anyway"
         )
     return (
         f"--underpowered: {seeds} seeds cannot reach α = {ALPHA:g} (needs {needed}); the "
@@ -135,8 +133,7 @@ def match_width(
     match = match_parameters(track.idea, grid, target)
     note(
         f"parity: {track.idea.name} {match.kwarg}={match.value:.4g} gives {match.params} "
-        "parameters, "
-        f"{match.rel_error:.1%} off {baseline}'s {target}"
+        f"parameters, {match.rel_error:.1%} off {baseline}'s {target}"
     )
     return {track.idea.name: {match.kwarg: match.value}}
 
@@ -148,14 +145,12 @@ def fingerprint(track: Track, grid: Grid, budget) -> dict:
 
     try:
         return data_fingerprint(track, grid, budget.sizes)
-    except (
-        Exception
-    ) as error:  # the plugin's own message, in one line, at the step that needs the data
+    # the plugin's own message, in one line, at the step that needs the data
+    except Exception as error:
         message = str(error).strip().splitlines()[0] if str(error).strip() else ""
         raise ValueError(
             f"track {track.name!r} (plugin {track.plugin!r}) could not build its data on grid "
-            f"{grid}: "
-            f"{type(error).__name__}: {message}"
+            f"{grid}: {type(error).__name__}: {message}"
         ) from None
 
 
@@ -257,27 +252,25 @@ def plan_study(
     matched baseline, with the mixer's declared ablation and the track's control; ``baselines`` adds
     registered mixers' models as secondary baselines
     (:func:`gridmix.tracks.mixer_models.choose_mixers`). Without either, the track's own study.
-    ``settings`` sets the track's settings (``--set NAME=VALUE``;
-    :attr:`Track.settings`); ``eval_grids`` are the other grids every final run's trained model is
-    tested on (``--eval-grids``;
-    :mod:`gridmix.study.transfer`). ``seeds``, ``lrs``, ``epochs`` and ``n_train`` change the
-    track's budget; the study records them (the report says so) and ``epochs`` and ``n_train`` enter
-    every run's key. ``min_effect`` is the practical threshold below which a significant effect is
-    reported as negligible (``"1%"`` of the compared arm's mean, or a number in the metric's units;
-    default
-    :data:`gridmix.core.defaults.DEFAULT_MIN_EFFECT`). ``without_idea`` trains the ``models``
-    alone, at an exploratory budget only: a learnability check with per-model results and no
-    paired verdict (``--without-idea``); ``stop_above_chance`` stops every run once its validation
-    metric is beyond the track's chance level by that margin (``--stop-above-chance``);
-    ``compile`` trains and evaluates every run's model compiled with ``torch.compile``
-    (``--compile``; :mod:`gridmix.study.compiling`), keyed, and kept in its own default ``out``.
+    ``settings`` sets the track's settings (``--set NAME=VALUE``; :attr:`Track.settings`);
+    ``eval_grids`` are the other grids every final run's trained model is tested on
+    (``--eval-grids``; :mod:`gridmix.study.transfer`). ``seeds``, ``lrs``, ``epochs`` and
+    ``n_train`` change the track's budget; the study records them (the report says so) and
+    ``epochs`` and ``n_train`` enter every run's key. ``min_effect`` is the practical threshold
+    below which a significant effect is reported as negligible (``"1%"`` of the compared arm's mean,
+    or a number in the metric's units; default :data:`gridmix.core.defaults.DEFAULT_MIN_EFFECT`).
+    ``without_idea`` trains the ``models`` alone, at an exploratory budget only: a learnability
+    check with per-model results and no paired verdict (``--without-idea``); ``stop_above_chance``
+    stops every run once its validation metric is beyond the track's chance level by that margin
+    (``--stop-above-chance``); ``compile`` trains and evaluates every run's model compiled with
+    ``torch.compile`` (``--compile``; :mod:`gridmix.study.compiling`), keyed, and kept in its own
+    default ``out``.
     """
     from gridmix.analysis.verdicts import MinEffect
     from gridmix.core.defaults import DEFAULT_MIN_EFFECT
 
-    threshold = MinEffect.parse(
-        DEFAULT_MIN_EFFECT if min_effect is None else min_effect
-    )  # ValueError in one line
+    # ValueError in one line
+    threshold = MinEffect.parse(DEFAULT_MIN_EFFECT if min_effect is None else min_effect)
     registry = load_registry()
     chosen_settings = choose_settings(registry.track(track), settings)
     chosen_track = registry.track(track, chosen_settings)

@@ -101,10 +101,9 @@ def plan_sweep(
 ) -> PlannedSweep:
     """The sweep ``gridmix sweep`` would run: ``over`` the swept names with their values (``grid``
     or the track's settings), ``grid`` and ``settings`` where a point does not sweep them,
-    ``options`` those of
-    :func:`plan_study` (budget, seeds, models, …). ``ValueError`` in one line for an unknown
-    setting, a name swept twice or set too, fewer than two values, or a point :func:`plan_study`
-    refuses (naming the point)."""
+    ``options`` those of :func:`plan_study` (budget, seeds, models, …). ``ValueError`` in one line
+    for an unknown setting, a name swept twice or set too, fewer than two values, or a point
+    :func:`plan_study` refuses (naming the point)."""
     base = load_registry().track(track)
     settings = dict(settings or {})
     if not over:
@@ -126,9 +125,8 @@ def plan_sweep(
                 f"--over {name}={','.join(map(str, values))}: expected at least two distinct values"
             )
         swept.append((name, converted))
-    choose_settings(
-        base, settings
-    )  # an unknown --set setting is refused before any point is planned
+    # an unknown --set setting is refused before any point is planned
+    choose_settings(base, settings)
     notes: dict[str, None] = {}
     points = []
     for combination in itertools.product(*(values for _, values in swept)):

@@ -14,10 +14,9 @@ the run measured them, ``transfer`` when the study tested its models on other gr
 (``--eval-grids``), and ``compiled`` when it compiled them (``--compile``: the backend, the models
 that trained eager). Every comparison also holds the interval from inverting its sign-flip test
 (``signflip_ci_low``/``signflip_ci_high``) beside the t-interval (``ci_low``/``ci_high``). The
-report is a
-:class:`gridmix.report.types.Report`;
-:meth:`~gridmix.report.types.Report.to_dict` writes the JSON,
-:mod:`gridmix.report.markdown` renders the Markdown. docs/design.md section 6, docs/analysis.md.
+report is a :class:`gridmix.report.types.Report`; :meth:`~gridmix.report.types.Report.to_dict`
+writes the JSON, :mod:`gridmix.report.markdown` renders the Markdown. docs/design.md section 6,
+docs/analysis.md.
 
 Differences to the reference report's keys, on purpose: ``sweep`` entries hold the *validation*
 metric (the reference study chose on test); ``comparison.mde`` is the sign-flip test's minimum
@@ -347,9 +346,8 @@ def study_report(
         if primary:
             questions["baseline_vs_control"] = (primary, control)
     mechanism = {
-        name: _family(study, rows, chosen, arms, "mechanism", {name: pair})[
-            name
-        ]  # each question alone
+        # each question alone
+        name: _family(study, rows, chosen, arms, "mechanism", {name: pair})[name]
         for name, pair in questions.items()
     }
     signature = _mechanism(study, rows, chosen[study.idea])
@@ -358,13 +356,11 @@ def study_report(
         result = ablation_verdict(question.result, signature)
         mechanism["ablation"] = dataclasses.replace(question, verdict=result.verdict, result=result)
     references = dict(references or {}) or None
-    reference_seconds = (
-        references.pop("seconds", None) if references else None
-    )  # a timing, reported as one
+    # a timing, reported as one
+    reference_seconds = references.pop("seconds", None) if references else None
     if references:
-        references.pop(
-            "data", None
-        )  # the data fingerprint they were computed on: the report's own "data"
+        # the data fingerprint they were computed on: the report's own "data"
+        references.pop("data", None)
 
     keys = _study_keys(study, chosen)  # a sweep's ledger holds the rows of many studies
     study_rows = [
@@ -586,14 +582,12 @@ def write_report(report: Report, out: str | Path) -> list[Path]:
     write_atomic(paths[0], json.dumps(report.to_dict(), indent=2, sort_keys=False) + "\n")
     try:
         markdown = render_markdown(report, figures=[p.name for p in figures])
-    except (
-        Exception
-    ) as error:  # never lose report.md: the verdict and the error, the JSON holds the rest
+    # never lose report.md: the verdict and the error, the JSON holds the rest
+    except Exception as error:
         markdown = (
-            f"# gridmix: {report.idea} on {report.track} {report.grid}\n\n"
-            f"**Verdict: {report.verdict}**\n\n"
-            f"The full report could not be rendered ({type(error).__name__}: {error}); "
-            "bench_report.json holds every number.\n"
+            f"# gridmix: {report.idea} on {report.track} {report.grid}\n\n**Verdict: "
+            f"{report.verdict}**\n\nThe full report could not be rendered ({type(error).__name__}: "
+            f"{error}); bench_report.json holds every number.\n"
         )
     write_atomic(paths[1], markdown)
     return paths + figures

@@ -1,6 +1,5 @@
 """``report.md``: the study report as Markdown, verdict first, from the
-:class:`~gridmix.report.types.Report`
-:func:`gridmix.report.build_report` makes.
+:class:`~gridmix.report.types.Report` :func:`gridmix.report.build_report` makes.
 
 The headline is the primary comparison (idea vs the matched baseline, alone at α), with the training
 checks that fire on a significant verdict and how both arms fare against the best reference; caveats
@@ -89,9 +88,8 @@ def render_markdown(report: Report, *, figures: list[str] = ()) -> str:
         "|---|---|---|---|---|---|---|---|",
     ]
     arms = list(report.arms.values())
-    values = fmt_column(
-        [arm.mean for arm in arms] + [v for arm in arms for v in arm.per_seed]
-    )  # one column's decimals
+    # one column's decimals
+    values = fmt_column([arm.mean for arm in arms] + [v for arm in arms for v in arm.per_seed])
     means, per_seed = values[: len(arms)], iter(values[len(arms) :])
     for arm, mean, std in zip(arms, means, fmt_column([arm.std for arm in arms])):
         seeds = ", ".join(next(per_seed) for _ in arm.per_seed)
@@ -111,28 +109,19 @@ def render_markdown(report: Report, *, figures: list[str] = ()) -> str:
         "## Method",
         "",
         f"Budget `{report.budget['name']}`{_overrides_words(report.budget)}: {report.n_seeds} "
-        "paired comparison "
-        f"seeds {list(report.comparison_seeds)}; {_rate_words(report)}; "
-        f"{_epoch_words(report.budget)}; "
-        f"batch {report.budget['batch_size']}, {fmt(report.budget['n_train'])} training samples. "
-        "Paired "
-        "differences per seed; two-sided sign-flip permutation test (exact up to 20 pairs, else "
-        "Monte Carlo); "
-        "95% interval by inverting that test (the shifts it does not reject, so it excludes 0 "
-        "exactly when "
-        "p < α; unadjusted beside a Holm-adjusted p), with the Student t-interval beside it; MDE "
-        "of the "
+        f"paired comparison seeds {list(report.comparison_seeds)}; {_rate_words(report)}; "
+        f"{_epoch_words(report.budget)}; batch {report.budget['batch_size']}, "
+        f"{fmt(report.budget['n_train'])} training samples. Paired differences per seed; two-sided "
+        "sign-flip permutation test (exact up to 20 pairs, else Monte Carlo); 95% interval by "
+        "inverting that test (the shifts it does not reject, so it excludes 0 exactly when p < α; "
+        "unadjusted beside a Holm-adjusted p), with the Student t-interval beside it; MDE of the "
         "sign-flip test at 80% power, simulated at the observed spread of the differences; a "
-        "significant "
-        f"effect smaller than {_min_effect_words(report)} is called negligible. The primary "
-        "comparison (idea "
-        "vs matched baseline) is tested alone at α, as is each mechanism question (ablation, "
-        "control) and each "
-        "model against the best reference; other baselines are Holm-adjusted among themselves "
-        "(docs/analysis.md). "
-        f"References: {(report.references or {}).get('method', '–')}. "
-        f"Device {report.device} ({report.precision}), {report.threads} thread(s)."
-        f"{_compile_words(report)} Versions: "
+        f"significant effect smaller than {_min_effect_words(report)} is called negligible. The "
+        "primary comparison (idea vs matched baseline) is tested alone at α, as is each mechanism "
+        "question (ablation, control) and each model against the best reference; other baselines "
+        "are Holm-adjusted among themselves (docs/analysis.md). References: "
+        f"{(report.references or {}).get('method', '–')}. Device {report.device} "
+        f"({report.precision}), {report.threads} thread(s).{_compile_words(report)} Versions: "
         + ", ".join(f"{k} {v}" for k, v in report.versions.items())
         + ".",
         "",
@@ -172,8 +161,7 @@ def _rate_words(report: Report) -> str:
         return f"one learning rate, {report.budget['lrs'][0]:g}, for every model (no sweep)"
     return (
         f"learning rates {report.budget['lrs']} chosen on the validation metric over the sweep "
-        "seeds "
-        f"{list(report.sweep_seeds)}, which never enter a comparison"
+        f"seeds {list(report.sweep_seeds)}, which never enter a comparison"
     )
 
 
@@ -184,16 +172,14 @@ def _epoch_words(budget: dict) -> str:
         return f"{budget['epochs']} epochs"
     return (
         f"up to {budget['epochs']} epochs, stopping after {budget['patience']} without a better "
-        "validation "
-        "metric"
+        "validation metric"
     )
 
 
 def _comparison_table(comparisons: dict[str, Comparison], label: str) -> list[str]:
     lines = [
         f"| {label} | n | Δ mean (idea − {label}) | 95% CI (sign-flip, unadjusted) | wins | p "
-        "(sign-flip) | "
-        "p (Holm) | MDE (80%, sign-flip) | verdict |",
+        "(sign-flip) | p (Holm) | MDE (80%, sign-flip) | verdict |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for name, comp in comparisons.items():
@@ -217,9 +203,8 @@ def _caveat_lines(report: Report) -> list[str]:
     if not primary.reachable:
         lines.append(
             f"- ⚠ With {power.n_seeds} seeds the primary comparison cannot reach α = "
-            f"{power.alpha:g}: "
-            f"the exact sign-flip test's smallest p is {fmt(primary.min_p)}; it needs "
-            f"{primary.seeds_needed} seeds."
+            f"{power.alpha:g}: the exact sign-flip test's smallest p is {fmt(primary.min_p)}; it "
+            f"needs {primary.seeds_needed} seeds."
         )
     if secondary and not secondary.reachable:
         lines.append(
@@ -228,18 +213,16 @@ def _caveat_lines(report: Report) -> list[str]:
             f"adjusted p is {fmt(secondary.min_p_holm)}; they need {secondary.seeds_needed} seeds."
         )
     for name, arm in report.arms.items():
-        if (
-            arm.role == "control" and arm.flag == "at chance"
-        ):  # what a model without token mixing should do here
+        # what a model without token mixing should do here
+        if arm.role == "control" and arm.flag == "at chance":
             constant = (
                 f"; on {_seeds(arm.constant_seeds)} it predicted one constant"
                 if arm.constant_seeds
                 else ""
             )
             lines.append(
-                f"- {name} (control) is at chance on every seed ({fmt(report.chance)}), as a "
-                "model without "
-                f"token mixing is expected to be on a task that needs mixing{constant}."
+                f"- {name} (control) is at chance on every seed ({fmt(report.chance)}), as a model "
+                f"without token mixing is expected to be on a task that needs mixing{constant}."
             )
             continue
         if arm.flag:
@@ -251,23 +234,19 @@ def _caveat_lines(report: Report) -> list[str]:
         if arm.constant_seeds:
             lines.append(
                 f"- ⚠ {name} ({arm.role}) predicted one constant (the same class or value for "
-                "every test "
-                f"sample) on {_seeds(arm.constant_seeds)}: there it ignored its inputs."
+                f"every test sample) on {_seeds(arm.constant_seeds)}: there it ignored its inputs."
             )
     for comp in [*report.comparisons.values(), *report.mechanism.values()]:
         if comp.verdict == VERDICT_IDENTICAL:
             lines.append(
                 f"- ⚠ {comp.a} and {comp.b} are identical on every seed (Δ = 0): the comparison "
-                "says "
-                "nothing."
+                "says nothing."
             )
     if report.fixed_split:
         lines.append(
             "- The split is fixed for this dataset and the seeds vary initialisation and batch "
-            "order, so the "
-            "inference is conditional on this dataset (another sample of data could rank the "
-            "models "
-            "differently)."
+            "order, so the inference is conditional on this dataset (another sample of data could "
+            "rank the models differently)."
         )
     return lines + ([""] if lines else [])
 
@@ -330,8 +309,7 @@ def _negligible_words(comparison: Comparison) -> str:
         return ""
     return (
         f" The effect |Δ| = {fmt(abs(r.delta_mean))} is below the practical threshold "
-        f"{fmt(r.min_effect)} "
-        "(`--min-effect`): significant but negligible."
+        f"{fmt(r.min_effect)} (`--min-effect`): significant but negligible."
     )
 
 
@@ -386,9 +364,8 @@ def _mde_words(comparison: Comparison) -> str:
             f"2/2^{r.n_pairs}, is not below α = {r.alpha:g} (MDE unreachable)"
         )
     return (
-        "the sign-flip test's minimum detectable effect at 80% power, estimated from the "
-        "observed spread, is "
-        f"{fmt(r.mde)} ({fmt(r.mde_rel_pct)}% of baseline)"
+        "the sign-flip test's minimum detectable effect at 80% power, estimated from the observed "
+        f"spread, is {fmt(r.mde)} ({fmt(r.mde_rel_pct)}% of baseline)"
     )
 
 
@@ -417,15 +394,12 @@ def _transfer_lines(report: Report) -> list[str]:
         f"## Transfer to other grids (secondary: the headline is trained and tested on {trained})",
         "",
         f"Each model's final runs, trained on {trained} (every comparison seed at its chosen "
-        "learning rate), "
-        "tested on the test split the track makes on each grid with the same seed and sizes, "
-        "after moving the "
-        "model there: its token mixers by their declared resolution change (`regrid`), its "
-        "learned positions "
+        "learning rate), tested on the test split the track makes on each grid with the same seed "
+        "and sizes, after moving the model there: its token mixers by their declared resolution "
+        "change (`regrid`), its learned positions "
         'resampled, nothing retrained (docs/analysis.md, "Transfer"). Each grid\'s comparison of '
-        "the idea with "
-        f"the matched baseline is tested alone at α = {report.power.alpha:g}; none changes the "
-        "verdict above.",
+        f"the idea with the matched baseline is tested alone at α = {report.power.alpha:g}; none "
+        "changes the verdict above.",
         "",
         "| model | "
         f"{' | '.join(f'{g} (trained)' if g == trained else g for g in transfer_order(report))} |",
@@ -487,9 +461,8 @@ def _transfer_verdict(comparison: Comparison | None, grid: str) -> str:
     mde = "unreachable" if r.mde is None else fmt(r.mde)
     return (
         f"At {grid}, {comparison.a} − {comparison.b} (secondary, alone at α = {r.alpha:g}): Δ = "
-        f"{fmt(r.delta_mean)} ({intervals(r)}), idea better on "
-        f"{r.idea_wins}/{r.n_pairs} seeds, sign-flip p = {fmt(r.p_value)} ({r.p_method}), MDE "
-        f"(80%) {mde} → "
+        f"{fmt(r.delta_mean)} ({intervals(r)}), idea better on {r.idea_wins}/{r.n_pairs} seeds, "
+        f"sign-flip p = {fmt(r.p_value)} ({r.p_method}), MDE (80%) {mde} → "
         f"**{comparison.verdict}**."
     )
 
@@ -503,10 +476,9 @@ def _causality_lines(causality: dict | None) -> list[str]:
         "",
         "## Causality check",
         "",
-        "Before training, each mixer and model below was checked for a dependence on later "
-        "inputs along the "
-        f"causal axes {tuple(causality['axes'])} (threshold probes, docs/mixers.md); a leak "
-        "refuses the study.",
+        "Before training, each mixer and model below was checked for a dependence on later inputs "
+        f"along the causal axes {tuple(causality['axes'])} (threshold probes, docs/mixers.md); a "
+        "leak refuses the study.",
         "",
         "| checked | grid | probes | result |",
         "|---|---|---|---|",
@@ -531,14 +503,12 @@ def _identity_lines(report: Report) -> list[str]:
         sizes = data["sizes"]
         lines.append(
             f"Data: {source}plugin {data['plugin']} {data['plugin_version']}; fingerprint "
-            f"{data['hash']} "
-            f"(tensors {data['tensors']} at seed {data['seed']}, grid {data['grid']}); splits "
-            "train "
-            f"{sizes['train']} / val {sizes['val']} / test {sizes['test']} samples."
+            f"{data['hash']} (tensors {data['tensors']} at seed {data['seed']}, grid "
+            f"{data['grid']}); splits train {sizes['train']} / val {sizes['val']} / test "
+            f"{sizes['test']} samples."
         )
-        if data.get(
-            "description"
-        ):  # the track's own words: for sequence-csv the target column and input channels
+        # the track's own words: for sequence-csv the target column and input channels
+        if data.get("description"):
             lines.append(f"Task: {data['description']}.")
     else:
         lines.append("Data: – (this ledger predates data fingerprints)")
@@ -567,8 +537,7 @@ def _mechanism_lines(report: Report) -> list[str]:
     if not comparisons:
         lines += [
             "No ablation or no-mixing control in this study (add them with --models); the "
-            "constraint and "
-            "the need for mixing are untested.",
+            "constraint and the need for mixing are untested.",
             "",
         ]
     lines += [f"- Not asked: {note}." for note in report.notes]
@@ -582,13 +551,12 @@ def _mechanism_lines(report: Report) -> list[str]:
             signature = report.mechanism_signature
             lines.append(
                 f"- {question} **The cap was inactive**: the largest eigenvalue (factor singular "
-                "value) of "
-                f"the idea's trained models is {fmt(signature['observed_max_factor_singular'])} < "
+                "value) of the idea's trained models is "
+                f"{fmt(signature['observed_max_factor_singular'])} < "
                 f"{fmt(signature['predicted_factor_bound'])} on every seed (reached would be at "
-                "least "
-                f"{CAP_REACHED:.0%} of it), so the ablation cannot test it: {comp.a} and {comp.b} "
-                "differ by "
-                f"Δ = {fmt(r.delta_mean)} on average, which says nothing about the cap."
+                f"least {CAP_REACHED:.0%} of it), so the ablation cannot test it: {comp.a} and "
+                f"{comp.b} differ by Δ = {fmt(r.delta_mean)} on average, which says nothing about "
+                "the cap."
             )
             continue
         answer = {
@@ -597,10 +565,9 @@ def _mechanism_lines(report: Report) -> list[str]:
             None: comp.verdict,
         }[comp.a_better]
         lines.append(
-            f"- {question} {comp.a} − {comp.b}: Δ = {fmt(r.delta_mean)} ({intervals(r)}), "
-            f"{comp.a} better on "
-            f"{r.idea_wins}/{r.n_pairs} seeds, p = {fmt(r.p_value)} ({r.p_method}, alone at α) → "
-            f"**{answer}**."
+            f"- {question} {comp.a} − {comp.b}: Δ = {fmt(r.delta_mean)} ({intervals(r)}), {comp.a} "
+            f"better on {r.idea_wins}/{r.n_pairs} seeds, p = {fmt(r.p_value)} ({r.p_method}, alone "
+            f"at α) → **{answer}**."
         )
     mech = report.mechanism_signature
     if mech and "error" in mech:
@@ -609,16 +576,12 @@ def _mechanism_lines(report: Report) -> list[str]:
         lines += [
             "",
             "Parametrisation check (every seed's trained idea model; a check that the code keeps "
-            "the "
-            f"certificate, not evidence that the idea works): {_certificate_words(mech)}; largest "
-            "factor "
-            "singular value over every layer, axis, head and seed "
-            f"{fmt(mech['observed_max_factor_singular'])} "
-            f"(predicted bound {fmt(mech['predicted_factor_bound'])}); certified ‖M‖₂ (grid "
-            "tokens) ≤ "
+            f"the certificate, not evidence that the idea works): {_certificate_words(mech)}; "
+            "largest factor singular value over every layer, axis, head and seed "
+            f"{fmt(mech['observed_max_factor_singular'])} (predicted bound "
+            f"{fmt(mech['predicted_factor_bound'])}); certified ‖M‖₂ (grid tokens) ≤ "
             f"{fmt(mech.get('certified_operator_bound'))}; whole token map incl. prefix tokens "
-            "‖T‖₂ ≤ "
-            f"{fmt(mech.get('certified_token_map_bound'))}; probe ‖Mv‖/‖v‖ "
+            f"‖T‖₂ ≤ {fmt(mech.get('certified_token_map_bound'))}; probe ‖Mv‖/‖v‖ "
             f"{fmt(mech['probe_norm_ratio_after_mixing'])}; residual block Lipschitz estimate "
             f"{fmt(mech.get('residual_block_lipschitz'))} (power iteration; the block has no "
             "certificate).",
@@ -647,20 +610,17 @@ def _certificate_words(mech: dict) -> str:
     if mech["confirmed"]:
         over = (
             f"; the one most over, {where}: {compared}, over by {worst['excess']:.2g} relative, "
-            "within the float "
-            f"round-off slack {worst['rtol']:.2g}"
+            f"within the float round-off slack {worst['rtol']:.2g}"
             if worst["excess"] > 0
             else ""
         )
         return (
             f"{outcome} — every factor's largest singular value is within its certified bound and "
-            "every bound "
-            f"within the predicted one{over}"
+            f"every bound within the predicted one{over}"
         )
     return (
         f"{outcome} — {where}: {compared}, over by {worst['excess']:.2g} relative, beyond the "
-        "float round-off "
-        f"slack {worst['rtol']:.2g}: the parametrisation is broken"
+        f"float round-off slack {worst['rtol']:.2g}: the parametrisation is broken"
     )
 
 
@@ -702,8 +662,7 @@ def _timing_lines(timings: dict) -> list[str]:
         lines += [
             "",
             f"References: {timings['references_s']:.1f} s of wall-clock for every comparison "
-            "seed's data and "
-            f"fits, against {timings['total_s']:.1f} s of training runs.",
+            f"seed's data and fits, against {timings['total_s']:.1f} s of training runs.",
         ]
     return lines
 
@@ -716,8 +675,7 @@ def _parity_lines(parity: dict, report: Report) -> list[str]:
     lines = [
         "",
         f"## Parity (the idea over each model, grid {parity['grid']}, batch {parity['batch']}; "
-        "FLOPs of "
-        "forward+backward by FlopCounterMode)",
+        "FLOPs of forward+backward by FlopCounterMode)",
         "",
         "| model | role | parameters | GFLOPs | parameters, idea / model | FLOPs, idea / model |",
         "|---|---|---|---|---|---|",
@@ -728,8 +686,7 @@ def _parity_lines(parity: dict, report: Report) -> list[str]:
             continue
         lines.append(
             f"| {row['model']} | {row['role']} | {fmt(row['params'])} | {fmt(row['flops'] / 1e9)} "
-            "| "
-            f"{fmt(row['params_ratio'])} | {fmt(row['flops_ratio'])} |"
+            f"| {fmt(row['params_ratio'])} | {fmt(row['flops_ratio'])} |"
         )
     matched = parity.get("matched_baseline") or report.primary_baseline
     row = next((r for r in parity["rows"] if r["model"] == matched and not r["skipped"]), None)
@@ -774,9 +731,8 @@ def _scaling_lines(scaling: dict) -> list[str]:
         "|---|---|---|---|---|---|---|",
     ]
     for point in scaling["points"]:
-        params = (
-            "–" if point["params"] is None else f"{point['params']:,}"
-        )  # None: the point failed
+        # None: the point failed
+        params = "–" if point["params"] is None else f"{point['params']:,}"
         lines.append(
             f"| {point['model']} | {point['grid']} | {params} | {_sig(point['gflops'])} | "
             f"{_time_cell(point)} | {_sig(point['peak_mb'])} | {point['skipped'] or ''} |"

@@ -668,9 +668,8 @@ def figure_transfer(report: Report) -> Figure:
         if not shown:
             continue
         style = styles[name]
-        xs = [
-            x * 2 ** (0.04 * (index - (len(report.arms) - 1) / 2)) for x, _ in shown
-        ]  # side by side per grid
+        # side by side per grid
+        xs = [x * 2 ** (0.04 * (index - (len(report.arms) - 1) / 2)) for x, _ in shown]
         means = [sum(v) / len(v) for _, v in shown]
         spread = [(sum((y - m) ** 2 for y in v) / len(v)) ** 0.5 for (_, v), m in zip(shown, means)]
         label = name + (f" (cannot run at {', '.join(absent)})" if absent else "")
@@ -703,9 +702,8 @@ def figure_transfer(report: Report) -> Figure:
         xlabel=_with_bounds("evaluation grid (log scale in tokens)", beyond), ylabel=report.metric
     )
     if ax.get_legend_handles_labels()[0]:
-        ax.legend(
-            fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False
-        )  # outside the data
+        # outside the data
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     ax.set_title(
         f"{report.track}: trained on {transfer.trained_grid}, tested on other grids "
         f"({report.metric_direction})\nmean ± std over the comparison seeds; dots: single seeds",
@@ -822,9 +820,8 @@ def figure_sweep_points(sweep: dict) -> Figure:
         _plain_ticks(ax)
     last = axes[0][-1]
     if last.get_legend_handles_labels()[0]:
-        last.legend(
-            fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False
-        )  # outside the data
+        # outside the data
+        last.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
     fig.suptitle(
         f"{sweep['track']}: {sweep['metric']} against {along} ({sweep['metric_direction']})\nmean "
         "± std over "

@@ -4,13 +4,12 @@ checks.
 References: their values on every comparison seed, what each chose on validation, and each model
 against the best of them, seed by seed (:func:`reference_lines`); the headline's sentence on how the
 idea and the matched baseline fare against that reference (:func:`reference_headline`). Training
-checks (:func:`training_lines`,
-:func:`training_flags`): a chosen learning rate on the edge of a sweep of three or more rates, final
-runs that ran into the epoch cap without early stopping, final runs still improving when the epoch
-cap ended them, final runs whose best epoch lies in the first 10 % of the cap, final runs that
-overfit (best validation early, then worse by more than the arm's seed spread, with or without
-``patience``), validation or test splits under 50 items, and seeds on which an arm predicted one
-constant.
+checks (:func:`training_lines`, :func:`training_flags`): a chosen learning rate on the edge of a
+sweep of three or more rates, final runs that ran into the epoch cap without early stopping, final
+runs still improving when the epoch cap ended them, final runs whose best epoch lies in the first 10
+% of the cap, final runs that overfit (best validation early, then worse by more than the arm's seed
+spread, with or without ``patience``), validation or test splits under 50 items, and seeds on which
+an arm predicted one constant.
 """
 
 from __future__ import annotations
@@ -31,15 +30,12 @@ EARLY_BEST_FRACTION = (
 MIN_EVAL_ITEMS = 50  # a validation or test split smaller than this is warned about
 CHOSEN = {  # how each kind of reference chose its parameters
     "forecasting": "Chosen by the track's metric: the season on the training and validation "
-    "windows; the ridge "
-    "penalty, and its inputs (the windows as the models get them, or each normalised by its own "
-    "mean "
-    "and spread as the models' RevIN does), on validation. The training mean is the chance level "
-    "where the track declares its training part's mean",
+    "windows; the ridge penalty, and its inputs (the windows as the models get them, or each "
+    "normalised by its own mean and spread as the models' RevIN does), on validation. The "
+    "training mean is the chance level where the track declares its training part's mean",
     "classification": "Chosen by the track's metric: the logistic probe's L2 penalty on "
-    "validation; 1-NN's inputs "
-    "(raw as the models see them, or standardised per feature) by its validation accuracy, which "
-    "it gives its neighbour's label as probability",
+    "validation; 1-NN's inputs (raw as the models see them, or standardised per feature) by its "
+    "validation accuracy, which it gives its neighbour's label as probability",
 }
 
 
@@ -198,10 +194,8 @@ def training_lines(report: Report) -> list[str]:
     if capped:
         lines += [
             f"**Stopped by the epoch cap** (ran all {cap} epochs without the {patience} epochs "
-            "without "
-            "improvement that stop early: training ended at the budget, not at a plateau; more "
-            "epochs may "
-            "change the result): " + _counts(report, capped) + ".",
+            "without improvement that stop early: training ended at the budget, not at a plateau; "
+            "more epochs may change the result): " + _counts(report, capped) + ".",
             "",
         ]
     improving = improving_at_cap(report)
@@ -217,9 +211,8 @@ def training_lines(report: Report) -> list[str]:
     if early:
         lines += [
             f"**Best epoch in the first {EARLY_BEST_FRACTION:.0%} of training** (of the cap of "
-            f"{cap} epochs; "
-            "the model that was tested barely trained: a learning rate too high, or validation "
-            "noise): " + _counts(report, early) + ".",
+            f"{cap} epochs; the model that was tested barely trained: a learning rate too high, or "
+            "validation noise): " + _counts(report, early) + ".",
             "",
         ]
     overfit = overfitting(report)
@@ -276,8 +269,7 @@ def reference_headline(report: Report) -> str | None:
     choice = _headline_choice(((report.references or {}).get("details") or {}).get(best))
     sentence = (
         f"Best reference: {best} ({choice}{report.metric} "
-        f"{fmt(report.references['values'][best])}, mean "
-        f"over seeds): "
+        f"{fmt(report.references['values'][best])}, mean over seeds): "
         + " and ".join(f"{label} {_fate(c)}" for label, c in fates)
         + (f"; it also beats {', '.join(beaten)}" if beaten else "")
     )
@@ -378,10 +370,8 @@ def reference_lines(report: Report) -> list[str]:
         lines += [
             "",
             "MASE: the forecasts' mean absolute error over the test windows divided by the "
-            "in-sample mean "
-            "absolute error of the naive forecast m steps back on the training series (as in the "
-            "M4 "
-            "competition); below 1 beats that in-sample naive error.",
+            "in-sample mean absolute error of the naive forecast m steps back on the training "
+            "series (as in the M4 competition); below 1 beats that in-sample naive error.",
         ]
     return lines + [""]
 
@@ -400,9 +390,8 @@ def _model_table(report: Report, extra_names: list[str], model_extras: dict) -> 
     lines = [
         "",
         f"Each model against the best reference, {best}: model − reference per seed, a paired "
-        "sign-flip test "
-        "alone at α (the best reference is the one with the best mean test metric, a choice that "
-        "favours it).",
+        "sign-flip test alone at α (the best reference is the one with the best mean test metric, "
+        "a choice that favours it).",
         "",
         "| " + " | ".join(columns) + " |",
         "|" + "---|" * len(columns),
@@ -428,9 +417,8 @@ def _model_table(report: Report, extra_names: list[str], model_extras: dict) -> 
     return lines
 
 
-WINNERS = dict(
-    better="model beats reference", worse="reference beats model"
-)  # a significant verdict's side
+# a significant verdict's side
+WINNERS = dict(better="model beats reference", worse="reference beats model")
 
 
 def reference_label(comparison: Comparison) -> str:
@@ -472,16 +460,14 @@ def _edge_lines(details: dict[str, list[dict]]) -> list[str]:
             found.append(
                 f"{name} chose {', '.join(fmt(c, 3) for c in chosen)}, the "
                 f"{' or '.join(sorted({d['edge'] for d in at_edge}))} of {fmt(low, 3)} … "
-                f"{fmt(high, 3)}, on "
-                f"{len(at_edge)}/{len(per_seed)} seeds"
+                f"{fmt(high, 3)}, on {len(at_edge)}/{len(per_seed)} seeds"
             )
     if not found:
         return []
     return [
         "",
         "**Penalty at the edge of its grid** (the best penalty may lie beyond it, so the "
-        "reference may be "
-        "stronger than shown): " + "; ".join(found) + ".",
+        "reference may be stronger than shown): " + "; ".join(found) + ".",
     ]
 
 

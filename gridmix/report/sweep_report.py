@@ -6,9 +6,9 @@ the ledger alone.
 :mod:`gridmix.orchestrate.sweeping`) and the runs, and builds each point's full
 :class:`~gridmix.report.types.Report` (:func:`gridmix.report.build.study_report`);
 :class:`SweepReport` keeps them (:class:`PointReport`) with the :class:`Transition` s found along
-each swept name.
-:func:`write_sweep_report` writes ``sweep_report.json``, ``sweep.md`` and ``sweep_points.png``
-(:func:`gridmix.report.plots.plot_sweep_points`; ``sweep.png`` is a study's learning-rate sweep).
+each swept name. :func:`write_sweep_report` writes ``sweep_report.json``, ``sweep.md`` and
+``sweep_points.png`` (:func:`gridmix.report.plots.plot_sweep_points`; ``sweep.png`` is a study's
+learning-rate sweep).
 
 Each point's comparison of the idea with its matched baseline is tested alone at α, as a plain
 study's headline is; nothing is adjusted across points, and the report says so. A transition along a
@@ -253,8 +253,7 @@ def render_sweep_markdown(report: SweepReport, *, figures: list[str] = ()) -> st
         f"# gridmix sweep: {first.idea} vs {baseline} on {report.track} over {', '.join(names)}",
         "",
         f"{first.metric} ({first.metric_direction}); at every point a study of its own, its "
-        "primary comparison "
-        f"(idea − {baseline}) tested alone at α = {first.power.alpha:g}.",
+        f"primary comparison (idea − {baseline}) tested alone at α = {first.power.alpha:g}.",
         "",
     ]
     lines += _verdict_lines(report)
@@ -309,21 +308,15 @@ def render_sweep_markdown(report: SweepReport, *, figures: list[str] = ()) -> st
         "",
         f"Budget `{budget['name']}` at every point: {first.n_seeds} paired comparison seeds "
         f"{list(first.comparison_seeds)}, learning rates {budget['lrs']} chosen per point and "
-        "model on the "
-        f"validation metric of the sweep seeds {list(first.sweep_seeds)}, {budget['epochs']} "
-        "epochs. Each point "
-        "is a study of its own, its runs stored in this directory's ledger under their run keys "
-        "(a point run "
-        "before, by `gridmix run` or an earlier sweep into this directory, is reused, not "
-        "retrained). Every "
-        "point's comparison is the exact sign-flip test alone at α, as a study's headline; "
-        "nothing is adjusted "
+        f"model on the validation metric of the sweep seeds {list(first.sweep_seeds)}, "
+        f"{budget['epochs']} epochs. Each point is a study of its own, its runs stored in this "
+        "directory's ledger under their run keys (a point run before, by `gridmix run` or an "
+        "earlier sweep into this directory, is reused, not retrained). Every point's comparison "
+        "is the exact sign-flip test alone at α, as a study's headline; nothing is adjusted "
         f"across the {len(report.points)} points: with no difference anywhere, each point still "
-        "comes out "
-        f"significant with probability up to α, so up to {len(report.points)} × α = "
+        f"comes out significant with probability up to α, so up to {len(report.points)} × α = "
         f"{fmt(len(report.points) * first.power.alpha)} false verdicts are expected across them. "
-        "MDE: the "
-        "sign-flip test's at 80% power, at the observed spread "
+        "MDE: the sign-flip test's at 80% power, at the observed spread "
         '(docs/analysis.md, "Quality against scale").',
         "",
     ]
@@ -366,8 +359,7 @@ def _verdict_lines(report: SweepReport) -> list[str]:
     if all(point.outcome == "none" for point in report.points):
         lines.append(
             "- No point has a verdict (its seeds cannot reach α, an arm sits at chance or "
-            "ceiling, or a model "
-            "did not run), so no transition can be read off this sweep."
+            "ceiling, or a model did not run), so no transition can be read off this sweep."
         )
     return lines
 

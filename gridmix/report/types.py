@@ -3,8 +3,7 @@
 
 :func:`gridmix.report.build_report` makes a :class:`Report`; the renderers (``report.md``, the
 plots, the terminal table, the naive references' lines) read its fields; JSON exists only at the
-edge:
-:meth:`Report.to_dict` writes ``bench_report.json`` with the keys the report always had (the
+edge: :meth:`Report.to_dict` writes ``bench_report.json`` with the keys the report always had (the
 reference report's, docs/analysis.md), and :meth:`Report.from_dict` reads one back. Every class
 checks itself when built.
 
@@ -49,8 +48,7 @@ class SweepPoint:
         if self.eligible != (self.mean is not None):
             raise ValueError(
                 f"sweep point lr={self.lr:g}: eligible={self.eligible} with mean={self.mean}; "
-                "expected "
-                "a mean exactly when every sweep seed finished"
+                "expected a mean exactly when every sweep seed finished"
             )
 
     def to_dict(self) -> dict:
@@ -110,8 +108,7 @@ class Comparison:
         if (self.result is None) != (self.holm_over is None):
             raise ValueError(
                 f"comparison {self.a} − {self.b}: holm_over={self.holm_over}; expected a count "
-                "exactly "
-                "when compared"
+                "exactly when compared"
             )
 
     @property
@@ -136,9 +133,8 @@ class Comparison:
         common = dict(a=data["a"], b=data["b"], family=data["family"], verdict=data["verdict"])
         if "reason" in data:
             return cls(**common, reason=data["reason"])
-        fields = (
-            PairedComparison.__dataclass_fields__
-        )  # those with a default came later: absent from older reports
+        # those with a default came later: absent from older reports
+        fields = PairedComparison.__dataclass_fields__
         return cls(
             **common,
             holm_over=data["holm_over"],
@@ -185,21 +181,18 @@ class Arm:
         if len(self.train_loss) != seeds or len(self.val) != seeds:
             raise ValueError(
                 f"arm {self.name!r}: {len(self.train_loss)} training and {len(self.val)} "
-                "validation "
-                f"curves for {seeds} seeds; expected one of each per seed"
+                f"validation curves for {seeds} seeds; expected one of each per seed"
             )
         finished = self.per_seed_status.count("ok")
         if len(self.per_seed) != finished:
             raise ValueError(
                 f"arm {self.name!r}: {len(self.per_seed)} test values for {finished} finished "
-                "seeds; "
-                "expected one per seed that finished"
+                "seeds; expected one per seed that finished"
             )
         if (self.mean is None) != (finished == 0) or (self.std is None) != (finished == 0):
             raise ValueError(
                 f"arm {self.name!r}: mean={self.mean}, std={self.std} with {finished} finished "
-                "seeds; "
-                "expected both exactly when a seed finished"
+                "seeds; expected both exactly when a seed finished"
             )
         if self.flag not in (None, *FLAGS):
             raise ValueError(
@@ -249,8 +242,7 @@ class Arm:
         if full["n"] != len(full["per_seed"]):
             raise ValueError(
                 f"arm {data['name']!r}: n={full['n']} with {len(full['per_seed'])} values; "
-                "expected "
-                "one value per finished seed"
+                "expected one value per finished seed"
             )
         comparison = data.get("comparison")
         return cls(
@@ -394,8 +386,7 @@ class TransferArm:
             raise ValueError(
                 f"transfer arm {self.name!r}: {len(self.per_seed)} values, mean {self.mean}, std "
                 f"{self.std} with {ran} seeds that ran; expected one value per such seed and both "
-                "exactly "
-                "when one ran"
+                "exactly when one ran"
             )
 
     @property
@@ -485,9 +476,8 @@ class Transfer:
         names = [point.grid for point in self.grids]
         if not names or len(set(names)) != len(names) or self.trained_grid in names:
             raise ValueError(
-                f"transfer from {self.trained_grid} to {names}; expected distinct grids other "
-                "than the "
-                "training grid, at least one"
+                f"transfer from {self.trained_grid} to {names}; expected distinct grids other than "
+                "the training grid, at least one"
             )
 
     def to_dict(self) -> dict:
@@ -501,9 +491,8 @@ class Transfer:
         )
 
 
-NOT_COMPARED = dict(
-    verdict=VERDICT_NOT_COMPARED, reason="no baseline"
-)  # the JSON's primary comparison without one
+# the JSON's primary comparison without one
+NOT_COMPARED = dict(verdict=VERDICT_NOT_COMPARED, reason="no baseline")
 _KEYS = (
     "bench_version",
     "track",
@@ -591,9 +580,8 @@ class Report:
     reference_comparisons: Mapping[str, Comparison] = field(default_factory=dict)
     min_effect: str = DEFAULT_MIN_EFFECT
     plot_errors: tuple[str, ...] = ()
-    notes: tuple[
-        str, ...
-    ] = ()  # what the study left out and why (an idea mixer without an ablation, say)
+    # what the study left out and why (an idea mixer without an ablation, say)
+    notes: tuple[str, ...] = ()
     transfer: Transfer | None = (
         None  # the models tested on other grids (--eval-grids), secondary to the headline
     )
@@ -622,8 +610,7 @@ class Report:
             if arm.name != name or arm.comparison != self.comparisons.get(name):
                 raise ValueError(
                     f"arm {name!r} (named {arm.name!r}) does not carry its comparison in the "
-                    "report; "
-                    f"expected the arm named by its key, with comparisons[{name!r}] or none"
+                    f"report; expected the arm named by its key, with comparisons[{name!r}] or none"
                 )
         for name, comparison in {**self.comparisons, **self.mechanism}.items():
             unknown = {comparison.a, comparison.b} - set(self.arms)
@@ -659,8 +646,7 @@ class Report:
         ):
             raise ValueError(
                 f"transfer from {self.transfer.trained_grid} of arms the report may not have; "
-                "expected "
-                f"transfer from its grid {self.grid} of some of its arms {list(self.arms)}"
+                f"expected transfer from its grid {self.grid} of some of its arms {list(self.arms)}"
             )
 
     @property
@@ -787,9 +773,8 @@ class Report:
         arms = {}
         for arm_data in (data["idea"], *data["baselines"].values()):
             arm = Arm.from_dict(arm_data)
-            arms[arm.name] = replace(
-                arm, comparison=comparisons.get(arm.name)
-            )  # one object per comparison
+            # one object per comparison
+            arms[arm.name] = replace(arm, comparison=comparisons.get(arm.name))
         metric_direction = data["metric_direction"]
         return cls(
             bench_version=data["bench_version"],

@@ -1,9 +1,9 @@
 """How long a study has left, estimated from its own finished runs: each pending run is expected to
 take the median time of the finished runs of its model (of all finished runs while its model has
 none), and ``jobs`` workers share them. Runs resumed from the ledger count with their recorded
-times; nothing is estimated before a run finishes.
-:meth:`RunClock.untimed` names the pending models counted at the overall median, so the log can say
-the estimate is a guess for them (a dense baseline's first run can take five times the others')."""
+times; nothing is estimated before a run finishes. :meth:`RunClock.untimed` names the pending models
+counted at the overall median, so the log can say the estimate is a guess for them (a dense
+baseline's first run can take five times the others')."""
 
 from __future__ import annotations
 

@@ -1,9 +1,8 @@
 """Where runs execute: in this process, or in a pool of worker processes (``--jobs N``).
 
 Every executor is an :class:`Executor`: ``run(tasks, *, on_done, on_start=None, on_epoch=None)``
-executes each
-:class:`gridmix.study.spec.RunTask` with :func:`gridmix.study.harness.execute` and calls
-``on_done(task, row)`` in the driver as each finishes, so the driver alone writes the ledger;
+executes each :class:`gridmix.study.spec.RunTask` with :func:`gridmix.study.harness.execute` and
+calls ``on_done(task, row)`` in the driver as each finishes, so the driver alone writes the ledger;
 ``close()`` releases what the runs held. The worker pool keeps its workers from one ``run`` to the
 next (a study's sweep and comparison, a sweep's points), so their start (about 5 s for two workers
 on two cores) is paid once. A worker that dies mid-task loses only that task: it is recorded as
@@ -12,12 +11,10 @@ failed (and retried by the next re-run). Workers leave SIGINT and SIGHUP to the 
 (:meth:`WorkerPoolExecutor.run`), and a driver killed outright takes them with it (the kernel's
 parent-death signal on Linux, else a watchdog thread). Each worker imports the main module first, as
 every spawned process does; one that calls the front door while it does (a script without ``if
-__name__ == "__main__":``) exits at once with
-:data:`MAIN_RERUN_EXIT` (:func:`refuse_main_rerun`), and the driver raises
-:data:`MAIN_RERUN` instead of recording runs that never ran. The Ray executor
+__name__ == "__main__":``) exits at once with :data:`MAIN_RERUN_EXIT` (:func:`refuse_main_rerun`),
+and the driver raises :data:`MAIN_RERUN` instead of recording runs that never ran. The Ray executor
 (:mod:`gridmix.study.executors_ray`) has the same interface. The study driver that hands tasks to an
-executor is
-:class:`gridmix.study.harness.Runner`. docs/design.md section 8.
+executor is :class:`gridmix.study.harness.Runner`. docs/design.md section 8.
 """
 
 from __future__ import annotations
@@ -49,9 +46,8 @@ MAIN_RERUN_EXIT = (
 
 OnDone = Callable[[RunTask, RunRow], None]
 OnStart = Callable[[RunTask], None]
-OnEpoch = Callable[
-    [RunTask, int, float, float], None
-]  # task, epoch, mean training loss, validation metric
+# task, epoch, mean training loss, validation metric
+OnEpoch = Callable[[RunTask, int, float, float], None]
 
 
 class Executor(ABC):
@@ -129,9 +125,8 @@ def _importing_main() -> bool:
 
 def refuse_main_rerun() -> None:
     """In a spawned process importing the main module, say :data:`MAIN_RERUN` in one line on stderr
-    and exit with
-    :data:`MAIN_RERUN_EXIT` (the worker cannot start; the driver reads the status); elsewhere
-    nothing."""
+    and exit with :data:`MAIN_RERUN_EXIT` (the worker cannot start; the driver reads the status);
+    elsewhere nothing."""
     if not _importing_main():
         return
     print(f"gridmix: {MAIN_RERUN}", file=sys.stderr)
@@ -148,9 +143,8 @@ def _die_with_parent() -> bool:
     if not sys.platform.startswith("linux"):
         return False
     try:
-        libc = ctypes.CDLL(
-            None, use_errno=True
-        )  # the process's own symbols, the C library's prctl among them
+        # the process's own symbols, the C library's prctl among them
+        libc = ctypes.CDLL(None, use_errno=True)
         return libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0
     except (OSError, AttributeError):
         return False
@@ -198,13 +192,11 @@ class WorkerPoolExecutor(Executor):
     ) -> None:
         queue = tasks
         try:
-            while (
-                queue
-            ):  # a broken pool (a worker killed) is replaced; only the tasks in flight are lost
+            # a broken pool (a worker killed) is replaced; only the tasks in flight are lost
+            while queue:
                 queue = self._run_in_pool(queue, on_done=on_done, on_start=on_start)
-        except (
-            BaseException
-        ):  # interrupted (core.interrupt) or failed in the driver: the runs in flight are lost
+        # interrupted (core.interrupt) or failed in the driver: the runs in flight are lost
+        except BaseException:
             self.end_workers()
             raise
 
@@ -221,9 +213,8 @@ class WorkerPoolExecutor(Executor):
         if self._pool is None:
             return
         pool, self._pool = self._pool, None
-        processes = list(
-            getattr(pool, "_processes", {}).values()
-        )  # the pool's worker processes (no public handle)
+        # the pool's worker processes (no public handle)
+        processes = list(getattr(pool, "_processes", {}).values())
         for process in processes:
             process.terminate()
         for process in processes:
@@ -236,18 +227,16 @@ class WorkerPoolExecutor(Executor):
     def _exit_statuses(self) -> set[int | None]:
         """The exit statuses of a broken pool's worker processes, each awaited up to
         :data:`WORKER_END_S` (the pool ends the survivors; ``None`` for one still running)."""
-        processes = (
-            getattr(self._pool, "_processes", None) or {}
-        )  # the pool's worker processes (no public handle)
+        # the pool's worker processes (no public handle)
+        processes = getattr(self._pool, "_processes", None) or {}
         for process in processes.values():
             process.join(WORKER_END_S)
         return {process.exitcode for process in processes.values()}
 
     def _workers(self) -> ProcessPoolExecutor:
         if self._pool is None:
-            context = multiprocessing.get_context(
-                "spawn"
-            )  # fork after torch threads start is unsafe
+            # fork after torch threads start is unsafe
+            context = multiprocessing.get_context("spawn")
             self._pool = ProcessPoolExecutor(
                 max_workers=self.jobs,
                 mp_context=context,
@@ -275,12 +264,10 @@ class WorkerPoolExecutor(Executor):
                     broken.append(futures[future])
                     continue
                 on_done(futures[future], row)
-            if (
-                broken
-            ):  # the pool is gone: charge the death to one task, retry the rest in a new pool
-                if (
-                    MAIN_RERUN_EXIT in self._exit_statuses()
-                ):  # no task can ever run: say why, record nothing
+            # the pool is gone: charge the death to one task, retry the rest in a new pool
+            if broken:
+                # no task can ever run: say why, record nothing
+                if MAIN_RERUN_EXIT in self._exit_statuses():
                     raise RuntimeError(MAIN_RERUN)
                 self.close()
                 died = broken[0].failed_row(

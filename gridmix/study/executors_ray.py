@@ -59,9 +59,8 @@ class RayExecutor(Executor):
                 task = refs[ref]
                 try:
                     row = ray.get(ref)
-                except (
-                    ray.exceptions.RayError
-                ) as error:  # the worker or its node died, retries exhausted
+                # the worker or its node died, retries exhausted
+                except ray.exceptions.RayError as error:
                     why = f"ray task failed: {type(error).__name__}: {str(error).splitlines()[0]}"
                     row = task.failed_row(why, versions=versions())
                 on_done(task, row)

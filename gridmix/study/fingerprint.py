@@ -68,9 +68,8 @@ def data_fingerprint(track: Track, grid: Grid, sizes: DataSizes, *, seed: int = 
         source_hash=source_hash(track.source) if track.source else None,
     )
     identity = hashlib.sha256(repr(sorted(parts.items())).encode()).hexdigest()[:HASH_CHARS]
-    source = (
-        str(Path(track.source).resolve()) if track.source else None
-    )  # named, not hashed: the bytes are
+    # named, not hashed: the bytes are
+    source = str(Path(track.source).resolve()) if track.source else None
     return dict(
         hash=identity,
         **parts,

@@ -76,9 +76,8 @@ def _track_data(
     return data
 
 
-AfterTraining = Callable[
-    [ModelSpec, torch.nn.Module, TrackData], dict
-]  # (spec, trained model, data) -> extras
+# (spec, trained model, data) -> extras
+AfterTraining = Callable[[ModelSpec, torch.nn.Module, TrackData], dict]
 
 
 def lacks_transfer(task: RunTask, row: RunRow) -> bool:
@@ -111,9 +110,8 @@ def execute(
     try:
         track = load_registry().track(task.track, task.settings)
         spec = track.model(task.spec_name)
-        if (
-            task.role and task.role != spec.role
-        ):  # the study's role (--idea), for the analysis after training
+        # the study's role (--idea), for the analysis after training
+        if task.role and task.role != spec.role:
             spec = dataclasses.replace(spec, role=task.role)
         data = track_data(task)
     except Exception as exc:  # a broken plugin or bad data is this run's recorded failure
@@ -158,9 +156,8 @@ def execute(
         )
     if result is None:
         return task.failed_row(error, threads=torch.get_num_threads(), versions=versions())
-    result.extras["machine"] = cpu_line(
-        cpu_facts()
-    )  # the CPU its wall_s was measured on (the report's timings)
+    # the CPU its wall_s was measured on (the report's timings)
+    result.extras["machine"] = cpu_line(cpu_facts())
     return task.row(result, threads=torch.get_num_threads(), versions=versions())
 
 

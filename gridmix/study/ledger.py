@@ -149,9 +149,8 @@ class Ledger:
             raise LedgerError(
                 f"{str(self.path)!r} is not a gridmix ledger (SQLite says: {error})"
             ) from None
-        if (
-            half_created
-        ):  # an earlier gridmix died (or ran out of space) while creating it: nothing to lose
+        # an earlier gridmix died (or ran out of space) while creating it: nothing to lose
+        if half_created:
             conn.close()
             if not create:
                 raise LedgerError(
@@ -247,15 +246,13 @@ class Ledger:
         if previous is not None and _identity(previous) != _identity(study):
             raise LedgerError(
                 f"{str(self.path.parent)!r} holds the study of {_describe(previous)}; it cannot "
-                "also "
-                f"hold {_describe(study)}: choose another --out"
+                f"also hold {_describe(study)}: choose another --out"
             )
         sweep = self.sweep()
         if sweep is not None and sweep["track"] != study["track"]:
             raise LedgerError(
                 f"{str(self.path.parent)!r} holds a sweep of track {sweep['track']!r}; it cannot "
-                "also "
-                f"hold a study of {study['track']!r}: choose another --out"
+                f"also hold a study of {study['track']!r}: choose another --out"
             )
         if previous is not None:
             _refuse_other_data(self.path.parent, previous, study)
@@ -323,8 +320,7 @@ def _refuse_other_data(where: Path, previous: dict, study: dict) -> None:
     if change and previous.get("data") and study.get("data"):
         raise LedgerError(
             f"{str(where)!r} holds results on other data ({change}); re-run with --fresh to start "
-            "a "
-            "fresh study there, or choose another --out"
+            "a fresh study there, or choose another --out"
         )
 
 
@@ -378,9 +374,8 @@ def _create_atomically(path: Path) -> None:
         finally:
             conn.close()
         try:
-            os.link(
-                temp, path
-            )  # atomic and never overwrites: a ledger another process made first wins
+            # atomic and never overwrites: a ledger another process made first wins
+            os.link(temp, path)
         except FileExistsError:
             pass
     finally:

@@ -72,12 +72,10 @@ class RunTask:
     data: str = ""
     # the model's role in the study (``--idea`` can change the track's); not part of the run's key
     role: str = ""
-    settings: dict = field(
-        default_factory=dict
-    )  # the track's settings this run sets (Track.settings), off default
-    eval_grids: tuple[
-        str, ...
-    ] = ()  # grids the trained model is also tested on (gridmix.study.transfer); not keyed
+    # the track's settings this run sets (Track.settings), off default
+    settings: dict = field(default_factory=dict)
+    # grids the trained model is also tested on (gridmix.study.transfer); not keyed
+    eval_grids: tuple[str, ...] = ()
     # a sweep run (its seed chooses the learning rate, never enters a comparison); not in the key
     sweep: bool = False
     # stop once the validation metric passes this value (chance beyond --stop-above-chance's
@@ -104,9 +102,8 @@ class RunTask:
             **{STORED_KWARGS_KEY: self.model_kwargs},
             device=self.device,
         )
-        if (
-            self.precision != "fp32"
-        ):  # float32 runs keep the keys they had before mixed precision existed
+        # float32 runs keep the keys they had before mixed precision existed
+        if self.precision != "fp32":
             config["precision"] = self.precision
         if self.settings:  # the track's own values keep the keys they had before settings existed
             config["settings"] = dict(sorted(self.settings.items()))
@@ -193,16 +190,13 @@ class Study:
     budget: Budget
     device: str
     threads: int
-    model_kwargs: dict = field(
-        default_factory=dict
-    )  # per model name: keyword overrides of its builder
+    # per model name: keyword overrides of its builder
+    model_kwargs: dict = field(default_factory=dict)
     precision: str = "fp32"  # "bf16" / "fp16": mixed precision (gridmix.study.precision)
-    data: dict = field(
-        default_factory=dict
-    )  # gridmix.study.fingerprint.data_fingerprint of the study's data
-    roles: dict = field(
-        default_factory=dict
-    )  # per model name: idea / baseline / ablation / control
+    # gridmix.study.fingerprint.data_fingerprint of the study's data
+    data: dict = field(default_factory=dict)
+    # per model name: idea / baseline / ablation / control
+    roles: dict = field(default_factory=dict)
     chance: float | None = None  # the track's metric floor (Track.chance), for the report's flags
     ceiling: float | None = None  # the track's metric ceiling (Track.ceiling)
     underpowered: bool = (
@@ -212,24 +206,19 @@ class Study:
     first_seed: int = (
         0  # comparison seeds are first_seed … first_seed + seeds − 1 (another replicate: move it)
     )
-    notes: tuple[
-        str, ...
-    ] = ()  # what the study leaves out and why (an idea mixer without ablation), for the report
-    settings: dict = field(
-        default_factory=dict
-    )  # the track's setting values off their defaults (Track.settings)
-    eval_grids: tuple[
-        str, ...
-    ] = ()  # other grids every final run's trained model is tested on (transfer)
-    overrides: dict = field(
-        default_factory=dict
-    )  # budget fields the command line changed (--epochs, …), by name
+    # what the study leaves out and why (an idea mixer without ablation), for the report
+    notes: tuple[str, ...] = ()
+    # the track's setting values off their defaults (Track.settings)
+    settings: dict = field(default_factory=dict)
+    # other grids every final run's trained model is tested on (transfer)
+    eval_grids: tuple[str, ...] = ()
+    # budget fields the command line changed (--epochs, …), by name
+    overrides: dict = field(default_factory=dict)
     min_effect: str | None = (
         None  # the practical threshold (gridmix.analysis.verdicts.MinEffect; None: its default)
     )
-    causality: dict = field(
-        default_factory=dict
-    )  # the leak check's record (leak_check.check_causality); {}: none ran
+    # the leak check's record (leak_check.check_causality); {}: none ran
+    causality: dict = field(default_factory=dict)
     # stop every run once its validation metric is beyond chance by this margin (a learnability
     # check); None: runs train for the whole budget
     stop_above_chance: float | None = None
@@ -263,8 +252,7 @@ class Study:
             seeds = f"{self.comparison_seeds[0]}…{self.comparison_seeds[-1]}"
             raise ValueError(
                 f"first_seed={self.first_seed} gives comparison seeds {seeds}; expected >= 0 and "
-                "none "
-                f"of the sweep seeds {self.sweep_seeds}"
+                f"none of the sweep seeds {self.sweep_seeds}"
             )
 
     @property

@@ -49,9 +49,8 @@ class RunResult:
     epochs_done: int = 0
     wall_s: float = 0.0
     error: str = ""
-    extras: dict = field(
-        default_factory=dict
-    )  # what ``after_training`` measured on the final model
+    # what ``after_training`` measured on the final model
+    extras: dict = field(default_factory=dict)
 
 
 def resolve_device(device: str) -> torch.device:
@@ -331,9 +330,8 @@ def train_run(
             }
         if after_training is not None:
             result.extras.update(after_training(model, data))
-    except (
-        Exception
-    ) as error:  # a broken model or plugin is a recorded failure, not a crashed sweep
+    # a broken model or plugin is a recorded failure, not a crashed sweep
+    except Exception as error:
         result.status, result.error = "failed", f"{type(error).__name__}: {error}"
     finally:
         result.wall_s = time.perf_counter() - start

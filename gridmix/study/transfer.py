@@ -2,8 +2,7 @@
 run.
 
 After a run trains (and after its mechanism analysis), the trained model is moved to each evaluation
-grid by
-:func:`gridmix.models.regrid.regrid_model` (its mixers by their declared ``regrid``, learned
+grid by :func:`gridmix.models.regrid.regrid_model` (its mixers by their declared ``regrid``, learned
 positions resampled) and tested on the test split the track makes on that grid with the run's seed
 and split sizes, with the track's metric. Each grid's outcome is one entry of the row's
 ``extras["transfer"]``:

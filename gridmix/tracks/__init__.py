@@ -1,8 +1,7 @@
 """Tracks: the contract a track plugin meets (:mod:`.contract`: ``Track``, ``ModelSpec``,
 ``TrackData``, ``Split``), the run budgets and split sizes (:mod:`.budget`), the hook specs a plugin
 implements (:mod:`.hookspecs`) and the registry that loads the plugins (:mod:`.registry`). Plugins
-import these names from here or from
-:mod:`gridmix`.
+import these names from here or from :mod:`gridmix`.
 
 The budgets import at once (they need no torch: the command line's help lists them); the contract,
 the hooks and the registry load on first use (PEP 562, :func:`__getattr__`)."""

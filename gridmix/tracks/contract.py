@@ -8,8 +8,7 @@ metric and its direction, and the models it offers (:class:`ModelSpec`), one of 
 Plugins build these through the hooks in :mod:`gridmix.tracks.hookspecs`. :class:`Track` and
 :class:`ModelSpec` check their fields when constructed and raise :class:`ContractError`;
 :mod:`gridmix.tracks.plugin_loader` adds the name of the plugin that built the bad object. Data is
-checked lazily, once made:
-:meth:`TrackData.check`.
+checked lazily, once made: :meth:`TrackData.check`.
 
 Shape legend:
     S: samples in a split; *grid: the grid's axes, which end every ``inputs`` tensor (the built-in
@@ -226,10 +225,9 @@ class Backbone:
     already offers a model built around that mixer (``ModelSpec.mixer``). ``causal_axes`` and
     ``num_prefix_tokens`` are what every mixer must serve in this network; ``mixer_kwargs`` the
     mixer builder's keyword arguments the track sets per mixer name (e.g. ``{"concentration":
-    {"rank": 16}}``).
-    :meth:`around` is the one way a model is built around a registered mixer, and :meth:`model`
-    declares such a model: every built-in track's models that name a registered mixer, and those the
-    registry adds, are built by it.
+    {"rank": 16}}``). :meth:`around` is the one way a model is built around a registered mixer, and
+    :meth:`model` declares such a model: every built-in track's models that name a registered mixer,
+    and those the registry adds, are built by it.
     """
 
     build: Callable[..., nn.Module]
@@ -561,8 +559,7 @@ class Track:
             ):
                 raise self._fail(
                     f"mixer_models holds {short(spec)}; expected baselines built around a "
-                    "registered "
-                    f"mixer, named unlike the track's own models {sorted(own)}"
+                    f"registered mixer, named unlike the track's own models {sorted(own)}"
                 )
 
     def _check_budget_overrides(self) -> None:
@@ -591,8 +588,7 @@ class Track:
         ):
             raise self._fail(
                 f"settings {short(self.settings)}; expected a dict of lower-case names (not "
-                "'grid') → "
-                "int, float or str"
+                "'grid') → int, float or str"
             )
         if (self.rebuild is None) != (not self.settings) or (
             self.rebuild is not None and not callable(self.rebuild)
@@ -606,9 +602,8 @@ class Track:
         """``value`` (a command line's text, or a number) as setting ``name`` takes it, in the type
         of its default; ``ValueError`` in one line for an unknown setting (listing the track's), a
         value of another type or a float setting's value that is not finite (``inf``, ``nan``). The
-        value's range is the track's to check:
-        :meth:`with_settings` rebuilds the track, whose own checks refuse it (e.g. a backbone's
-        ``embed_dim`` below 1)."""
+        value's range is the track's to check: :meth:`with_settings` rebuilds the track, whose own
+        checks refuse it (e.g. a backbone's ``embed_dim`` below 1)."""
         if name not in self.settings:
             known = ", ".join(sorted(self.settings)) or "none"
             raise ValueError(
@@ -630,9 +625,8 @@ class Track:
             return converted
         finite = "a finite " if kind is float else ""
         raise ValueError(
-            f"track {self.name!r}: setting {name}={value!r}; expected {finite}{kind.__name__} "
-            "like its "
-            f"default {default!r}"
+            f"track {self.name!r}: setting {name}={value!r}; expected {finite}{kind.__name__} like "
+            f"its default {default!r}"
         )
 
     def with_settings(self, settings: dict) -> Track:

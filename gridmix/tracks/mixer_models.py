@@ -96,15 +96,13 @@ def choose_mixers(
         if idea_spec.name == track.matched_baseline:
             raise ValueError(
                 f"--idea {idea}: {idea_spec.name!r} is the matched baseline of track "
-                f"{track.name!r}; "
-                "the idea must be another mixer"
+                f"{track.name!r}; the idea must be another mixer"
             )
         ablation = _ablation(track, mixers, mixers[idea], grid, notes)
         if mixers[idea].mechanism is None:
             notes.append(
                 f"the idea's mixer {idea!r} declares no mechanism analysis: the parametrisation "
-                "check "
-                "does not apply"
+                "check does not apply"
             )
     extra = [_model(track, mixers, name, grid, what="--baselines") for name in baselines]
     control = track.control
@@ -172,8 +170,7 @@ def _ablation(
     if reason:
         notes.append(
             f"the idea's ablation {mixer.ablation!r} cannot serve track {track.name!r} on {grid} "
-            f"({reason}), "
-            f"{question}"
+            f"({reason}), {question}"
         )
         return None
     return spec

@@ -92,9 +92,8 @@ class Registry:
         """
         if name in self.tracks:
             return self._rebuilt(self.tracks[name], settings) if settings else self.tracks[name]
-        for (
-            broken
-        ) in self.broken:  # the plugin that provides this track failed: its own error is the answer
+        # the plugin that provides this track failed: its own error is the answer
+        for broken in self.broken:
             if broken.name == name:
                 raise ValueError(
                     f"track {name!r} is unavailable: plugin {broken.name!r} failed: {broken.error}"
@@ -292,9 +291,8 @@ def _call(impl: pluggy.HookImpl, **arguments: object) -> object:
 def _broken(info: PluginInfo, error: BaseException) -> BrokenPlugin:
     """``info``'s plugin failed with ``error``; a track or model it built that broke the contract
     names it."""
-    if isinstance(
-        error, ContractError
-    ):  # raised while the plugin's own code built the object: blame that plugin
+    # raised while the plugin's own code built the object: blame that plugin
+    if isinstance(error, ContractError):
         error = ValueError(error.blaming(info.name))
     return BrokenPlugin(info.name, _one_line(_unknown_field(error)), info.version)
 
@@ -331,9 +329,8 @@ def _selected_entry_points(environ: Mapping[str, str], registry: Registry) -> li
                 registry.broken.append(
                     BrokenPlugin(
                         name,
-                        f"{ALLOW_ENV} names {name!r} but no installed plugin has "
-                        f"that entry-point or distribution name"
-                        f"{did_you_mean(name, known)} installed: "
+                        f"{ALLOW_ENV} names {name!r} but no installed plugin has that entry-point "
+                        f"or distribution name{did_you_mean(name, known)} installed: "
                         f"{', '.join(sorted(known)) or 'none'}",
                     )
                 )
@@ -363,8 +360,7 @@ def _register(manager: pluggy.PluginManager, plugin: object, name: str) -> None:
     if unknown:
         raise ValueError(
             f"implements unknown hook {unknown[0]!r}{did_you_mean(unknown[0], known)} gridmix "
-            "hooks: "
-            f"{', '.join(known)}"
+            f"hooks: {', '.join(known)}"
         )
     if not callers:
         kind = "module" if isinstance(plugin, ModuleType) else type(plugin).__name__
@@ -419,8 +415,7 @@ def _add_models(track: Track, impl: pluggy.HookImpl, info: PluginInfo) -> Track:
         if spec.role != "baseline":
             raise ValueError(
                 f"{where}: model {spec.name!r} has role {spec.role!r}; a plugin may add baselines "
-                "only "
-                f"(the track's idea is {track.idea.name!r})"
+                f"only (the track's idea is {track.idea.name!r})"
             )
         added.append(_stamp(spec, info))
     try:

@@ -220,8 +220,7 @@ class ImageModels:
                 role="idea",
                 width_kwarg="mlp_ratio",
                 description="the same timm VisionTransformer with ConcentrationMixer (rank "
-                f"{self.mixer.rank}) "
-                "as attn_layer",
+                f"{self.mixer.rank}) as attn_layer",
             ),
             ModelSpec(
                 "mlp-mixer",

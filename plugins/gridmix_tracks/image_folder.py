@@ -155,8 +155,7 @@ def image_folder_track(root: str | os.PathLike) -> Track:
     source = ImageFolderSource.open(root)
     return _track(
         f"classify the images in {source.root} ({len(source.classes)} classes, "
-        f"{len(source.samples)} "
-        f"images)",
+        f"{len(source.samples)} images)",
         source.load,
         num_classes=len(source.classes),
         source=str(source.root),

@@ -151,18 +151,16 @@ class RecallTask:
 
     def generate(self, rng: np.random.Generator, n: int, length: int) -> Split:
         half, k = self.vocab // 2, self.pairs
-        keys = (
-            np.argsort(rng.random((n, half - 1)), axis=1)[:, :k] + 1
-        )  # (n, K): distinct, in 1..V/2−1
+        # (n, K): distinct, in 1..V/2−1
+        keys = np.argsort(rng.random((n, half - 1)), axis=1)[:, :k] + 1
         values = rng.integers(half, self.vocab, size=(n, k))  # (n, K)
         tokens = np.zeros((n, length), dtype=np.int64)
         tokens[:, 0 : 2 * k : 2], tokens[:, 1 : 2 * k : 2] = keys, values
         targets = np.full((n, length), IGNORE, dtype=np.int64)
         slots = (length - 2 * k) // 2  # places for a query and its answer after the context
         rows = np.arange(n)[:, None]
-        which = np.argsort(rng.random((n, k)), axis=1)[
-            :, : self.queries
-        ]  # (n, Q): pairs asked, no repeats
+        # (n, Q): pairs asked, no repeats
+        which = np.argsort(rng.random((n, k)), axis=1)[:, : self.queries]
         where = 2 * k + 2 * np.sort(
             np.argsort(rng.random((n, slots)), axis=1)[:, : self.queries], axis=1
         )
@@ -256,8 +254,7 @@ class RecallModels:
         self, grid: Grid, attn_layer: type[nn.Module], *, mlp_ratio: float | None = None
     ) -> CausalLM:
         """This causal LM with a registered mixer's ``attn_layer``, causal on the sequence axis (the
-        track's
-        :class:`Backbone`)."""
+        track's :class:`Backbone`)."""
         return CausalLM(
             grid, vocab=self.vocab, backbone=self._backbone(mlp_ratio), attn_layer=attn_layer
         )
@@ -342,16 +339,14 @@ def make_track(
         if grid[0] < task.min_length:
             return (
                 f"{task.pairs} pairs and {task.queries} queries need at least {task.min_length} "
-                "tokens; "
-                f"got {grid[0]}"
+                f"tokens; got {grid[0]}"
             )
         return None
 
     return Track(
         name="mqar",
-        description=f"multi-query associative recall: {task.pairs} key-value pairs, "
-        f"{task.queries} queries, "
-        f"vocabulary {task.vocab}; next-token {metric} on the answers",
+        description=f"multi-query associative recall: {task.pairs} key-value pairs, {task.queries} "
+        f"queries, vocabulary {task.vocab}; next-token {metric} on the answers",
         ndim=1,
         default_grid=Grid((32,)),
         make_data=make_data,

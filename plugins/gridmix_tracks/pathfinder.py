@@ -192,8 +192,8 @@ def _contour(
 ) -> np.ndarray | None:
     """The ink pixels (P, 2) of one contour, in order from one end to the other, clear of ``taken``
     by more than the link distance (with the discs at its ends when ``marked``); None after TRIES
-    attempts. Drawn dash by dash: each dash tries
-    TURNS random turns and keeps the first that fits."""
+    attempts. Drawn dash by dash: each dash tries TURNS random turns and keeps the first that
+    fits."""
     H, W = grid.shape
     forbidden = binary_dilation(taken, np.ones((2 * geometry.link + 1,) * 2, dtype=bool))
     margin = geometry.radius if marked else 0  # the discs must fit inside the image too

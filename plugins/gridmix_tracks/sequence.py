@@ -158,9 +158,8 @@ def _sines(rng: np.random.Generator, n: int, length: int, context: int) -> np.nd
 def _ar(rng: np.random.Generator, n: int, length: int, context: int) -> np.ndarray:
     radius, angle = rng.uniform(0.8, 0.98, size=n), rng.uniform(0.1, 1.0, size=n)
     a1, a2 = 2 * radius * np.cos(angle), -(radius**2)
-    variance = (1 - a2) / (
-        (1 + a2) * ((1 - a2) ** 2 - a1**2)
-    )  # stationary variance for unit innovations
+    # stationary variance for unit innovations
+    variance = (1 - a2) / ((1 + a2) * ((1 - a2) ** 2 - a1**2))
     burn_in = 200
     x = np.zeros((n, burn_in + length))
     shocks = rng.normal(size=x.shape)

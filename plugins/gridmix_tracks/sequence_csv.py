@@ -16,21 +16,21 @@ Univariate (the default, ``INPUTS=target``): the models read the target column's
 Multivariate (``INPUTS=all``, the ETT / Weather / Electricity layout ``date,channel,…,target``): the
 first column must hold dates (:data:`DATE_FORMS`: ISO 8601, or a month, quarter or year) in
 increasing order, and the models read every other column over the window, the target's channel
-first. Univariate files with a date column first (a header in
-:data:`DATE_HEADERS`, or a first cell such as ``1959-01-31`` or ``1959-Q1``) have their dates
-checked the same way. No row is ever dropped or reordered: an empty row (in a one-column file, a
-missing value) is an error, not skipped. The file is read when the registry loads, so a bad file
-shows up in ``gridmix tracks`` as a broken ``sequence-csv`` plugin with a one-line error naming the
-row and column (missing values or dates, empty rows, non-numeric cells, no date column, dates out of
-order, a constant target). Chronological split without leakage: with ``n`` rows, training windows
-lie wholly inside the first 70 % of rows, validation targets inside the next 15 %, test targets
-inside the last 15 %; a window's input is the ``L`` rows right before its ``H`` target rows (a
-validation or test window may read earlier rows as its past, never a later split's rows). Each
-channel is standardised with the mean and standard deviation of the training part (a constant
-covariate is only centred). When there are more windows than the budget asks for, a fixed seed (not
-the run's) picks which each split keeps: every seed sees the same splits, and the report's inference
-is conditional on this file. Models: the ``sequence`` track's, each inside per-window instance
-normalisation (:mod:`gridmix_tracks.instance_norm`), since real series trend and shift level.
+first. Univariate files with a date column first (a header in :data:`DATE_HEADERS`, or a first cell
+such as ``1959-01-31`` or ``1959-Q1``) have their dates checked the same way. No row is ever dropped
+or reordered: an empty row (in a one-column file, a missing value) is an error, not skipped. The
+file is read when the registry loads, so a bad file shows up in ``gridmix tracks`` as a broken
+``sequence-csv`` plugin with a one-line error naming the row and column (missing values or dates,
+empty rows, non-numeric cells, no date column, dates out of order, a constant target). Chronological
+split without leakage: with ``n`` rows, training windows lie wholly inside the first 70 % of rows,
+validation targets inside the next 15 %, test targets inside the last 15 %; a window's input is the
+``L`` rows right before its ``H`` target rows (a validation or test window may read earlier rows as
+its past, never a later split's rows). Each channel is standardised with the mean and standard
+deviation of the training part (a constant covariate is only centred). When there are more windows
+than the budget asks for, a fixed seed (not the run's) picks which each split keeps: every seed sees
+the same splits, and the report's inference is conditional on this file. Models: the ``sequence``
+track's, each inside per-window instance normalisation (:mod:`gridmix_tracks.instance_norm`), since
+real series trend and shift level.
 
 Besides test MSE, every run reports MASE (:func:`mase_scale`): the mean absolute error of its
 forecasts over all test windows and steps ahead, divided by the in-sample mean absolute error of the
@@ -43,9 +43,8 @@ tested on, the same number as the training-mean reference (the level a model rea
 learning); it declares no ceiling (an MSE of 0 is a bound, not a level real data reaches). Its
 description, which the report's Data section shows, names the target column and the channels the
 models read. The default budget trains up to 20 epochs, stopped after 4 without a better validation
-MSE (the best epoch restored;
-:data:`BUDGET_OVERRIDES`), since a short real series can overfit within a few epochs or still
-improve after eight.
+MSE (the best epoch restored; :data:`BUDGET_OVERRIDES`), since a short real series can overfit
+within a few epochs or still improve after eight.
 
 Shape legend:
     S: windows, L: context (the grid), H: horizon, C: channels (1 univariate); inputs (S, C, L)
@@ -98,8 +97,7 @@ DATE_HEADERS = {
 }
 DATE_FORMS = (
     "ISO 8601 (1959-01-31, 1959-01-31T06:00), a month (1959-01), a quarter (1959-Q1, 1959Q1, 1959 "
-    "Q1) "
-    "or a year (1959)"
+    "Q1) or a year (1959)"
 )
 _MONTH, _QUARTER, _YEAR = (
     re.compile(r"^(\d{4})-(\d{2})$"),
@@ -234,8 +232,7 @@ def _check_dates(body: list[tuple[int, list[str]]], name: str, path: Path, *, wh
         if not cell:
             raise ValueError(
                 f"{path}: {why}row {number}, column {name!r}: missing date; every row needs its "
-                "date, "
-                "in time order"
+                "date, in time order"
             )
         when = _date(cell)
         if when is None:
@@ -250,8 +247,7 @@ def _check_dates(body: list[tuple[int, list[str]]], name: str, path: Path, *, wh
         if not in_order:
             raise ValueError(
                 f"{path}: row {number}, column {name!r}: {cell!r} does not come after "
-                f"{previous[0]!r}; "
-                "rows must be in time order, each time once"
+                f"{previous[0]!r}; rows must be in time order, each time once"
             )
         previous = (cell, when)
 
@@ -362,9 +358,8 @@ def csv_sequence_track(
     """
     series = read_csv_series(path, target, inputs=inputs)
     values, name = series.values, series.target  # (T, C)
-    start_val = int(
-        len(values) * BOUNDARIES[0]
-    )  # the training part: every row before the first validation target
+    # the training part: every row before the first validation target
+    start_val = int(len(values) * BOUNDARIES[0])
     if start_val <= season:
         raise ValueError(
             f"{path}: column {name!r} has {len(values)} values; a series needs many more"
@@ -379,19 +374,16 @@ def csv_sequence_track(
         1.0  # a covariate constant in training carries no information; centring it is enough
     )
     standard = torch.from_numpy(((values - mean) / std).astype(np.float32))  # (T, C)
-    scale = mase_scale(
-        (train_part[:, 0] - mean[0]) / std[0], season
-    )  # in the targets' standardised units
+    # in the targets' standardised units
+    scale = mase_scale((train_part[:, 0] - mean[0]) / std[0], season)
     if scale == 0:
         raise ValueError(
             f"{path}: column {name!r} repeats itself every {season} step(s) over the training "
-            "part, "
-            f"so MASE's naive forecast is exact there; set {SEASON_ENV} to another season"
+            f"part, so MASE's naive forecast is exact there; set {SEASON_ENV} to another season"
         )
 
-    target_bytes = np.ascontiguousarray(
-        values[:, 0]
-    ).tobytes()  # the split follows the target series, not the path,
+    # the split follows the target series, not the path,
+    target_bytes = np.ascontiguousarray(values[:, 0]).tobytes()
     # so a copy elsewhere or more covariates split alike
     identity = f"sequence-csv:{name}:{zlib.crc32(target_bytes)}"
 

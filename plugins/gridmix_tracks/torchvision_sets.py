@@ -121,14 +121,12 @@ def _read(
     )
     try:
         dataset = cls(root, download=download, **kwargs)
-    except (
-        Exception
-    ) as error:  # torchvision's parsers fail in many ways (assert, pickle, reshape): all bad files
+    # torchvision's parsers fail in many ways (assert, pickle, reshape): all bad files
+    except Exception as error:
         reason = str(error).splitlines()[0] if str(error) else type(error).__name__
         raise ValueError(
-            f"{spec.track}: cannot read the {'training' if train else 'test'} set under "
-            f"{root!r}: {reason} (expected torchvision's {cls.__name__} files; "
-            f"--download fetches them)"
+            f"{spec.track}: cannot read the {'training' if train else 'test'} set under {root!r}: "
+            f"{reason} (expected torchvision's {cls.__name__} files; --download fetches them)"
         ) from None
     images = np.asarray(dataset.data)
     labels = torch.as_tensor(
@@ -137,9 +135,8 @@ def _read(
     )
     if images.ndim == 3:  # MNIST-like (S, P, P)
         images = images[:, None]
-    elif (
-        images.shape[-1] == spec.channels and images.shape[1] != spec.channels
-    ):  # CIFAR (S, P, P, C)
+    # CIFAR (S, P, P, C)
+    elif images.shape[-1] == spec.channels and images.shape[1] != spec.channels:
         images = images.transpose(0, 3, 1, 2)
     if (
         images.ndim != 4
@@ -155,8 +152,7 @@ def _read(
     if labels.min() < 0 or labels.max() >= spec.num_classes:
         raise ValueError(
             f"{spec.track}: labels under {root!r} span "
-            f"{labels.min().item()}..{labels.max().item()}; "
-            f"expected 0..{spec.num_classes - 1}"
+            f"{labels.min().item()}..{labels.max().item()}; expected 0..{spec.num_classes - 1}"
         )
     return torch.as_tensor(np.ascontiguousarray(images)), labels
 
@@ -252,8 +248,7 @@ def torchvision_track(
     return Track(
         name=spec.track,
         description=f"classify {spec.cls.__name__} ({spec.num_classes} classes, {spec.pixels}px, "
-        f"patch {patch}; "
-        f"{source.where()})",
+        f"patch {patch}; {source.where()})",
         ndim=2,
         default_grid=Grid((side, side)),
         make_data=source.load,

@@ -153,14 +153,12 @@ class CutTask:
         )
         tint = np.where(np.arange(T)[None, :] < cut, before[:, None], after[:, None])  # (n, T)
         videos = rng.normal(0.0, self.noise, size=(n, T, H, W)) + tint[:, :, None, None]
-        square = rng.choice([-1.0, 1.0], size=n) * rng.uniform(
-            *self.tints, size=n
-        )  # independent of the label
+        # independent of the label
+        square = rng.choice([-1.0, 1.0], size=n) * rng.uniform(*self.tints, size=n)
         start = np.stack([rng.integers(0, H, n), rng.integers(0, W, n)], axis=1)  # (n, 2)
         velocity = DIRECTIONS[rng.integers(0, len(DIRECTIONS), size=n)]  # (n, 2)
-        corners = (
-            start[:, None, :] + np.arange(T)[None, :, None] * velocity[:, None, :]
-        )  # (n, T, 2)
+        # (n, T, 2)
+        corners = start[:, None, :] + np.arange(T)[None, :, None] * velocity[:, None, :]
         _paint(videos, corners, side, square[:, None] - tint)
         labels = np.where(rng.random(n) < self.label_noise, 1 - labels, labels)
         inputs = torch.from_numpy(videos[:, None].astype(np.float32))
@@ -241,8 +239,7 @@ class VideoModels:
                 role="idea",
                 width_kwarg="mlp_ratio",
                 description=f"the same network with ConcentrationMixer (rank {self.mixer.rank}, "
-                "time axis "
-                "symmetric) as token mixer",
+                "time axis symmetric) as token mixer",
             ),
             model(
                 "concentration-uncapped",
@@ -281,8 +278,7 @@ def make_track(task: CutTask = CutTask(), start: str | tuple[str, ...] = "global
     return Track(
         name="video",
         description="does the scene's tint flip sign half-way through the clip? (a moving square, "
-        "noise, "
-        "10 % labels flipped)",
+        "noise, 10 % labels flipped)",
         ndim=3,
         default_grid=Grid((8, 8, 8)),
         make_data=make_data,

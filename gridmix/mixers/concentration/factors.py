@@ -53,9 +53,8 @@ from gridmix.mixers.concentration.ops.semiseparable import (
     semiseparable_mode_product,
 )
 
-_DENSE_DCT_MAX = (
-    128 * 128
-)  # n·m above which bases use the FFT form, dct_columns (measured crossover on CPU)
+# n·m above which bases use the FFT form, dct_columns (measured crossover on CPU)
+_DENSE_DCT_MAX = 128 * 128
 
 
 def _at_least_float32(parameter: torch.Tensor) -> torch.Tensor:
@@ -85,9 +84,8 @@ def dct_columns(q: torch.Tensor, length: int) -> torch.Tensor:
     """
     m = q.shape[-2]
     k = torch.arange(m, dtype=torch.float64, device=q.device)
-    twiddle = torch.exp(1j * math.pi * k / (2 * length)) * math.sqrt(
-        2.0 / length
-    )  # (m,) complex128
+    # (m,) complex128
+    twiddle = torch.exp(1j * math.pi * k / (2 * length)) * math.sqrt(2.0 / length)
     twiddle[0] /= math.sqrt(2.0)
     twiddle = twiddle.to(torch.complex128 if q.dtype == torch.float64 else torch.complex64)
     # ifft's 1/(2n) normalisation is undone by the factor 2n; rows n..2n-1 are the mirror image,
@@ -121,12 +119,10 @@ class _OrthogonalColumns(torch.autograd.Function):
     reflectors in many small kernels (≈0.7 ms for a 64×16 basis on a 2-core CPU, per axis and step),
     and separate stack / matmul / unbind nodes cost about as much again. Here the gradient comes
     from the WY form ``Q = (E − V T V₁ᵀ) S`` (``V = A + E``, ``E = I[:, :r]``, ``V₁`` its first r
-    rows, ``T = R⁻¹`` as in
-    :func:`_wy_factor`) in a dozen batched GEMMs:
-    ``∂V = −Q̄ V₁ Tᵀ − [Q̄ᵀ V T; 0] + V (R̄ᵤ + R̄ᵤᵀ)`` with ``R̄ = Tᵀ Vᵀ Q̄ V₁ Tᵀ`` (ᵤ: strictly upper),
-    and through ``1/τ_j = (1 + ‖A_j‖²) / 2``: ``∂A_ij += R̄_jj A_ij``. The k weights go through every
-    call together, so the per-call cost of these small kernels is paid once for all axes of one
-    shape.
+    rows, ``T = R⁻¹`` as in :func:`_wy_factor`) in a dozen batched GEMMs: ``∂V = −Q̄ V₁ Tᵀ − [Q̄ᵀ V
+    T; 0] + V (R̄ᵤ + R̄ᵤᵀ)`` with ``R̄ = Tᵀ Vᵀ Q̄ V₁ Tᵀ`` (ᵤ: strictly upper), and through ``1/τ_j =
+    (1 + ‖A_j‖²) / 2``: ``∂A_ij += R̄_jj A_ij``. The k weights go through every call together, so
+    the per-call cost of these small kernels is paid once for all axes of one shape.
     """
 
     @staticmethod
@@ -138,9 +134,8 @@ class _OrthogonalColumns(torch.autograd.Function):
         # x.diagonal().int(), which turns 0.9999 into 0: AdamW's decoupled weight decay shrinks that
         # diagonal, and the columns of U would vanish. Reading only its sign keeps U orthonormal
         # under any optimiser.
-        signs = (
-            torch.where(x.diagonal(dim1=-2, dim2=-1) < 0, -1.0, 1.0).to(x.dtype).unsqueeze(-2)
-        )  # (k, 1, r)
+        # (k, 1, r)
+        signs = torch.where(x.diagonal(dim1=-2, dim2=-1) < 0, -1.0, 1.0).to(x.dtype).unsqueeze(-2)
         q = torch.linalg.householder_product(a, tau).mul_(signs)  # (k, m, r)
         ctx.save_for_backward(a, tau, signs, dct)
         return (q if dct is None else torch.matmul(dct, q)).unbind()  # (m or n, r) each
@@ -166,9 +161,8 @@ class _OrthogonalColumns(torch.autograd.Function):
         grad = grad * signs  # (k, m, r): Q̄ before the column signs
         vt = torch.bmm(v, t)  # (k, m, r): V T
         through = torch.bmm(grad, torch.bmm(v1, t.mT))  # (k, m, r): Q̄ V₁ Tᵀ
-        grad_r = torch.bmm(
-            vt.mT, through
-        )  # (k, r, r): ∂L/∂R = −Tᵀ T̄ Tᵀ = Tᵀ Vᵀ Q̄ V₁ Tᵀ (T̄ = −Vᵀ Q̄ V₁)
+        # (k, r, r): ∂L/∂R = −Tᵀ T̄ Tᵀ = Tᵀ Vᵀ Q̄ V₁ Tᵀ (T̄ = −Vᵀ Q̄ V₁)
+        grad_r = torch.bmm(vt.mT, through)
         grad_v = through.neg_()  # through V in V T V₁ᵀ
         grad_v[:, :r] -= torch.bmm(grad.mT, vt)  # through V₁: Q̄ᵀ V T
         upper = grad_r.triu(1)
@@ -195,9 +189,8 @@ def orthogonal_columns(
     originals = [rotation.parametrizations.weight.original for rotation in rotations]
     dtype = torch.promote_types(originals[0].dtype, torch.float32)
     weights = tuple(w.to(dtype) for w in originals)
-    if householder_native.native_applies(
-        dct, weights
-    ):  # the C kernel (ops/householder_native.py), same function
+    # the C kernel (ops/householder_native.py), same function
+    if householder_native.native_applies(dct, weights):
         return householder_native.NativeOrthogonalColumns.apply(dct, *weights)
     return _OrthogonalColumns.apply(dct, *weights)
 
@@ -216,9 +209,8 @@ def symmetric_bases(factors: Sequence[SymmetricFactor]) -> list[torch.Tensor]:
     for (length, _, _), members in groups.items():
         rotations = [factors[i].rotation for i in members]
         dct = factors[members[0]].working_dct()
-        group = orthogonal_columns(
-            *rotations, dct=dct
-        )  # (n, r) each, or (m, r) without a dense DCT
+        # (n, r) each, or (m, r) without a dense DCT
+        group = orthogonal_columns(*rotations, dct=dct)
         if dct is None:
             group = dct_columns(torch.stack(group), length).unbind()  # (n, r) each
         for i, basis in zip(members, group):
@@ -274,9 +266,8 @@ class SymmetricFactor(nn.Module):
         parametrizations.orthogonal(
             rotation, "weight", orthogonal_map="householder", use_trivialization=False
         )
-        householder = rotation.parametrizations.weight[
-            0
-        ]  # what orthogonal_columns reimplements, with its backward
+        # what orthogonal_columns reimplements, with its backward
+        householder = rotation.parametrizations.weight[0]
         assert householder.orthogonal_map.name == "householder" and not hasattr(householder, "base")
         with torch.no_grad():
             rotation.weight = torch.eye(modes, rank)  # U starts on the lowest r frequencies
@@ -289,17 +280,15 @@ class SymmetricFactor(nn.Module):
             "dct", self._build_dct(torch.float32, None) if dense else None, persistent=False
         )
         logit = START_LOGIT[start]
-        if (
-            start == "lowpass"
-        ):  # λ from sigmoid(2) ≈ 0.88 at the DC mode down to 0.5 at the highest kept mode
+        # λ from sigmoid(2) ≈ 0.88 at the DC mode down to 0.5 at the highest kept mode
+        if start == "lowpass":
             ramp = torch.linspace(logit, 0.0, rank) if rank > 1 else torch.full((1,), logit)
         # the DC mode (the grid mean) at sigmoid(L), every other mode at sigmoid(-L): L = 2
         # (global), 4 (mean)
         else:
             ramp = torch.cat([torch.full((1,), logit), torch.full((rank - 1,), -logit)])
-        self.theta = nn.Parameter(
-            (ramp if capped else _uncap_logits(ramp)).repeat(num_heads, 1)
-        )  # (h, r)
+        # (h, r)
+        self.theta = nn.Parameter((ramp if capped else _uncap_logits(ramp)).repeat(num_heads, 1))
 
     def _build_dct(self, dtype: torch.dtype, device) -> torch.Tensor:
         """``D_n[:, :m]`` (n, m) built in the dtype the basis is computed in (at least float32, as
@@ -310,9 +299,8 @@ class SymmetricFactor(nn.Module):
 
     def _apply(self, fn, recurse: bool = True):
         super()._apply(fn, recurse)
-        if (
-            self.dct is not None
-        ):  # rebuilt, not cast: a float32 DCT cast to float64 is orthonormal to 1e-7 only
+        # rebuilt, not cast: a float32 DCT cast to float64 is orthonormal to 1e-7 only
+        if self.dct is not None:
             self.dct = self._build_dct(self.dct.dtype, self.dct.device)
         return self
 
@@ -373,9 +361,8 @@ class CausalFactor(nn.Module):
         self.kernel_logits = nn.Parameter(
             -decay * torch.arange(modes, dtype=torch.float32).repeat(num_heads, 1)
         )
-        gain = torch.full(
-            (num_heads,), START_LOGIT[start]
-        )  # sigmoid(2) ≈ 0.88; sigmoid(4) ≈ 0.98 for "mean"
+        # sigmoid(2) ≈ 0.88; sigmoid(4) ≈ 0.98 for "mean"
+        gain = torch.full((num_heads,), START_LOGIT[start])
         self.gain_logit = nn.Parameter(gain if capped else _uncap_logits(gain))  # (h,)
 
     def kernel(self) -> torch.Tensor:
@@ -409,9 +396,8 @@ class SemiseparableFactor(nn.Module):
     sigmoid(ρ_h) < 1`` (the certificate ``‖T‖₂ ≤ ‖κ‖₁``, as :class:`CausalFactor`) or
     ``softplus(ρ_h)`` when uncapped (the ablation). The parameters are ``2r + 1`` numbers per head
     whatever ``n`` (the kernel is renormalised to each axis length: the same factor serves any
-    ``n``);
-    :func:`gridmix.mixers.concentration.ops.semiseparable.semiseparable_mode_product` applies it in
-    O(n·(b + r)) without materialising ``κ``.
+    ``n``); :func:`gridmix.mixers.concentration.ops.semiseparable.semiseparable_mode_product`
+    applies it in O(n·(b + r)) without materialising ``κ``.
 
     Starts: the terms' time constants ``τ_q`` (``λ_q = e^(−1/τ_q)``) are spread log-evenly, equal
     mixture logits ``a = 0``. ``"lowpass"``: ``τ`` from 1/2 to 8 steps, a decaying kernel with most
@@ -436,9 +422,8 @@ class SemiseparableFactor(nn.Module):
         self.length, self.terms, self.capped, self.start = length, terms, capped, start
         self.modes = None  # no modes: the kernel spans whatever axis length it is applied to
         low, high = (0.5, 8.0) if start == "lowpass" else (2.0 * length, 32.0 * length)
-        timescales = torch.logspace(
-            math.log10(low), math.log10(high), terms, dtype=torch.float64
-        )  # (r,): τ_q
+        # (r,): τ_q
+        timescales = torch.logspace(math.log10(low), math.log10(high), terms, dtype=torch.float64)
         decay_logits = -torch.log(torch.expm1(1.0 / timescales))  # sigmoid(z) = e^(−1/τ)
         self.decay_logits = nn.Parameter(decay_logits.float().repeat(num_heads, 1))  # (h, r)
         self.weight_logits = nn.Parameter(torch.zeros(num_heads, terms))  # (h, r)
@@ -454,9 +439,8 @@ class SemiseparableFactor(nn.Module):
         """``w``: (h, r), ``Σ_q w_q Σ_{k<n} λ_q^k = gain`` for this factor's ``n``; in at least
         float32."""
         logits = _at_least_float32(self.decay_logits)
-        mass = -torch.expm1(self.length * F.logsigmoid(logits)) / torch.sigmoid(
-            -logits
-        )  # (h, r): Σ_{k<n} λ^k
+        # (h, r): Σ_{k<n} λ^k
+        mass = -torch.expm1(self.length * F.logsigmoid(logits)) / torch.sigmoid(-logits)
         gain = _cap(_at_least_float32(self.gain_logit), self.capped)  # (h,)
         return gain[:, None] * torch.softmax(_at_least_float32(self.weight_logits), dim=-1) / mass
 

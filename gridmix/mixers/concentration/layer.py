@@ -187,8 +187,7 @@ class ConcentrationMixer(nn.Module):
                 if mode_counts[axis] not in (None, n):
                     raise ValueError(
                         f"modes={mode_counts[axis]} on semiseparable causal axis {axis}: its "
-                        "kernel spans "
-                        f"the whole axis; expected None or {n}"
+                        f"kernel spans the whole axis; expected None or {n}"
                     )
                 factors.append(
                     SemiseparableFactor(
@@ -292,9 +291,8 @@ class ConcentrationMixer(nn.Module):
                 f"{tuple(v.shape)}"
             )
         work = torch.promote_types(v.dtype, torch.float32)
-        if work == v.dtype and not torch.is_autocast_enabled(
-            v.device.type
-        ):  # the float32 / float64 path
+        # the float32 / float64 path
+        if work == v.dtype and not torch.is_autocast_enabled(v.device.type):
             return self._mix(v)
         with torch.autocast(v.device.type, enabled=False):
             return self._mix(v.to(work)).to(v.dtype)
@@ -303,23 +301,20 @@ class ConcentrationMixer(nn.Module):
         """:meth:`mix` in ``v``'s dtype (float32 or float64)."""
         x = v.reshape(*v.shape[:-1], self.num_heads, self.head_dim)  # (B, *grid, h, c)
         low_rank, dense = self._plan()
-        bases = [
-            u.to(x.dtype) for u in symmetric_bases([self.axis_factors[k] for k in low_rank])
-        ]  # (n_k, r_k)
+        # (n_k, r_k)
+        bases = [u.to(x.dtype) for u in symmetric_bases([self.axis_factors[k] for k in low_rank])]
         eigenvalues = [self.axis_factors[k].eigenvalues().to(x.dtype) for k in low_rank]  # (h, r_k)
         axes = [k + 1 for k in low_rank]
         if low_rank and not dense:  # project, scale the core per head, expand: one autograd node
             return tucker(x, bases, axes, eigenvalues=eigenvalues).reshape(v.shape)
         if low_rank:
-            x = tucker(
-                x, bases, axes, expand=False
-            )  # (B, *core, h, c): n_k -> r_k on the Tucker axes
+            # (B, *core, h, c): n_k -> r_k on the Tucker axes
+            x = tucker(x, bases, axes, expand=False)
         for k in dense:  # per-head causal factors act on the smallest tensor
             x = self.axis_factors[k].mode_product(x, axis=k + 1)
         if low_rank:
-            x = tucker(
-                x, bases, axes, eigenvalues=eigenvalues, project=False
-            )  # scale, then r_k -> n_k
+            # scale, then r_k -> n_k
+            x = tucker(x, bases, axes, eigenvalues=eigenvalues, project=False)
         return x.reshape(v.shape)
 
     def forward(
@@ -386,16 +381,14 @@ class ConcentrationMixer(nn.Module):
         if self.spectrum != "capped":
             raise ValueError(
                 f"this mixer has spectrum={self.spectrum!r}, the ablation without the eigenvalue "
-                "cap: "
-                "it has no certificate (factor_bounds() still gives each factor's norm)"
+                "cap: it has no certificate (factor_bounds() still gives each factor's norm)"
             )
         return self.factor_bounds().prod(dim=0)
 
     def token_map_bound(self) -> torch.Tensor:
         """Certified upper bound on ``‖T‖₂`` per head (h,), ``T`` the whole (P + N)² token map of
         :meth:`forward` before ``W_v`` and ``W_o`` (prefix tokens included). Without prefix tokens
-        it is
-        :meth:`spectral_bound`.
+        it is :meth:`spectral_bound`.
 
         ``"identity"``: ``T = I_P ⊕ M``, so ``‖T‖₂ = max(1, ‖M‖₂) = 1``. ``"mean"``: ``T = [[½ I_P,
         ½ 1_P aᵀ M], [0, M]]`` with ``a = 1_N / N``; splitting ``T`` into its diagonal blocks and
@@ -435,8 +428,7 @@ class ConcentrationMixer(nn.Module):
         return (
             f"dim={self.dim}, grid={self.grid}, heads={self.num_heads}, "
             f"causal_axes={self.causal_axes}, prefix={self.num_prefix_tokens} "
-            f"({self.prefix_mode}), "
-            f"spectrum={self.spectrum}"
+            f"({self.prefix_mode}), spectrum={self.spectrum}"
         )
 
 

@@ -28,14 +28,13 @@ head:
 :func:`mechanism_signature` returns the reference report's keys (``factor_largest_singular_values``,
 ``predicted_factor_bound``, ``observed_max_factor_singular``, ``probe_norm_ratio_after_mixing``,
 ``confirmed``) plus ``certified_operator_bound``, ``residual_block_lipschitz`` and the per-layer
-detail;
-:func:`combine_signatures` merges every seed's: "confirmed" only if every factor respected its bound
-on every seed. A factor respects its bound when ``σ_max ≤ bound · (1 + rtol)`` and ``bound ≤ 1 · (1
-+ rtol)`` with ``rtol = ROUNDOFF_ULPS · n_k · eps`` (:func:`roundoff_rtol`): the dense factor is
-built in its own precision (float32), so its largest singular value may exceed the exact ``max λ``
-by round-off that grows with the side ``n_k``; a real violation (a basis that lost orthonormality, a
-bound above 1) is orders of magnitude larger. ``worst_factor`` names the factor closest to (or
-farthest over) its bound.
+detail; :func:`combine_signatures` merges every seed's: "confirmed" only if every factor respected
+its bound on every seed. A factor respects its bound when ``σ_max ≤ bound · (1 + rtol)`` and ``bound
+≤ 1 · (1 + rtol)`` with ``rtol = ROUNDOFF_ULPS · n_k · eps`` (:func:`roundoff_rtol`): the dense
+factor is built in its own precision (float32), so its largest singular value may exceed the exact
+``max λ`` by round-off that grows with the side ``n_k``; a real violation (a basis that lost
+orthonormality, a bound above 1) is orders of magnitude larger. ``worst_factor`` names the factor
+closest to (or farthest over) its bound.
 """
 
 from __future__ import annotations
@@ -64,10 +63,9 @@ def block_lipschitz(
 
     ``Jᵀu`` is a backward pass; ``Jv`` is the derivative of ``⟨Jᵀu, v⟩`` with respect to ``u`` (the
     double-backward trick, which, unlike ``torch.func``, also runs through custom autograd
-    Functions).
-    Returns ``‖J v‖`` for the final unit iterate ``v``: a lower bound on ``‖J‖₂`` that converges to
-    it. For a block applied sample by sample, ``J`` is block-diagonal over the batch and this is the
-    largest local Lipschitz constant among the samples of ``x``.
+    Functions). Returns ``‖J v‖`` for the final unit iterate ``v``: a lower bound on ``‖J‖₂`` that
+    converges to it. For a block applied sample by sample, ``J`` is block-diagonal over the batch
+    and this is the largest local Lipschitz constant among the samples of ``x``.
     """
     if iterations < 1:
         raise ValueError(f"iterations={iterations}; expected >= 1")
@@ -274,9 +272,8 @@ def _layer_report(
         report["residual_block_lipschitz"] = block_lipschitz(
             block, block_input, iterations=iterations, seed=seed
         )
-    except (
-        Exception
-    ) as error:  # an op without double backward must not lose the rest of the analysis
+    # an op without double backward must not lose the rest of the analysis
+    except Exception as error:
         report["lipschitz_error"] = f"{type(error).__name__}: {error}"
     return report
 

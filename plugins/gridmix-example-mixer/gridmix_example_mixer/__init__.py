@@ -12,9 +12,8 @@ class Pooling(nn.Module):
         super().__init__()
         self.grid, self.pool_size = tuple(grid), pool_size
 
-    def forward(
-        self, x, attn_mask=None, is_causal=False
-    ):  # x: (B, N, C), the grid's tokens in row-major order
+    # x: (B, N, C), the grid's tokens in row-major order
+    def forward(self, x, attn_mask=None, is_causal=False):
         B, N, C = x.shape
         tokens = x.transpose(1, 2).reshape(B, C, *self.grid)  # (B, C, *grid)
         pool = (F.avg_pool1d, F.avg_pool2d, F.avg_pool3d)[len(self.grid) - 1]

@@ -69,9 +69,8 @@ def causal_toeplitz(kernel: torch.Tensor, length: int) -> torch.Tensor:
         [kernel.new_zeros(heads, length - m), kernel.flip(-1), kernel.new_zeros(heads, length - 1)],
         dim=-1,
     )
-    return u.unfold(-1, length, 1).flip(
-        -2
-    )  # (h, n, n): [i, j] = u[n−1−i+j] = κ[i−j] for 0 ≤ i−j < m
+    # (h, n, n): [i, j] = u[n−1−i+j] = κ[i−j] for 0 ≤ i−j < m
+    return u.unfold(-1, length, 1).flip(-2)
 
 
 def check_causal_axis(x: torch.Tensor, kernel: torch.Tensor, axis: int) -> int:
@@ -154,9 +153,8 @@ class _CausalBlocks(torch.autograd.Function):
         ctx, t: torch.Tensor, kappa: torch.Tensor, leaf: int, stages: list[tuple[int, int]]
     ) -> torch.Tensor:
         heads, rows, length = t.shape  # (h, R, L)
-        leaf_matrices = causal_toeplitz(
-            kappa[:, :leaf], leaf
-        ).mT.contiguous()  # (h, b, b): x_block @ Tᵀ
+        # (h, b, b): x_block @ Tᵀ
+        leaf_matrices = causal_toeplitz(kappa[:, :leaf], leaf).mT.contiguous()
         filters = [
             torch.fft.rfft(kappa[:, : p * s].unfold(-1, 2 * s, s), n=2 * s) for s, p in stages
         ]  # (h, P−1, s+1)
@@ -167,9 +165,8 @@ class _CausalBlocks(torch.autograd.Function):
             yc = torch.bmm(tc.reshape(heads, -1, leaf), leaf_matrices).view(tc.shape)  # (h, Rc, L)
             for (s, p), filt in zip(stages, filters):
                 blocks = tc.view(heads, -1, length // (p * s), p, s)  # (h, Rc, Q, P, s)
-                spectra = torch.fft.rfft(
-                    blocks[..., : p - 1, :], n=2 * s
-                )  # (h, Rc, Q, P−1, s+1): sub-blocks 0..P−2
+                # (h, Rc, Q, P−1, s+1): sub-blocks 0..P−2
+                spectra = torch.fft.rfft(blocks[..., : p - 1, :], n=2 * s)
                 mixed = _causal_sum(spectra, filt)  # (h, Rc, Q, P−1, s+1): into sub-blocks 1..P−1
                 yc.view(blocks.shape)[..., 1:, :] += torch.fft.irfft(mixed, n=2 * s)[..., s:]
             y[:, start : start + step] = yc
@@ -189,9 +186,8 @@ class _CausalBlocks(torch.autograd.Function):
         ]  # (h, P−1, s+1)
         grad_t = torch.empty_like(t) if want_t else None
         leaf_outer = t.new_zeros(heads, leaf, leaf)  # Σ ḡ_i x_j over all leaf blocks: (h, b, b)
-        cross = [
-            f.new_zeros(f.shape) for f in filters
-        ]  # Σ rfft(ḡ_j) conj(X_{j−d}): (h, P−1, s+1) per stage
+        # Σ rfft(ḡ_j) conj(X_{j−d}): (h, P−1, s+1) per stage
+        cross = [f.new_zeros(f.shape) for f in filters]
         step = _chunk_rows(heads, length)
         for start in range(0, rows, step):
             gc = grad[:, start : start + step].contiguous()  # (h, Rc, L)
@@ -199,30 +195,25 @@ class _CausalBlocks(torch.autograd.Function):
             if want_t:
                 xc = torch.bmm(gc.view(heads, -1, leaf), leaf_matrices).view(gc.shape)  # (h, Rc, L)
             if want_kappa:
-                leaf_outer += torch.bmm(
-                    gc.view(heads, -1, leaf).mT, tc.reshape(heads, -1, leaf)
-                )  # (h, b, b)
+                # (h, b, b)
+                leaf_outer += torch.bmm(gc.view(heads, -1, leaf).mT, tc.reshape(heads, -1, leaf))
             for (s, p), adjoint, acc in zip(stages, adjoints, cross):
                 shape = (heads, -1, length // (p * s), p, s)  # (h, Rc, Q, P, s)
-                out = torch.fft.rfft(
-                    gc.view(shape)[..., 1:, :], n=2 * s
-                )  # (h, Rc, Q, P−1, s+1): ḡ, sub-blocks 1..P−1
+                # (h, Rc, Q, P−1, s+1): ḡ, sub-blocks 1..P−1
+                out = torch.fft.rfft(gc.view(shape)[..., 1:, :], n=2 * s)
                 if want_t:
-                    back = torch.fft.irfft(
-                        _anticausal_sum(out, adjoint), n=2 * s
-                    )  # (h, Rc, Q, P−1, 2s)
+                    # (h, Rc, Q, P−1, 2s)
+                    back = torch.fft.irfft(_anticausal_sum(out, adjoint), n=2 * s)
                     xc.view(shape)[..., : p - 1, :] += back[..., :s]  # into sub-blocks 0..P−2
                 if want_kappa:
-                    spectra = torch.fft.rfft(
-                        tc.view(shape)[..., : p - 1, :], n=2 * s
-                    )  # (h, Rc, Q, P−1, s+1)
+                    # (h, Rc, Q, P−1, s+1)
+                    spectra = torch.fft.rfft(tc.view(shape)[..., : p - 1, :], n=2 * s)
                     for d in range(1, p):
                         products = torch.linalg.vecdot(
                             spectra[..., : p - d, :], out[..., d - 1 :, :], dim=1
                         )
-                        acc[:, d - 1] += products.sum(
-                            (1, 2)
-                        )  # Σ over rows, blocks, sub-blocks: (h, s+1)
+                        # Σ over rows, blocks, sub-blocks: (h, s+1)
+                        acc[:, d - 1] += products.sum((1, 2))
             if want_t:
                 grad_t[:, start : start + step] = xc
         grad_kappa = None
@@ -230,9 +221,8 @@ class _CausalBlocks(torch.autograd.Function):
             grad_kappa = torch.zeros_like(kappa)  # (h, L)
             grad_kappa[:, :leaf] = _lower_diagonal_sums(leaf_outer)
             for (s, p), acc in zip(stages, cross):
-                windows = torch.fft.irfft(
-                    acc * _flip_sign(s, t.device, t.dtype), n=2 * s
-                )  # (h, P−1, 2s)
+                # (h, P−1, 2s)
+                windows = torch.fft.irfft(acc * _flip_sign(s, t.device, t.dtype), n=2 * s)
                 for d in range(1, p):
                     grad_kappa[:, (d - 1) * s : (d + 1) * s] += windows[:, d - 1]
         return grad_t, grad_kappa, None, None
@@ -240,8 +230,7 @@ class _CausalBlocks(torch.autograd.Function):
 
 def _lower_diagonal_sums(matrices: torch.Tensor) -> torch.Tensor:
     """``out[:, k] = Σ_{i − j = k} M[:, i, j]`` for ``k = 0..b−1``: (h, b) from (h, b, b), the
-    adjoint of
-    :func:`causal_toeplitz` on one leaf.
+    adjoint of :func:`causal_toeplitz` on one leaf.
 
     Rows padded to ``2b − 1`` and read back ``2b`` wide put ``M[i, j]`` in column ``(j − i) mod
     2b``.
@@ -298,12 +287,10 @@ def causal_mode_product(
     n, heads = x.shape[axis], x.shape[-2]
     b, length = _padded_length(n, leaf)
     with torch.autocast(x.device.type, enabled=False):
-        moved = (
-            x.to(work).movedim(axis, -1).movedim(-3, 0)
-        )  # (h, …, c, n): heads first, the axis last
-        t = torch.nn.functional.pad(moved, (0, length - n)).reshape(
-            heads, -1, length
-        )  # (h, R, L): zeros after the end
+        # (h, …, c, n): heads first, the axis last
+        moved = x.to(work).movedim(axis, -1).movedim(-3, 0)
+        # (h, R, L): zeros after the end
+        t = torch.nn.functional.pad(moved, (0, length - n)).reshape(heads, -1, length)
         kappa = torch.nn.functional.pad(kernel.to(work), (0, length - kernel.shape[1]))  # (h, L)
         y = _CausalBlocks.apply(t, kappa, b, _stages(length, b, branch))  # (h, R, L)
         y = y[..., :n].view(moved.shape)  # (h, …, c, n)

@@ -5,11 +5,10 @@ DCT and its gradient.
 Householder weights in torch ops: LAPACK's ``orgqr`` forward and about sixty small ops backward (the
 WY form's batched GEMMs, a triangular solve, masks), about 0.4 ms per step for a 64x64 grid's two
 bases on a 2-core CPU, most of it the per-op cost. The C kernel (``householder_native.c``, built
-with the other kernels by
-:mod:`gridmix.mixers.concentration.ops.native_build`) applies the ``r`` reflectors and the DCT in
-one call, and its backward walks the reflectors once (the C source's header gives the formulas), in
-a few tens of microseconds. The tests compare it with torch's map in float64, values and gradients,
-in every build the host can run.
+with the other kernels by :mod:`gridmix.mixers.concentration.ops.native_build`) applies the ``r``
+reflectors and the DCT in one call, and its backward walks the reflectors once (the C source's
+header gives the formulas), in a few tens of microseconds. The tests compare it with torch's map in
+float64, values and gradients, in every build the host can run.
 
 It is an ``autograd.Function`` around two ctypes calls, not a custom op: a custom op's dispatch
 costs more than the kernel. So it runs only where nothing traces or watches the ops

@@ -19,8 +19,7 @@ AVX/AVX2, 4 with NEON or SSE, 1 otherwise); :func:`native_build_info` says what 
 Where nothing compiles, gridmix warns once, naming the ``error:`` line of the last attempt, and uses
 the torch-op paths (the same results to float32 rounding, slower). The kernels are used unless
 ``GRIDMIX_NATIVE=0`` is set or :func:`gridmix.mixers.switches.set_native` says otherwise (as timm's
-``set_fused_attn``);
-:mod:`gridmix.mixers.concentration.ops.tucker_native`,
+``set_fused_attn``); :mod:`gridmix.mixers.concentration.ops.tucker_native`,
 :mod:`gridmix.mixers.concentration.ops.semiseparable_native` and
 :mod:`gridmix.mixers.concentration.ops.householder_native` define the ops that call them.
 """
@@ -256,8 +255,7 @@ def _cache_lock(cache: Path):
 def compile_library(compiler: str, flags: tuple[str, ...], version: str) -> tuple[Path, str]:
     """The kernels compiled with ``flags``, from the cache where a verified library is there
     (:func:`check_cached`), else compiled into it; returns the library's path and what the cache
-    held (``NativeBuild.cache``). Raises
-    :class:`NativeBuildError` with the compiler's error line.
+    held (``NativeBuild.cache``). Raises :class:`NativeBuildError` with the compiler's error line.
 
     The library is cached by source, flags, compiler and CPU (a failure is not: the next process
     tries again, so a compiler fixed in between is used). A cached library that fails its check is
@@ -292,9 +290,8 @@ def compile_library(compiler: str, flags: tuple[str, ...], version: str) -> tupl
                     f"{error_line(result.stderr + result.stdout)}"
                 )
             fingerprint = _fingerprint(built)
-            manifest_path(target).unlink(
-                missing_ok=True
-            )  # never a new library beside an old manifest
+            # never a new library beside an old manifest
+            manifest_path(target).unlink(missing_ok=True)
             os.replace(built, target)
             write_atomic(manifest_path(target), json.dumps(fingerprint) + "\n")
     if problem is None:

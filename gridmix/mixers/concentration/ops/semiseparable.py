@@ -51,8 +51,7 @@ def semiseparable_mode_product(
     O(n·r).
 
     ``x``: (…, n at ``axis``, …, h, c); ``log_decays`` (``log λ``, negative) and ``weights``
-    (``w``): (h, r).
-    Returns ``x``'s shape and dtype. Where
+    (``w``): (h, r). Returns ``x``'s shape and dtype. Where
     :func:`gridmix.mixers.concentration.ops.semiseparable_native.native_applies` (float32 on the
     CPU, the native switch on) the fused recurrence runs; otherwise the chunked scan in torch ops
     (:func:`torch_mode_product`), whose parameters are ``chunk`` (positions per chunk), ``group``

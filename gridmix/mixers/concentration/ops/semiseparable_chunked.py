@@ -9,10 +9,9 @@ the lower-triangular Toeplitz matrix ``T[i, j] = κ_h[i − j]`` of
 equals its gain exactly (the certificate); this module applies ``T`` to a tensor.
 
 :func:`gridmix.mixers.concentration.ops.semiseparable.semiseparable_mode_product` runs the fused
-recurrence of
-:mod:`gridmix.mixers.concentration.ops.semiseparable_native` where it applies (float32 on the CPU);
-elsewhere, and for that kernel's double backward, :func:`torch_mode_product` here cuts the axis into
-chunks of ``b`` positions (zeros padded at the end):
+recurrence of :mod:`gridmix.mixers.concentration.ops.semiseparable_native` where it applies (float32
+on the CPU); elsewhere, and for that kernel's double backward, :func:`torch_mode_product` here cuts
+the axis into chunks of ``b`` positions (zeros padded at the end):
 
 * inside a chunk, the dense lower-triangular Toeplitz block of ``κ[:b]`` (one GEMM per head; exact
   zeros above the diagonal);
@@ -51,9 +50,8 @@ import torch.nn.functional as F
 # positions per chunk: 64 beat 16, 32 and 128 in every A/B on the shared machine (docs/mixer.md)
 CHUNK = 64
 GROUP = 16  # chunks per group of the carry
-PIECE = (
-    1 << 20
-)  # values of the (h, R, L) tensor per piece of rows (4 MiB in float32), as causal.CHUNK
+# values of the (h, R, L) tensor per piece of rows (4 MiB in float32), as causal.CHUNK
+PIECE = 1 << 20
 
 
 def semiseparable_kernel(
@@ -90,15 +88,13 @@ def _carry(states: torch.Tensor, log_decay: torch.Tensor, group: int) -> torch.T
     if count <= group:
         return _dense_carry(states, log_decay)
     groups = -(-count // group)
-    padded = F.pad(
-        states, (0, groups * group - count)
-    )  # (h, r, R, Cg·G): zero states after the end
+    # (h, r, R, Cg·G): zero states after the end
+    padded = F.pad(states, (0, groups * group - count))
     padded = padded.view(heads, terms, rows * groups, group)  # (h, r, R·Cg, G)
     local = _dense_carry(padded, log_decay)  # (h, r, R·Cg, G)
     ends = torch.exp(log_decay)[..., None] * local[..., -1] + padded[..., -1]  # (h, r, R·Cg): S(g)
-    into = _carry(
-        ends.view(heads, terms, rows, groups), group * log_decay, group
-    )  # (h, r, R, Cg): H(g)
+    # (h, r, R, Cg): H(g)
+    into = _carry(ends.view(heads, terms, rows, groups), group * log_decay, group)
     offsets = torch.arange(group, device=states.device, dtype=states.dtype)  # (G,)
     spread = torch.exp(offsets * log_decay[..., None])  # (h, r, G): a^j
     carried = torch.addcmul(
@@ -127,28 +123,23 @@ def _scan(
     offsets = torch.arange(chunk, device=t.device, dtype=t.dtype)  # (b,)
     lags = offsets[:, None] - offsets[None, :]  # (b, b): i − j
     kappa = semiseparable_kernel(log_decays, weights, chunk)  # (h, b)
-    leaf = torch.where(
-        lags >= 0, kappa[:, lags.clamp(min=0).long()], 0.0
-    ).mT  # (h, b, b): x_block @ leaf
+    # (h, b, b): x_block @ leaf
+    leaf = torch.where(lags >= 0, kappa[:, lags.clamp(min=0).long()], 0.0).mT
     if length == chunk:  # one chunk (n ≤ b): the leaf is the whole product, no states to carry
         return torch.bmm(t, leaf)
     into_state = torch.exp((chunk - 1 - offsets) * log_decays[..., None])  # (h, r, b): λ^(b−1−a)
-    out_of_state = weights[..., None] * torch.exp(
-        (offsets + 1) * log_decays[..., None]
-    )  # (h, r, b): w λ^(a+1)
+    # (h, r, b): w λ^(a+1)
+    out_of_state = weights[..., None] * torch.exp((offsets + 1) * log_decays[..., None])
     terms = log_decays.shape[1]
     pieces = []
     for piece in t.split(max(1, piece_values // (heads * length)), dim=1):  # (h, Rp, L)
         blocks = piece.reshape(heads, -1, chunk)  # (h, Rp·C, b): a view
-        states = torch.bmm(into_state, blocks.mT).view(
-            heads, terms, piece.shape[1], -1
-        )  # (h, r, Rp, C): s_q(c)
-        carried = _carry(states, chunk * log_decays, group).reshape(
-            heads, terms, -1
-        )  # (h, r, Rp·C): h_q(c)
-        y = torch.bmm(blocks, leaf).baddbmm_(
-            carried.mT, out_of_state
-        )  # (h, Rp·C, b): the read-out added in place
+        # (h, r, Rp, C): s_q(c)
+        states = torch.bmm(into_state, blocks.mT).view(heads, terms, piece.shape[1], -1)
+        # (h, r, Rp·C): h_q(c)
+        carried = _carry(states, chunk * log_decays, group).reshape(heads, terms, -1)
+        # (h, Rp·C, b): the read-out added in place
+        y = torch.bmm(blocks, leaf).baddbmm_(carried.mT, out_of_state)
         pieces.append(y.view(piece.shape))
     return torch.cat(pieces, dim=1) if len(pieces) > 1 else pieces[0]  # (h, R, L)
 

@@ -140,9 +140,8 @@ def semiseparable_scan_backward(
     threads = torch.get_num_threads()
     scratch = x.new_empty(threads * scratch_vectors * lanes)
     gx = x.new_empty(x.shape)
-    decay_part, weight_part = (
-        x.new_zeros(groups * parts, terms, C) for _ in range(2)
-    )  # per work item
+    # per work item
+    decay_part, weight_part = (x.new_zeros(groups * parts, terms, C) for _ in range(2))
     library = native_library()
     run_parallel(
         lambda first, last, slot, threads: library.gm_semiseparable_backward(
@@ -170,9 +169,8 @@ def semiseparable_scan_backward(
         threads,
     )
     per_head = (terms, heads, x.shape[-1])
-    decay_grad = (
-        (decay_part.sum(0) * w).view(per_head).sum(-1).T
-    )  # (h, r): ∂λ = w Σ x u (= w Σ p s_prev)
+    # (h, r): ∂λ = w Σ x u (= w Σ p s_prev)
+    decay_grad = (decay_part.sum(0) * w).view(per_head).sum(-1).T
     weight_grad = weight_part.sum(0).view(per_head).sum(-1).T  # (h, r): ∂w = Σ x p (= Σ g s)
     return [gx, decay_grad.contiguous(), weight_grad.contiguous()]
 
@@ -190,9 +188,8 @@ def _setup_context(ctx, inputs, output):
 
 def _backward(ctx, grad):
     x, decays, weights = ctx.saved_tensors
-    if (
-        torch.is_grad_enabled()
-    ):  # create_graph=True: the torch-op form, as a graph autograd can differentiate again
+    # create_graph=True: the torch-op form, as a graph autograd can differentiate again
+    if torch.is_grad_enabled():
         inputs = [x, decays, weights]
         y = torch_mode_product(x, torch.log(decays), weights, ctx.axis)
         wanted = [t for t in inputs if t.requires_grad]

@@ -143,13 +143,11 @@ class _Tucker(torch.autograd.Function):
         needs_basis = ctx.needs_input_grad[4 : 4 + d]
         needs_input = ctx.needs_input_grad[0]
         if ctx.expand:
-            for k in range(
-                d
-            ):  # the expansion ran axes[d-1] … axes[0]; its backward runs axes[0] … axes[d-1]
+            # the expansion ran axes[d-1] … axes[0]; its backward runs axes[0] … axes[d-1]
+            for k in range(d):
                 if needs_basis[k]:
-                    basis_grads[k] = _basis_gemm(
-                        grad, expand_inputs[k], axes[k]
-                    )  # out = U x: ∂U = Σ grad ⊗ x
+                    # out = U x: ∂U = Σ grad ⊗ x
+                    basis_grads[k] = _basis_gemm(grad, expand_inputs[k], axes[k])
                 grad = _mode_gemm(grad, bases[k].t(), axes[k])
         eigenvalue_grads: list[torch.Tensor | None] = []
         if ctx.scaled:
@@ -203,9 +201,8 @@ def tucker(
     if project and expand and eigenvalues and native_applies(x, bases, axes):
         # the fused C kernel (gridmix.mixers.concentration.ops.tucker_native), same function;
         # autograd carries ∂scale on to the λ
-        scale = _scale(eigenvalues, axes, x.dim()).reshape(
-            -1, x.shape[-2]
-        )  # (R, h), ρ in grid-axis order
+        # (R, h), ρ in grid-axis order
+        scale = _scale(eigenvalues, axes, x.dim()).reshape(-1, x.shape[-2])
         order = innermost_first_among_ties(
             axes, [x.shape[a] for a in axes], [u.shape[1] for u in bases]
         )

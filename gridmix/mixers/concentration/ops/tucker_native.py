@@ -7,10 +7,9 @@ packing of its large operand. The C kernel (``tucker_native.c``, built and loade
 :mod:`gridmix.mixers.concentration.ops.native_build`) runs the whole chain (project, scale, expand;
 and the backward) on one batch element at a time while it is in cache, vectorised along the
 contiguous heads·channels dimension, threading over the batch (``torch.get_num_threads()`` threads:
-OpenMP, or
-:func:`gridmix.mixers.concentration.ops.native_build.run_parallel` without it). It computes the same
-function; the tests compare it with the library-GEMM path and with float64, values and gradients, in
-every build the host can run.
+OpenMP, or :func:`gridmix.mixers.concentration.ops.native_build.run_parallel` without it). It
+computes the same function; the tests compare it with the library-GEMM path and with float64, values
+and gradients, in every build the host can run.
 
 Importing this module defines everything about the ops ``gridmix::tucker_chain`` and
 ``gridmix::tucker_chain_backward``: fake (shape-only) implementations, so FLOP counting, memory
@@ -189,18 +188,15 @@ def tucker_chain_backward(
     B = x.shape[0]
     core, scaled, *rest = intermediates
     proj, expd = rest[: len(axes) - 1], rest[len(axes) - 1 :]
-    proj_shapes, core_shape, expd_shapes = _chain_shapes(
-        (1, *x.shape[1:]), axes, r
-    )  # of one element
-    work_size = max(
-        math.prod(s) for s in [*proj_shapes, core_shape, *expd_shapes]
-    )  # the largest intermediate
+    # of one element
+    proj_shapes, core_shape, expd_shapes = _chain_shapes((1, *x.shape[1:]), axes, r)
+    # the largest intermediate
+    work_size = max(math.prod(s) for s in [*proj_shapes, core_shape, *expd_shapes])
     threads = torch.get_num_threads()
     work = x.new_empty(2 * threads * work_size)  # two ping-pong buffers per thread
     gx = x.new_empty(x.shape)
-    basis_parts = [
-        x.new_empty(B, nt, rt) for nt, rt in zip(n, r)
-    ]  # per batch element: summed in a fixed order
+    # per batch element: summed in a fixed order
+    basis_parts = [x.new_empty(B, nt, rt) for nt, rt in zip(n, r)]
     scale_part = x.new_empty(B, *scale.shape)
     library, chain = native_library(), _chain_pointers(x, bases, scale, proj, core, scaled, expd)
     run_parallel(
