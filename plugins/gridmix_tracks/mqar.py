@@ -95,8 +95,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 import torch.nn.functional as F
-from timm.layers import trunc_normal_
-from timm.models.vision_transformer import Block
 from torch import nn
 
 from gridmix import hookimpl
@@ -105,6 +103,7 @@ from gridmix.mixers.builtin import BUILTIN
 from gridmix.models import BackboneConfig, MixerConfig
 from gridmix.tracks import Backbone, DataSizes, ModelSpec, Split, Track, TrackData
 from gridmix_tracks.common import generated_data
+from gridmix_tracks.token_model import TokenTransformer
 
 IGNORE = -100  # targets at positions that are not answers (F.cross_entropy's ignore_index)
 # weight decay 0.5 (not the budget's 0.05): it turns attention from memorising the 2,048 training
@@ -169,48 +168,6 @@ class RecallTask:
         return Split(inputs=torch.from_numpy(tokens), targets=torch.from_numpy(targets))
 
 
-class CausalLM(nn.Module):
-    """(B, L) token ids → (B, L, V) next-token logits: embedding, positions, causal blocks, norm,
-    head."""
-
-    def __init__(
-        self, grid: Grid, *, vocab: int, backbone: BackboneConfig, attn_layer: type[nn.Module]
-    ) -> None:
-        super().__init__()
-        self.grid, dim = Grid.parse(grid), backbone.embed_dim
-        self.embed = nn.Embedding(vocab, dim)
-        self.pos_embed = nn.Parameter(torch.zeros(1, self.grid.numel, dim))
-        self.blocks = nn.ModuleList(
-            Block(
-                dim,
-                num_heads=backbone.num_heads,
-                mlp_ratio=backbone.mlp_ratio,
-                qkv_bias=True,
-                attn_layer=attn_layer,
-            )
-            for _ in range(backbone.depth)
-        )
-        self.norm = nn.LayerNorm(dim)
-        self.head = nn.Linear(dim, vocab)
-        trunc_normal_(self.pos_embed, std=0.02)
-        trunc_normal_(self.embed.weight, std=0.02)
-        for module in self.modules():
-            if isinstance(module, nn.Linear):
-                trunc_normal_(module.weight, std=0.02)
-                if module.bias is not None:
-                    nn.init.zeros_(module.bias)
-
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        if tokens.dim() != 2 or tokens.shape[1] != self.grid.numel:
-            raise ValueError(
-                f"expected token ids (B, {self.grid.numel}); got {tuple(tokens.shape)}"
-            )
-        x = self.embed(tokens) + self.pos_embed  # (B, L, C)
-        for block in self.blocks:
-            x = block(x, is_causal=True)
-        return self.head(self.norm(x))  # (B, L, V)
-
-
 def answer_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """Cross-entropy of the next token at answer positions only: logits (S, L, V), targets (S,
     L)."""
@@ -252,11 +209,15 @@ class RecallModels:
 
     def with_mixer(
         self, grid: Grid, attn_layer: type[nn.Module], *, mlp_ratio: float | None = None
-    ) -> CausalLM:
+    ) -> TokenTransformer:
         """This causal LM with a registered mixer's ``attn_layer``, causal on the sequence axis (the
         track's :class:`Backbone`)."""
-        return CausalLM(
-            grid, vocab=self.vocab, backbone=self._backbone(mlp_ratio), attn_layer=attn_layer
+        return TokenTransformer(
+            grid,
+            vocab=self.vocab,
+            backbone=self._backbone(mlp_ratio),
+            attn_layer=attn_layer,
+            causal=True,
         )
 
     def backbone_spec(self) -> Backbone:

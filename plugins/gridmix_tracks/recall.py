@@ -64,8 +64,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 import torch.nn.functional as F
-from timm.layers import trunc_normal_
-from timm.models.vision_transformer import Block
 from torch import nn
 
 from gridmix import hookimpl
@@ -74,6 +72,7 @@ from gridmix.mixers.builtin import BUILTIN
 from gridmix.models import BackboneConfig, MixerConfig
 from gridmix.tracks import Backbone, DataSizes, ModelSpec, Split, Track, TrackData
 from gridmix_tracks.common import generated_data
+from gridmix_tracks.token_model import TokenTransformer
 
 IGNORE = -100  # targets at cells that are not queries (F.cross_entropy's ignore_index)
 LADDER = {"pairs-2": 2, "pairs-4": 4, "pairs-8": 8, "pairs-16": 16}  # rung → pairs, in order
@@ -138,49 +137,6 @@ class GridRecallTask:
         )
 
 
-class TokenGridModel(nn.Module):
-    """(B, *grid) token ids → (B, N, T) logits per token: embedding, positions, blocks, norm,
-    head."""
-
-    def __init__(
-        self, grid: Grid, *, tokens: int, backbone: BackboneConfig, attn_layer: type[nn.Module]
-    ) -> None:
-        super().__init__()
-        self.grid, dim = Grid.parse(grid), backbone.embed_dim
-        self.embed = nn.Embedding(tokens, dim)
-        self.pos_embed = nn.Parameter(torch.zeros(1, self.grid.numel, dim))
-        self.blocks = nn.Sequential(
-            *(
-                Block(
-                    dim,
-                    num_heads=backbone.num_heads,
-                    mlp_ratio=backbone.mlp_ratio,
-                    qkv_bias=True,
-                    attn_layer=attn_layer,
-                )
-                for _ in range(backbone.depth)
-            )
-        )
-        self.norm = nn.LayerNorm(dim)
-        self.head = nn.Linear(dim, tokens)
-        trunc_normal_(self.pos_embed, std=0.02)
-        trunc_normal_(self.embed.weight, std=0.02)
-        for module in self.modules():
-            if isinstance(module, nn.Linear):
-                trunc_normal_(module.weight, std=0.02)
-                if module.bias is not None:
-                    nn.init.zeros_(module.bias)
-
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        if tuple(tokens.shape[1:]) != self.grid.shape:
-            raise ValueError(
-                f"expected token ids (B, {', '.join(map(str, self.grid))}); "
-                f"got {tuple(tokens.shape)}"
-            )
-        x = self.embed(tokens.flatten(1)) + self.pos_embed  # (B, N, C), row-major grid order
-        return self.head(self.norm(self.blocks(x)))  # (B, N, T)
-
-
 def query_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """Cross-entropy at the query cells only: logits (S, N, T), targets (S, *grid)."""
     return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE)
@@ -203,14 +159,14 @@ class GridRecallModels:
 
     def with_mixer(
         self, grid: Grid, attn_layer: type[nn.Module], *, mlp_ratio: float | None = None
-    ) -> TokenGridModel:
+    ) -> TokenTransformer:
         """This model with a registered mixer's ``attn_layer`` (the track's :class:`Backbone`)."""
         backbone = (
             self.backbone
             if mlp_ratio is None
             else dataclasses.replace(self.backbone, mlp_ratio=mlp_ratio)
         )
-        return TokenGridModel(grid, tokens=self.tokens, backbone=backbone, attn_layer=attn_layer)
+        return TokenTransformer(grid, vocab=self.tokens, backbone=backbone, attn_layer=attn_layer)
 
     def backbone_spec(self) -> Backbone:
         """How the track builds ``transformer-<mixer>`` around every registered mixer."""
