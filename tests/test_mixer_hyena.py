@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from gridmix.mixers.hyena import HyenaMixer, build_hyena, regrid_hyena
-from tests.test_mixer_mamba import short_conv_reference
+from tests.test_mixer_mamba import assert_matches_reference, short_conv_reference
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -89,14 +89,7 @@ def test_the_fft_convolution_is_the_dense_convolution_values_and_gradients(grid,
         dtype=torch.float64,
     )
     x = tokens(grid, prefix=1).requires_grad_(True)
-    y, expected = m(x), hyena_reference(m, x)
-    torch.testing.assert_close(y, expected, rtol=1e-10, atol=1e-12)
-    weight = torch.randn(y.shape, dtype=torch.float64, generator=torch.Generator().manual_seed(5))
-    params = [x, *m.parameters()]
-    got = torch.autograd.grad((y * weight).sum(), params)
-    want = torch.autograd.grad((expected * weight).sum(), params)
-    for name, a, b in zip(["x", *(n for n, _ in m.named_parameters())], got, want):
-        torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-11, msg=name)
+    assert_matches_reference(m, x, hyena_reference)
 
 
 @pytest.mark.parametrize(("grid", "causal"), [((16,), (0,)), ((6, 8), (0,)), ((3, 4, 6), (1, 2))])

@@ -82,6 +82,19 @@ def trained(m: MambaMixer, seed: int = 1) -> MambaMixer:
     return m
 
 
+def assert_matches_reference(m: torch.nn.Module, x: torch.Tensor, reference) -> None:
+    """``m(x)`` equals ``reference(m, x)`` in float64, and so do the gradients of the input and of
+    every parameter under one random output weighting."""
+    y, expected = m(x), reference(m, x)
+    torch.testing.assert_close(y, expected, rtol=1e-10, atol=1e-12)
+    weight = torch.randn(y.shape, dtype=torch.float64, generator=torch.Generator().manual_seed(5))
+    params = [x, *m.parameters()]
+    got = torch.autograd.grad((y * weight).sum(), params)
+    want = torch.autograd.grad((expected * weight).sum(), params)
+    for name, a, b in zip(["x", *(n for n, _ in m.named_parameters())], got, want):
+        torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-11, msg=name)
+
+
 def tokens(grid, prefix=0, dim=8, seed=0) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
     return torch.randn(2, prefix + math.prod(grid), dim, generator=g, dtype=torch.float64)
@@ -103,14 +116,7 @@ def test_the_chunked_scan_is_the_token_by_token_recurrence_values_and_gradients(
         )
     )
     x = tokens(grid, prefix=1).requires_grad_(True)
-    y, expected = m(x), mamba_reference(m, x)
-    torch.testing.assert_close(y, expected, rtol=1e-10, atol=1e-12)
-    weight = torch.randn(y.shape, dtype=torch.float64, generator=torch.Generator().manual_seed(5))
-    params = [x, *m.parameters()]
-    got = torch.autograd.grad((y * weight).sum(), params)
-    want = torch.autograd.grad((expected * weight).sum(), params)
-    for name, a, b in zip(["x", *(n for n, _ in m.named_parameters())], got, want):
-        torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-11, msg=name)
+    assert_matches_reference(m, x, mamba_reference)
 
 
 @pytest.mark.parametrize("chunk_size", [1, 3, 5, 64])
