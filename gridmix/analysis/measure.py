@@ -41,6 +41,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 from torch.utils.flop_counter import FlopCounterMode
 
+from gridmix.core.records import pick
+
 aten = torch.ops.aten
 MB = 2**20
 
@@ -229,13 +231,7 @@ class Flops:
         return self.forward + self.backward
 
     def to_dict(self) -> dict:
-        return dict(
-            forward=self.forward,
-            backward=self.backward,
-            total=self.total,
-            per_op=self.per_op,
-            uncounted=self.uncounted,
-        )
+        return pick(self, "forward", "backward", "total", "per_op", "uncounted")
 
 
 class _OpLog(TorchDispatchMode):

@@ -24,6 +24,7 @@ from torch import nn
 from gridmix.analysis.measure import count_flops
 from gridmix.analysis.scaling import prepare
 from gridmix.core.grid import Grid, GridLike
+from gridmix.core.records import pick
 from gridmix.tracks import ModelSpec, Track
 
 TOLERANCE = 0.10
@@ -62,12 +63,7 @@ class Parity:
 
     def to_dict(self) -> dict:
         return dict(
-            track=self.track,
-            grid=self.grid,
-            batch=self.batch,
-            idea=self.idea,
-            tolerance=self.tolerance,
-            matched_baseline=self.matched_baseline,
+            pick(self, "track", "grid", "batch", "idea", "tolerance", "matched_baseline"),
             rows=[asdict(row) for row in self.rows],
             warnings=self.warnings,
         )

@@ -51,6 +51,7 @@ from gridmix.analysis.measure import (
 )
 from gridmix.analysis.memory import Memory, MemoryMeasurementError, MemoryProbe
 from gridmix.core.grid import Grid, GridLike
+from gridmix.core.records import pick
 from gridmix.tracks import DataSizes, ModelSpec, Track
 
 MEMORY_TARGET = "gridmix.analysis.scaling:memory_step"
@@ -161,17 +162,11 @@ class ScalingResult:
 
     def to_dict(self) -> dict:
         return dict(
-            track=self.track,
-            device=self.device,
-            threads=self.threads,
-            batch=self.batch,
-            repeats=self.repeats,
-            warmup=self.warmup,
-            grids=self.grids,
-            models=self.models,
+            pick(
+                self, "track", "device", "threads", "batch", "repeats", "warmup", "grids", "models"
+            ),
             load_average=list(self.load_average),
-            cpu_count=self.cpu_count,
-            cpu_steal=self.cpu_steal,
+            **pick(self, "cpu_count", "cpu_steal"),
             roles=dict(self.roles),
             excluded_grids=dict(self.excluded_grids),
             points=[p.to_dict() for p in self.points],

@@ -47,6 +47,7 @@ from gridmix.analysis.verdicts import (
 )
 from gridmix.core.defaults import COMPILE_BACKEND, DEFAULT_MIN_EFFECT
 from gridmix.core.files import write_atomic
+from gridmix.core.records import pick
 from gridmix.report.types import (
     Arm,
     Comparison,
@@ -372,16 +373,10 @@ def study_report(
     versions = study_rows[0].versions if study_rows else {}
     return Report(
         bench_version=BENCH_VERSION,
-        track=study.track,
-        grid=study.grid,
-        idea=study.idea,
+        **pick(study, "track", "grid", "idea", "direction", "fixed_split", "chance", "ceiling"),
         metric=study.metric_name,
-        direction=study.direction,
         comparison_seeds=tuple(study.comparison_seeds),
         sweep_seeds=tuple(study.sweep_seeds),
-        fixed_split=study.fixed_split,
-        chance=study.chance,
-        ceiling=study.ceiling,
         arms={
             study.idea: arms[study.idea],
             **{name: arms[name] for name in study.models if name != study.idea},
@@ -394,15 +389,13 @@ def study_report(
         mechanism_signature=signature,
         budget=dict(spec["budget"], **({"overrides": study.overrides} if study.overrides else {})),
         failures=tuple(
-            FailedRun(model=row.model, lr=row.lr, seed=row.seed, status=row.status, error=row.error)
+            FailedRun(**pick(row, "model", "lr", "seed", "status", "error"))
             for row in study_rows
             if row.status != "ok"
         ),
         timings=_timings(study_rows, _steps_per_epoch(spec), reference_seconds),
         versions=versions,
-        device=study.device,
-        precision=study.precision,
-        threads=study.threads,
+        **pick(study, "device", "precision", "threads"),
         **_identity(spec, versions),
         analyses=analyses or {},
         notes=study.notes,

@@ -28,6 +28,7 @@ from pathlib import Path
 from gridmix.analysis.verdicts import VERDICT_NONE
 from gridmix.core.files import write_atomic
 from gridmix.core.grid import Grid
+from gridmix.core.records import pick
 from gridmix.report.build import study_report
 from gridmix.report.format import fmt
 from gridmix.report.reference_lines import interval
@@ -96,11 +97,7 @@ class PointReport(SweepPoint):
         report = self.report
         arms = {
             name: dict(
-                role=arm.role,
-                lr=arm.lr,
-                mean=arm.mean,
-                std=arm.std,
-                n=arm.n,
+                pick(arm, "role", "lr", "mean", "std", "n"),
                 per_seed=list(arm.per_seed),
                 flag=arm.flag,
             )

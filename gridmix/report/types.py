@@ -271,9 +271,6 @@ class PrimaryPower:
     seeds_needed: int
     reachable: bool
 
-    def to_dict(self) -> dict:
-        return asdict(self)
-
 
 @dataclass(frozen=True)
 class SecondaryPower:
@@ -284,9 +281,6 @@ class SecondaryPower:
     min_p_holm: float
     seeds_needed: int
     reachable: bool
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -311,14 +305,10 @@ class Power:
                 )
 
     def to_dict(self) -> dict:
-        power = dict(
-            alpha=self.alpha,
-            n_seeds=self.n_seeds,
-            primary=self.primary.to_dict(),
-            underpowered_run=self.underpowered_run,
-        )
-        if self.secondary is not None:
-            power["secondary"] = self.secondary.to_dict()
+        """The fields, the secondary family's left out when there is none."""
+        power = asdict(self)
+        if self.secondary is None:
+            del power["secondary"]
         return power
 
     @classmethod

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from gridmix.core.defaults import ROLES
+from gridmix.core.records import pick
 from gridmix.study.ledger import RunRow, run_key
 from gridmix.tracks.budget import MAX_SEEDS, Budget
 
@@ -119,14 +120,7 @@ class RunTask:
 
     def _identity(self) -> dict:
         """What names this run: the fields of its key (and of its ledger row)."""
-        return dict(
-            track=self.track,
-            model=self.model,
-            grid=self.grid,
-            lr=self.lr,
-            seed=self.seed,
-            config=self.config,
-        )
+        return pick(self, "track", "model", "grid", "lr", "seed", "config")
 
     @property
     def label(self) -> str:
@@ -140,18 +134,10 @@ class RunTask:
         return RunRow(
             key=self.key,
             **self._identity(),
-            status=result.status,
-            val_metric=result.val_metric,
-            test_metric=result.test_metric,
-            train_loss=result.train_loss,
-            val_curve=result.val_curve,
-            epochs_done=result.epochs_done,
-            wall_s=result.wall_s,
+            **dataclasses.asdict(result),  # every field of the result, under its own name
             threads=threads,
             device=self.device,
             versions=versions,
-            error=result.error,
-            extras=result.extras,
         )
 
     def failed_row(self, error: str, *, versions: dict, threads: int | None = None) -> RunRow:
