@@ -226,6 +226,11 @@ def _with_bounds(xlabel: str, beyond: str) -> str:
     return f"{xlabel}\n{beyond}" if beyond else xlabel
 
 
+def _legend_outside(fig: Figure, handles: list, **options) -> None:
+    """Puts ``fig``'s legend right of its panels, small and frameless (``options``: a title)."""
+    fig.legend(handles=handles, loc="outside right upper", fontsize=7, frameon=False, **options)
+
+
 def _save(fig: Figure, path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -310,12 +315,9 @@ def figure_paired(report: Report) -> Figure:
             h for h in ax.get_lines() if h.get_gid() == "bound" and h.get_label() not in names
         ]
         names |= {h.get_label() for h in legend}
-    fig.legend(handles=legend, loc="outside right upper", fontsize=7, frameon=False)
-    fig.suptitle(
-        f"{report.track} {report.grid}: paired seeds, {split_label(report.metric, 'test')} "
-        f"({report.metric_direction})",
-        fontsize=9,
-    )
+    title = f"{report.track} {report.grid}: paired seeds, {split_label(report.metric, 'test')}"
+    _legend_outside(fig, legend)
+    fig.suptitle(f"{title} ({report.metric_direction})", fontsize=9)
     return fig
 
 
@@ -378,14 +380,14 @@ def figure_sweep(report: Report) -> Figure:
         handles.append(
             Line2D([], [], color="0.6", ls=":", label="a run diverged or failed at this rate")
         )
+    seeds = list(report.sweep_seeds)
+    title = (
+        f"learning-rate sweep on {report.track} {report.grid}: mean over the sweep seeds {seeds}"
+    )
     ax.legend(
         handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False
     )
-    ax.set_title(
-        f"learning-rate sweep on {report.track} {report.grid}: mean over the sweep seeds "
-        f"{list(report.sweep_seeds)}",
-        fontsize=9,
-    )
+    ax.set_title(title, fontsize=9)  # above the axes: the legend takes the figure's right
     return fig
 
 
@@ -447,7 +449,7 @@ def figure_curves(report: Report) -> Figure:
     handles += [h for h in val_ax.get_lines() if h.get_gid() == "bound"]
     if missing:
         handles.append(Line2D([], [], ls="none", label=f"no finished run: {', '.join(missing)}"))
-    fig.legend(handles=handles, loc="outside right upper", fontsize=7, frameon=False)
+    _legend_outside(fig, handles)
     return fig
 
 
@@ -625,11 +627,9 @@ def figure_spectra(mechanism: dict) -> Figure:
     handles.append(
         Line2D([], [], color="black", ls="--", lw=1.2, label=f"predicted bound {bound:g}")
     )
-    fig.legend(
-        handles=handles,
-        loc="outside right upper",
-        fontsize=7,
-        frameon=False,
+    _legend_outside(
+        fig,
+        handles,
         title="seeds, a line per head" if len(seeds) > 1 else "one line per head",
         title_fontsize=7,
     )
