@@ -11,6 +11,8 @@ Shape legend:
 
 from __future__ import annotations
 
+import dataclasses
+
 from timm.models.mlp_mixer import MlpMixer
 from timm.models.vision_transformer import VisionTransformer
 from torch import nn
@@ -50,10 +52,7 @@ def build_vit(
         patch_size=1,
         in_chans=in_chans,
         num_classes=num_outputs,
-        embed_dim=backbone.embed_dim,
-        depth=backbone.depth,
-        num_heads=backbone.num_heads,
-        mlp_ratio=backbone.mlp_ratio,
+        **dataclasses.asdict(backbone),  # embed_dim, depth, num_heads, mlp_ratio: timm's names
         qkv_bias=True,
         class_token=False,
         global_pool=global_pool,
