@@ -12,7 +12,7 @@ from gridmix.report.build import build_report, write_report
 from gridmix.study.executors import Executor, InProcessExecutor, WorkerPoolExecutor
 from gridmix.study.harness import Runner
 from gridmix.study.ledger import Ledger
-from gridmix.study.spec import Study
+from gridmix.study.spec import AA_SUFFIX, Study
 from gridmix.tracks.budget import BUDGETS
 from gridmix.tracks.plugin_loader import load_registry
 from tests import fake_track
@@ -54,6 +54,26 @@ def test_model_kwargs_keep_their_stored_name_in_run_keys_and_study_specs():
     # where the field has always been
     assert list(stored).index("knobs") == list(stored).index("threads") + 1
     assert Study.from_dict(stored) == spec
+
+
+def test_execute_trains_with_the_values_the_task_holds(monkeypatch):
+    """Every training value train_run takes from the task arrives under its name, as the task holds
+    it (an A/A copy's own init seed)."""
+    from gridmix.study import harness
+
+    seen = {}
+    monkeypatch.setattr(harness, "train_run", lambda *args, **kwargs: seen.update(kwargs))
+    task = dataclasses.replace(
+        study().task("fake-mixer" + AA_SUFFIX, 3e-3, 2),
+        model_kwargs={"dim": 4},
+        precision="bf16",
+        stop_at=0.5,
+        compile=True,
+    )
+    assert harness.execute(task).status == "failed"  # train_run, replaced, returned no result
+    expected = dict(lr=3e-3, seed=2, init_seed=task.init_seed, budget=BUDGET, precision="bf16")
+    assert {name: seen[name] for name in expected} == expected and task.init_seed != 2
+    assert (seen["model_kwargs"], seen["stop_at"], seen["compile"]) == ({"dim": 4}, 0.5, True)
 
 
 class CountingExecutor(InProcessExecutor):

@@ -7,7 +7,13 @@ import pytest
 
 from gridmix import Grid
 from gridmix.analysis.measure import count_flops
-from gridmix.analysis.parity import audit_parity, count_parameters, match_parameters, parity_report
+from gridmix.analysis.parity import (
+    WidthMatch,
+    audit_parity,
+    count_parameters,
+    match_parameters,
+    parity_report,
+)
 from gridmix.analysis.scaling import prepare
 from tests.test_scaling import TOY
 
@@ -103,6 +109,13 @@ def test_match_parameters_brings_the_idea_within_two_percent_of_a_baseline():
     assert abs(match.params - target) <= 0.02 * target
     smaller = match_parameters(TOY.idea, GRID, count_parameters(TOY.idea.build(GRID)) - 300)
     assert smaller.value < 2.0
+
+
+def test_a_width_match_derives_its_relative_error_and_checks_its_counts():
+    assert WidthMatch("mlp_ratio", 1.5, params=98, target=100).rel_error == pytest.approx(0.02)
+    assert WidthMatch("mlp_ratio", 1.5, params=103, target=100).rel_error == pytest.approx(0.03)
+    with pytest.raises(ValueError, match="params=10, target=0; expected params >= 0, target >= 1"):
+        WidthMatch("mlp_ratio", 1.5, params=10, target=0)
 
 
 @pytest.mark.filterwarnings(

@@ -165,6 +165,28 @@ def test_a_storage_error_is_one_line_naming_the_path(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize(
+    ("door", "what"), [("run", {"grid": "8"}), ("sweep", {"over": [("grid", ["8", "16"])]})]
+)
+def test_both_front_doors_take_where_and_how_to_run_alike(tmp_path, door, what):
+    """``out``, ``fresh``, ``executor``, ``address`` and ``callbacks`` mean the same to both:
+    planned, the ledger opened in ``out``, then the unknown executor refused."""
+    with pytest.raises(ValueError, match="executor 'nowhere'; expected 'local' or 'ray'"):
+        getattr(gridmix, door)(
+            "fake",
+            **what,
+            out=tmp_path / door,
+            fresh=True,
+            executor="nowhere",
+            address=None,
+            callbacks=gridmix.Callbacks(),
+            budget="smoke",
+            seeds=3,
+            threads=1,
+        )
+    assert any((tmp_path / door).iterdir())
+
+
+@pytest.mark.parametrize(
     ("command", "door"),
     [
         (["run", "--track", "fake", "--budget", "smoke", "--seeds", "3"], "run"),

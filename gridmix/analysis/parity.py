@@ -183,14 +183,23 @@ def parity_report(track: Track, grid: GridLike, **options) -> dict:
 
 @dataclass(frozen=True)
 class WidthMatch:
-    """The width argument value whose model has ``params`` parameters, ``rel_error`` off
-    ``target``."""
+    """The width argument value whose model has ``params`` parameters, matched to ``target``."""
 
     kwarg: str
     value: float
     params: int
     target: int
-    rel_error: float
+
+    @property
+    def rel_error(self) -> float:
+        """How far ``params`` is off ``target``, as a fraction of ``target``."""
+        return abs(self.params - self.target) / self.target
+
+    def __post_init__(self) -> None:
+        if self.params < 0 or self.target < 1:
+            raise ValueError(
+                f"params={self.params}, target={self.target}; expected params >= 0, target >= 1"
+            )
 
 
 def match_parameters(
@@ -243,16 +252,10 @@ def match_parameters(
         else:
             high = value
     best = min(tried, key=lambda v: abs(tried[v] - target_params))
-    rel_error = abs(tried[best] - target_params) / target_params
-    if rel_error > tolerance:
+    match = WidthMatch(kwarg=spec.width_kwarg, value=best, params=tried[best], target=target_params)
+    if match.rel_error > tolerance:
         raise ValueError(
             f"cannot bring {spec.name!r} within {tolerance:.0%} of {target_params} parameters with "
             f"{spec.width_kwarg}: the closest, {spec.width_kwarg}={best:.4g}, gives {tried[best]}"
         )
-    return WidthMatch(
-        kwarg=spec.width_kwarg,
-        value=best,
-        params=tried[best],
-        target=target_params,
-        rel_error=rel_error,
-    )
+    return match

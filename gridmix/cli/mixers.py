@@ -8,12 +8,11 @@ import json
 from types import SimpleNamespace
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
 from gridmix.cli.app import app
-from gridmix.cli.tables import Column, TextTable
-from gridmix.cli.tracks import broken_table
+from gridmix.cli.tables import Column
+from gridmix.cli.tracks import print_listing
 
 CAUSAL_WORDS = {"none": "no (sees every token)", "first": "first axis", "any": "any axes"}
 
@@ -68,11 +67,8 @@ def mixers(
                 escape(f"{m['plugin']} {m['plugin_version']}".strip()),
             )
         )
-    console = Console()
-    TextTable(
+    print_listing(
         title="gridmix mixers",
-        lines=True,
-        records_when_narrow=True,
         rows=rows,
         columns=(
             Column("mixer", "name"),
@@ -87,6 +83,5 @@ def mixers(
         caption="grids: the grid ranks it takes; causal: exactly causal along which axes; prefix: "
         "takes class/register tokens; regrid: the same parameters on another grid; use one with "
         "`gridmix run --idea NAME` or `--baselines A,B`",
-    ).print(console)
-    if summary["broken"]:
-        broken_table([SimpleNamespace(**plugin) for plugin in summary["broken"]]).print(console)
+        broken=[SimpleNamespace(**plugin) for plugin in summary["broken"]],
+    )

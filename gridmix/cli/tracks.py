@@ -98,7 +98,6 @@ def tracks(
     if as_json:
         typer.echo(json.dumps(registry_summary(registry), indent=2))
         return
-    console = Console()
     rows = []
     for track in registry.tracks.values():
         arrow = "↓" if track.direction == "lower" else "↑"
@@ -120,10 +119,8 @@ def tracks(
         )
     if not registry.tracks:
         rows.append(("[dim](none installed)[/]", "", "", "", "", ""))
-    TextTable(
+    print_listing(
         title="gridmix tracks",
-        lines=True,
-        records_when_narrow=True,
         rows=rows,
         columns=(
             Column("track", "name"),
@@ -136,9 +133,18 @@ def tracks(
         caption="↓ lower / ↑ higher is better; (idea): the concentration mixer; (matched): the "
         "baseline it differs from in the token mixer only; +name: added by that plugin; data: "
         "generated, or read from disk (found, or missing and how to give it)",
-    ).print(console)
-    if registry.broken:
-        broken_table(registry.broken).print(console)
+        broken=registry.broken,
+    )
+
+
+def print_listing(*, broken, **table) -> None:
+    """Print the listing of ``gridmix tracks`` or ``gridmix mixers``: the :class:`TextTable` of
+    ``table`` (its title, columns, rows and caption), a line between its rows and each row a record
+    on a narrow terminal, then the ``broken`` plugins, if any."""
+    console = Console()
+    TextTable(**table, lines=True, records_when_narrow=True).print(console)
+    if broken:
+        broken_table(broken).print(console)
 
 
 def broken_table(broken) -> TextTable:

@@ -11,6 +11,8 @@ Shape legend:
 
 from __future__ import annotations
 
+import dataclasses
+
 from timm.models.mlp_mixer import MlpMixer
 from timm.models.vision_transformer import VisionTransformer
 from torch import nn
@@ -19,6 +21,12 @@ from gridmix.core.grid import Grid
 from gridmix.models.mixer_config import BackboneConfig
 
 MLP_MIXER_MAX_TOKENS = 4096  # its token MLP holds two dense N × N/2 matrices per block
+
+
+def _token_grid(grid: Grid, in_chans: int, num_outputs: int) -> dict:
+    """timm's keyword arguments for a model with one token a grid cell (grid-sized images,
+    ``patch_size=1``), ``in_chans`` channels in and ``num_outputs`` out."""
+    return dict(img_size=grid.shape, patch_size=1, in_chans=in_chans, num_classes=num_outputs)
 
 
 def build_vit(
@@ -46,14 +54,8 @@ def build_vit(
         )
     extra = {} if attn_layer is None else {"attn_layer": attn_layer}
     return VisionTransformer(
-        img_size=grid.shape,
-        patch_size=1,
-        in_chans=in_chans,
-        num_classes=num_outputs,
-        embed_dim=backbone.embed_dim,
-        depth=backbone.depth,
-        num_heads=backbone.num_heads,
-        mlp_ratio=backbone.mlp_ratio,
+        **_token_grid(grid, in_chans, num_outputs),
+        **dataclasses.asdict(backbone),  # embed_dim, depth, num_heads, mlp_ratio: timm's names
         qkv_bias=True,
         class_token=False,
         global_pool=global_pool,
@@ -82,10 +84,7 @@ def build_mlp_mixer(
     if reason is not None:
         raise ValueError(reason)
     return MlpMixer(
-        num_classes=num_outputs,
-        img_size=grid.shape,
-        in_chans=in_chans,
-        patch_size=1,
+        **_token_grid(grid, in_chans, num_outputs),
         num_blocks=backbone.depth,
         embed_dim=backbone.embed_dim,
         mlp_ratio=(0.5, backbone.mlp_ratio),

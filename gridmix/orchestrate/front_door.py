@@ -53,17 +53,25 @@ def _storage_errors(out: Path) -> Iterator[None]:
 
 
 def _drive(
-    planned,
+    planner: Callable,
     opener: Callable,
     runner: Callable,
-    out: str | Path | None,
-    fresh: bool,
-    executor: str,
-    address: str | None,
-    callbacks: Callbacks,
+    track: str,
+    first,
+    *,
+    out: str | Path | None = None,
+    fresh: bool = False,
+    executor: str = "local",
+    address: str | None = None,
+    callbacks: Callbacks = QUIET,
+    **options,
 ):
-    """Open ``planned``'s ledger in ``out`` (``None``: the plan's default) with ``opener``, make the
-    executor and run it with ``runner``, signals stopping the runs; the report."""
+    """Plan ``track`` with ``planner(track, first, **options)`` (an unguarded main module refused
+    first), open its ledger in ``out`` (``None``: the plan's default; ``fresh`` starts afresh there)
+    with ``opener``, make the ``executor`` (``local`` or ``ray`` at ``address``) and run it with
+    ``runner``, signals stopping the runs, ``callbacks`` told the progress; the report."""
+    refuse_main_rerun()
+    planned = planner(track, first, note=callbacks.note, **options)
     out = Path(out) if out is not None else planned.default_out
     with _storage_errors(out):
         ledger = opener(out, planned, fresh=fresh)
@@ -76,46 +84,26 @@ def _drive(
             return runner(planned, ledger, chosen, out, callbacks=callbacks).report
 
 
-def run(
-    track: str = "image",
-    grid: str | None = None,
-    *,
-    out: str | Path | None = None,
-    fresh: bool = False,
-    executor: str = "local",
-    address: str | None = None,
-    callbacks: Callbacks = QUIET,
-    **options,
-) -> Report:
+def run(track: str = "image", grid: str | None = None, **options) -> Report:
     """A paired-seed study, as ``gridmix run`` runs it: planned by
     :func:`~gridmix.orchestrate.plan.plan_study` with ``options`` (its keyword arguments:
     ``budget``, ``seeds``, ``models``, ``idea``, ``scaling``, ``jobs``, ``threads``, …), trained
-    into the ledger in ``out`` (default ``runs/TRACK-GRID-BUDGET``; ``fresh`` starts afresh there)
-    by the ``executor`` (``local`` or ``ray`` at ``address``), its report written there and
-    returned. A worker process importing an unguarded main module that calls it exits at once, and
-    the caller gets a ``RuntimeError`` saying so (docs/guide.md "From Python")."""
-    refuse_main_rerun()
-    planned = plan_study(track, grid, note=callbacks.note, **options)
-    return _drive(planned, open_ledger, run_study, out, fresh, executor, address, callbacks)
+    into the ledger in ``out`` (default ``runs/TRACK-GRID-BUDGET``; ``fresh=True`` starts afresh
+    there) by the ``executor`` (``"local"``, the default, or ``"ray"`` at ``address``), its
+    progress told to ``callbacks`` (default: none), its report written there and returned. A worker
+    process importing an unguarded main module that calls it exits at once, and the caller gets a
+    ``RuntimeError`` saying so (docs/guide.md "From Python")."""
+    return _drive(plan_study, open_ledger, run_study, track, grid, **options)
 
 
 def sweep(
-    track: str = "mqar",
-    over: Sequence[tuple[str, Sequence[object]]] = (),
-    *,
-    out: str | Path | None = None,
-    fresh: bool = False,
-    executor: str = "local",
-    address: str | None = None,
-    callbacks: Callbacks = QUIET,
-    **options,
+    track: str = "mqar", over: Sequence[tuple[str, Sequence[object]]] = (), **options
 ) -> SweepReport:
     """One study per point of ``over`` (``[("grid", ["8", "16"]), ("dim", [4, 8])]``: the swept
     names, ``grid`` or the track's settings, with their values), as ``gridmix sweep`` runs it:
     planned by :func:`~gridmix.orchestrate.sweeping.plan_sweep` with ``options`` (``grid``,
     ``settings`` and :func:`~gridmix.orchestrate.plan.plan_study`'s), all in one ledger in ``out``
-    (default ``runs/TRACK-sweep-NAMES-BUDGET``), the sweep's report written there and returned; an
-    unguarded main module is refused as by :func:`run`."""
-    refuse_main_rerun()
-    planned = plan_sweep(track, over, note=callbacks.note, **options)
-    return _drive(planned, open_sweep_ledger, run_sweep, out, fresh, executor, address, callbacks)
+    (default ``runs/TRACK-sweep-NAMES-BUDGET``), the sweep's report written there and returned;
+    ``fresh``, ``executor``, ``address``, ``callbacks`` and an unguarded main module are as for
+    :func:`run`."""
+    return _drive(plan_sweep, open_sweep_ledger, run_sweep, track, over, **options)

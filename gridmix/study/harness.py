@@ -11,6 +11,7 @@ import dataclasses
 import functools
 import platform
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -30,6 +31,9 @@ from gridmix.study.spec import (
 )
 from gridmix.study.train import resolve_device, train_run
 from gridmix.tracks import DataSizes, ModelSpec, TrackData
+
+if TYPE_CHECKING:  # the executors run tasks through this module's execute
+    from gridmix.study.executors import Executor
 
 
 def versions() -> dict:
@@ -75,6 +79,18 @@ def _track_data(
     validate_data(track, data, Grid.parse(grid))
     return data
 
+
+# what train_run takes from the task as it is, under the task's names
+_TASK_TRAINING_FIELDS = (
+    "lr",
+    "seed",
+    "init_seed",
+    "budget",
+    "model_kwargs",
+    "precision",
+    "stop_at",
+    "compile",
+)
 
 # (spec, trained model, data) -> extras
 AfterTraining = Callable[[ModelSpec, torch.nn.Module, TrackData], dict]
@@ -141,18 +157,11 @@ def execute(
             track,
             spec,
             Grid.parse(task.grid),
-            lr=task.lr,
-            seed=task.seed,
-            init_seed=task.init_seed,
-            budget=task.budget,
             data=data,
             device=resolve_device(task.device),
-            model_kwargs=task.model_kwargs,
-            precision=task.precision,
-            stop_at=task.stop_at,
-            compile=task.compile,
             on_epoch=on_epoch,
             after_training=analyse,
+            **{name: getattr(task, name) for name in _TASK_TRAINING_FIELDS},
         )
     if result is None:
         return task.failed_row(error, threads=torch.get_num_threads(), versions=versions())
@@ -161,6 +170,7 @@ def execute(
     return task.row(result, threads=torch.get_num_threads(), versions=versions())
 
 
+@dataclasses.dataclass(eq=False)
 class Runner:
     """Drives a study through an executor, writing each finished run into the ledger at once.
 
@@ -170,31 +180,17 @@ class Runner:
     a front end draw progress; ``run`` returns the chosen learning rates.
     """
 
-    def __init__(
-        self,
-        study: Study,
-        ledger: Ledger,
-        executor,
-        *,
-        on_plan=None,
-        on_start=None,
-        on_epoch=None,
-        on_done=None,
-        on_phase=None,
-        on_resume=None,
-        record_study: bool = True,
-    ) -> None:
-        self.study, self.ledger, self.executor = study, ledger, executor
-        self.on_plan, self.on_start, self.on_epoch, self.on_done = (
-            on_plan,
-            on_start,
-            on_epoch,
-            on_done,
-        )
-        self.on_phase, self.on_resume = on_phase, on_resume
-        self.record_study = (
-            record_study  # False: one point of a sweep, whose spec the sweep's document holds
-        )
+    study: Study
+    ledger: Ledger
+    executor: Executor
+    _: dataclasses.KW_ONLY
+    on_plan: Callable[[int], None] | None = None
+    on_start: Callable[[RunTask], None] | None = None
+    on_epoch: Callable[[RunTask, int, float, float], None] | None = None
+    on_done: Callable[[RunTask, RunRow], None] | None = None
+    on_phase: Callable[[Phase], None] | None = None
+    on_resume: Callable[[int, int], None] | None = None
+    record_study: bool = True  # False: one point of a sweep, whose spec the sweep's document holds
 
     def pending(self, tasks: list[RunTask]) -> list[RunTask]:
         """Tasks without a finished row (failed rows are retried: a crash may not recur), and
