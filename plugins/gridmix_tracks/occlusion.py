@@ -17,9 +17,9 @@ has one more negative).
 
 Why wrap: the target's final cell is then exactly uniform over the frame (a uniform start shifted by
 any velocity), and two consecutive visible frames give the velocity modulo the frame for any speed.
-With a bounce the final cell is uniform only for diagonal unit speeds, and two frames do not tell a
-still axis from one bouncing off a wall; with no wrap and no bounce a trajectory of ``T`` frames
-barely fits an 8x8 frame.
+With a bounce, two frames do not tell a still axis from one that met a wall, nor a speed of 1 from
+a speed of 2 turned back by it (only the 4 diagonal unit velocities would be told apart: too few
+paths, which 1-NN would memorise); with neither, a path of ``T`` frames barely fits an 8x8 frame.
 
 Chance and ceiling, derived: with balanced labels any guess scores 1/2 in expectation (the track's
 ``chance``, accuracy). The input determines the label: the target is the only pixel of value 1 in
@@ -32,15 +32,17 @@ objects are drawn (decoy included) before the label, so every visible frame is l
 hidden frames are blank; the marker is the target's final cell or the decoy, and these two have the
 same distribution (swapping the target's velocity with the decoy velocity, or the target with the
 chosen distractor, is a bijection of equally likely draws that keeps a valid draw valid and swaps
-the two cells), uniform over the frame up to the repeated draws. So for a model whose logit
-difference ``z`` is a sum of per-token terms (the no-mixing control: per-token features, mean
-pooling, a linear head; and the logistic probe, linear in the pixels) ``E[z | y]`` is the same for
-both labels, and its cross-entropy ``E[ln(2·cosh(z/2))] + E[(1/2 - y)·z]`` cannot go below ln 2 (as
-the ``video`` track argues): its optimum is a constant logit, and its accuracy could leave 1/2 only
-through the shape of ``z``'s distribution, not its mean. 1-NN on the pixels could only find a
-training clip with the same objects: at ``8x8x8`` with one distractor there are 24·64 target paths
-times 24·64 distractor paths, far more than a training split. The references and the control are at
-chance in tests/test_occlusion_track.py.
+the two cells): uniform over the frame but for the redrawn draws, which change both alike. So for a
+model whose logit difference ``z`` is a sum of per-token terms (the no-mixing control: per-token
+features, mean pooling, a linear head; and the logistic probe, linear in the pixels) ``E[z | y]`` is
+the same for both labels, and its cross-entropy ``E[ln(2·cosh(z/2))] + E[(1/2 - y)·z]`` cannot go
+below ln 2 (as the ``video`` track argues): its optimum is a constant logit, and its accuracy could
+leave 1/2 only through the shape of ``z``'s distribution, not its mean. 1-NN on the pixels can only
+use a training clip with the same objects: at ``8x8x8`` with one distractor there are 24·64 target
+paths times 24·64 distractor paths, far more than a training split (1-NN read 0.500 on 512 test
+clips of ``hidden-1``, 512 training clips); with none, the 24·64 target paths are few enough for it
+to meet the test clip's path now and then (0.545 there, 2 standard errors above chance; 0.514 with
+1024 training clips). The references and the control are at chance in tests/test_occlusion_track.py.
 
 The difficulty ladder (the ``difficulty`` setting, rungs in order; ``k`` the hidden frames):
 
@@ -66,8 +68,8 @@ depth 2, 2 heads): ``dense-attention`` (joint space-time attention, the matched 
 ``divided-attention`` (not in the default run), ``concentration`` (the idea, at its default start,
 ``MixerConfig()``), ``concentration-uncapped`` (ablation), ``tokenwise`` (control), and every
 registered mixer through the backbone. Budgets: the global ones; the calibration (which rung
-attention solves and which a mixer fails at the default budget) is not measured yet
-(docs/tracks.md).
+attention solves and which a mixer fails at the default budget) is not measured yet, and at the
+smoke run's step time a default run on a 2-core CPU would exceed 10 minutes (docs/tracks.md).
 
 Shape legend:
     S: samples, T, H, W: the grid, O: objects (target first, then distractors); inputs (S, 1, T, H,
