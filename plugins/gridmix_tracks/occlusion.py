@@ -69,7 +69,8 @@ depth 2, 2 heads): ``dense-attention`` (joint space-time attention, the matched 
 ``MixerConfig()``), ``concentration-uncapped`` (ablation), ``tokenwise`` (control), and every
 registered mixer through the backbone. Budgets: the global ones; the calibration (which rung
 attention solves and which a mixer fails at the default budget) is not measured yet, and at the
-smoke run's step time a default run on a 2-core CPU would exceed 10 minutes (docs/tracks.md).
+smoke run's step time a default run on a 2-core CPU would exceed 10 minutes; in first pilots dense
+attention stayed on the chance plateau of ``hidden-1`` (docs/tracks.md, "Pilots").
 
 Shape legend:
     S: samples, T, H, W: the grid, O: objects (target first, then distractors); inputs (S, 1, T, H,
