@@ -93,8 +93,12 @@ class GridMixer(nn.Module):
     keeps ``grid``, ``causal_axes`` (:func:`causal_set`), ``dim`` and ``num_prefix_tokens``;
     ``device`` and ``dtype`` say where and in which dtype the subclass builds its parameters
     (:func:`factory_kwargs`). ``forward`` runs :meth:`mix` on the grid tokens
-    (:func:`mix_grid_tokens`); the repr names :meth:`repr_parts` between the grid and the prefix.
+    (:func:`mix_grid_tokens`); :meth:`regrid` copies the mixer onto another grid of the same rank
+    (:meth:`copy_onto`); the repr names :meth:`repr_parts` between the grid and the prefix.
     """
+
+    expected = "a GridMixer"  # the class in a regrid error, with its article
+    described = "the {d}-d grid mixer on {grid}"  # the mixer in a regrid error (same_rank_copy)
 
     def __init__(
         self,
@@ -134,6 +138,25 @@ class GridMixer(nn.Module):
         """
         check_mixer_input(self, x, attn_mask, is_causal)
         return mix_grid_tokens(x, self.grid, self.num_prefix_tokens, self.mix)  # (B, P + N, C)
+
+    @classmethod
+    def copy_onto(cls, module: nn.Module, grid: GridLike, caller: str) -> GridMixer:
+        """``module``, one of ``cls``, on another grid of the same rank: a copy with the same
+        parameters (:func:`same_rank_copy`, ``caller`` the function given ``module``), then
+        :meth:`fit_grid` of the copy."""
+        other = same_rank_copy(
+            module, grid, cls, caller=caller, expected=cls.expected, described=cls.described
+        )
+        other.fit_grid(module)
+        return other
+
+    def fit_grid(self, source: GridMixer) -> None:
+        """Adapt what depends on the grid's lengths after the copy of ``source`` onto this grid:
+        nothing where no parameter does, the same grid giving the same mixer bit for bit."""
+
+    def regrid(self, grid: GridLike) -> GridMixer:
+        """This mixer on another grid of the same rank (:meth:`copy_onto`)."""
+        return self.copy_onto(self, grid, caller=f"{type(self).__name__}.regrid")
 
     def repr_parts(self) -> tuple[str, ...]:
         """The ``name=value`` parts of the repr between the grid and the prefix."""

@@ -52,7 +52,7 @@ from torch import nn
 
 from gridmix.core.grid import Grid, GridLike
 from gridmix.mixers.contract import taken
-from gridmix.mixers.grids import GridMixer, factory_kwargs, linear, same_rank_copy
+from gridmix.mixers.grids import GridMixer, factory_kwargs, linear
 from gridmix.mixers.short_conv import ShortConv
 
 DECAY_TARGET, FAST_DECAY, SLOW_DECAY = 1e-2, 0.3, 1.5  # Hyena's ExponentialModulation defaults
@@ -136,6 +136,8 @@ class HyenaMixer(GridMixer):
             and ``dtype`` (of the parameters).
     """
 
+    expected, described = "a HyenaMixer", "the {d}-d Hyena mixer on {grid}"
+
     def __init__(
         self,
         dim: int,
@@ -176,10 +178,6 @@ class HyenaMixer(GridMixer):
         y = x0 * (self.long_conv(w) + w * self.skip.to(u.dtype))  # (B, *grid, C)
         return linear(self.out_proj, y)  # (B, *grid, C)
 
-    def regrid(self, grid: GridLike) -> HyenaMixer:
-        """:func:`regrid_hyena` of this mixer."""
-        return regrid_hyena(self, grid)
-
     def repr_parts(self) -> tuple[str, ...]:
         return (f"causal_axes={self.causal_axes}",)
 
@@ -187,14 +185,7 @@ class HyenaMixer(GridMixer):
 def regrid_hyena(module: HyenaMixer, grid: GridLike) -> HyenaMixer:
     """The same Hyena mixer on another grid of the same rank (module docstring, "Resolution
     change"): a copy with the same parameters, its filter evaluated at the new grid's positions."""
-    return same_rank_copy(
-        module,
-        grid,
-        HyenaMixer,
-        caller="regrid_hyena",
-        expected="a HyenaMixer",
-        described="the {d}-d Hyena mixer on {grid}",
-    )
+    return HyenaMixer.copy_onto(module, grid, caller="regrid_hyena")
 
 
 def build_hyena(dim: int, grid: GridLike, *, num_heads: int, **kwargs) -> HyenaMixer:

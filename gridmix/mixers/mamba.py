@@ -56,7 +56,7 @@ from torch import nn
 
 from gridmix.core.grid import Grid, GridLike
 from gridmix.mixers.contract import taken
-from gridmix.mixers.grids import GridMixer, factory_kwargs, linear, same_rank_copy
+from gridmix.mixers.grids import GridMixer, factory_kwargs, linear
 from gridmix.mixers.short_conv import ShortConv
 
 DT_MIN, DT_MAX, DT_FLOOR = 0.001, 0.1, 1e-4  # Mamba-2's dt_min, dt_max, dt_init_floor
@@ -135,6 +135,8 @@ class MambaMixer(GridMixer):
             forward only, exactly causal), ``num_prefix_tokens`` (passed through unchanged),
             ``device`` and ``dtype`` (of the parameters).
     """
+
+    expected, described = "a MambaMixer", "the {d}-d Mamba mixer on {grid}"
 
     def __init__(
         self,
@@ -222,10 +224,6 @@ class MambaMixer(GridMixer):
         """The whole mixer on the grid tokens: (B, *grid, C) → (B, *grid, C), in ``u``'s dtype."""
         return linear(self.out_proj, self.scan(u))  # (B, *grid, C)
 
-    def regrid(self, grid: GridLike) -> MambaMixer:
-        """:func:`regrid_mamba` of this mixer."""
-        return regrid_mamba(self, grid)
-
     def repr_parts(self) -> tuple[str, ...]:
         return (
             f"heads={self.num_heads}",
@@ -238,14 +236,7 @@ class MambaMixer(GridMixer):
 def regrid_mamba(module: MambaMixer, grid: GridLike) -> MambaMixer:
     """The same Mamba mixer on another grid of the same rank: a copy with the same parameters (none
     depends on the axes' lengths), bit-identical on its own grid."""
-    return same_rank_copy(
-        module,
-        grid,
-        MambaMixer,
-        caller="regrid_mamba",
-        expected="a MambaMixer",
-        described="the {d}-d Mamba mixer on {grid}",
-    )
+    return MambaMixer.copy_onto(module, grid, caller="regrid_mamba")
 
 
 def build_mamba(dim: int, grid: GridLike, *, num_heads: int, **kwargs) -> MambaMixer:

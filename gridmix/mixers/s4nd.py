@@ -47,7 +47,7 @@ from torch import nn
 from gridmix.core.grid import GridLike
 from gridmix.mixers.concentration.ops.causal import causal_mode_product
 from gridmix.mixers.contract import check_mixer_input, taken
-from gridmix.mixers.grids import GridMixer, factory_kwargs, mix_grid_tokens, same_rank_copy
+from gridmix.mixers.grids import GridMixer, factory_kwargs, mix_grid_tokens
 
 DT_MIN, DT_MAX = 0.001, 0.1  # S4D: log_dt uniform in [log 0.001, log 0.1]
 
@@ -123,6 +123,8 @@ class S4NDMixer(GridMixer):
             ``device`` and ``dtype`` (of the parameters).
     """
 
+    expected, described = "an S4NDMixer", "the {d}-d S4ND mixer on {grid}"
+
     def __init__(
         self, dim: int, grid: GridLike, *, d_state: int = 16, proj_bias: bool = True, **grid_kwargs
     ) -> None:
@@ -186,9 +188,13 @@ class S4NDMixer(GridMixer):
             then=lambda y: self.proj(self.act(y)),
         )  # (B, P + N, C)
 
-    def regrid(self, grid: GridLike) -> S4NDMixer:
-        """:func:`regrid_s4nd` of this mixer."""
-        return regrid_s4nd(self, grid)
+    def fit_grid(self, source: GridMixer) -> None:
+        """Each axis's ``dt_scale`` multiplied by ``old_length / new_length`` (left as it is where
+        the length is unchanged)."""
+        with torch.no_grad():
+            for old, new, kernel in zip(source.grid, self.grid, self.axis_kernels):
+                if old != new:
+                    kernel.dt_scale.mul_(old / new)  # ()
 
     def repr_parts(self) -> tuple[str, ...]:
         return f"d_state={self.d_state}", f"causal_axes={self.causal_axes}"
@@ -201,19 +207,7 @@ def regrid_s4nd(module: S4NDMixer, grid: GridLike) -> S4NDMixer:
     ``old_length / new_length`` (exactly 1 where the length is unchanged, so the same grid gives
     bit-identical outputs).
     """
-    other = same_rank_copy(
-        module,
-        grid,
-        S4NDMixer,
-        caller="regrid_s4nd",
-        expected="an S4NDMixer",
-        described="the {d}-d S4ND mixer on {grid}",
-    )
-    with torch.no_grad():
-        for old, new, kernel in zip(module.grid, other.grid, other.axis_kernels):
-            if old != new:
-                kernel.dt_scale.mul_(old / new)  # ()
-    return other
+    return S4NDMixer.copy_onto(module, grid, caller="regrid_s4nd")
 
 
 def build_s4nd(dim: int, grid: GridLike, *, num_heads: int, **kwargs) -> S4NDMixer:
