@@ -1,7 +1,7 @@
 """What the grid mixers do alike with their grid: read the causal axes they are given, mix the grid
 tokens in at least float32 with the prefix tokens left as they are (their layers applied in that
 dtype), and copy themselves onto another grid of the same rank (the first step of every ``regrid_*``
-function); :class:`GridMixer`, the base of the per-channel mixers that do all three."""
+function); :class:`GridTokenMixer` and :class:`GridMixer`, the bases of the per-channel mixers."""
 
 from __future__ import annotations
 
@@ -84,17 +84,61 @@ def linear(layer: nn.Linear, t: torch.Tensor) -> torch.Tensor:
     return F.linear(t, layer.weight.to(t.dtype), bias)
 
 
-class GridMixer(nn.Module):
-    """A per-channel mixer of the grid tokens that passes its prefix tokens through (Hyena, S4ND,
-    Mamba, the global filter); timm's ``attn_layer`` contract.
+class GridTokenMixer(nn.Module):
+    """A per-channel mixer of the grid tokens that passes its prefix tokens through (the token MLP,
+    and every :class:`GridMixer`); timm's ``attn_layer`` contract.
 
     The constructor checks ``dim``, the mixer's own ``counts`` (positive integers by name),
     ``num_prefix_tokens`` and ``dtype`` (:func:`~gridmix.mixers.contract.check_arguments`), then
-    keeps ``grid``, ``causal_axes`` (:func:`causal_set`), ``dim`` and ``num_prefix_tokens``;
-    ``device`` and ``dtype`` say where and in which dtype the subclass builds its parameters
-    (:func:`factory_kwargs`). ``forward`` runs :meth:`mix` on the grid tokens
-    (:func:`mix_grid_tokens`); :meth:`regrid` copies the mixer onto another grid of the same rank
-    (:meth:`copy_onto`); the repr names :meth:`repr_parts` between the grid and the prefix.
+    keeps ``grid``, ``dim`` and ``num_prefix_tokens``; ``device`` and ``dtype`` say where and in
+    which dtype the subclass builds its parameters (:func:`factory_kwargs`). The repr names
+    :meth:`repr_parts` between the grid and the prefix.
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        grid: GridLike,
+        counts: Mapping[str, int],
+        *,
+        num_prefix_tokens: int = 0,
+        device=None,
+        dtype=None,
+    ) -> None:
+        super().__init__()
+        check_arguments(dim, num_prefix_tokens, dtype, **counts)
+        self.grid = Grid.parse(grid)
+        self.dim, self.num_prefix_tokens = dim, num_prefix_tokens
+
+    @classmethod
+    def keywords(cls) -> frozenset[str]:
+        """The keyword arguments ``cls`` takes, its own and its bases': what its builder passes on
+        (:func:`~gridmix.mixers.contract.taken`)."""
+        bases = [base for base in cls.__mro__ if issubclass(base, GridTokenMixer)]
+        return frozenset().union(*map(keywords_of, bases))
+
+    def repr_parts(self) -> tuple[str, ...]:
+        """The ``name=value`` parts of the repr between the grid and the prefix."""
+        return ()
+
+    def extra_repr(self) -> str:
+        return ", ".join(
+            [
+                f"dim={self.dim}",
+                f"grid={self.grid}",
+                *self.repr_parts(),
+                f"prefix={self.num_prefix_tokens} (identity)",
+            ]
+        )
+
+
+class GridMixer(GridTokenMixer):
+    """A :class:`GridTokenMixer` that mixes in at least float32, causal along ``causal_axes``, and
+    changes resolution (Hyena, S4ND, Mamba, the global filter).
+
+    The constructor keeps ``causal_axes`` (:func:`causal_set`) besides the base's arguments.
+    ``forward`` runs :meth:`mix` on the grid tokens (:func:`mix_grid_tokens`); :meth:`regrid`
+    copies the mixer onto another grid of the same rank (:meth:`copy_onto`).
     """
 
     expected = "a GridMixer"  # the class in a regrid error, with its article
@@ -107,21 +151,10 @@ class GridMixer(nn.Module):
         counts: Mapping[str, int],
         *,
         causal_axes: Sequence[int] = (),
-        num_prefix_tokens: int = 0,
-        device=None,
-        dtype=None,
+        **token_kwargs,
     ) -> None:
-        super().__init__()
-        check_arguments(dim, num_prefix_tokens, dtype, **counts)
-        self.grid = Grid.parse(grid)
+        super().__init__(dim, grid, counts, **token_kwargs)
         self.causal_axes = causal_set(causal_axes, self.grid)
-        self.dim, self.num_prefix_tokens = dim, num_prefix_tokens
-
-    @classmethod
-    def keywords(cls) -> frozenset[str]:
-        """The keyword arguments ``cls`` takes, its own and :class:`GridMixer`'s: what its builder
-        passes on (:func:`~gridmix.mixers.contract.taken`)."""
-        return keywords_of(cls) | keywords_of(GridMixer)
 
     def mix(self, u: torch.Tensor) -> torch.Tensor:
         """The mixer on the grid tokens: (B, *grid, C) → (B, *grid, C), in ``u``'s dtype."""
@@ -157,20 +190,6 @@ class GridMixer(nn.Module):
     def regrid(self, grid: GridLike) -> GridMixer:
         """This mixer on another grid of the same rank (:meth:`copy_onto`)."""
         return self.copy_onto(self, grid, caller=f"{type(self).__name__}.regrid")
-
-    def repr_parts(self) -> tuple[str, ...]:
-        """The ``name=value`` parts of the repr between the grid and the prefix."""
-        return ()
-
-    def extra_repr(self) -> str:
-        return ", ".join(
-            [
-                f"dim={self.dim}",
-                f"grid={self.grid}",
-                *self.repr_parts(),
-                f"prefix={self.num_prefix_tokens} (identity)",
-            ]
-        )
 
 
 def factory_kwargs(grid_kwargs: Mapping[str, object]) -> dict:
