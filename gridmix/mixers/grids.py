@@ -193,6 +193,6 @@ class GridMixer(GridTokenMixer):
 
 
 def factory_kwargs(grid_kwargs: Mapping[str, object]) -> dict:
-    """``device`` and ``dtype`` of a :class:`GridMixer`'s keyword arguments (``None`` where not
+    """``device`` and ``dtype`` of a :class:`GridTokenMixer`'s keyword arguments (``None`` where not
     given), for the parameters its subclass builds."""
     return {name: grid_kwargs.get(name) for name in ("device", "dtype")}
