@@ -99,3 +99,15 @@ def test_tokenwise_control_mixes_no_tokens_and_drops_into_timm():
     assert block(x).shape == x.shape
     with pytest.raises(ValueError, match=r"expected \(B, 16 tokens, 8\)"):
         block.attn(torch.randn(2, 15, 8))
+
+
+def test_tokenwise_takes_every_argument_of_the_concentration_mixer():
+    # the control drops in wherever the idea does: every mixing argument is taken and ignored (the
+    # semiseparable causal form's too), W_v and W_o follow the same arguments and defaults
+    kwargs = dict(rank=2, causal_axes=(0,), causal_form="semiseparable", terms=4, qkv_bias=True)
+    control = TokenwiseMixer(8, "4x6", num_heads=2, dtype=torch.float64, **kwargs)
+    idea = ConcentrationMixer(8, "4x6", num_heads=2, dtype=torch.float64, **kwargs)
+    assert control.v.bias is not None and control.v.weight.dtype == torch.float64
+    assert control.proj_drop.p == idea.proj_drop.p == 0.0
+    with pytest.raises(TypeError, match=r"unexpected arguments \['bogus'\]"):
+        TokenwiseMixer(8, "4x6", bogus=1)

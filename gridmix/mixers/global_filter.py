@@ -30,9 +30,9 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from gridmix.core.grid import Grid
-from gridmix.mixers.contract import check_arguments, check_mixer_input, refuse_causal, taken
-from gridmix.mixers.grids import mix_grid_tokens, same_rank_copy
+from gridmix.core.grid import Grid, GridLike
+from gridmix.mixers.contract import refuse_causal, taken
+from gridmix.mixers.grids import GridMixer
 
 INIT_SCALE = 0.02  # GFNet: complex_weight = randn(...) * 0.02
 
@@ -43,8 +43,10 @@ def half_spectrum(grid: Grid) -> tuple[int, ...]:
     return (*grid.shape[:-1], grid.shape[-1] // 2 + 1)
 
 
-class GlobalFilterMixer(nn.Module):
-    """GFNet's global filter on ``grid`` (module docstring); timm's ``attn_layer`` contract.
+class GlobalFilterMixer(GridMixer):
+    """GFNet's global filter on ``grid`` (module docstring); timm's ``attn_layer`` contract through
+    :class:`~gridmix.mixers.grids.GridMixer`, its FFTs in at least float32 (cuFFT's half precision
+    takes only powers of two).
 
     Args:
         dim: channels ``C``.
@@ -53,19 +55,12 @@ class GlobalFilterMixer(nn.Module):
         device, dtype: where and in which dtype the filter is built.
     """
 
+    expected, described = "a GlobalFilterMixer", "the {d}-d global filter on {grid}"
+
     def __init__(
-        self,
-        dim: int,
-        grid: Grid | str | int | Sequence[int],
-        *,
-        num_prefix_tokens: int = 0,
-        device=None,
-        dtype=None,
+        self, dim: int, grid: GridLike, *, num_prefix_tokens: int = 0, device=None, dtype=None
     ) -> None:
-        super().__init__()
-        check_arguments(dim, num_prefix_tokens, dtype)
-        self.grid = Grid.parse(grid)
-        self.dim, self.num_prefix_tokens = dim, num_prefix_tokens
+        super().__init__(dim, grid, {}, num_prefix_tokens=num_prefix_tokens, dtype=dtype)
         # (*F, C, 2)
         weight = torch.randn(*half_spectrum(self.grid), dim, 2, device=device, dtype=dtype)
         # (*F, C, 2): real and imaginary parts
@@ -78,19 +73,7 @@ class GlobalFilterMixer(nn.Module):
         weight = self.complex_weight if dtype is None else self.complex_weight.to(dtype)
         return torch.view_as_complex(weight.contiguous())  # (*F, C)
 
-    def forward(
-        self, x: torch.Tensor, attn_mask: torch.Tensor | None = None, is_causal: bool = False
-    ) -> torch.Tensor:
-        """``x``: (B, P + N, C) with P prefix tokens first, then the grid in row-major order;
-        returns its shape.
-
-        The FFTs run in at least float32 with autocast off (cuFFT's half precision takes only powers
-        of two); the result comes back in ``x``'s dtype.
-        """
-        check_mixer_input(self, x, attn_mask, is_causal)
-        return mix_grid_tokens(x, self.grid, self.num_prefix_tokens, self.convolve)  # (B, P + N, C)
-
-    def convolve(self, g: torch.Tensor) -> torch.Tensor:
+    def mix(self, g: torch.Tensor) -> torch.Tensor:
         """``g`` (B, *grid, C) → (B, *grid, C): multiplied by the filter in the frequency domain, in
         ``g``'s dtype."""
         dims = tuple(range(1, self.grid.ndim + 1))
@@ -99,12 +82,15 @@ class GlobalFilterMixer(nn.Module):
         # (B, *grid, C)
         return torch.fft.irfftn(spectrum, s=self.grid.shape, dim=dims, norm="ortho")
 
-    def regrid(self, grid: Grid | str | int | Sequence[int]) -> GlobalFilterMixer:
-        """:func:`regrid_global_filter` of this mixer."""
-        return regrid_global_filter(self, grid)
-
-    def extra_repr(self) -> str:
-        return f"dim={self.dim}, grid={self.grid}, prefix={self.num_prefix_tokens} (identity)"
+    def fit_grid(self, source: GridMixer) -> None:
+        """The filter resampled to the new half-spectrum (module docstring, "Resolution change")."""
+        with torch.no_grad():
+            # (*F', C, 2)
+            weight = interpolate_linear(source.complex_weight.detach(), half_spectrum(self.grid))
+            trainable = source.complex_weight.requires_grad
+            self.complex_weight = nn.Parameter(
+                weight.clone(), requires_grad=trainable
+            )  # (*F', C, 2)
 
 
 def interpolate_linear(values: torch.Tensor, size: Sequence[int]) -> torch.Tensor:
@@ -130,9 +116,7 @@ def interpolate_linear(values: torch.Tensor, size: Sequence[int]) -> torch.Tenso
     return values.contiguous()  # (*size, …)
 
 
-def regrid_global_filter(
-    module: GlobalFilterMixer, grid: Grid | str | int | Sequence[int]
-) -> GlobalFilterMixer:
+def regrid_global_filter(module: GlobalFilterMixer, grid: GridLike) -> GlobalFilterMixer:
     """The same global filter on another grid of the same rank (module docstring, "Resolution
     change").
 
@@ -140,25 +124,12 @@ def regrid_global_filter(
     exactly where an axis's spectrum length is unchanged, so the same grid gives bit-identical
     outputs).
     """
-    other = same_rank_copy(
-        module,
-        grid,
-        GlobalFilterMixer,
-        caller="regrid_global_filter",
-        expected="a GlobalFilterMixer",
-        described="the {d}-d global filter on {grid}",
-    )
-    with torch.no_grad():
-        # (*F', C, 2)
-        weight = interpolate_linear(module.complex_weight.detach(), half_spectrum(other.grid))
-        trainable = module.complex_weight.requires_grad
-        other.complex_weight = nn.Parameter(weight.clone(), requires_grad=trainable)  # (*F', C, 2)
-    return other
+    return GlobalFilterMixer.copy_onto(module, grid, caller="regrid_global_filter")
 
 
 def build_global_filter(
     dim: int,
-    grid: Grid | str | int | Sequence[int],
+    grid: GridLike,
     *,
     num_heads: int,
     causal_axes: Sequence[int] = (),

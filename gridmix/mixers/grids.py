@@ -1,18 +1,19 @@
 """What the grid mixers do alike with their grid: read the causal axes they are given, mix the grid
 tokens in at least float32 with the prefix tokens left as they are (their layers applied in that
 dtype), and copy themselves onto another grid of the same rank (the first step of every ``regrid_*``
-function)."""
+function); :class:`GridTokenMixer` and :class:`GridMixer`, the bases of the per-channel mixers."""
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from gridmix.core.grid import Grid, GridLike
+from gridmix.mixers.contract import check_arguments, check_mixer_input, keywords_of
 
 
 def causal_set(causal_axes: Sequence[int], grid: Grid) -> tuple[int, ...]:
@@ -81,3 +82,117 @@ def linear(layer: nn.Linear, t: torch.Tensor) -> torch.Tensor:
     """``layer`` applied in ``t``'s dtype (its parameters cast): (…, in) → (…, out)."""
     bias = None if layer.bias is None else layer.bias.to(t.dtype)
     return F.linear(t, layer.weight.to(t.dtype), bias)
+
+
+class GridTokenMixer(nn.Module):
+    """A per-channel mixer of the grid tokens that passes its prefix tokens through (the token MLP,
+    and every :class:`GridMixer`); timm's ``attn_layer`` contract.
+
+    The constructor checks ``dim``, the mixer's own ``counts`` (positive integers by name),
+    ``num_prefix_tokens`` and ``dtype`` (:func:`~gridmix.mixers.contract.check_arguments`), then
+    keeps ``grid``, ``dim`` and ``num_prefix_tokens``; ``device`` and ``dtype`` say where and in
+    which dtype the subclass builds its parameters (:func:`factory_kwargs`). The repr names
+    :meth:`repr_parts` between the grid and the prefix.
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        grid: GridLike,
+        counts: Mapping[str, int],
+        *,
+        num_prefix_tokens: int = 0,
+        device=None,
+        dtype=None,
+    ) -> None:
+        super().__init__()
+        check_arguments(dim, num_prefix_tokens, dtype, **counts)
+        self.grid = Grid.parse(grid)
+        self.dim, self.num_prefix_tokens = dim, num_prefix_tokens
+
+    @classmethod
+    def keywords(cls) -> frozenset[str]:
+        """The keyword arguments ``cls`` takes, its own and its bases': what its builder passes on
+        (:func:`~gridmix.mixers.contract.taken`)."""
+        bases = [base for base in cls.__mro__ if issubclass(base, GridTokenMixer)]
+        return frozenset().union(*map(keywords_of, bases))
+
+    def repr_parts(self) -> tuple[str, ...]:
+        """The ``name=value`` parts of the repr between the grid and the prefix."""
+        return ()
+
+    def extra_repr(self) -> str:
+        return ", ".join(
+            [
+                f"dim={self.dim}",
+                f"grid={self.grid}",
+                *self.repr_parts(),
+                f"prefix={self.num_prefix_tokens} (identity)",
+            ]
+        )
+
+
+class GridMixer(GridTokenMixer):
+    """A :class:`GridTokenMixer` that mixes in at least float32, causal along ``causal_axes``, and
+    changes resolution (Hyena, S4ND, Mamba, the global filter).
+
+    The constructor keeps ``causal_axes`` (:func:`causal_set`) besides the base's arguments.
+    ``forward`` runs :meth:`mix` on the grid tokens (:func:`mix_grid_tokens`); :meth:`regrid`
+    copies the mixer onto another grid of the same rank (:meth:`copy_onto`).
+    """
+
+    expected = "a GridMixer"  # the class in a regrid error, with its article
+    described = "the {d}-d grid mixer on {grid}"  # the mixer in a regrid error (same_rank_copy)
+
+    def __init__(
+        self,
+        dim: int,
+        grid: GridLike,
+        counts: Mapping[str, int],
+        *,
+        causal_axes: Sequence[int] = (),
+        **token_kwargs,
+    ) -> None:
+        super().__init__(dim, grid, counts, **token_kwargs)
+        self.causal_axes = causal_set(causal_axes, self.grid)
+
+    def mix(self, u: torch.Tensor) -> torch.Tensor:
+        """The mixer on the grid tokens: (B, *grid, C) → (B, *grid, C), in ``u``'s dtype."""
+        raise NotImplementedError
+
+    def forward(
+        self, x: torch.Tensor, attn_mask: torch.Tensor | None = None, is_causal: bool = False
+    ) -> torch.Tensor:
+        """``x``: (B, P + N, C) with P prefix tokens first, then the grid in row-major order;
+        returns its shape.
+
+        Causal along ``causal_axes`` whatever ``is_causal`` says. :meth:`mix` runs in at least
+        float32 with autocast off; the result comes back in ``x``'s dtype.
+        """
+        check_mixer_input(self, x, attn_mask, is_causal)
+        return mix_grid_tokens(x, self.grid, self.num_prefix_tokens, self.mix)  # (B, P + N, C)
+
+    @classmethod
+    def copy_onto(cls, module: nn.Module, grid: GridLike, caller: str) -> GridMixer:
+        """``module``, one of ``cls``, on another grid of the same rank: a copy with the same
+        parameters (:func:`same_rank_copy`, ``caller`` the function given ``module``), then
+        :meth:`fit_grid` of the copy."""
+        other = same_rank_copy(
+            module, grid, cls, caller=caller, expected=cls.expected, described=cls.described
+        )
+        other.fit_grid(module)
+        return other
+
+    def fit_grid(self, source: GridMixer) -> None:
+        """Adapt what depends on the grid's lengths after the copy of ``source`` onto this grid:
+        nothing where no parameter does, the same grid giving the same mixer bit for bit."""
+
+    def regrid(self, grid: GridLike) -> GridMixer:
+        """This mixer on another grid of the same rank (:meth:`copy_onto`)."""
+        return self.copy_onto(self, grid, caller=f"{type(self).__name__}.regrid")
+
+
+def factory_kwargs(grid_kwargs: Mapping[str, object]) -> dict:
+    """``device`` and ``dtype`` of a :class:`GridTokenMixer`'s keyword arguments (``None`` where not
+    given), for the parameters its subclass builds."""
+    return {name: grid_kwargs.get(name) for name in ("device", "dtype")}

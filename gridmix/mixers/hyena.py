@@ -50,9 +50,9 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from gridmix.core.grid import Grid
-from gridmix.mixers.contract import check_arguments, check_mixer_input, keywords_of, taken
-from gridmix.mixers.grids import causal_set, linear, mix_grid_tokens, same_rank_copy
+from gridmix.core.grid import Grid, GridLike
+from gridmix.mixers.contract import taken
+from gridmix.mixers.grids import GridMixer, factory_kwargs, linear
 from gridmix.mixers.short_conv import ShortConv
 
 DECAY_TARGET, FAST_DECAY, SLOW_DECAY = 1e-2, 0.3, 1.5  # Hyena's ExponentialModulation defaults
@@ -121,39 +121,35 @@ class HyenaFilter(nn.Module):
         return h * window * used[..., None]  # (*S, C): exactly zero where unused
 
 
-class HyenaMixer(nn.Module):
-    """Hyena of order 2 on ``grid`` (module docstring); timm's ``attn_layer`` contract.
+class HyenaMixer(GridMixer):
+    """Hyena of order 2 on ``grid`` (module docstring); timm's ``attn_layer`` contract through
+    :class:`~gridmix.mixers.grids.GridMixer`.
 
     Args:
         dim: channels ``C``.
         grid: the grid, e.g. ``"8x16x16"``.
-        causal_axes: axes on which no token sees a later one (negative indices allowed).
-        num_prefix_tokens: tokens before the grid tokens; they pass through unchanged.
         bands: sine-cosine frequencies per axis in the filter's positional features.
         filter_width: the width ``W`` of the filter's MLP.
         proj_bias: the bias of the projections.
-        device, dtype: where and in which dtype the parameters are built.
+        grid_kwargs: :class:`~gridmix.mixers.grids.GridMixer`'s: ``causal_axes`` (axes on which no
+            token sees a later one), ``num_prefix_tokens`` (passed through unchanged), ``device``
+            and ``dtype`` (of the parameters).
     """
+
+    expected, described = "a HyenaMixer", "the {d}-d Hyena mixer on {grid}"
 
     def __init__(
         self,
         dim: int,
-        grid: Grid | str | int | Sequence[int],
+        grid: GridLike,
         *,
-        causal_axes: Sequence[int] = (),
-        num_prefix_tokens: int = 0,
         bands: int = 8,
         filter_width: int = 64,
         proj_bias: bool = True,
-        device=None,
-        dtype=None,
+        **grid_kwargs,
     ) -> None:
-        super().__init__()
-        check_arguments(dim, num_prefix_tokens, dtype, bands=bands, filter_width=filter_width)
-        self.grid = Grid.parse(grid)
-        self.causal_axes = causal_set(causal_axes, self.grid)
-        self.dim, self.num_prefix_tokens = dim, num_prefix_tokens
-        factory = dict(device=device, dtype=dtype)
+        super().__init__(dim, grid, dict(bands=bands, filter_width=filter_width), **grid_kwargs)
+        factory = factory_kwargs(grid_kwargs)
         self.in_proj = nn.Linear(dim, 3 * dim, bias=proj_bias, **factory)  # x_0, x_1, v
         self.conv = ShortConv(3 * dim, self.grid.ndim, self.causal_axes, **factory)
         self.filter = HyenaFilter(dim, self.grid.ndim, bands=bands, width=filter_width, **factory)
@@ -182,49 +178,21 @@ class HyenaMixer(nn.Module):
         y = x0 * (self.long_conv(w) + w * self.skip.to(u.dtype))  # (B, *grid, C)
         return linear(self.out_proj, y)  # (B, *grid, C)
 
-    def forward(
-        self, x: torch.Tensor, attn_mask: torch.Tensor | None = None, is_causal: bool = False
-    ) -> torch.Tensor:
-        """``x``: (B, P + N, C) with P prefix tokens first, then the grid in row-major order;
-        returns its shape.
-
-        Causal along ``causal_axes`` whatever ``is_causal`` says. Runs in at least float32 with
-        autocast off (the FFTs); the result comes back in ``x``'s dtype.
-        """
-        check_mixer_input(self, x, attn_mask, is_causal)
-        return mix_grid_tokens(x, self.grid, self.num_prefix_tokens, self.mix)  # (B, P + N, C)
-
-    def regrid(self, grid: Grid | str | int | Sequence[int]) -> HyenaMixer:
-        """:func:`regrid_hyena` of this mixer."""
-        return regrid_hyena(self, grid)
-
-    def extra_repr(self) -> str:
-        return (
-            f"dim={self.dim}, grid={self.grid}, causal_axes={self.causal_axes}, "
-            f"prefix={self.num_prefix_tokens} (identity)"
-        )
+    def repr_parts(self) -> tuple[str, ...]:
+        return (f"causal_axes={self.causal_axes}",)
 
 
-def regrid_hyena(module: HyenaMixer, grid: Grid | str | int | Sequence[int]) -> HyenaMixer:
+def regrid_hyena(module: HyenaMixer, grid: GridLike) -> HyenaMixer:
     """The same Hyena mixer on another grid of the same rank (module docstring, "Resolution
     change"): a copy with the same parameters, its filter evaluated at the new grid's positions."""
-    return same_rank_copy(
-        module,
-        grid,
-        HyenaMixer,
-        caller="regrid_hyena",
-        expected="a HyenaMixer",
-        described="the {d}-d Hyena mixer on {grid}",
-    )
+    return HyenaMixer.copy_onto(module, grid, caller="regrid_hyena")
 
 
-def build_hyena(
-    dim: int, grid: Grid | str | int | Sequence[int], *, num_heads: int, **kwargs
-) -> HyenaMixer:
+def build_hyena(dim: int, grid: GridLike, *, num_heads: int, **kwargs) -> HyenaMixer:
     """The registry's builder (:mod:`gridmix.mixers.contract`): a :class:`HyenaMixer`.
 
     ``num_heads`` is accepted and unused (the filter is per channel); the keyword arguments
     :class:`HyenaMixer` takes pass on; timm's others (``qkv_bias``, ``attn_drop``, ``norm_layer`` …)
     are accepted and ignored.
     """
-    return HyenaMixer(dim, grid, **taken(kwargs, keywords_of(HyenaMixer)))
+    return HyenaMixer(dim, grid, **taken(kwargs, HyenaMixer.keywords()))

@@ -33,10 +33,10 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 
-from gridmix.core.grid import Grid, GridLike
-from gridmix.mixers.contract import check_mixer_input, check_prefix_tokens, keywords_of, taken
+from gridmix.core.grid import GridLike
+from gridmix.mixers.contract import taken
 from gridmix.mixers.grids import same_rank_copy
-from gridmix.mixers.projections import PROJECTION_KWARGS, AttentionProjections
+from gridmix.mixers.projections import GridAttention
 
 
 def _feature_map(x: torch.Tensor) -> torch.Tensor:
@@ -87,23 +87,22 @@ def linear_attention(
     return (num / den).reshape(B, h, G * L, c)[:, :, :T]  # (B, h, T, c)
 
 
-class LinearAttention(AttentionProjections):
+class LinearAttention(GridAttention):
     """Multi-head linear attention over ``P`` prefix tokens and the tokens of ``grid`` (module
     docstring).
 
     Args:
         dim: channels ``C``, divisible by ``num_heads``.
         grid: the token grid (any rank).
-        num_heads: heads ``h``.
         causal_axes: () or (0,) (the first axis; ``-d`` also names it).
-        num_prefix_tokens: ``P``; must be 0 with causal axes.
         eps: added to the denominator (> 0).
         chunk_size: tokens per chunk of the causal form's blocked prefix sums (the result does not
-        depend on it). qkv_bias, qk_norm, scale_norm, proj_bias, proj_drop, norm_layer: as timm's
-        ``Attention`` (``norm_layer``
-            defaults to ``nn.LayerNorm`` where ``qk_norm`` or ``scale_norm`` needs it); there is no
-            attention map, so timm's ``attn_drop`` is not an argument here (the builder ignores it).
-        device, dtype: where and in what the parameters are built.
+            depend on it).
+        attention: :class:`~gridmix.mixers.projections.GridAttention`'s: ``num_heads`` (``h``),
+            ``num_prefix_tokens`` (``P``; must be 0 with causal axes) and timm's ``Attention``
+            projections (``qkv_bias``, ``qk_norm``, ``scale_norm``, ``proj_bias``, ``proj_drop``,
+            ``norm_layer``, ``device``, ``dtype``); there is no attention map, so timm's
+            ``attn_drop`` is not an argument here (the builder ignores it).
     """
 
     def __init__(
@@ -111,15 +110,12 @@ class LinearAttention(AttentionProjections):
         dim: int,
         grid: GridLike,
         *,
-        num_heads: int = 8,
         causal_axes: Sequence[int] = (),
-        num_prefix_tokens: int = 0,
         eps: float = 1e-6,
         chunk_size: int = 64,
-        **projections,
+        **attention,
     ) -> None:
-        super().__init__(dim, num_heads=num_heads, **projections)
-        self.grid = Grid.parse(grid)
+        super().__init__(dim, grid, **attention)
         d = self.grid.ndim
         for axis in causal_axes:
             if (
@@ -133,32 +129,24 @@ class LinearAttention(AttentionProjections):
                     "causal along the first grid axis only)"
                 )
         self.causal = bool(causal_axes)
-        check_prefix_tokens(num_prefix_tokens)
-        if self.causal and num_prefix_tokens:
+        if self.causal and self.num_prefix_tokens:
             raise ValueError(
-                f"num_prefix_tokens={num_prefix_tokens} with causal_axes={tuple(causal_axes)!r}; "
-                "expected 0 (causal linear attention takes no prefix tokens)"
+                f"num_prefix_tokens={self.num_prefix_tokens} with causal_axes="
+                f"{tuple(causal_axes)!r}; expected 0 (causal linear attention takes no prefix "
+                "tokens)"
             )
         if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not eps > 0:
             raise ValueError(f"eps={eps!r}; expected a positive number")
         if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
             raise ValueError(f"chunk_size={chunk_size!r}; expected a positive integer")
         self.causal_axes = (0,) if self.causal else ()
-        self.num_prefix_tokens, self.eps, self.chunk_size = (
-            num_prefix_tokens,
-            float(eps),
-            chunk_size,
-        )
+        self.eps, self.chunk_size = float(eps), chunk_size
 
-    def forward(
-        self, x: torch.Tensor, attn_mask: torch.Tensor | None = None, is_causal: bool = False
-    ) -> torch.Tensor:
-        """``x``: (B, P + N, C) → (B, P + N, C); causality is the built ``causal_axes``, whatever
-        ``is_causal`` says."""
-        check_mixer_input(self, x, attn_mask, is_causal)
-        q, k, v = self.heads(x)  # (B, h, T, c) each
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """:func:`linear_attention` of the heads (B, h, T, c) in at least float32 with autocast off,
+        back in ``v``'s dtype: (B, h, T, c)."""
         work = torch.promote_types(v.dtype, torch.float32)
-        with torch.autocast(x.device.type, enabled=False):
+        with torch.autocast(v.device.type, enabled=False):
             out = linear_attention(
                 q.to(work),
                 k.to(work),
@@ -167,7 +155,7 @@ class LinearAttention(AttentionProjections):
                 eps=self.eps,
                 chunk_size=self.chunk_size,
             )  # (B, h, T, c)
-        return self.merge(out.to(v.dtype))  # (B, T, C)
+        return out.to(v.dtype)  # (B, h, T, c)
 
     def extra_repr(self) -> str:
         return (
@@ -189,9 +177,6 @@ def regrid_linear_attention(module: LinearAttention, grid: GridLike) -> LinearAt
     )
 
 
-_BUILD_KWARGS = PROJECTION_KWARGS | keywords_of(LinearAttention)  # the builder passes on
-
-
 def build_linear_attention(
     dim: int, grid: GridLike, *, num_heads: int, **kwargs
 ) -> LinearAttention:
@@ -199,4 +184,6 @@ def build_linear_attention(
     arguments it takes (``causal_axes``, ``num_prefix_tokens``, ``eps``, ``chunk_size`` and
     :data:`~gridmix.mixers.projections.PROJECTION_KWARGS`); timm's other keyword arguments
     (``attn_drop``, ``depth`` …) are ignored."""
-    return LinearAttention(dim, grid, num_heads=num_heads, **taken(kwargs, _BUILD_KWARGS))
+    return LinearAttention(
+        dim, grid, num_heads=num_heads, **taken(kwargs, LinearAttention.keywords())
+    )

@@ -54,9 +54,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from gridmix.core.grid import Grid
-from gridmix.mixers.contract import check_arguments, check_mixer_input, keywords_of, taken
-from gridmix.mixers.grids import causal_set, linear, mix_grid_tokens, same_rank_copy
+from gridmix.core.grid import Grid, GridLike
+from gridmix.mixers.contract import taken
+from gridmix.mixers.grids import GridMixer, factory_kwargs, linear
 from gridmix.mixers.short_conv import ShortConv
 
 DT_MIN, DT_MAX, DT_FLOOR = 0.001, 0.1, 1e-4  # Mamba-2's dt_min, dt_max, dt_init_floor
@@ -118,63 +118,53 @@ def ssd(
     return y.permute(0, 2, 3, 1, 4).reshape(R, G * L, h, p)[:, :T]  # (R, T, h, p)
 
 
-class MambaMixer(nn.Module):
+class MambaMixer(GridMixer):
     """Mamba-2 scans along every axis of ``grid`` (module docstring); timm's ``attn_layer``
-    contract.
+    contract through :class:`~gridmix.mixers.grids.GridMixer` (the output projection, too, in at
+    least float32).
 
     Args:
         dim: channels ``C``.
         grid: the grid, e.g. ``"8x16x16"``.
         num_heads: heads ``h``; ``expand · dim`` must be a multiple.
-        causal_axes: axes scanned forward only, exactly causal (negative indices allowed).
-        num_prefix_tokens: tokens before the grid tokens; they pass through unchanged.
         d_state: the state size ``S`` per head.
         expand: inner channels ``E = expand · dim``.
         chunk_size: tokens per chunk of the SSD algorithm (the result does not depend on it).
         proj_bias: the bias of the output projection.
-        device, dtype: where and in which dtype the parameters are built.
+        grid_kwargs: :class:`~gridmix.mixers.grids.GridMixer`'s: ``causal_axes`` (axes scanned
+            forward only, exactly causal), ``num_prefix_tokens`` (passed through unchanged),
+            ``device`` and ``dtype`` (of the parameters).
     """
+
+    expected, described = "a MambaMixer", "the {d}-d Mamba mixer on {grid}"
 
     def __init__(
         self,
         dim: int,
-        grid: Grid | str | int | Sequence[int],
+        grid: GridLike,
         *,
         num_heads: int,
-        causal_axes: Sequence[int] = (),
-        num_prefix_tokens: int = 0,
         d_state: int = 16,
         expand: int = 2,
         chunk_size: int = 64,
         proj_bias: bool = True,
-        device=None,
-        dtype=None,
+        **grid_kwargs,
     ) -> None:
-        super().__init__()
-        check_arguments(
-            dim,
-            num_prefix_tokens,
-            dtype,
-            num_heads=num_heads,
-            d_state=d_state,
-            expand=expand,
-            chunk_size=chunk_size,
-        )
+        counts = dict(num_heads=num_heads, d_state=d_state, expand=expand, chunk_size=chunk_size)
+        super().__init__(dim, grid, counts, **grid_kwargs)
         if (expand * dim) % num_heads:
             raise ValueError(
                 f"num_heads={num_heads}; expected a divisor of expand * dim = {expand * dim}"
             )
-        self.grid = Grid.parse(grid)
-        self.causal_axes = causal_set(causal_axes, self.grid)
         self.directions = scan_directions(self.grid, self.causal_axes)
-        self.dim, self.num_heads, self.d_state = dim, num_heads, d_state
-        self.inner, self.chunk_size, self.num_prefix_tokens = (
+        self.num_heads, self.d_state, self.inner, self.chunk_size = (
+            num_heads,
+            d_state,
             expand * dim,
             chunk_size,
-            num_prefix_tokens,
         )
         K, E, S, h = len(self.directions), self.inner, d_state, num_heads
-        factory = dict(device=device, dtype=dtype)
+        factory = factory_kwargs(grid_kwargs)
         # z, x, then per direction B, C and dt
         self.in_proj = nn.Linear(dim, 2 * E + K * (2 * S + h), bias=False, **factory)
         self.conv = ShortConv(E + 2 * K * S, self.grid.ndim, self.causal_axes, **factory)  # x, B, C
@@ -230,52 +220,27 @@ class MambaMixer(nn.Module):
         gated = y * F.silu(z)  # (B, *grid, E)
         return F.rms_norm(gated, (E,), self.norm.weight.to(u.dtype), self.norm.eps)  # (B, *grid, E)
 
-    def forward(
-        self, x: torch.Tensor, attn_mask: torch.Tensor | None = None, is_causal: bool = False
-    ) -> torch.Tensor:
-        """``x``: (B, P + N, C) with P prefix tokens first, then the grid in row-major order;
-        returns its shape.
-
-        Exactly causal along ``causal_axes`` whatever ``is_causal`` says. The scans run in at least
-        float32 with autocast off, the output projection too; the result comes back in ``x``'s
-        dtype.
-        """
-        check_mixer_input(self, x, attn_mask, is_causal)
-        return mix_grid_tokens(x, self.grid, self.num_prefix_tokens, self.mix)  # (B, P + N, C)
-
     def mix(self, u: torch.Tensor) -> torch.Tensor:
         """The whole mixer on the grid tokens: (B, *grid, C) → (B, *grid, C), in ``u``'s dtype."""
         return linear(self.out_proj, self.scan(u))  # (B, *grid, C)
 
-    def regrid(self, grid: Grid | str | int | Sequence[int]) -> MambaMixer:
-        """:func:`regrid_mamba` of this mixer."""
-        return regrid_mamba(self, grid)
-
-    def extra_repr(self) -> str:
+    def repr_parts(self) -> tuple[str, ...]:
         return (
-            f"dim={self.dim}, grid={self.grid}, heads={self.num_heads}, d_state={self.d_state}, "
-            f"directions={self.directions}, chunk_size={self.chunk_size}, "
-            f"prefix={self.num_prefix_tokens} (identity)"
+            f"heads={self.num_heads}",
+            f"d_state={self.d_state}",
+            f"directions={self.directions}",
+            f"chunk_size={self.chunk_size}",
         )
 
 
-def regrid_mamba(module: MambaMixer, grid: Grid | str | int | Sequence[int]) -> MambaMixer:
+def regrid_mamba(module: MambaMixer, grid: GridLike) -> MambaMixer:
     """The same Mamba mixer on another grid of the same rank: a copy with the same parameters (none
     depends on the axes' lengths), bit-identical on its own grid."""
-    return same_rank_copy(
-        module,
-        grid,
-        MambaMixer,
-        caller="regrid_mamba",
-        expected="a MambaMixer",
-        described="the {d}-d Mamba mixer on {grid}",
-    )
+    return MambaMixer.copy_onto(module, grid, caller="regrid_mamba")
 
 
-def build_mamba(
-    dim: int, grid: Grid | str | int | Sequence[int], *, num_heads: int, **kwargs
-) -> MambaMixer:
+def build_mamba(dim: int, grid: GridLike, *, num_heads: int, **kwargs) -> MambaMixer:
     """The registry's builder (:mod:`gridmix.mixers.contract`): a :class:`MambaMixer`; the keyword
     arguments it takes pass on, timm's others (``qkv_bias``, ``attn_drop``, ``norm_layer`` …) are
     accepted and ignored."""
-    return MambaMixer(dim, grid, num_heads=num_heads, **taken(kwargs, keywords_of(MambaMixer)))
+    return MambaMixer(dim, grid, num_heads=num_heads, **taken(kwargs, MambaMixer.keywords()))

@@ -38,13 +38,9 @@ import torch
 import torch.nn.functional as F
 
 from gridmix.core.grid import Grid, GridLike
-from gridmix.mixers.contract import check_mixer_input, check_prefix_tokens, keywords_of, taken
+from gridmix.mixers.contract import taken
 from gridmix.mixers.grids import causal_set, same_rank_copy
-from gridmix.mixers.projections import (
-    PROJECTION_KWARGS,
-    AttentionProjections,
-    check_probability,
-)
+from gridmix.mixers.projections import GridAttention, check_probability
 
 
 def _kernel_sizes(kernel_size: int | Sequence[int], grid: Grid) -> tuple[int, ...]:
@@ -96,22 +92,21 @@ def neighbourhood_mask(
     return mask
 
 
-class NeighbourhoodAttention(AttentionProjections):
+class NeighbourhoodAttention(GridAttention):
     """Multi-head neighbourhood attention over ``P`` prefix tokens and the tokens of ``grid``
     (module docstring).
 
     Args:
         dim: channels ``C``, divisible by ``num_heads``.
         grid: the token grid.
-        num_heads: heads ``h``.
         kernel_size: window length per axis (odd; an int for all axes or one per axis), clipped to
-        the axis length. causal_axes: grid axes on which no token sees a later one (negative indices
-        allowed). num_prefix_tokens: ``P``.
-        qkv_bias, qk_norm, scale_norm, proj_bias, attn_drop, proj_drop, norm_layer: as timm's
-        ``Attention``
-            (``norm_layer`` defaults to ``nn.LayerNorm`` where ``qk_norm`` or ``scale_norm`` needs
-            it).
-        device, dtype: where and in what the parameters are built.
+            the axis length.
+        causal_axes: grid axes on which no token sees a later one (negative indices allowed).
+        attn_drop: as timm's ``Attention``.
+        attention: :class:`~gridmix.mixers.projections.GridAttention`'s: ``num_heads`` (``h``),
+            ``num_prefix_tokens`` (``P``) and timm's ``Attention`` projections (``qkv_bias``,
+            ``qk_norm``, ``scale_norm``, ``proj_bias``, ``proj_drop``, ``norm_layer``, ``device``,
+            ``dtype``).
     """
 
     def __init__(
@@ -119,24 +114,20 @@ class NeighbourhoodAttention(AttentionProjections):
         dim: int,
         grid: GridLike,
         *,
-        num_heads: int = 8,
         kernel_size: int | Sequence[int] = 7,
         causal_axes: Sequence[int] = (),
-        num_prefix_tokens: int = 0,
         attn_drop: float = 0.0,
-        **projections,
+        **attention,
     ) -> None:
-        super().__init__(dim, num_heads=num_heads, **projections)
-        self.grid = Grid.parse(grid)
-        check_prefix_tokens(num_prefix_tokens)
+        super().__init__(dim, grid, **attention)
         check_probability("attn_drop", attn_drop)
         self.kernel_size = _kernel_sizes(kernel_size, self.grid)
         self.causal_axes = causal_set(causal_axes, self.grid)
-        self.num_prefix_tokens, self.attn_drop = num_prefix_tokens, attn_drop
+        self.attn_drop = attn_drop
         mask = self._token_mask()  # (T, T)
         # every token sees every token: plain attention, no mask to apply
         self.full = bool(mask.all())
-        self.register_buffer("mask", mask.to(projections.get("device")), persistent=False)  # (T, T)
+        self.register_buffer("mask", mask.to(attention.get("device")), persistent=False)  # (T, T)
 
     def _token_mask(self) -> torch.Tensor:
         """(T, T) boolean over prefix and grid tokens: the window mask and the prefix rules (module
@@ -148,21 +139,15 @@ class NeighbourhoodAttention(AttentionProjections):
             mask[:P, P:] = False  # prefix tokens see no grid token
         return mask
 
-    def forward(
-        self, x: torch.Tensor, attn_mask: torch.Tensor | None = None, is_causal: bool = False
-    ) -> torch.Tensor:
-        """``x``: (B, P + N, C) → (B, P + N, C); causality is the built ``causal_axes``, whatever
-        ``is_causal`` says."""
-        check_mixer_input(self, x, attn_mask, is_causal)
-        q, k, v = self.heads(x)  # (B, h, T, c) each
-        out = F.scaled_dot_product_attention(
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """Softmax attention of the heads (B, h, T, c) within the window mask: (B, h, T, c)."""
+        return F.scaled_dot_product_attention(
             q,
             k,
             v,
             attn_mask=None if self.full else self.mask,
             dropout_p=self.attn_drop if self.training else 0.0,
         )  # (B, h, T, c)
-        return self.merge(out)  # (B, T, C)
 
     def extra_repr(self) -> str:
         return (
@@ -192,9 +177,6 @@ def regrid_neighbourhood_attention(
     return other
 
 
-_BUILD_KWARGS = PROJECTION_KWARGS | keywords_of(NeighbourhoodAttention)  # the builder passes on
-
-
 def build_neighbourhood_attention(
     dim: int, grid: GridLike, *, num_heads: int, **kwargs
 ) -> NeighbourhoodAttention:
@@ -202,4 +184,6 @@ def build_neighbourhood_attention(
     keyword arguments it takes (``causal_axes``, ``num_prefix_tokens``, ``kernel_size``,
     ``attn_drop`` and :data:`~gridmix.mixers.projections.PROJECTION_KWARGS`); timm's other keyword
     arguments (``depth`` …) are ignored."""
-    return NeighbourhoodAttention(dim, grid, num_heads=num_heads, **taken(kwargs, _BUILD_KWARGS))
+    return NeighbourhoodAttention(
+        dim, grid, num_heads=num_heads, **taken(kwargs, NeighbourhoodAttention.keywords())
+    )

@@ -1,6 +1,7 @@
 """What the attention-family mixers share: timm's ``Attention`` projections (``qkv``, ``q_norm``,
 ``k_norm``, ``norm``, ``proj``, ``proj_drop``, with timm's parameter names, so a state dict moves
-between them), the split into heads and the merge back, and the checks of their arguments.
+between them), the split into heads and the merge back, the checks of their arguments, and
+:class:`GridAttention`, those projections over the prefix tokens and the tokens of a grid.
 
 Shape legend:
     B: batch (or independent lines), T: tokens, C: channels, h: heads, c = C / h
@@ -12,6 +13,9 @@ import inspect
 
 import torch
 from torch import nn
+
+from gridmix.core.grid import Grid, GridLike
+from gridmix.mixers.contract import check_mixer_input, check_prefix_tokens, keywords_of
 
 
 def check_heads(dim: int, num_heads: int) -> None:
@@ -27,14 +31,14 @@ def check_probability(name: str, p: float) -> None:
 
 
 class AttentionProjections(nn.Module):
-    """timm's ``Attention`` projections on ``dim`` channels in ``num_heads`` heads; subclasses
-    attend in between."""
+    """timm's ``Attention`` projections on ``dim`` channels in ``num_heads`` heads (timm's default
+    8); subclasses attend in between."""
 
     def __init__(
         self,
         dim: int,
         *,
-        num_heads: int,
+        num_heads: int = 8,
         qkv_bias: bool = True,
         qk_norm: bool = False,
         scale_norm: bool = False,
@@ -81,3 +85,37 @@ PROJECTION_KWARGS = frozenset(inspect.signature(AttentionProjections.__init__).p
     "dim",
     "num_heads",
 }  # qkv_bias, qk_norm, scale_norm, proj_bias, proj_drop, norm_layer, device, dtype
+
+
+class GridAttention(AttentionProjections):
+    """:class:`AttentionProjections` (``num_heads`` and timm's ``projections``) over
+    ``num_prefix_tokens`` prefix tokens (an integer >= 0) and the tokens of ``grid`` (kept as a
+    :class:`~gridmix.core.grid.Grid`), as timm's ``attn_layer``: ``forward`` checks its input
+    (:func:`~gridmix.mixers.contract.check_mixer_input`) and splits it into heads, the subclass
+    attends (:meth:`attend`), and the heads are merged back."""
+
+    def __init__(
+        self, dim: int, grid: GridLike, *, num_prefix_tokens: int = 0, **projections
+    ) -> None:
+        super().__init__(dim, **projections)
+        self.grid = Grid.parse(grid)
+        check_prefix_tokens(num_prefix_tokens)
+        self.num_prefix_tokens = num_prefix_tokens
+
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """The heads' outputs from ``q, k, v``: (B, h, T, c) each → (B, h, T, c)."""
+        raise NotImplementedError
+
+    def forward(
+        self, x: torch.Tensor, attn_mask: torch.Tensor | None = None, is_causal: bool = False
+    ) -> torch.Tensor:
+        """``x``: (B, P + N, C) → (B, P + N, C); causality is the built ``causal_axes``, whatever
+        ``is_causal`` says."""
+        check_mixer_input(self, x, attn_mask, is_causal)
+        return self.merge(self.attend(*self.heads(x)))  # (B, T, C)
+
+    @classmethod
+    def keywords(cls) -> frozenset[str]:
+        """The keyword arguments ``cls`` takes, its own, :class:`GridAttention`'s and timm's
+        projections: what its builder passes on (:func:`~gridmix.mixers.contract.taken`)."""
+        return keywords_of(cls) | keywords_of(GridAttention) | PROJECTION_KWARGS

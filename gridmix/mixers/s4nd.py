@@ -40,23 +40,20 @@ Shape legend:
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 
 import torch
 from torch import nn
 
-from gridmix.core.grid import Grid
+from gridmix.core.grid import GridLike
 from gridmix.mixers.concentration.ops.causal import causal_mode_product
-from gridmix.mixers.contract import check_arguments, check_mixer_input, keywords_of, taken
-from gridmix.mixers.grids import causal_set, mix_grid_tokens, same_rank_copy
+from gridmix.mixers.contract import check_mixer_input, taken
+from gridmix.mixers.grids import GridMixer, factory_kwargs, mix_grid_tokens
 
 DT_MIN, DT_MAX = 0.001, 0.1  # S4D: log_dt uniform in [log 0.001, log 0.1]
 
 
-def _check_arguments(dim, num_prefix_tokens, d_state, dtype) -> None:
-    """The contract's arguments (:func:`~gridmix.mixers.contract.check_arguments`) and
-    ``d_state``."""
-    check_arguments(dim, num_prefix_tokens, dtype)
+def _check_d_state(d_state) -> None:
+    """``d_state`` an even integer >= 2; ``ValueError`` otherwise."""
     if isinstance(d_state, bool) or not isinstance(d_state, int) or d_state < 2 or d_state % 2:
         raise ValueError(
             f"d_state={d_state!r}; expected an even integer >= 2 (d_state / 2 complex modes)"
@@ -112,46 +109,36 @@ class S4DKernel(nn.Module):
         )
 
 
-class S4NDMixer(nn.Module):
-    """S4ND on ``grid`` (module docstring); timm's ``attn_layer`` contract.
+class S4NDMixer(GridMixer):
+    """S4ND on ``grid`` (module docstring); timm's ``attn_layer`` contract through
+    :class:`~gridmix.mixers.grids.GridMixer`.
 
     Args:
         dim: channels ``C``.
         grid: the grid, e.g. ``"8x16x16"``.
-        causal_axes: axes on which no token sees a later one (exactly; negative indices allowed).
-        num_prefix_tokens: tokens before the grid tokens; they pass through unchanged.
         d_state: the SSM state size per channel and axis (``d_state / 2`` complex conjugate pairs).
         proj_bias: the bias of the output projection ``W_o``.
-        device, dtype: where and in which dtype the parameters are built.
+        grid_kwargs: :class:`~gridmix.mixers.grids.GridMixer`'s: ``causal_axes`` (axes on which no
+            token sees a later one, exactly), ``num_prefix_tokens`` (passed through unchanged),
+            ``device`` and ``dtype`` (of the parameters).
     """
 
+    expected, described = "an S4NDMixer", "the {d}-d S4ND mixer on {grid}"
+
     def __init__(
-        self,
-        dim: int,
-        grid: Grid | str | int | Sequence[int],
-        *,
-        causal_axes: Sequence[int] = (),
-        num_prefix_tokens: int = 0,
-        d_state: int = 16,
-        proj_bias: bool = True,
-        device=None,
-        dtype=None,
+        self, dim: int, grid: GridLike, *, d_state: int = 16, proj_bias: bool = True, **grid_kwargs
     ) -> None:
-        super().__init__()
-        _check_arguments(dim, num_prefix_tokens, d_state, dtype)
-        self.grid = Grid.parse(grid)
-        self.causal_axes = causal_set(causal_axes, self.grid)
-        self.dim, self.num_prefix_tokens, self.d_state = dim, num_prefix_tokens, d_state
+        super().__init__(dim, grid, {}, **grid_kwargs)
+        _check_d_state(d_state)
+        self.d_state = d_state
+        factory = factory_kwargs(grid_kwargs)
         self.axis_kernels = nn.ModuleList(
-            S4DKernel(
-                dim, d_state, 1 if axis in self.causal_axes else 2, device=device, dtype=dtype
-            )
+            S4DKernel(dim, d_state, 1 if axis in self.causal_axes else 2, **factory)
             for axis in range(self.grid.ndim)
         )
-        # (C,): S4's skip, randn as S4D
-        self.D = nn.Parameter(torch.randn(dim, device=device, dtype=dtype))
+        self.D = nn.Parameter(torch.randn(dim, **factory))  # (C,): S4's skip, randn as S4D
         self.act = nn.GELU()
-        self.proj = nn.Linear(dim, dim, bias=proj_bias, device=device, dtype=dtype)  # W_o
+        self.proj = nn.Linear(dim, dim, bias=proj_bias, **factory)  # W_o
 
     def mix(self, u: torch.Tensor) -> torch.Tensor:
         """The bare convolution ``K ∗ u`` (no skip, activation or projection): (B, *grid, C) → (B,
@@ -201,42 +188,29 @@ class S4NDMixer(nn.Module):
             then=lambda y: self.proj(self.act(y)),
         )  # (B, P + N, C)
 
-    def regrid(self, grid: Grid | str | int | Sequence[int]) -> S4NDMixer:
-        """:func:`regrid_s4nd` of this mixer."""
-        return regrid_s4nd(self, grid)
+    def fit_grid(self, source: GridMixer) -> None:
+        """Each axis's ``dt_scale`` multiplied by ``old_length / new_length`` (left as it is where
+        the length is unchanged)."""
+        with torch.no_grad():
+            for old, new, kernel in zip(source.grid, self.grid, self.axis_kernels):
+                if old != new:
+                    kernel.dt_scale.mul_(old / new)  # ()
 
-    def extra_repr(self) -> str:
-        return (
-            f"dim={self.dim}, grid={self.grid}, d_state={self.d_state}, "
-            f"causal_axes={self.causal_axes}, prefix={self.num_prefix_tokens} (identity)"
-        )
+    def repr_parts(self) -> tuple[str, ...]:
+        return f"d_state={self.d_state}", f"causal_axes={self.causal_axes}"
 
 
-def regrid_s4nd(module: S4NDMixer, grid: Grid | str | int | Sequence[int]) -> S4NDMixer:
+def regrid_s4nd(module: S4NDMixer, grid: GridLike) -> S4NDMixer:
     """The same S4ND mixer on another grid of the same rank (module docstring, "Resolution change").
 
     Returns a new module with the same parameters; each axis's ``dt_scale`` is multiplied by
     ``old_length / new_length`` (exactly 1 where the length is unchanged, so the same grid gives
     bit-identical outputs).
     """
-    other = same_rank_copy(
-        module,
-        grid,
-        S4NDMixer,
-        caller="regrid_s4nd",
-        expected="an S4NDMixer",
-        described="the {d}-d S4ND mixer on {grid}",
-    )
-    with torch.no_grad():
-        for old, new, kernel in zip(module.grid, other.grid, other.axis_kernels):
-            if old != new:
-                kernel.dt_scale.mul_(old / new)  # ()
-    return other
+    return S4NDMixer.copy_onto(module, grid, caller="regrid_s4nd")
 
 
-def build_s4nd(
-    dim: int, grid: Grid | str | int | Sequence[int], *, num_heads: int, **kwargs
-) -> S4NDMixer:
+def build_s4nd(dim: int, grid: GridLike, *, num_heads: int, **kwargs) -> S4NDMixer:
     """The registry's builder (:mod:`gridmix.mixers.contract`): an :class:`S4NDMixer`.
 
     ``num_heads`` is accepted and unused (the kernels are per channel); ``causal_axes``,
@@ -244,4 +218,4 @@ def build_s4nd(
     projection's bias) pass on; timm's other keyword arguments (``qkv_bias``, ``attn_drop``,
     ``norm_layer`` …) are accepted and ignored.
     """
-    return S4NDMixer(dim, grid, **taken(kwargs, keywords_of(S4NDMixer)))
+    return S4NDMixer(dim, grid, **taken(kwargs, S4NDMixer.keywords()))

@@ -21,37 +21,30 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from gridmix.core.grid import Grid
-from gridmix.mixers.contract import check_arguments, check_mixer_input, refuse_causal, taken
+from gridmix.core.grid import GridLike
+from gridmix.mixers.contract import check_mixer_input, refuse_causal, taken
+from gridmix.mixers.grids import GridTokenMixer, factory_kwargs
 
 MAX_TOKENS = 4096  # above this the N × hidden weights (N² · token_ratio) do not scale
 
 
-class TokenMLPMixer(nn.Module):
-    """MLP-Mixer's token-mixing MLP on ``grid`` (module docstring); timm's ``attn_layer`` contract.
+class TokenMLPMixer(GridTokenMixer):
+    """MLP-Mixer's token-mixing MLP on ``grid`` (module docstring); timm's ``attn_layer`` contract
+    through :class:`~gridmix.mixers.grids.GridTokenMixer`.
 
     Args:
         dim: channels ``C``.
         grid: the grid, e.g. ``"14x14"``; at most :data:`MAX_TOKENS` tokens.
-        num_prefix_tokens: tokens before the grid tokens; they pass through unchanged.
         token_ratio: hidden tokens per grid token, ``hidden = int(N · token_ratio)``.
-        device, dtype: where and in which dtype the weights are built.
+        grid_kwargs: :class:`~gridmix.mixers.grids.GridTokenMixer`'s: ``num_prefix_tokens``
+            (passed through unchanged), ``device`` and ``dtype`` (of the weights).
     """
 
     def __init__(
-        self,
-        dim: int,
-        grid: Grid | str | int | Sequence[int],
-        *,
-        num_prefix_tokens: int = 0,
-        token_ratio: float = 0.5,
-        device=None,
-        dtype=None,
+        self, dim: int, grid: GridLike, *, token_ratio: float = 0.5, **grid_kwargs
     ) -> None:
-        super().__init__()
-        self.grid = Grid.parse(grid)
+        super().__init__(dim, grid, {}, **grid_kwargs)
         N = self.grid.numel
-        check_arguments(dim, num_prefix_tokens, dtype)
         if N > MAX_TOKENS:
             raise ValueError(
                 f"the token MLP's weights grow as N²: got {N} tokens on {self.grid}; expected at "
@@ -66,11 +59,11 @@ class TokenMLPMixer(nn.Module):
                 f"token_ratio={token_ratio!r} gives int({N} * token_ratio) hidden tokens on "
                 f"{self.grid}; expected a number with at least 1 hidden token"
             )
-        self.dim, self.num_prefix_tokens, self.token_ratio = dim, num_prefix_tokens, token_ratio
-        self.hidden = int(N * token_ratio)
-        self.fc1 = nn.Linear(N, self.hidden, device=device, dtype=dtype)  # (H, N) weight
+        self.token_ratio, self.hidden = token_ratio, int(N * token_ratio)
+        factory = factory_kwargs(grid_kwargs)
+        self.fc1 = nn.Linear(N, self.hidden, **factory)  # (H, N) weight
         self.act = nn.GELU()
-        self.fc2 = nn.Linear(self.hidden, N, device=device, dtype=dtype)  # (N, H) weight
+        self.fc2 = nn.Linear(self.hidden, N, **factory)  # (N, H) weight
         for layer in (self.fc1, self.fc2):  # timm's MLP-Mixer init (_init_weights, an "mlp" Linear)
             nn.init.xavier_uniform_(layer.weight)  # (H, N) or (N, H)
             nn.init.normal_(layer.bias, std=1e-6)  # (H,) or (N,)
@@ -89,16 +82,13 @@ class TokenMLPMixer(nn.Module):
             y = torch.cat([x[:, :P], y], dim=1)  # (B, P + N, C): prefix tokens unchanged
         return y
 
-    def extra_repr(self) -> str:
-        return (
-            f"dim={self.dim}, grid={self.grid}, hidden={self.hidden} "
-            f"(token_ratio={self.token_ratio}), prefix={self.num_prefix_tokens} (identity)"
-        )
+    def repr_parts(self) -> tuple[str, ...]:
+        return (f"hidden={self.hidden} (token_ratio={self.token_ratio})",)
 
 
 def build_token_mlp(
     dim: int,
-    grid: Grid | str | int | Sequence[int],
+    grid: GridLike,
     *,
     num_heads: int,
     causal_axes: Sequence[int] = (),
@@ -111,6 +101,4 @@ def build_token_mlp(
     …) are accepted and ignored. ``causal_axes`` must be empty: the MLP mixes the whole grid.
     """
     refuse_causal(causal_axes, "the token MLP", "a dense MLP over the grid")
-    return TokenMLPMixer(
-        dim, grid, **taken(kwargs, ("num_prefix_tokens", "token_ratio", "device", "dtype"))
-    )
+    return TokenMLPMixer(dim, grid, **taken(kwargs, TokenMLPMixer.keywords()))

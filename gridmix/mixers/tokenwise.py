@@ -12,51 +12,49 @@ Shape legend:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import inspect
 
 import torch
 from torch import nn
 
-from gridmix.core.grid import Grid
+from gridmix.core.grid import Grid, GridLike
 from gridmix.mixers.concentration.layer import (
     ConcentrationMixer,
     add_value_projections,
     check_heads_and_prefix,
 )
+from gridmix.mixers.contract import keywords_of, taken
+
+# what W_v and W_o are built from (add_value_projections's arguments: qkv_bias, proj_bias,
+# proj_drop, device, dtype), with the concentration mixer's defaults
+VALUE_DEFAULTS = {
+    p.name: p.default
+    for p in inspect.signature(ConcentrationMixer).parameters.values()
+    if p.kind is inspect.Parameter.KEYWORD_ONLY
+    and p.name in inspect.signature(add_value_projections).parameters
+}
 
 
 class TokenwiseMixer(nn.Module):
-    """``y = W_o · W_v · x`` on every token alone; takes (and ignores) the mixing arguments of
-    :class:`~gridmix.ConcentrationMixer` (``rank``, ``modes``, ``causal_axes``, ``prefix_mode``,
-    ``spectrum``, ``start``, timm's ``attn_drop`` …) so that the two are interchangeable, e.g. as
-    timm's ``attn_layer``."""
+    """``y = W_o · W_v · x`` on every token alone; takes the arguments of
+    :class:`~gridmix.ConcentrationMixer` so that the two are interchangeable, e.g. as timm's
+    ``attn_layer``: ``num_heads`` and ``num_prefix_tokens`` checked alike; those of ``W_v`` and
+    ``W_o`` (:data:`VALUE_DEFAULTS`) used, with its defaults; its mixing arguments (``rank``,
+    ``modes``, ``causal_axes``, ``causal_form`` …) ignored; timm's others (``attn_drop`` …) warned
+    of or refused as it does."""
 
     def __init__(
-        self,
-        dim: int,
-        grid: Grid | str | int | Sequence[int],
-        *,
-        num_heads: int = 8,
-        num_prefix_tokens: int = 0,
-        qkv_bias: bool = False,
-        proj_bias: bool = True,
-        proj_drop: float = 0.0,
-        rank=None,
-        modes=None,
-        causal_axes: Sequence[int] = (),
-        prefix_mode: str = "mean",
-        spectrum: str = "capped",
-        start="lowpass",
-        device=None,
-        dtype=None,
-        **timm_kwargs,
+        self, dim: int, grid: GridLike, *, num_heads: int = 8, num_prefix_tokens: int = 0, **kwargs
     ) -> None:
         super().__init__()
         self.grid = Grid.parse(grid)
         check_heads_and_prefix(dim, num_heads, num_prefix_tokens)
-        ConcentrationMixer._warn_ignored(timm_kwargs)
+        concentration = keywords_of(ConcentrationMixer)
+        ConcentrationMixer._warn_ignored(
+            {name: value for name, value in kwargs.items() if name not in concentration}
+        )
         self.dim, self.num_prefix_tokens = dim, num_prefix_tokens
-        add_value_projections(self, dim, qkv_bias, proj_bias, proj_drop, device, dtype)
+        add_value_projections(self, dim, **(VALUE_DEFAULTS | taken(kwargs, VALUE_DEFAULTS)))
 
     def forward(
         self, x: torch.Tensor, attn_mask: torch.Tensor | None = None, is_causal: bool = False
