@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import torch
 from torch import nn
@@ -349,21 +349,19 @@ def _first_model_leak(
     return None
 
 
-def describe(name: str, leak: Leak, causal_axes: Sequence[int], grid: Grid) -> str:
-    """The refusal of a leaking mixer, in one line."""
-    return (
-        f"mixer {name!r} leaks the future on causal axes {tuple(causal_axes)}: on the check grid "
-        f"{grid} its output at {leak.output} has gradient {leak.gradient:.3g} ({leak.relative:.2g} "
-        f"of the largest) with respect to the later input at {leak.later}; a causal mixer must "
-        "give later inputs zero gradient"
-    )
+_REFUSALS = {  # what leaked, the evidence, the rule
+    Leak: "mixer {name!r} leaks the future on causal axes {axes}: on the check grid {grid} its"
+    " output at {output} has gradient {gradient:.3g} ({relative:.2g} of the largest) with respect"
+    " to the later input at {later}; a causal mixer must give later inputs zero gradient",
+    ModelLeak: "model {name!r} leaks the future on causal axes {axes}: on grid {grid} its"
+    " prediction at {output} changes by {change:.3g} ({relative:.2g} of the largest change) when"
+    " only the inputs after position {threshold} on axis {axis} change; a causal model's"
+    " predictions must not depend on later inputs",
+}
 
 
-def describe_model(name: str, leak: ModelLeak, causal_axes: Sequence[int], grid: Grid) -> str:
-    """The refusal of a leaking model, in one line."""
-    return (
-        f"model {name!r} leaks the future on causal axes {tuple(causal_axes)}: on grid {grid} its "
-        f"prediction at {leak.output} changes by {leak.change:.3g} ({leak.relative:.2g} of the "
-        f"largest change) when only the inputs after position {leak.threshold} on axis {leak.axis} "
-        "change; a causal model's predictions must not depend on later inputs"
+def describe(name: str, leak: Leak | ModelLeak, causal_axes: Sequence[int], grid: Grid) -> str:
+    """The refusal of a leaking mixer or model, in one line."""
+    return _REFUSALS[type(leak)].format(
+        name=name, axes=tuple(causal_axes), grid=grid, **asdict(leak)
     )

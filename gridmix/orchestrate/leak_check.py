@@ -16,7 +16,6 @@ from gridmix.mixers.causality import (
     thresholds,
 )
 from gridmix.mixers.causality import describe as describe_leak
-from gridmix.mixers.causality import describe_model as describe_model_leak
 from gridmix.mixers.contract import MixerTable
 from gridmix.tracks import DataSizes, Track
 
@@ -82,7 +81,7 @@ def check_causality(track: Track, names: tuple[str, ...], grid: Grid, mixers: Mi
             )
             continue
         if leak is not None:
-            raise ValueError(describe_model_leak(name, leak, axes, grid))
+            raise ValueError(describe_leak(name, leak, axes, grid))
         record["models"][name] = _checked(grid, axes, model_probes(grid), "passed")
     return record
 
