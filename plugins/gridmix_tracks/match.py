@@ -84,7 +84,7 @@ Budgets: the global ones. Which rung attention solves and which a mixer fails at
 is not measured yet (docs/tracks.md).
 
 Shape legend:
-    S: samples, *grid: the grid (D axes, N cells), k = 2^D: cells of a pattern; inputs (S, 1,
+    S: samples, *grid: the grid (D axes, N cells), k = 2^D: cells of a pattern; inputs (S, 2,
     *grid) float32 (channel 0 the values in {−1, 1}, channel 1 the mask in {0, 1}), targets (S,)
     int64 in {0, 1}
 """
@@ -109,12 +109,8 @@ from gridmix_tracks.common import binary_entropy, cross_entropy, generated_data,
 
 SIDE = 2  # a pattern's side along every axis
 MIN_CELLS = 64  # fewer: 1-NN is above chance (module docstring)
-LADDER = {
-    "dist-2": 2,
-    "dist-4": 4,
-    "dist-8": 8,
-    "dist-14": 14,
-}  # rung → distance in cells, in order
+# rung → distance in cells, in order
+LADDER = {"dist-2": 2, "dist-4": 4, "dist-8": 8, "dist-14": 14}
 
 
 @dataclass(frozen=True)
