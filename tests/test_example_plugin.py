@@ -98,9 +98,17 @@ def test_broken_plugins_are_reported_by_name_and_the_others_keep_working(install
     # the distribution's version
     assert all(plugin.version == "0.1.0" for plugin in broken.values())
     user_data = {"image-folder", "sequence-csv"}  # listed without their data, as needing it
-    assert {"sequence", "image", "video", "mqar", "recall", "pathfinder", "occlusion", "heat"} | {
-        spec.track for spec in DATASETS
-    } | user_data == set(installed.tracks)
+    assert {
+        "sequence",
+        "image",
+        "video",
+        "mqar",
+        "recall",
+        "pathfinder",
+        "match",
+        "occlusion",
+        "heat",
+    } | {spec.track for spec in DATASETS} | user_data == set(installed.tracks)
 
 
 def test_example_track_runs_end_to_end(installed):

@@ -313,6 +313,7 @@ def test_gridmix_sweep_on_the_command_line_writes_its_report_and_resumes(tmp_pat
     result = CliRunner().invoke(app, arguments, env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     assert "2 points over dim=4,8" in result.output and "fake sweep — test MSE" in result.output
+    assert "TextTable(" not in result.output  # the table itself, not its dataclass's repr
     document = json.loads((tmp_path / "sweep_report.json").read_text())
     assert [point["values"] for point in document["points"]] == [{"dim": 4}, {"dim": 8}]
     assert {point["grid"] for point in document["points"]} == {"16"}

@@ -10,8 +10,6 @@ plain ``gridmix run`` already trained there is reused), and writes ``sweep.md``,
 
 from __future__ import annotations
 
-import sys
-
 import typer
 from rich.console import Console
 from rich.markup import escape
@@ -101,7 +99,7 @@ def sweep_header(planned, ledger) -> None:
 def print_sweep(outcome) -> None:
     """The finished sweep on the console: its table and the report's path; exit status 1 when a run
     failed."""
-    Console(width=None if sys.stdout.isatty() else 160).print(sweep_table(outcome.report))
+    sweep_table(outcome.report).print(Console())
     console.print(f"report: {outcome.paths[1]} ({outcome.seconds:.0f} s)", highlight=False)
     failed = [
         f"{point.label}: run {f.model} lr={f.lr:g} seed={f.seed} failed: {f.error}"
