@@ -456,28 +456,36 @@ def count_ops(
     model: nn.Module, inputs: torch.Tensor | Sequence[torch.Tensor], *, backward: bool = True
 ) -> OpCount:
     """Compute ops (:func:`is_compute_op`) that ``model(*inputs)`` dispatches, and with
-    ``backward`` those of its backward pass: the gradients of every input that requires one and of
-    every parameter that does, from all-ones output gradients made outside the count (so no loss is
-    counted, and ``.grad`` is left untouched).
+    ``backward`` those of its backward pass as a training step runs it: ``backward()`` from
+    all-ones output gradients (made outside the count, so no loss is counted) into the ``.grad`` of
+    every input and parameter that requires one, each starting from ``None`` (as after
+    ``zero_grad()``), so gradients that autograd must copy into place count too. The ``.grad`` held
+    before is put back afterwards.
 
     gridmix's fused native kernels are switched off while counting (:func:`gridmix.set_native`):
     the count is of the torch-op path, the one a GPU runs. Ops that a kernel calls internally (an
-    implementation's own copies) are not seen; nor are autograd's gradient accumulations into
-    ``.grad``.
+    implementation's own copies) are not seen.
     """
     from gridmix.mixers.switches import native_switched_off
 
     inputs = _as_tuple(inputs)
+    calls = Counter()
     with native_switched_off():
         with _OpLog(compute_only=True) as forward:
             out = model(*inputs)
-        calls = Counter()
-        if backward:
-            outputs = [t for t in tree_leaves(out) if isinstance(t, torch.Tensor) and t.grad_fn]
-            wrt = [t for t in [*inputs, *model.parameters()] if t.requires_grad]
+        outputs = [t for t in tree_leaves(out) if isinstance(t, torch.Tensor) and t.grad_fn]
+        wrt = [t for t in [*inputs, *model.parameters()] if t.requires_grad]
+        if backward and outputs and wrt:
             seeds = [torch.ones_like(t) for t in outputs]
-            with _OpLog(compute_only=True) as grads:
-                torch.autograd.grad(outputs, wrt, seeds, allow_unused=True)
+            held = [t.grad for t in wrt]
+            for t in wrt:
+                t.grad = None
+            try:
+                with _OpLog(compute_only=True) as grads:
+                    torch.autograd.backward(outputs, seeds, inputs=wrt)
+            finally:
+                for t, grad in zip(wrt, held):
+                    t.grad = grad
             calls = grads.calls
     return OpCount(
         forward={str(op): n for op, n in forward.calls.most_common()},
