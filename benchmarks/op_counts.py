@@ -35,28 +35,35 @@ CASES = {
 
 
 def layer_counts(
-    grid: str, device: torch.device | str = "cpu", **mixer_kwargs
-) -> dict[str, OpCount]:
+    grid: str, device: torch.device | str = "cpu", *, attention: bool = True, **mixer_kwargs
+) -> dict[str, OpCount | None]:
     """``{"mixer": …, "attention": …}``: the compute ops of one forward+backward of
-    ``ConcentrationMixer(DIM, grid, num_heads=HEADS, rank=RANK, **mixer_kwargs)`` and of timm's
-    ``Attention(DIM, num_heads=HEADS)`` on ``grid``'s tokens, on ``device``."""
+    ``ConcentrationMixer(DIM, grid, num_heads=HEADS, rank=RANK, **mixer_kwargs)`` and (unless
+    ``attention`` is false: None) of timm's ``Attention(DIM, num_heads=HEADS)`` on ``grid``'s
+    tokens, on ``device``."""
     torch.manual_seed(0)
     x = torch.randn(BATCH, Grid.parse(grid).numel, DIM, device=device, requires_grad=True)
-    layers = dict(
-        mixer=ConcentrationMixer(DIM, grid, num_heads=HEADS, rank=RANK, **mixer_kwargs),
-        attention=Attention(DIM, num_heads=HEADS),
-    )
-    return {name: count_ops(layer.to(device).train(), x) for name, layer in layers.items()}
+    mixer = ConcentrationMixer(DIM, grid, num_heads=HEADS, rank=RANK, **mixer_kwargs)
+    counts = dict(mixer=count_ops(mixer.to(device).train(), x), attention=None)
+    if attention:
+        counts["attention"] = count_ops(Attention(DIM, num_heads=HEADS).to(device).train(), x)
+    return counts
 
 
-def table(counts: dict[str, dict[str, OpCount]]) -> str:
+def table(counts: dict[str, dict[str, OpCount | None]]) -> str:
     """The markdown table: per case, the mixer's forward, backward and total, and attention's
-    total."""
+    total ("–" where it was not counted)."""
     rows = []
     for case, pair in counts.items():
-        mixer = pair["mixer"].to_dict()
+        mixer, attention = pair["mixer"].to_dict(), pair["attention"]
         rows.append(
-            [case, mixer["forward"], mixer["backward"], mixer["total"], pair["attention"].total]
+            [
+                case,
+                mixer["forward"],
+                mixer["backward"],
+                mixer["total"],
+                "–" if attention is None else attention.total,
+            ]
         )
     return markdown_table(
         ["layer", "mixer forward", "mixer backward", "mixer total", "attention total"], rows
@@ -73,7 +80,9 @@ def main() -> None:
     }
     print(table(counts))
     if args.json:
-        data = {case: {k: c.to_dict() for k, c in pair.items()} for case, pair in counts.items()}
+        data = {
+            case: {k: c and c.to_dict() for k, c in pair.items()} for case, pair in counts.items()
+        }
         args.json.write_text(json.dumps(data, indent=2) + "\n")
 
 
