@@ -377,48 +377,61 @@ class SymmetricFactor(nn.Module):
         return self.eigenvalues().amax(dim=-1)
 
 
-class CausalFactor(nn.Module):
-    """Lower-triangular Toeplitz ``T[i, j] = κ_h[i − j]`` with ``‖κ_h‖₁ = sigmoid(ρ_h) < 1``; kernel
-    length m."""
+class _CausalToeplitzFactor(nn.Module):
+    """What the causal factors share: a lower-triangular Toeplitz ``T[i, j] = κ_h[i − j]`` on an
+    axis of ``length``, whose kernel (:meth:`kernel`, the subclass's) has ``‖κ_h‖₁`` = the gain
+    ``sigmoid(ρ_h)`` (``softplus(ρ_h)`` when uncapped), started at ``start``'s logit; the dense form
+    and the bound follow from them."""
 
     def __init__(
-        self,
-        *,
-        length: int,
-        modes: int,
-        num_heads: int,
-        capped: bool = True,
-        start: str = "lowpass",
+        self, *, length: int, num_heads: int, capped: bool = True, start: str = "lowpass"
     ) -> None:
         super().__init__()
-        assert 1 <= modes <= length, f"need kernel length <= axis length, got {modes}, {length}"
         assert start in STARTS, f"start={start!r}; expected one of {STARTS}"
-        self.length, self.modes, self.capped, self.start = length, modes, capped, start
-        # lowpass: a decaying exponential moving average, most weight on the present step; global: a
-        # flat kernel.
-        decay = 0.5 if start == "lowpass" else 0.0
-        self.kernel_logits = nn.Parameter(
-            -decay * torch.arange(modes, dtype=torch.float32).repeat(num_heads, 1)
-        )
-        # sigmoid(2) ≈ 0.88; sigmoid(4) ≈ 0.98 for "mean"
-        gain = torch.full((num_heads,), START_LOGIT[start])
-        self.gain_logit = nn.Parameter(gain if capped else _uncap_logits(gain))  # (h,)
+        self.length, self.num_heads, self.capped, self.start = length, num_heads, capped, start
 
-    def kernel(self) -> torch.Tensor:
-        """``κ``: (h, m), non-negative, ``‖κ_h‖₁ = sigmoid(ρ_h)`` (``softplus(ρ_h)``, unbounded,
-        when uncapped); in at least float32."""
-        gain, logits = _at_least_float32(self.gain_logit), _at_least_float32(self.kernel_logits)
-        return _cap(gain, self.capped)[:, None] * torch.softmax(logits, dim=-1)
+    def _start_gain(self) -> nn.Parameter:
+        """``ρ`` (h,) at the start: ``sigmoid(ρ)`` ≈ 0.88 (0.98 for ``"mean"``), or the logit whose
+        ``softplus`` is that when uncapped."""
+        gain = torch.full((self.num_heads,), START_LOGIT[self.start])
+        return nn.Parameter(gain if self.capped else _uncap_logits(gain))
+
+    def gain(self) -> torch.Tensor:
+        """``‖κ_h‖₁`` per head (h,), in at least float32."""
+        return _cap(_at_least_float32(self.gain_logit), self.capped)
 
     def dense(self) -> torch.Tensor:
-        """The factor as dense lower-triangular Toeplitz matrices (h, n, n) (the mixer applies it in
-        the exactly causal FFT form instead,
-        :func:`gridmix.mixers.concentration.ops.causal.causal_mode_product`)."""
+        """The factor as dense lower-triangular Toeplitz matrices (h, n, n) of the subclass's
+        ``kernel()`` (the mixer applies it in a fast, exactly causal form instead:
+        ``mode_product``)."""
         return causal_toeplitz(self.kernel(), self.length)
 
     def bound(self) -> torch.Tensor:
         """``‖T‖₂ ≤ ‖κ‖₁`` per head (h,) (below 1 only when capped), in at least float32."""
-        return _cap(_at_least_float32(self.gain_logit), self.capped)
+        return self.gain()
+
+
+class CausalFactor(_CausalToeplitzFactor):
+    """Lower-triangular Toeplitz ``T[i, j] = κ_h[i − j]`` with ``‖κ_h‖₁ = sigmoid(ρ_h) < 1``; kernel
+    length m."""
+
+    def __init__(self, *, length: int, modes: int, **common) -> None:
+        """``common``: ``num_heads``, ``capped`` and ``start`` (:class:`_CausalToeplitzFactor`)."""
+        super().__init__(length=length, **common)
+        assert 1 <= modes <= length, f"need kernel length <= axis length, got {modes}, {length}"
+        self.modes = modes
+        # lowpass: a decaying exponential moving average, most weight on the present step; global: a
+        # flat kernel.
+        decay = 0.5 if self.start == "lowpass" else 0.0
+        self.kernel_logits = nn.Parameter(
+            -decay * torch.arange(modes, dtype=torch.float32).repeat(self.num_heads, 1)
+        )
+        self.gain_logit = self._start_gain()  # (h,)
+
+    def kernel(self) -> torch.Tensor:
+        """``κ``: (h, m), non-negative, ``‖κ_h‖₁ = sigmoid(ρ_h)`` (``softplus(ρ_h)``, unbounded,
+        when uncapped); in at least float32."""
+        return self.gain()[:, None] * torch.softmax(_at_least_float32(self.kernel_logits), dim=-1)
 
     def mode_product(self, x: torch.Tensor, axis: int) -> torch.Tensor:
         """``T`` applied along ``axis`` of ``x`` (…, n, …, h, c) by the exactly causal blocked FFT
@@ -426,7 +439,7 @@ class CausalFactor(nn.Module):
         return causal_mode_product(x, self.kernel(), axis)
 
 
-class SemiseparableFactor(nn.Module):
+class SemiseparableFactor(_CausalToeplitzFactor):
     """Causal Toeplitz ``T[i, j] = κ_h[i − j]`` with ``κ_h[k] = Σ_q w_hq λ_hq^k`` over the whole
     axis, ``r`` terms.
 
@@ -446,28 +459,20 @@ class SemiseparableFactor(nn.Module):
     from being interchangeable (equal terms would get equal gradients forever).
     """
 
-    def __init__(
-        self,
-        *,
-        length: int,
-        terms: int,
-        num_heads: int,
-        capped: bool = True,
-        start: str = "lowpass",
-    ) -> None:
-        super().__init__()
+    def __init__(self, *, length: int, terms: int, **common) -> None:
+        """``common``: ``num_heads``, ``capped`` and ``start`` (:class:`_CausalToeplitzFactor`)."""
+        super().__init__(length=length, **common)
         assert length >= 1 and terms >= 1, f"need length >= 1 and terms >= 1, got {length}, {terms}"
-        assert start in STARTS, f"start={start!r}; expected one of {STARTS}"
-        self.length, self.terms, self.capped, self.start = length, terms, capped, start
+        self.terms = terms
         self.modes = None  # no modes: the kernel spans whatever axis length it is applied to
-        low, high = (0.5, 8.0) if start == "lowpass" else (2.0 * length, 32.0 * length)
+        low, high = (0.5, 8.0) if self.start == "lowpass" else (2.0 * length, 32.0 * length)
         # (r,): τ_q
         timescales = torch.logspace(math.log10(low), math.log10(high), terms, dtype=torch.float64)
         decay_logits = -torch.log(torch.expm1(1.0 / timescales))  # sigmoid(z) = e^(−1/τ)
-        self.decay_logits = nn.Parameter(decay_logits.float().repeat(num_heads, 1))  # (h, r)
-        self.weight_logits = nn.Parameter(torch.zeros(num_heads, terms))  # (h, r)
-        gain = torch.full((num_heads,), START_LOGIT[start])
-        self.gain_logit = nn.Parameter(gain if capped else _uncap_logits(gain))  # (h,)
+        heads = self.num_heads
+        self.decay_logits = nn.Parameter(decay_logits.float().repeat(heads, 1))  # (h, r)
+        self.weight_logits = nn.Parameter(torch.zeros(heads, terms))  # (h, r)
+        self.gain_logit = self._start_gain()  # (h,)
 
     def log_decays(self) -> torch.Tensor:
         """``log λ``: (h, r), negative, in at least float32 (``logsigmoid``: exact where ``λ``
@@ -480,21 +485,16 @@ class SemiseparableFactor(nn.Module):
         logits = _at_least_float32(self.decay_logits)
         # (h, r): Σ_{k<n} λ^k
         mass = -torch.expm1(self.length * F.logsigmoid(logits)) / torch.sigmoid(-logits)
-        gain = _cap(_at_least_float32(self.gain_logit), self.capped)  # (h,)
-        return gain[:, None] * torch.softmax(_at_least_float32(self.weight_logits), dim=-1) / mass
+        return (
+            self.gain()[:, None]
+            * torch.softmax(_at_least_float32(self.weight_logits), dim=-1)
+            / mass
+        )
 
     def kernel(self) -> torch.Tensor:
         """``κ``: (h, n) materialised, non-negative, ``‖κ_h‖₁`` = the gain (the reference and the
         certificate)."""
         return semiseparable_kernel(self.log_decays(), self.weights(), self.length)
-
-    def dense(self) -> torch.Tensor:
-        """The factor as dense lower-triangular Toeplitz matrices (h, n, n)."""
-        return causal_toeplitz(self.kernel(), self.length)
-
-    def bound(self) -> torch.Tensor:
-        """``‖T‖₂ ≤ ‖κ‖₁`` per head (h,) (below 1 only when capped), in at least float32."""
-        return _cap(_at_least_float32(self.gain_logit), self.capped)
 
     def mode_product(self, x: torch.Tensor, axis: int) -> torch.Tensor:
         """``T`` applied along ``axis`` of ``x`` (…, n, …, h, c) by the chunked scan, exactly
