@@ -75,31 +75,31 @@ def dct_basis(n: int, m: int, *, dtype: torch.dtype = torch.float32, device=None
 
 
 def dct_twiddle(length: int, m: int, *, dtype: torch.dtype = torch.float32, device=None):
-    """The weights ``X_k`` (m, 2), complex as (real, imaginary) pairs, that :func:`dct_columns`
-    multiplies ``q`` by: ``√(2/n) c_k e^{iπk/2n}`` (``c_0 = 1/√2``, else 1) for ``n = length``,
-    halved for ``k ≥ 1`` (irfft counts those bins twice). Computed in float64, returned in
-    ``dtype``'s precision."""
+    """The weights (m, 2), complex as (real, imaginary) pairs, that :func:`dct_columns` multiplies
+    ``q`` by: ``√(2/n) c_k e^{iπk/2n}`` (``c_0 = 1/√2``, else 1) for ``n = length``. Computed in
+    float64, returned in ``dtype``'s precision (at least float32)."""
     k = torch.arange(m, dtype=torch.float64, device=device)
-    twiddle = torch.exp(1j * math.pi * k / (2 * length)) * math.sqrt(0.5 / length)  # (m,)
-    twiddle[0] *= math.sqrt(2.0)  # c_0 / (1/2)
-    return torch.view_as_real(twiddle).to(torch.promote_types(dtype, torch.float32))  # (m, 2)
+    twiddle = torch.exp(1j * math.pi * k / (2 * length)) * math.sqrt(2.0 / length)  # (m,)
+    twiddle[0] /= math.sqrt(2.0)
+    complex_dtype = torch.complex128 if dtype == torch.float64 else torch.complex64
+    return torch.view_as_real(twiddle.to(complex_dtype))  # (m, 2)
 
 
 def dct_columns(q: torch.Tensor, length: int, twiddle: torch.Tensor | None = None) -> torch.Tensor:
     """``D_n[:, :m] @ q`` for ``q`` (..., m, r) and ``n = length`` by FFT: (..., n, r), in ``q``'s
     dtype.
 
-    One length-2n inverse real FFT per column (``D_n[i, k] ∝ Re e^{iπk(2i+1)/2n}``), O(n log n)
-    instead of the O(n·m) dense basis, which at n = m = 16384 would be 2 GiB of float64.
-    :func:`symmetric_bases` uses it beyond 128×128, with the factor's cached ``twiddle``
-    (:func:`dct_twiddle`, built here when not given); below that the dense product is faster on
-    CPU.
+    One length-2n FFT per column (``D_n[i, k] ∝ Re e^{iπk(2i+1)/2n}``), O(n log n) instead of the
+    O(n·m) dense basis, which at n = m = 16384 would be 2 GiB of float64. :func:`symmetric_bases`
+    uses it beyond 128×128, with the factor's cached ``twiddle`` (:func:`dct_twiddle`, built here
+    when not given); below that the dense product is faster on CPU.
     """
     if twiddle is None:
         twiddle = dct_twiddle(length, q.shape[-2], dtype=q.dtype, device=q.device)
     spectrum = torch.view_as_complex(twiddle)[:, None] * q  # (..., m, r)
-    # unnormalised; rows n..2n-1 are the mirror image, dropped
-    return torch.fft.irfft(spectrum, n=2 * length, dim=-2, norm="forward")[..., :length, :]
+    # ifft's 1/(2n) normalisation is undone by the factor 2n; rows n..2n-1 are the mirror image,
+    # dropped.
+    return torch.fft.ifft(spectrum, n=2 * length, dim=-2)[..., :length, :].real * (2 * length)
 
 
 def wy_constants(
