@@ -170,7 +170,6 @@ class _OrthogonalColumns(torch.autograd.Function):
         signs = torch.where(x.diagonal(dim1=-2, dim2=-1).unsqueeze(-2) < 0, unit[1], unit[0])
         q.mul_(signs)
         ctx.save_for_backward(v, t, vt, signs, dct, constants)
-        ctx.column_major = weights[0].stride() == (1, m)  # as parametrizations store them
         return (q if dct is None else torch.matmul(dct, q)).unbind()  # (m or n, r) each
 
     @staticmethod
@@ -190,21 +189,19 @@ class _OrthogonalColumns(torch.autograd.Function):
         if dct is not None:
             grad = torch.matmul(dct.t(), grad)  # (k, m, r): Q̄ = Dᵀ Ū
         grad = grad.mul_(signs)  # (k, m, r): Q̄ before the column signs
-        through = torch.bmm(grad, torch.bmm(v[:, :r], t.mT))  # (k, m, r): Q̄ V₁ Tᵀ
+        # The gradient of V is built transposed, (k, r, m): parametrizations store the weights
+        # column-major, and a gradient in its weight's layout is not copied by autograd.
+        through_t = torch.bmm(torch.bmm(t, v[:, :r].mT), grad.mT)  # (k, r, m): (Q̄ V₁ Tᵀ)ᵀ
         # (k, r, r): ∂L/∂R = −Tᵀ T̄ Tᵀ = Tᵀ Vᵀ Q̄ V₁ Tᵀ (T̄ = −Vᵀ Q̄ V₁)
-        grad_r = torch.bmm(vt.mT, through)
+        grad_r = torch.bmm(vt.mT, through_t.mT)
         upper = grad_r.triu(1)
-        # through V in V T V₁ᵀ, and through striu(VᵀV)
-        grad_v = torch.baddbmm(through, v, upper + upper.mT, beta=-1)  # (k, m, r)
-        # through V₁: Q̄ᵀ V T, in the first r rows
-        grad_v = torch.baddbmm(grad_v, eye.expand(k, m, r), torch.bmm(grad.mT, vt), alpha=-1)
+        # through V in V T V₁ᵀ, and through striu(VᵀV) (the bracket is symmetric)
+        grad_v_t = torch.baddbmm(through_t, upper + upper.mT, v.mT, beta=-1)  # (k, r, m)
+        # through V₁: Q̄ᵀ V T, in the first r rows of ∂V
+        grad_v_t = torch.baddbmm(grad_v_t, torch.bmm(vt.mT, grad), eye.mT.expand(k, r, m), alpha=-1)
         # through 1/τ = (1 + ‖A_j‖²) / 2 on the diagonal of R; only the strictly lower part is free
-        diagonal = grad_r.diagonal(dim1=-2, dim2=-1).unsqueeze(-2)  # (k, 1, r)
-        grad_v = grad_v.addcmul_(v, diagonal)
-        # each weight's gradient in the layout its weight is stored in, which autograd would
-        # otherwise copy it into
-        out = grad_v.new_empty(k, r, m).mT if ctx.column_major else None  # (k, m, r)
-        grad_x = torch.mul(grad_v, lower, out=out)
+        diagonal = grad_r.diagonal(dim1=-2, dim2=-1).unsqueeze(-1)  # (k, r, 1)
+        grad_x = grad_v_t.addcmul_(v.mT, diagonal).mul_(lower.mT).mT  # (k, m, r), column-major
         return None, None, *grad_x.unbind()
 
 

@@ -85,16 +85,6 @@ def _scale(eigenvalues: Sequence[torch.Tensor], axes: Sequence[int], ndim: int) 
     return functools.reduce(operator.mul, _broadcast_eigenvalues(eigenvalues, axes, ndim))
 
 
-def _heads_outermost(core: torch.Tensor, keep: Sequence[int]) -> torch.Tensor:
-    """An empty (1, …, r_k at the kept axes, …, h, 1) tensor for a sum over the other dimensions
-    of a core shaped like ``core`` (…, h, c), laid out with the heads outermost: each eigenvalue
-    gradient read from it (or from products that follow its layout) is then a contiguous (h, r_k),
-    the layout of its parameter, which autograd would otherwise copy it into."""
-    sizes = [core.shape[i] if i in keep else 1 for i in range(core.dim())]
-    heads = sizes.pop(-2)
-    return core.new_empty([heads, *sizes]).movedim(0, -2)
-
-
 class _Tucker(torch.autograd.Function):
     """``x ×_{a_1} U_1ᵀ ⋯ ×_{a_d} U_dᵀ`` (project), ``· Π_k λ_k`` (scale), ``×_{a_d} U_d ⋯ ×_{a_1}
     U_1`` (expand).
@@ -174,27 +164,22 @@ class _Tucker(torch.autograd.Function):
                 # Σ over batch, dense axes and channels of grad · core: one value per (ρ_1, …, ρ_d,
                 # h)
                 keep = [*axes, core.dim() - 2]
-                summed = torch.sum(
-                    grad * core,
-                    dim=[i for i in range(core.dim()) if i not in keep],
-                    keepdim=True,
-                    out=_heads_outermost(core, keep),
+                product = grad * core  # (B, *core, h, c)
+                # with one axis the sum below is the gradient itself, taken from the product
+                summed = (
+                    product.sum(dim=[i for i in range(core.dim()) if i not in keep], keepdim=True)
+                    if d > 1
+                    else product
                 )
             for k in range(d):
                 if needs_eigenvalues[k]:
                     others = functools.reduce(operator.mul, lams[:k] + lams[k + 1 :], summed)
-                    other_axes = [a for a in axes if a != axes[k]]
-                    g = (
-                        torch.sum(
-                            others,
-                            dim=other_axes,
-                            keepdim=True,
-                            out=_heads_outermost(core, [axes[k], core.dim() - 2]),
-                        )
-                        if other_axes
-                        else others
-                    )
-                    eigenvalue_grads.append(g.reshape(eigenvalues[k].shape[::-1]).t())  # (h, r_k)
+                    # heads first: a sum writes the dimensions it keeps in their order, so the
+                    # (h, r_k) gradient comes out contiguous, its parameter's layout (autograd
+                    # would otherwise copy it into place)
+                    moved = others.movedim(-2, 0)  # (h, 1 or B, …, r_k at axes[k] + 1, …)
+                    g = moved.sum(dim=[i for i in range(1, moved.dim()) if i != axes[k] + 1])
+                    eigenvalue_grads.append(g)  # (h, r_k)
                 else:
                     eigenvalue_grads.append(None)
             grad = grad * scale
