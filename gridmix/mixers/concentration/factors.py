@@ -213,8 +213,8 @@ def orthogonal_columns(
     r); or ``dct @`` them.
 
     torch's map for a tall weight (column signs read robustly, see :class:`_OrthogonalColumns`),
-    computed in at least float32 (``orgqr`` has no bf16/fp16 kernel), with a faster backward; in
-    float32 on the CPU, the native kernel computes it
+    computed in at least float32 (as torch's: ``orgqr`` has no bf16/fp16 kernel), with a faster
+    backward; in float32 on the CPU, the native kernel computes it
     (:mod:`gridmix.mixers.concentration.ops.householder_native`). Rotations of one shape go through
     one batched call, which halves the per-step cost of a square grid's bases. ``dct`` (n, m) and
     ``constants`` (:func:`wy_constants`, built here when not given) must already be in that dtype.
@@ -328,7 +328,8 @@ class SymmetricFactor(nn.Module):
 
     def _build_buffers(self, dtype: torch.dtype, device) -> dict[str, torch.Tensor | None]:
         """``dct`` (n, m) or ``twiddle`` (m, 2) (:func:`dct_twiddle`), the other None, and ``wy``
-        (:func:`wy_constants`), built in ``dtype`` promoted to at least float32 (as orgqr)."""
+        (:func:`wy_constants`), built in ``dtype`` promoted to at least float32 (the basis's
+        dtype)."""
         dtype = torch.promote_types(dtype, torch.float32)
         n, m = self.length, self.modes
         return dict(
