@@ -15,6 +15,9 @@ Prints, and writes as ``DIR/bench_gpu.json`` and ``DIR/bench_gpu.md``, the GPU f
   reset.
 * **vit**: a training step (forward, cross-entropy, backward, AdamW) of timm's ViT at 64x64 (patch
   1, embed 64, depth 4, 4 heads, batch 8, bf16 autocast), mixer eager, mixer compiled, attention.
+* **kernels**: the compute ops (about one kernel each) of one forward+backward of the mixer and of
+  attention at each layer grid, on the device (:func:`gridmix.analysis.measure.count_ops`, the
+  torch-op path; attention up to 16,384 tokens), as ``benchmarks/op_counts.py`` counts them.
 * **study**: the wall time of ``gridmix run --track image --grid 32x32 --device cuda --jobs J`` (the
   default budget; J worker processes share the GPU), and its ratio to ``--cpu-study-s`` when given.
 
@@ -39,6 +42,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from bench_common import markdown_table, write_json
+from op_counts import layer_counts
+from op_counts import table as op_count_table
 from timm.models.vision_transformer import Attention, VisionTransformer
 
 import gridmix
@@ -292,6 +297,12 @@ def render(result: dict) -> str:
             rows,
         ),
     ]
+    if result.get("kernels"):
+        text += [
+            "Compute ops per layer, forward+backward (torch-op path, about one kernel each):",
+            "",
+            op_count_table(result["kernels"]),
+        ]
     if result.get("vit"):
         text += [
             f"ViT training step at {result['vit_grid']} (bf16 autocast):",
@@ -354,6 +365,14 @@ def main() -> None:
         }
         print(f"layer {grid}", flush=True)
         result["layer"][grid] = run_cases(cases, device=device, warmup=1 if args.quick else 5)
+    print("kernels", flush=True)
+    result["kernels"] = {
+        grid: layer_counts(
+            grid, device, attention=gridmix.Grid.parse(grid).numel <= ATTENTION_FP32_MAX_TOKENS
+        )
+        for grid in grids
+    }
+    _release(device)
     side = 8 if args.quick else 64
     result["vit_grid"] = f"{side}x{side}"
     vit_cases = ["mixer", *([] if args.quick else ["mixer-compiled"]), "attention"]

@@ -14,7 +14,12 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from gridmix import ConcentrationMixer
-from gridmix.mixers.concentration.factors import _OrthogonalColumns, dct_basis, orthogonal_columns
+from gridmix.mixers.concentration.factors import (
+    _OrthogonalColumns,
+    dct_basis,
+    orthogonal_columns,
+    wy_constants,
+)
 from gridmix.mixers.concentration.ops.householder_native import (
     MAX_BASIS_FLOATS,
     NativeOrthogonalColumns,
@@ -46,9 +51,9 @@ def _weights(k: int, m: int, r: int, seed: int = 0) -> torch.Tensor:
     return w
 
 
-def _bases_and_grads(function, dct, weights, upstream):
+def _bases_and_grads(apply, weights, upstream):
     weights = [w.detach().requires_grad_() for w in weights]
-    bases = function.apply(dct, *weights)
+    bases = apply(*weights)
     grads = torch.autograd.grad(sum((b * g).sum() for b, g in zip(bases, upstream)), weights)
     return torch.stack(bases), torch.stack(grads)
 
@@ -59,10 +64,12 @@ def test_values_and_gradients_equal_torchs_map_in_float64(kernel_build, k, m, r,
     dct = dct_basis(n, m, dtype=torch.float64) if n else None
     torch.manual_seed(1)
     upstream = torch.randn(k, n or m, r, dtype=torch.float64)
-    want, want_grad = _bases_and_grads(_OrthogonalColumns, dct, w.unbind(), upstream)
+    constants = wy_constants(m, r, dtype=torch.float64)
+    want, want_grad = _bases_and_grads(
+        lambda *ws: _OrthogonalColumns.apply(dct, constants, *ws), w.unbind(), upstream
+    )
     got, got_grad = _bases_and_grads(
-        NativeOrthogonalColumns,
-        None if dct is None else dct.float(),
+        lambda *ws: NativeOrthogonalColumns.apply(None if dct is None else dct.float(), *ws),
         w.float().unbind(),
         upstream.float().unbind(),
     )

@@ -14,6 +14,8 @@ them):
   its own formula in :mod:`gridmix.mixers.concentration.ops.tucker_native`), and a list
   of any heavy op that still went uncounted, so an under-count is visible instead of silent.
   Optionally on fake tensors (shapes only).
+* :func:`count_ops`: the compute ops (about one GPU kernel each) of a forward and a backward pass,
+  by op name, on the torch-op path.
 * peak memory, in a fresh process per measurement: :mod:`gridmix.analysis.memory`.
   :func:`estimate_peak_memory` predicts it beforehand from a fake-tensor dry run. docs/analysis.md
   states exactly what each figure includes and its caveats.
@@ -235,14 +237,17 @@ class Flops:
 
 
 class _OpLog(TorchDispatchMode):
-    """Counts every op that reaches the dispatcher, by overload packet."""
+    """Counts every op that reaches the dispatcher, by overload packet; with ``compute_only``, only
+    the ops :func:`is_compute_op` admits."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, compute_only: bool = False) -> None:
         super().__init__()
         self.calls: Counter = Counter()
+        self.compute_only = compute_only
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.calls[func._overloadpacket] += 1
+        if not self.compute_only or is_compute_op(func):
+            self.calls[func._overloadpacket] += 1
         return func(*args, **(kwargs or {}))
 
 
@@ -380,6 +385,108 @@ def _trace(
         uncounted=uncounted,
     )
     return flops, tracker.peak if live_bytes else 0
+
+
+# ---------------------------------------------------------------- compute ops (kernel launches)
+
+NOT_COMPUTE = frozenset(
+    {
+        aten.detach,
+        aten.alias,
+        aten.lift_fresh,
+        aten._unsafe_view,
+        aten.empty,
+        aten.empty_like,
+        aten.empty_strided,
+        aten.new_empty,
+        aten.new_empty_strided,
+        aten.promote_types,
+        aten.result_type,
+        aten.is_same_size,
+        aten.sym_size,
+        aten.sym_stride,
+        aten.sym_numel,
+        aten.sym_storage_offset,
+    }
+)
+"""Ops that reach the dispatcher but do no arithmetic and move no data: aliases, bare allocations,
+dtype and metadata queries."""
+
+
+def is_compute_op(func) -> bool:
+    """Whether an aten op does arithmetic or moves data (a GPU launches about one kernel for it):
+    every op but the views (``func.is_view``: ``view``, ``transpose``, ``expand``, ``unbind`` …) and
+    :data:`NOT_COMPUTE`. Copies (``clone``, ``copy_``, ``_to_copy``), fills (``zeros``, ``eye``,
+    ``ones_like``) and reductions all count."""
+    return not func.is_view and func._overloadpacket not in NOT_COMPUTE
+
+
+@dataclass(frozen=True)
+class OpCount:
+    """Compute ops (:func:`is_compute_op`) of one forward and one backward pass, by aten op name."""
+
+    forward: dict[str, int]
+    backward: dict[str, int]
+
+    def __post_init__(self) -> None:
+        for name, part in (("forward", self.forward), ("backward", self.backward)):
+            bad = {op: n for op, n in part.items() if not isinstance(n, int) or n < 1}
+            if bad:
+                raise ValueError(f"OpCount.{name} has counts {bad}; expected positive integers")
+
+    @property
+    def total(self) -> int:
+        return sum(self.forward.values()) + sum(self.backward.values())
+
+    def to_dict(self) -> dict:
+        return dict(
+            forward=sum(self.forward.values()),
+            backward=sum(self.backward.values()),
+            total=self.total,
+            forward_ops=self.forward,
+            backward_ops=self.backward,
+        )
+
+
+def count_ops(
+    model: nn.Module, inputs: torch.Tensor | Sequence[torch.Tensor], *, backward: bool = True
+) -> OpCount:
+    """Compute ops (:func:`is_compute_op`) that ``model(*inputs)`` dispatches, and with
+    ``backward`` those of its backward pass as a training step runs it: ``backward()`` from
+    all-ones output gradients (made outside the count, so no loss is counted) into the ``.grad`` of
+    every input and parameter that requires one, each starting from ``None`` (as after
+    ``zero_grad()``), so gradients that autograd must copy into place count too. The ``.grad`` held
+    before is put back afterwards.
+
+    gridmix's fused native kernels are switched off while counting (:func:`gridmix.set_native`):
+    the count is of the torch-op path, the one a GPU runs. Ops that a kernel calls internally (an
+    implementation's own copies) are not seen.
+    """
+    from gridmix.mixers.switches import native_switched_off
+
+    inputs = _as_tuple(inputs)
+    calls = Counter()
+    with native_switched_off():
+        with _OpLog(compute_only=True) as forward:
+            out = model(*inputs)
+        outputs = [t for t in tree_leaves(out) if isinstance(t, torch.Tensor) and t.grad_fn]
+        wrt = [t for t in [*inputs, *model.parameters()] if t.requires_grad]
+        if backward and outputs and wrt:
+            seeds = [torch.ones_like(t) for t in outputs]
+            held = [t.grad for t in wrt]
+            for t in wrt:
+                t.grad = None
+            try:
+                with _OpLog(compute_only=True) as grads:
+                    torch.autograd.backward(outputs, seeds, inputs=wrt)
+            finally:
+                for t, grad in zip(wrt, held):
+                    t.grad = grad
+            calls = grads.calls
+    return OpCount(
+        forward={str(op): n for op, n in forward.calls.most_common()},
+        backward={str(op): n for op, n in calls.most_common()},
+    )
 
 
 def available_memory(device: str = "cpu") -> int:

@@ -9,6 +9,8 @@ call; a function already compiled by ``torch.compile`` keeps the choice it was t
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 
@@ -48,3 +50,15 @@ def set_native(enabled: bool | None) -> None:
 def native_enabled() -> bool:
     """Whether the native kernels are switched on (they are used where they are also built)."""
     return _NATIVE.enabled()
+
+
+@contextmanager
+def native_switched_off() -> Iterator[None]:
+    """The torch ops (the path a GPU runs) inside the block, whatever was chosen; the choice made
+    before it (or none) after it."""
+    previous = _NATIVE.choice
+    _NATIVE.set(False)
+    try:
+        yield
+    finally:
+        _NATIVE.set(previous)

@@ -74,70 +74,102 @@ def dct_basis(n: int, m: int, *, dtype: torch.dtype = torch.float32, device=None
     return basis.to(dtype)
 
 
-def dct_columns(q: torch.Tensor, length: int) -> torch.Tensor:
+def dct_twiddle(length: int, m: int, *, dtype: torch.dtype = torch.float32, device=None):
+    """The weights (m, 2), complex as (real, imaginary) pairs, that :func:`dct_columns` multiplies
+    ``q`` by: ``√(2/n) c_k e^{iπk/2n}`` (``c_0 = 1/√2``, else 1) for ``n = length``. Computed in
+    float64, returned in ``dtype``'s precision (at least float32)."""
+    k = torch.arange(m, dtype=torch.float64, device=device)
+    twiddle = torch.exp(1j * math.pi * k / (2 * length)) * math.sqrt(2.0 / length)  # (m,)
+    twiddle[0] /= math.sqrt(2.0)
+    complex_dtype = torch.complex128 if dtype == torch.float64 else torch.complex64
+    return torch.view_as_real(twiddle.to(complex_dtype))  # (m, 2)
+
+
+def dct_columns(q: torch.Tensor, length: int, twiddle: torch.Tensor | None = None) -> torch.Tensor:
     """``D_n[:, :m] @ q`` for ``q`` (..., m, r) and ``n = length`` by FFT: (..., n, r), in ``q``'s
     dtype.
 
     One length-2n FFT per column (``D_n[i, k] ∝ Re e^{iπk(2i+1)/2n}``), O(n log n) instead of the
     O(n·m) dense basis, which at n = m = 16384 would be 2 GiB of float64. :func:`symmetric_bases`
-    uses it beyond 128×128; below that the dense product is faster on CPU.
+    uses it beyond 128×128, with the factor's cached ``twiddle`` (:func:`dct_twiddle`, built here
+    when not given); below that the dense product is faster on CPU.
     """
-    m = q.shape[-2]
-    k = torch.arange(m, dtype=torch.float64, device=q.device)
-    # (m,) complex128
-    twiddle = torch.exp(1j * math.pi * k / (2 * length)) * math.sqrt(2.0 / length)
-    twiddle[0] /= math.sqrt(2.0)
-    twiddle = twiddle.to(torch.complex128 if q.dtype == torch.float64 else torch.complex64)
+    if twiddle is None:
+        twiddle = dct_twiddle(length, q.shape[-2], dtype=q.dtype, device=q.device)
+    spectrum = torch.view_as_complex(twiddle)[:, None] * q  # (..., m, r)
     # ifft's 1/(2n) normalisation is undone by the factor 2n; rows n..2n-1 are the mirror image,
     # dropped.
-    return torch.fft.ifft(twiddle[:, None] * q, n=2 * length, dim=-2)[..., :length, :].real * (
-        2 * length
-    )
+    return torch.fft.ifft(spectrum, n=2 * length, dim=-2)[..., :length, :].real * (2 * length)
 
 
-def _wy_factor(v: torch.Tensor, tau: torch.Tensor) -> torch.Tensor:
-    """``T`` (..., r, r) of the compact-WY form ``H_1⋯H_r = I − V T Vᵀ`` of reflectors ``H_i = I −
-    τ_i v_i v_iᵀ``.
+def wy_constants(
+    m: int, r: int, *, dtype: torch.dtype = torch.float32, device=None
+) -> torch.Tensor:
+    """The constants of :class:`_OrthogonalColumns` for (m, r) weights, stacked as (2m + r + 2, r)
+    (:func:`_split_constants`): ``E = I[:, :r]``; the strictly lower mask; the (r, r) mask that
+    keeps the strict upper part of ``VᵀV`` and halves its diagonal; the rows ``+1`` and ``−1``."""
+    eye = torch.eye(m, r, dtype=torch.float64)
+    lower = torch.ones(m, r, dtype=torch.float64).tril(-1)
+    half = torch.ones(r, r, dtype=torch.float64).triu(1) + 0.5 * torch.eye(r, dtype=torch.float64)
+    signs = torch.tensor([[1.0], [-1.0]], dtype=torch.float64).expand(2, r)
+    return torch.cat([eye, lower, half, signs]).to(dtype=dtype, device=device)
 
-    ``T⁻¹ = R = diag(1/τ) + striu(VᵀV)`` (Schreiber & Van Loan 1989, Puglisi 1992): one triangular
-    solve.
+
+def _split_constants(constants: torch.Tensor, m: int) -> tuple[torch.Tensor, ...]:
+    """``E`` (m, r), the lower mask (m, r), the halving mask (r, r), ``±1`` (2, r): views of
+    :func:`wy_constants`."""
+    r = constants.shape[-1]
+    return constants.split([m, m, r, 2])
+
+
+def _wy_factor(v: torch.Tensor, half: torch.Tensor, identity: torch.Tensor) -> torch.Tensor:
+    """``T`` (k, r, r) of the compact-WY form ``H_1⋯H_r = I − V T Vᵀ`` of the exact reflectors
+    ``H_i = I − τ_i v_i v_iᵀ``, ``τ_i = 2 / ‖v_i‖²``, of ``V`` (k, m, r) with a unit diagonal.
+
+    ``T⁻¹ = R = diag(1/τ) + striu(VᵀV)`` (Schreiber & Van Loan 1989, Puglisi 1992) and ``1/τ_j =
+    (VᵀV)_jj / 2``, so ``R = VᵀV ⊙ half``; then one triangular solve against ``identity`` (r, r).
+    ``half`` and ``identity`` come from :func:`wy_constants`.
     """
-    r = v.shape[-1]
-    inverse = (v.mT @ v).triu_(1)  # (..., r, r)
-    inverse.diagonal(dim1=-2, dim2=-1).copy_(tau.reciprocal())
-    eye = torch.eye(r, dtype=v.dtype, device=v.device).expand_as(inverse)
-    return torch.linalg.solve_triangular(inverse, eye, upper=True)
+    inverse = torch.bmm(v.mT, v).mul_(half)  # (k, r, r)
+    return torch.linalg.solve_triangular(inverse, identity.expand_as(inverse), upper=True)
 
 
 class _OrthogonalColumns(torch.autograd.Function):
     """Householder map of ``parametrizations.orthogonal`` for k tall weights (m, r), then ``D ·``
-    (optional).
+    (optional), in the compact-WY form.
 
-    Forward, as torch's map: ``A = tril(x, −1)``, ``τ = 2 / (1 + ‖A_j‖²)`` (exact reflections), ``Q
-    = householder_product(A, τ) · diag(signs)`` with LAPACK's ``orgqr``; with a DCT ``D`` (n, m)
-    each output is ``D Q`` (n, r). One node for the whole basis: torch's backward walks the r
-    reflectors in many small kernels (≈0.7 ms for a 64×16 basis on a 2-core CPU, per axis and step),
-    and separate stack / matmul / unbind nodes cost about as much again. Here the gradient comes
-    from the WY form ``Q = (E − V T V₁ᵀ) S`` (``V = A + E``, ``E = I[:, :r]``, ``V₁`` its first r
-    rows, ``T = R⁻¹`` as in :func:`_wy_factor`) in a dozen batched GEMMs: ``∂V = −Q̄ V₁ Tᵀ − [Q̄ᵀ V
-    T; 0] + V (R̄ᵤ + R̄ᵤᵀ)`` with ``R̄ = Tᵀ Vᵀ Q̄ V₁ Tᵀ`` (ᵤ: strictly upper), and through ``1/τ_j =
-    (1 + ‖A_j‖²) / 2``: ``∂A_ij += R̄_jj A_ij``. The k weights go through every call together, so
-    the per-call cost of these small kernels is paid once for all axes of one shape.
+    torch's map is ``A = tril(x, −1)``, ``τ = 2 / (1 + ‖A_j‖²)`` (exact reflections), ``Q =
+    householder_product(A, τ) · diag(signs)``; with a DCT ``D`` (n, m) each output is ``D Q`` (n,
+    r). Here the same ``Q`` (to float round-off) comes from the WY form ``Q = (E − V T V₁ᵀ) S``
+    (``V = A + E``, ``E = I[:, :r]``, ``V₁`` its first r rows, ``T = R⁻¹`` as in
+    :func:`_wy_factor`, ``S`` the signs) in a few batched GEMMs and one triangular solve, and ``T``
+    is kept for the backward: ``∂V = −Q̄ V₁ Tᵀ − E (Q̄ᵀ V T) + V (R̄ᵤ + R̄ᵤᵀ)`` with ``R̄ = Tᵀ Vᵀ
+    Q̄ V₁ Tᵀ`` (ᵤ: strictly upper), and through ``1/τ_j = (1 + ‖A_j‖²) / 2``: ``∂A_ij += R̄_jj
+    A_ij``. One node for the whole basis, each step a single batched op for the k weights together
+    (torch's own backward walks the r reflectors in many small kernels, and LAPACK's ``orgqr`` on a
+    GPU runs matrix by matrix): about a dozen ops forward and as many backward whatever k and r.
+    ``constants`` is :func:`wy_constants` in the weights' dtype and device.
     """
 
     @staticmethod
-    def forward(ctx, dct: torch.Tensor | None, *weights: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    def forward(
+        ctx, dct: torch.Tensor | None, constants: torch.Tensor, *weights: torch.Tensor
+    ) -> tuple[torch.Tensor, ...]:
         x = torch.stack(weights)  # (k, m, r)
-        a = x.tril(diagonal=-1)  # the reflectors below the unit diagonal
-        tau = 2.0 / (1.0 + (a * a).sum(dim=-2))  # (k, r)
+        k, m, r = x.shape
+        eye, lower, half, unit = _split_constants(constants, m)
+        v = torch.addcmul(eye, x, lower)  # (k, m, r): V = tril(x, −1) + E, the reflectors
+        t = _wy_factor(v, half, eye[:r])  # (k, r, r)
+        vt = torch.bmm(v, t)  # (k, m, r): V T
+        q = torch.baddbmm(eye, vt, v[:, :r].mT, alpha=-1)  # (k, m, r): E − V T V₁ᵀ
         # The diagonal of x holds the column signs ±1 and gets no gradient. torch's map reads it as
         # x.diagonal().int(), which turns 0.9999 into 0: AdamW's decoupled weight decay shrinks that
         # diagonal, and the columns of U would vanish. Reading only its sign keeps U orthonormal
         # under any optimiser.
         # (k, 1, r)
-        signs = torch.where(x.diagonal(dim1=-2, dim2=-1) < 0, -1.0, 1.0).to(x.dtype).unsqueeze(-2)
-        q = torch.linalg.householder_product(a, tau).mul_(signs)  # (k, m, r)
-        ctx.save_for_backward(a, tau, signs, dct)
+        signs = torch.where(x.diagonal(dim1=-2, dim2=-1).unsqueeze(-2) < 0, unit[1], unit[0])
+        q.mul_(signs)
+        ctx.save_for_backward(v, t, vt, signs, dct, constants)
         return (q if dct is None else torch.matmul(dct, q)).unbind()  # (m or n, r) each
 
     @staticmethod
@@ -150,41 +182,42 @@ class _OrthogonalColumns(torch.autograd.Function):
 
     @staticmethod
     def _backward(ctx, *grads: torch.Tensor):
-        a, tau, signs, dct = ctx.saved_tensors
+        v, t, vt, signs, dct, constants = ctx.saved_tensors
+        k, m, r = v.shape
+        eye, lower, _, _ = _split_constants(constants, m)
         grad = torch.stack(grads)  # (k, n or m, r)
         if dct is not None:
             grad = torch.matmul(dct.t(), grad)  # (k, m, r): Q̄ = Dᵀ Ū
-        r = a.shape[-1]
-        v = a + torch.eye(*a.shape[-2:], dtype=a.dtype, device=a.device)  # (k, m, r)
-        v1 = v[:, :r]  # (k, r, r)
-        t = _wy_factor(v, tau)  # (k, r, r)
-        grad = grad * signs  # (k, m, r): Q̄ before the column signs
-        vt = torch.bmm(v, t)  # (k, m, r): V T
-        through = torch.bmm(grad, torch.bmm(v1, t.mT))  # (k, m, r): Q̄ V₁ Tᵀ
+        grad = grad.mul_(signs)  # (k, m, r): Q̄ before the column signs
+        # The gradient of V is built transposed, (k, r, m): parametrizations store the weights
+        # column-major, and a gradient in its weight's layout is not copied by autograd.
+        through_t = torch.bmm(torch.bmm(t, v[:, :r].mT), grad.mT)  # (k, r, m): (Q̄ V₁ Tᵀ)ᵀ
         # (k, r, r): ∂L/∂R = −Tᵀ T̄ Tᵀ = Tᵀ Vᵀ Q̄ V₁ Tᵀ (T̄ = −Vᵀ Q̄ V₁)
-        grad_r = torch.bmm(vt.mT, through)
-        grad_v = through.neg_()  # through V in V T V₁ᵀ
-        grad_v[:, :r] -= torch.bmm(grad.mT, vt)  # through V₁: Q̄ᵀ V T
+        grad_r = torch.bmm(vt.mT, through_t.mT)
         upper = grad_r.triu(1)
-        grad_v += torch.bmm(v, upper + upper.mT)  # through striu(VᵀV)
-        # through 1/τ = (1 + ‖A_j‖²) / 2 on the diagonal of R
-        grad_x = grad_v.tril_(-1).addcmul_(a, grad_r.diagonal(dim1=-2, dim2=-1).unsqueeze(-2))
-        return None, *grad_x.unbind()
+        # through V in V T V₁ᵀ, and through striu(VᵀV) (the bracket is symmetric)
+        grad_v_t = torch.baddbmm(through_t, upper + upper.mT, v.mT, beta=-1)  # (k, r, m)
+        # through V₁: Q̄ᵀ V T, in the first r rows of ∂V
+        grad_v_t = torch.baddbmm(grad_v_t, torch.bmm(vt.mT, grad), eye.mT.expand(k, r, m), alpha=-1)
+        # through 1/τ = (1 + ‖A_j‖²) / 2 on the diagonal of R; only the strictly lower part is free
+        diagonal = grad_r.diagonal(dim1=-2, dim2=-1).unsqueeze(-1)  # (k, r, 1)
+        grad_x = grad_v_t.addcmul_(v.mT, diagonal).mul_(lower.mT).mT  # (k, m, r), column-major
+        return None, None, *grad_x.unbind()
 
 
 def orthogonal_columns(
-    *rotations: nn.Linear, dct: torch.Tensor | None = None
+    *rotations: nn.Linear, dct: torch.Tensor | None = None, constants: torch.Tensor | None = None
 ) -> tuple[torch.Tensor, ...]:
     """The weights of ``rotations`` (each (m, r)) under their ``orthogonal(householder, no
     trivialization)`` parametrisation (checked when :class:`SymmetricFactor` registers it), each (m,
     r); or ``dct @`` them.
 
     torch's map for a tall weight (column signs read robustly, see :class:`_OrthogonalColumns`),
-    computed in at least float32 (``orgqr`` has no bf16/fp16 kernel), with a faster backward; in
-    float32 on the CPU, the native kernel computes it
+    computed in at least float32 (as torch's: ``orgqr`` has no bf16/fp16 kernel), with a faster
+    backward; in float32 on the CPU, the native kernel computes it
     (:mod:`gridmix.mixers.concentration.ops.householder_native`). Rotations of one shape go through
-    one batched call, which halves the per-step cost of a square grid's bases. ``dct`` (n, m) must
-    already be in that dtype.
+    one batched call, which halves the per-step cost of a square grid's bases. ``dct`` (n, m) and
+    ``constants`` (:func:`wy_constants`, built here when not given) must already be in that dtype.
     """
     originals = [rotation.parametrizations.weight.original for rotation in rotations]
     dtype = torch.promote_types(originals[0].dtype, torch.float32)
@@ -192,7 +225,9 @@ def orthogonal_columns(
     # the C kernel (ops/householder_native.py), same function
     if householder_native.native_applies(dct, weights):
         return householder_native.NativeOrthogonalColumns.apply(dct, *weights)
-    return _OrthogonalColumns.apply(dct, *weights)
+    if constants is None:
+        constants = wy_constants(*weights[0].shape, dtype=dtype, device=weights[0].device)
+    return _OrthogonalColumns.apply(dct, constants, *weights)
 
 
 def symmetric_bases(factors: Sequence[SymmetricFactor]) -> list[torch.Tensor]:
@@ -200,7 +235,8 @@ def symmetric_bases(factors: Sequence[SymmetricFactor]) -> list[torch.Tensor]:
     batched call.
 
     ``U = D_n[:, :m] Q``: the dense DCT (the factor's buffer) inside the Householder node up to
-    128×128, the FFT form (:func:`dct_columns`) beyond.
+    128×128, the FFT form (:func:`dct_columns`) beyond; the node's constants are the factor's buffer
+    too.
     """
     groups: dict[tuple[int, int, int], list[int]] = {}
     for i, f in enumerate(factors):
@@ -208,11 +244,12 @@ def symmetric_bases(factors: Sequence[SymmetricFactor]) -> list[torch.Tensor]:
     bases: list[torch.Tensor | None] = [None] * len(factors)
     for (length, _, _), members in groups.items():
         rotations = [factors[i].rotation for i in members]
-        dct = factors[members[0]].working_dct()
+        buffers = factors[members[0]].working_buffers()
         # (n, r) each, or (m, r) without a dense DCT
-        group = orthogonal_columns(*rotations, dct=dct)
-        if dct is None:
-            group = dct_columns(torch.stack(group), length).unbind()  # (n, r) each
+        group = orthogonal_columns(*rotations, dct=buffers["dct"], constants=buffers["wy"])
+        if buffers["dct"] is None:
+            # (n, r) each
+            group = dct_columns(torch.stack(group), length, buffers["twiddle"]).unbind()
         for i, basis in zip(members, group):
             bases[i] = basis
     return bases
@@ -272,13 +309,12 @@ class SymmetricFactor(nn.Module):
         with torch.no_grad():
             rotation.weight = torch.eye(modes, rank)  # U starts on the lowest r frequencies
         self.rotation = rotation
-        # D_n[:, :m] for the dense product inside the Householder node (None where the bases use the
-        # FFT form): a constant, so it is not saved; _apply rebuilds it so it stays orthonormal in
-        # each dtype.
-        dense = length * modes <= _DENSE_DCT_MAX
-        self.register_buffer(
-            "dct", self._build_dct(torch.float32, None) if dense else None, persistent=False
-        )
+        # Constants, so not saved, rebuilt by _apply in the dtype the basis is computed in (the DCT
+        # so it stays orthonormal): D_n[:, :m] for the dense product inside the Householder node, or
+        # the twiddle weights of the FFT form beyond _DENSE_DCT_MAX; the node's masks.
+        self.dense_dct = length * modes <= _DENSE_DCT_MAX
+        for name, buffer in self._build_buffers(torch.float32, None).items():
+            self.register_buffer(name, buffer, persistent=False)
         logit = START_LOGIT[start]
         # λ from sigmoid(2) ≈ 0.88 at the DC mode down to 0.5 at the highest kept mode
         if start == "lowpass":
@@ -290,32 +326,33 @@ class SymmetricFactor(nn.Module):
         # (h, r)
         self.theta = nn.Parameter((ramp if capped else _uncap_logits(ramp)).repeat(num_heads, 1))
 
-    def _build_dct(self, dtype: torch.dtype, device) -> torch.Tensor:
-        """``D_n[:, :m]`` (n, m) built in the dtype the basis is computed in (at least float32, as
-        orgqr)."""
-        return dct_basis(
-            self.length, self.modes, dtype=torch.promote_types(dtype, torch.float32), device=device
+    def _build_buffers(self, dtype: torch.dtype, device) -> dict[str, torch.Tensor | None]:
+        """``dct`` (n, m) or ``twiddle`` (m, 2) (:func:`dct_twiddle`), the other None, and ``wy``
+        (:func:`wy_constants`), built in ``dtype`` promoted to at least float32 (the basis's
+        dtype)."""
+        dtype = torch.promote_types(dtype, torch.float32)
+        n, m = self.length, self.modes
+        return dict(
+            dct=dct_basis(n, m, dtype=dtype, device=device) if self.dense_dct else None,
+            twiddle=None if self.dense_dct else dct_twiddle(n, m, dtype=dtype, device=device),
+            wy=wy_constants(m, self.rank, dtype=dtype, device=device),
         )
 
     def _apply(self, fn, recurse: bool = True):
         super()._apply(fn, recurse)
         # rebuilt, not cast: a float32 DCT cast to float64 is orthonormal to 1e-7 only
-        if self.dct is not None:
-            self.dct = self._build_dct(self.dct.dtype, self.dct.device)
+        for name, buffer in self._build_buffers(self.wy.dtype, self.wy.device).items():
+            setattr(self, name, buffer)
         return self
 
-    def working_dct(self) -> torch.Tensor | None:
-        """``D_n[:, :m]`` in the dtype and device of this factor's basis (built anew only if the
-        rotation was converted on its own); None on FFT-sized axes."""
-        if self.dct is None:
-            return None
+    def working_buffers(self) -> dict[str, torch.Tensor | None]:
+        """``dct``, ``twiddle`` and ``wy`` (:meth:`_build_buffers`) in the dtype and device of this
+        factor's basis (built anew only if the rotation was converted on its own)."""
         weight = self.rotation.parametrizations.weight.original
-        if (
-            self.dct.dtype == torch.promote_types(weight.dtype, torch.float32)
-            and self.dct.device == weight.device
-        ):
-            return self.dct
-        return self._build_dct(weight.dtype, weight.device)
+        dtype, device = torch.promote_types(weight.dtype, torch.float32), weight.device
+        if self.wy.dtype == dtype and self.wy.device == device:
+            return dict(dct=self.dct, twiddle=self.twiddle, wy=self.wy)
+        return self._build_buffers(dtype, device)
 
     def basis(self) -> torch.Tensor:
         """``U``: (n, r) with orthonormal columns, in float32 or float64 (whichever the parameters
@@ -338,48 +375,61 @@ class SymmetricFactor(nn.Module):
         return self.eigenvalues().amax(dim=-1)
 
 
-class CausalFactor(nn.Module):
-    """Lower-triangular Toeplitz ``T[i, j] = κ_h[i − j]`` with ``‖κ_h‖₁ = sigmoid(ρ_h) < 1``; kernel
-    length m."""
+class _CausalToeplitzFactor(nn.Module):
+    """What the causal factors share: a lower-triangular Toeplitz ``T[i, j] = κ_h[i − j]`` on an
+    axis of ``length``, whose kernel (:meth:`kernel`, the subclass's) has ``‖κ_h‖₁`` = the gain
+    ``sigmoid(ρ_h)`` (``softplus(ρ_h)`` when uncapped), started at ``start``'s logit; the dense form
+    and the bound follow from them."""
 
     def __init__(
-        self,
-        *,
-        length: int,
-        modes: int,
-        num_heads: int,
-        capped: bool = True,
-        start: str = "lowpass",
+        self, *, length: int, num_heads: int, capped: bool = True, start: str = "lowpass"
     ) -> None:
         super().__init__()
-        assert 1 <= modes <= length, f"need kernel length <= axis length, got {modes}, {length}"
         assert start in STARTS, f"start={start!r}; expected one of {STARTS}"
-        self.length, self.modes, self.capped, self.start = length, modes, capped, start
-        # lowpass: a decaying exponential moving average, most weight on the present step; global: a
-        # flat kernel.
-        decay = 0.5 if start == "lowpass" else 0.0
-        self.kernel_logits = nn.Parameter(
-            -decay * torch.arange(modes, dtype=torch.float32).repeat(num_heads, 1)
-        )
-        # sigmoid(2) ≈ 0.88; sigmoid(4) ≈ 0.98 for "mean"
-        gain = torch.full((num_heads,), START_LOGIT[start])
-        self.gain_logit = nn.Parameter(gain if capped else _uncap_logits(gain))  # (h,)
+        self.length, self.num_heads, self.capped, self.start = length, num_heads, capped, start
 
-    def kernel(self) -> torch.Tensor:
-        """``κ``: (h, m), non-negative, ``‖κ_h‖₁ = sigmoid(ρ_h)`` (``softplus(ρ_h)``, unbounded,
-        when uncapped); in at least float32."""
-        gain, logits = _at_least_float32(self.gain_logit), _at_least_float32(self.kernel_logits)
-        return _cap(gain, self.capped)[:, None] * torch.softmax(logits, dim=-1)
+    def _start_gain(self) -> nn.Parameter:
+        """``ρ`` (h,) at the start: ``sigmoid(ρ)`` ≈ 0.88 (0.98 for ``"mean"``), or the logit whose
+        ``softplus`` is that when uncapped."""
+        gain = torch.full((self.num_heads,), START_LOGIT[self.start])
+        return nn.Parameter(gain if self.capped else _uncap_logits(gain))
+
+    def gain(self) -> torch.Tensor:
+        """``‖κ_h‖₁`` per head (h,), in at least float32."""
+        return _cap(_at_least_float32(self.gain_logit), self.capped)
 
     def dense(self) -> torch.Tensor:
-        """The factor as dense lower-triangular Toeplitz matrices (h, n, n) (the mixer applies it in
-        the exactly causal FFT form instead,
-        :func:`gridmix.mixers.concentration.ops.causal.causal_mode_product`)."""
+        """The factor as dense lower-triangular Toeplitz matrices (h, n, n) of the subclass's
+        ``kernel()`` (the mixer applies it in a fast, exactly causal form instead:
+        ``mode_product``)."""
         return causal_toeplitz(self.kernel(), self.length)
 
     def bound(self) -> torch.Tensor:
         """``‖T‖₂ ≤ ‖κ‖₁`` per head (h,) (below 1 only when capped), in at least float32."""
-        return _cap(_at_least_float32(self.gain_logit), self.capped)
+        return self.gain()
+
+
+class CausalFactor(_CausalToeplitzFactor):
+    """Lower-triangular Toeplitz ``T[i, j] = κ_h[i − j]`` with ``‖κ_h‖₁ = sigmoid(ρ_h) < 1``; kernel
+    length m."""
+
+    def __init__(self, *, length: int, modes: int, **common) -> None:
+        """``common``: ``num_heads``, ``capped`` and ``start`` (:class:`_CausalToeplitzFactor`)."""
+        super().__init__(length=length, **common)
+        assert 1 <= modes <= length, f"need kernel length <= axis length, got {modes}, {length}"
+        self.modes = modes
+        # lowpass: a decaying exponential moving average, most weight on the present step; global: a
+        # flat kernel.
+        decay = 0.5 if self.start == "lowpass" else 0.0
+        self.kernel_logits = nn.Parameter(
+            -decay * torch.arange(modes, dtype=torch.float32).repeat(self.num_heads, 1)
+        )
+        self.gain_logit = self._start_gain()  # (h,)
+
+    def kernel(self) -> torch.Tensor:
+        """``κ``: (h, m), non-negative, ``‖κ_h‖₁ = sigmoid(ρ_h)`` (``softplus(ρ_h)``, unbounded,
+        when uncapped); in at least float32."""
+        return self.gain()[:, None] * torch.softmax(_at_least_float32(self.kernel_logits), dim=-1)
 
     def mode_product(self, x: torch.Tensor, axis: int) -> torch.Tensor:
         """``T`` applied along ``axis`` of ``x`` (…, n, …, h, c) by the exactly causal blocked FFT
@@ -387,7 +437,7 @@ class CausalFactor(nn.Module):
         return causal_mode_product(x, self.kernel(), axis)
 
 
-class SemiseparableFactor(nn.Module):
+class SemiseparableFactor(_CausalToeplitzFactor):
     """Causal Toeplitz ``T[i, j] = κ_h[i − j]`` with ``κ_h[k] = Σ_q w_hq λ_hq^k`` over the whole
     axis, ``r`` terms.
 
@@ -407,28 +457,20 @@ class SemiseparableFactor(nn.Module):
     from being interchangeable (equal terms would get equal gradients forever).
     """
 
-    def __init__(
-        self,
-        *,
-        length: int,
-        terms: int,
-        num_heads: int,
-        capped: bool = True,
-        start: str = "lowpass",
-    ) -> None:
-        super().__init__()
+    def __init__(self, *, length: int, terms: int, **common) -> None:
+        """``common``: ``num_heads``, ``capped`` and ``start`` (:class:`_CausalToeplitzFactor`)."""
+        super().__init__(length=length, **common)
         assert length >= 1 and terms >= 1, f"need length >= 1 and terms >= 1, got {length}, {terms}"
-        assert start in STARTS, f"start={start!r}; expected one of {STARTS}"
-        self.length, self.terms, self.capped, self.start = length, terms, capped, start
+        self.terms = terms
         self.modes = None  # no modes: the kernel spans whatever axis length it is applied to
-        low, high = (0.5, 8.0) if start == "lowpass" else (2.0 * length, 32.0 * length)
+        low, high = (0.5, 8.0) if self.start == "lowpass" else (2.0 * length, 32.0 * length)
         # (r,): τ_q
         timescales = torch.logspace(math.log10(low), math.log10(high), terms, dtype=torch.float64)
         decay_logits = -torch.log(torch.expm1(1.0 / timescales))  # sigmoid(z) = e^(−1/τ)
-        self.decay_logits = nn.Parameter(decay_logits.float().repeat(num_heads, 1))  # (h, r)
-        self.weight_logits = nn.Parameter(torch.zeros(num_heads, terms))  # (h, r)
-        gain = torch.full((num_heads,), START_LOGIT[start])
-        self.gain_logit = nn.Parameter(gain if capped else _uncap_logits(gain))  # (h,)
+        heads = self.num_heads
+        self.decay_logits = nn.Parameter(decay_logits.float().repeat(heads, 1))  # (h, r)
+        self.weight_logits = nn.Parameter(torch.zeros(heads, terms))  # (h, r)
+        self.gain_logit = self._start_gain()  # (h,)
 
     def log_decays(self) -> torch.Tensor:
         """``log λ``: (h, r), negative, in at least float32 (``logsigmoid``: exact where ``λ``
@@ -441,21 +483,16 @@ class SemiseparableFactor(nn.Module):
         logits = _at_least_float32(self.decay_logits)
         # (h, r): Σ_{k<n} λ^k
         mass = -torch.expm1(self.length * F.logsigmoid(logits)) / torch.sigmoid(-logits)
-        gain = _cap(_at_least_float32(self.gain_logit), self.capped)  # (h,)
-        return gain[:, None] * torch.softmax(_at_least_float32(self.weight_logits), dim=-1) / mass
+        return (
+            self.gain()[:, None]
+            * torch.softmax(_at_least_float32(self.weight_logits), dim=-1)
+            / mass
+        )
 
     def kernel(self) -> torch.Tensor:
         """``κ``: (h, n) materialised, non-negative, ``‖κ_h‖₁`` = the gain (the reference and the
         certificate)."""
         return semiseparable_kernel(self.log_decays(), self.weights(), self.length)
-
-    def dense(self) -> torch.Tensor:
-        """The factor as dense lower-triangular Toeplitz matrices (h, n, n)."""
-        return causal_toeplitz(self.kernel(), self.length)
-
-    def bound(self) -> torch.Tensor:
-        """``‖T‖₂ ≤ ‖κ‖₁`` per head (h,) (below 1 only when capped), in at least float32."""
-        return _cap(_at_least_float32(self.gain_logit), self.capped)
 
     def mode_product(self, x: torch.Tensor, axis: int) -> torch.Tensor:
         """``T`` applied along ``axis`` of ``x`` (…, n, …, h, c) by the chunked scan, exactly

@@ -170,20 +170,19 @@ class _CausalBlocks(torch.autograd.Function):
                 mixed = _causal_sum(spectra, filt)  # (h, Rc, Q, P−1, s+1): into sub-blocks 1..P−1
                 yc.view(blocks.shape)[..., 1:, :] += torch.fft.irfft(mixed, n=2 * s)[..., s:]
             y[:, start : start + step] = yc
-        ctx.save_for_backward(t, kappa, *filters)
+        ctx.save_for_backward(t, kappa, leaf_matrices, *filters)
         ctx.leaf, ctx.stages = leaf, stages
         return y
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
-        t, kappa, *filters = ctx.saved_tensors
+        t, kappa, leaf_matrices, *filters = ctx.saved_tensors
         heads, rows, length = t.shape
         leaf, stages = ctx.leaf, ctx.stages
         want_t, want_kappa = ctx.needs_input_grad[:2]
-        leaf_matrices = causal_toeplitz(kappa[:, :leaf], leaf).contiguous()  # (h, b, b)
-        adjoints = [
-            _flip_sign(s, t.device, t.dtype) * f.conj() for (s, _), f in zip(stages, filters)
-        ]  # (h, P−1, s+1)
+        leaf_matrices = leaf_matrices.mT.contiguous()  # (h, b, b): the forward's, untransposed
+        signs = [_flip_sign(s, t.device, t.dtype) for s, _ in stages]  # (s+1,) per stage
+        adjoints = [sign * f.conj() for sign, f in zip(signs, filters)]  # (h, P−1, s+1)
         grad_t = torch.empty_like(t) if want_t else None
         leaf_outer = t.new_zeros(heads, leaf, leaf)  # Σ ḡ_i x_j over all leaf blocks: (h, b, b)
         # Σ rfft(ḡ_j) conj(X_{j−d}): (h, P−1, s+1) per stage
@@ -220,9 +219,8 @@ class _CausalBlocks(torch.autograd.Function):
         if want_kappa:
             grad_kappa = torch.zeros_like(kappa)  # (h, L)
             grad_kappa[:, :leaf] = _lower_diagonal_sums(leaf_outer)
-            for (s, p), acc in zip(stages, cross):
-                # (h, P−1, 2s)
-                windows = torch.fft.irfft(acc * _flip_sign(s, t.device, t.dtype), n=2 * s)
+            for (s, p), acc, sign in zip(stages, cross, signs):
+                windows = torch.fft.irfft(acc * sign, n=2 * s)  # (h, P−1, 2s)
                 for d in range(1, p):
                     grad_kappa[:, (d - 1) * s : (d + 1) * s] += windows[:, d - 1]
         return grad_t, grad_kappa, None, None
@@ -240,7 +238,8 @@ def _lower_diagonal_sums(matrices: torch.Tensor) -> torch.Tensor:
         torch.nn.functional.pad(matrices, (0, b - 1)).reshape(heads, -1), (0, b)
     )
     sums = flat.view(heads, b, 2 * b).sum(1)  # (h, 2b): column c holds the lags j − i ≡ c (mod 2b)
-    return sums[:, (-torch.arange(b, device=matrices.device)) % (2 * b)]  # (h, b)
+    # (h, b): column −k mod 2b for k = 0..b−1, i.e. 0, 2b−1, 2b−2, …, b+1
+    return torch.roll(sums.flip(-1), 1, dims=-1)[:, :b]
 
 
 def _chunk_rows(heads: int, length: int) -> int:

@@ -2,9 +2,10 @@
 DCT and its gradient.
 
 :class:`gridmix.mixers.concentration.factors._OrthogonalColumns` computes ``U = D Q`` from the
-Householder weights in torch ops: LAPACK's ``orgqr`` forward and about sixty small ops backward (the
-WY form's batched GEMMs, a triangular solve, masks), about 0.4 ms per step for a 64x64 grid's two
-bases on a 2-core CPU, most of it the per-op cost. The C kernel (``householder_native.c``, built
+Householder weights in torch ops, in the compact-WY form (batched GEMMs, a triangular solve, masks:
+about a dozen ops each way, the path a GPU runs); before it took that form, LAPACK's ``orgqr``
+forward and about sixty small ops backward cost about 0.4 ms per step for a 64x64 grid's two bases
+on a 2-core CPU, most of it the per-op cost. The C kernel (``householder_native.c``, built
 with the other kernels by :mod:`gridmix.mixers.concentration.ops.native_build`) applies the ``r``
 reflectors and the DCT in one call, and its backward walks the reflectors once (the C source's
 header gives the formulas), in a few tens of microseconds. The tests compare it with torch's map in

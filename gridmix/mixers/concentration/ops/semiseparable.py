@@ -1,11 +1,8 @@
 """A semiseparable causal factor: a sum of decaying exponentials applied as an exactly causal scan.
 
-The kernel is ``κ_h[k] = Σ_q w_hq λ_hq^k`` for ``0 ≤ k < n`` (``r`` terms per head, ``0 < λ < 1``):
-the lower-triangular Toeplitz matrix ``T[i, j] = κ_h[i − j]`` of
-:mod:`gridmix.mixers.concentration.ops.causal`, but with ``2r`` numbers per head instead of ``n``
-(S4D / Mamba-2's semiseparable form).
-:class:`gridmix.mixers.concentration.factors.SemiseparableFactor` sets ``w`` so that ``‖κ_h‖₁``
-equals its gain exactly (the certificate); this module applies ``T`` to a tensor.
+The kernel, a sum of ``r`` decaying exponentials per head, and the Toeplitz matrix ``T`` it makes
+are described in :mod:`gridmix.mixers.concentration.ops.semiseparable_chunked`; this module
+applies ``T`` to a tensor.
 
 :func:`semiseparable_mode_product` is the one dispatch site: the fused recurrence of
 :mod:`gridmix.mixers.concentration.ops.semiseparable_native` where it applies (float32 on the CPU,
@@ -29,6 +26,7 @@ from gridmix.mixers.concentration.ops.semiseparable_chunked import (
     CHUNK,
     GROUP,
     PIECE,
+    ScanShape,
     semiseparable_kernel,
     torch_mode_product,
 )
@@ -65,16 +63,10 @@ def semiseparable_mode_product(
             f"(h={x.shape[-2]}, r)"
         )
     check_causal_axis(x, log_decays[:, :1], axis)
-    if chunk < 1 or group < 2 or piece < 1:
-        raise ValueError(
-            f"chunk={chunk}, group={group}, piece={piece}; expected chunk >= 1, group >= 2, piece "
-            ">= 1"
-        )
+    scan = ScanShape(chunk, group, piece)
     work = torch.promote_types(x.dtype, torch.float32)
     with torch.autocast(x.device.type, enabled=False):
         x_work, log_decays, weights = x.to(work), log_decays.to(work), weights.to(work)
         if native_applies(x_work, log_decays.shape[1]):
             return semiseparable_scan(x_work, torch.exp(log_decays), weights, axis).to(x.dtype)
-        return torch_mode_product(
-            x_work, log_decays, weights, axis, chunk=chunk, group=group, piece=piece
-        ).to(x.dtype)
+        return torch_mode_product(x_work, log_decays, weights, axis, scan).to(x.dtype)

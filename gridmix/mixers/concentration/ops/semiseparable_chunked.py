@@ -44,6 +44,9 @@ Shape legend:
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
 
@@ -144,22 +147,39 @@ def _scan(
     return torch.cat(pieces, dim=1) if len(pieces) > 1 else pieces[0]  # (h, R, L)
 
 
+@dataclass(frozen=True)
+class ScanShape:
+    """How the chunked scan cuts its work: ``chunk`` positions per chunk, ``group`` chunks per group
+    of the carry (≥ 2), and about ``piece`` values of the padded (h, R, L) tensor through the scan
+    at a time (whole rows, at least one)."""
+
+    chunk: int = CHUNK
+    group: int = GROUP
+    piece: int = PIECE
+
+    def __post_init__(self) -> None:
+        if self.chunk < 1 or self.group < 2 or self.piece < 1:
+            raise ValueError(
+                f"chunk={self.chunk}, group={self.group}, piece={self.piece}; expected chunk >= 1, "
+                "group >= 2, piece >= 1"
+            )
+
+
 def torch_mode_product(
     x: torch.Tensor,
     log_decays: torch.Tensor,
     weights: torch.Tensor,
     axis: int,
-    *,
-    chunk: int = CHUNK,
-    group: int = GROUP,
-    piece: int = PIECE,
+    scan: ScanShape | None = None,
 ) -> torch.Tensor:
     """:func:`gridmix.mixers.concentration.ops.semiseparable.semiseparable_mode_product` by the
-    chunked scan in torch ops (module docstring), in ``x``'s dtype.
+    chunked scan in torch ops (module docstring), cut as ``scan`` says (default
+    :class:`ScanShape`), in ``x``'s dtype.
 
     The form for CUDA, float64, and the double backward of the fused kernel; arguments already
     checked.
     """
+    chunk, group, piece = dataclasses.astuple(scan or ScanShape())
     n, heads = x.shape[axis], x.shape[-2]
     b = min(chunk, n)
     length = -(-n // b) * b
