@@ -41,6 +41,8 @@ from scipy import stats
 _TIE_RTOL = 1e-12
 # Monte Carlo sign patterns are drawn in batches of this many rows to bound memory.
 _MC_BATCH = 10_000
+EXACT_MAX_N = 20  # up to this many pairs the sign-flip test enumerates every sign pattern
+N_RESAMPLES = 100_000  # beyond it, this many random sign patterns
 
 
 @dataclass(frozen=True)
@@ -118,7 +120,11 @@ def paired_differences(idea: Sequence[float], baseline: Sequence[float]) -> np.n
 
 
 def sign_flip_test(
-    diffs: Sequence[float], *, exact_max_n: int = 20, n_resamples: int = 100_000, rng_seed: int = 0
+    diffs: Sequence[float],
+    *,
+    exact_max_n: int = EXACT_MAX_N,
+    n_resamples: int = N_RESAMPLES,
+    rng_seed: int = 0,
 ) -> SignFlipResult:
     """Two-sided sign-flip test of ``mean(diffs) == 0`` with statistic ``|mean(d)|``.
 
@@ -172,8 +178,8 @@ def sign_flip_interval(
     diffs: Sequence[float],
     *,
     alpha: float = 0.05,
-    exact_max_n: int = 20,
-    n_resamples: int = 100_000,
+    exact_max_n: int = EXACT_MAX_N,
+    n_resamples: int = N_RESAMPLES,
     rng_seed: int = 0,
 ) -> SignFlipInterval:
     """The shifts ``δ`` at which :func:`sign_flip_test` of ``diffs - δ`` gives ``p >= alpha``: an
@@ -297,7 +303,9 @@ def sign_flip_mde(
     return high
 
 
-def min_attainable_p(n_pairs: int, *, exact_max_n: int = 20, n_resamples: int = 100_000) -> float:
+def min_attainable_p(
+    n_pairs: int, *, exact_max_n: int = EXACT_MAX_N, n_resamples: int = N_RESAMPLES
+) -> float:
     """The smallest p :func:`sign_flip_test` can return for ``n_pairs`` pairs, whatever the data.
 
     Exact (n ≤ ``exact_max_n``): ``2/2^n`` (the observed pattern and its mirror are always as

@@ -35,6 +35,8 @@ from typing import Any
 import numpy as np
 
 from gridmix.analysis.stats import (
+    EXACT_MAX_N,
+    N_RESAMPLES,
     check_unit_interval,
     holm,
     min_attainable_p,
@@ -167,8 +169,8 @@ def compare(
     direction: str,
     alpha: float = ALPHA,
     power: float = 0.8,
-    exact_max_n: int = 20,
-    n_resamples: int = 100_000,
+    exact_max_n: int = EXACT_MAX_N,
+    n_resamples: int = N_RESAMPLES,
     rng_seed: int = 0,
     min_effect: MinEffect | None = None,
 ) -> PairedComparison:
