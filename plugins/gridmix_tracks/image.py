@@ -76,7 +76,6 @@ import torch
 
 from gridmix import hookimpl
 from gridmix.core.grid import Grid
-from gridmix.mixers.builtin import BUILTIN
 from gridmix.models import (
     BackboneConfig,
     MixerConfig,
@@ -85,6 +84,7 @@ from gridmix.models import (
     mlp_mixer_supports,
 )
 from gridmix.tracks import Backbone, DataSizes, ModelSpec, Split, Track, TrackData
+from gridmix_tracks.arms import attention_arm, idea_arms, mixer_backbone, network_size
 from gridmix_tracks.common import binary_entropy, cross_entropy, generated_data, mean_cross_entropy
 
 MIN_SIDE = 8
@@ -176,13 +176,7 @@ class ImageModels:
     def backbone_spec(self) -> Backbone:
         """How the track builds a model around a registered mixer: this ViT, the mixer as
         ``attn_layer``."""
-        kwargs = self.mixer.mixer_kwargs()
-        return Backbone(
-            self.vit_with,
-            prefix="vit",
-            width_kwarg="mlp_ratio",
-            mixer_kwargs={"concentration": kwargs, "concentration-uncapped": kwargs},
-        )
+        return mixer_backbone(self.vit_with, self.mixer, prefix="vit")
 
     def mlp_mixer(self, grid: Grid, *, mlp_ratio: float | None = None) -> torch.nn.Module:
         return build_mlp_mixer(
@@ -202,47 +196,19 @@ class ImageModels:
     def specs(self) -> tuple[ModelSpec, ...]:
         """The track's models; each that names a registered mixer is built around it
         (``Backbone.model``)."""
-        b, model = self.backbone, self.backbone_spec().model
+        b, backbone = self.backbone, self.backbone_spec()
         pool = "avg pool" if self.fc_norm is False else "avg pool, LayerNorm after it"
-        size = (
-            f"dim {b.embed_dim}, depth {b.depth}, {b.num_heads} heads, MLP x{b.mlp_ratio:g}, "
-            f"patch 1, {pool}"
+        size = network_size(b, f"patch 1, {pool}")
+        idea, ablation, control = idea_arms(backbone, "ViT", f" (rank {self.mixer.rank})")
+        mlp_mixer = ModelSpec(
+            "mlp-mixer",
+            self.mlp_mixer,
+            supports=mlp_mixer_supports,
+            description=f"timm MlpMixer (dim {b.embed_dim}, depth {b.depth}, token MLP x0.5, "
+            f"channel MLP x{b.mlp_ratio:g})",
         )
-        return (
-            model(
-                "vit",
-                BUILTIN["attention"],
-                description=f"timm VisionTransformer, dense attention ({size})",
-            ),
-            model(
-                "vit-concentration",
-                BUILTIN["concentration"],
-                role="idea",
-                width_kwarg="mlp_ratio",
-                description="the same timm VisionTransformer with ConcentrationMixer (rank "
-                f"{self.mixer.rank}) as attn_layer",
-            ),
-            ModelSpec(
-                "mlp-mixer",
-                self.mlp_mixer,
-                supports=mlp_mixer_supports,
-                description=f"timm MlpMixer (dim {b.embed_dim}, depth {b.depth}, token MLP x0.5, "
-                f"channel MLP x{b.mlp_ratio:g})",
-            ),
-            model(
-                "vit-concentration-uncapped",
-                BUILTIN["concentration-uncapped"],
-                role="ablation",
-                description="the idea without its eigenvalue cap (softplus eigenvalues), same "
-                "everything else",
-            ),
-            model(
-                "vit-tokenwise",
-                BUILTIN["tokenwise"],
-                role="control",
-                description="the same ViT with no token mixing (TokenwiseMixer: W_o W_v per token)",
-            ),
-        )
+        vit = f"timm VisionTransformer, dense attention ({size})"
+        return attention_arm(backbone, "vit", vit), idea, mlp_mixer, ablation, control
 
 
 def grid_supported(grid: Grid) -> str | None:

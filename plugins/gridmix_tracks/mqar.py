@@ -99,9 +99,9 @@ from torch import nn
 
 from gridmix import hookimpl
 from gridmix.core.grid import Grid
-from gridmix.mixers.builtin import BUILTIN
 from gridmix.models import BackboneConfig, MixerConfig
 from gridmix.tracks import Backbone, DataSizes, ModelSpec, Split, Track, TrackData
+from gridmix_tracks.arms import attention_arm, idea_arms, mixer_backbone, network_size
 from gridmix_tracks.common import generated_data
 from gridmix_tracks.token_model import TokenTransformer
 
@@ -223,45 +223,17 @@ class RecallModels:
     def backbone_spec(self) -> Backbone:
         """How the track builds ``transformer-<mixer>`` for every registered mixer that is causal on
         axis 0."""
-        kwargs = self.mixer.mixer_kwargs()
-        return Backbone(
-            self.with_mixer,
-            prefix="transformer",
-            causal_axes=self.mixer.causal_axes,
-            width_kwarg="mlp_ratio",
-            mixer_kwargs={"concentration": kwargs, "concentration-uncapped": kwargs},
+        return mixer_backbone(
+            self.with_mixer, self.mixer, prefix="transformer", causal_axes=self.mixer.causal_axes
         )
 
     def specs(self) -> tuple[ModelSpec, ...]:
         """The track's models, each built around a registered mixer (``Backbone.model``)."""
-        b, model = self.backbone, self.backbone_spec().model
-        size = f"dim {b.embed_dim}, depth {b.depth}, {b.num_heads} heads, MLP x{b.mlp_ratio:g}"
+        backbone = self.backbone_spec()
+        network = f"causal transformer, causal attention ({network_size(self.backbone)})"
         return (
-            model(
-                "transformer",
-                BUILTIN["attention"],
-                description=f"causal transformer, causal attention ({size})",
-            ),
-            model(
-                "transformer-concentration",
-                BUILTIN["concentration"],
-                role="idea",
-                width_kwarg="mlp_ratio",
-                description="the same transformer with ConcentrationMixer, sequence axis causal, "
-                "as token mixer",
-            ),
-            model(
-                "transformer-concentration-uncapped",
-                BUILTIN["concentration-uncapped"],
-                role="ablation",
-                description="the idea without its eigenvalue cap (ablation)",
-            ),
-            model(
-                "transformer-tokenwise",
-                BUILTIN["tokenwise"],
-                role="control",
-                description="the same transformer with no token mixing (TokenwiseMixer; control)",
-            ),
+            attention_arm(backbone, "transformer", network),
+            *idea_arms(backbone, "transformer", ", sequence axis causal,"),
         )
 
 

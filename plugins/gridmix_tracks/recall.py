@@ -68,9 +68,9 @@ from torch import nn
 
 from gridmix import hookimpl
 from gridmix.core.grid import Grid
-from gridmix.mixers.builtin import BUILTIN
 from gridmix.models import BackboneConfig, MixerConfig
 from gridmix.tracks import Backbone, DataSizes, ModelSpec, Split, Track, TrackData
+from gridmix_tracks.arms import attention_arm, idea_arms, mixer_backbone, network_size
 from gridmix_tracks.common import generated_data
 from gridmix_tracks.token_model import TokenTransformer
 
@@ -170,44 +170,13 @@ class GridRecallModels:
 
     def backbone_spec(self) -> Backbone:
         """How the track builds ``transformer-<mixer>`` around every registered mixer."""
-        kwargs = self.mixer.mixer_kwargs()
-        return Backbone(
-            self.with_mixer,
-            prefix="transformer",
-            width_kwarg="mlp_ratio",
-            mixer_kwargs={"concentration": kwargs, "concentration-uncapped": kwargs},
-        )
+        return mixer_backbone(self.with_mixer, self.mixer, prefix="transformer")
 
     def specs(self) -> tuple[ModelSpec, ...]:
         """The track's four arms, each built around a registered mixer (``Backbone.model``)."""
-        b, model = self.backbone, self.backbone_spec().model
-        size = f"dim {b.embed_dim}, depth {b.depth}, {b.num_heads} heads, MLP x{b.mlp_ratio:g}"
-        return (
-            model(
-                "transformer",
-                BUILTIN["attention"],
-                description=f"token-grid transformer, dense attention ({size})",
-            ),
-            model(
-                "transformer-concentration",
-                BUILTIN["concentration"],
-                role="idea",
-                width_kwarg="mlp_ratio",
-                description="the same transformer with ConcentrationMixer as token mixer",
-            ),
-            model(
-                "transformer-concentration-uncapped",
-                BUILTIN["concentration-uncapped"],
-                role="ablation",
-                description="the idea without its eigenvalue cap (ablation)",
-            ),
-            model(
-                "transformer-tokenwise",
-                BUILTIN["tokenwise"],
-                role="control",
-                description="the same transformer with no token mixing (TokenwiseMixer; control)",
-            ),
-        )
+        backbone = self.backbone_spec()
+        network = f"token-grid transformer, dense attention ({network_size(self.backbone)})"
+        return attention_arm(backbone, "transformer", network), *idea_arms(backbone, "transformer")
 
 
 def default_grid(dims: int) -> Grid:

@@ -91,9 +91,9 @@ import torch
 
 from gridmix import hookimpl
 from gridmix.core.grid import Grid
-from gridmix.mixers.builtin import BUILTIN
 from gridmix.models import BackboneConfig, GridTransformer, MixerConfig
 from gridmix.tracks import Backbone, DataSizes, ModelSpec, Split, Track, TrackData
+from gridmix_tracks.arms import attention_arm, idea_arms, mixer_backbone, network_size
 from gridmix_tracks.common import generated_data, mse, mse_loss
 
 HORIZON = 16
@@ -213,49 +213,17 @@ class SequenceModels:
 
     def backbone_spec(self) -> Backbone:
         """How the track builds ``transformer-<mixer>`` for every registered mixer."""
-        kwargs = self.mixer.mixer_kwargs()
-        return Backbone(
-            self.transformer_with,
-            prefix="transformer",
-            width_kwarg="mlp_ratio",
-            mixer_kwargs={"concentration": kwargs, "concentration-uncapped": kwargs},
-        )
+        return mixer_backbone(self.transformer_with, self.mixer, prefix="transformer")
 
     def specs(self) -> tuple[ModelSpec, ...]:
         """The track's models, each built around a registered mixer (``Backbone.model``)."""
-        b, model = self.backbone, self.backbone_spec().model
-        size = (
-            f"dim {b.embed_dim}, depth {b.depth}, {b.num_heads} heads, MLP x{b.mlp_ratio:g}, "
-            "flatten head"
+        backbone = self.backbone_spec()
+        network = (
+            f"pre-norm transformer, dense attention ({network_size(self.backbone, 'flatten head')})"
         )
         return (
-            model(
-                "transformer",
-                BUILTIN["attention"],
-                description=f"pre-norm transformer, dense attention ({size})",
-            ),
-            model(
-                "transformer-concentration",
-                BUILTIN["concentration"],
-                role="idea",
-                width_kwarg="mlp_ratio",
-                description="the same transformer with ConcentrationMixer (rank "
-                f"{self.mixer.rank}) as token mixer",
-            ),
-            model(
-                "transformer-concentration-uncapped",
-                BUILTIN["concentration-uncapped"],
-                role="ablation",
-                description="the idea without its eigenvalue cap (softplus eigenvalues), same "
-                "everything else",
-            ),
-            model(
-                "transformer-tokenwise",
-                BUILTIN["tokenwise"],
-                role="control",
-                description="the same transformer with no token mixing (TokenwiseMixer: W_o W_v "
-                "per token)",
-            ),
+            attention_arm(backbone, "transformer", network),
+            *idea_arms(backbone, "transformer", f" (rank {self.mixer.rank})"),
         )
 
 

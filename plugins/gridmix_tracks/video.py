@@ -104,6 +104,7 @@ from gridmix.core.grid import Grid
 from gridmix.mixers.builtin import BUILTIN
 from gridmix.models import BackboneConfig, GridTransformer, MixerConfig
 from gridmix.tracks import Backbone, DataSizes, ModelSpec, Split, Track, TrackData
+from gridmix_tracks.arms import attention_arm, idea_arms, mixer_backbone, network_size
 from gridmix_tracks.common import binary_entropy, cross_entropy, generated_data, mean_cross_entropy
 
 # (dy, dx) per direction of motion: E, NE, N, NW, W, SW, S, SE
@@ -207,54 +208,24 @@ class VideoModels:
     def backbone_spec(self) -> Backbone:
         """How the track builds a model around a registered mixer, named as the mixer
         (``global-filter``)."""
-        kwargs = self.mixer.mixer_kwargs()
-        return Backbone(
-            self.with_mixer,
-            width_kwarg="mlp_ratio",
-            mixer_kwargs={"concentration": kwargs, "concentration-uncapped": kwargs},
-        )
+        return mixer_backbone(self.with_mixer, self.mixer)
 
     def specs(self) -> tuple[ModelSpec, ...]:
         """The track's models, each built around a registered mixer (``Backbone.model``)."""
-        b, model = self.backbone, self.backbone_spec().model
-        size = (
-            f"dim {b.embed_dim}, depth {b.depth}, {b.num_heads} heads, MLP x{b.mlp_ratio:g}, "
-            "mean-pool head"
+        backbone = self.backbone_spec()
+        size = network_size(self.backbone, "mean-pool head")
+        divided = backbone.model(
+            "divided-attention",
+            BUILTIN["divided-attention"],
+            description="TimeSformer-style divided attention: over time per location, then "
+            "over space",
         )
+        joint = f"joint space-time attention over all T·H·W tokens ({size})"
+        idea = f" (rank {self.mixer.rank}, time axis symmetric)"
         return (
-            model(
-                "dense-attention",
-                BUILTIN["attention"],
-                description=f"joint space-time attention over all T·H·W tokens ({size})",
-            ),
-            model(
-                "divided-attention",
-                BUILTIN["divided-attention"],
-                description="TimeSformer-style divided attention: over time per location, then "
-                "over space",
-            ),
-            model(
-                "concentration",
-                BUILTIN["concentration"],
-                role="idea",
-                width_kwarg="mlp_ratio",
-                description=f"the same network with ConcentrationMixer (rank {self.mixer.rank}, "
-                "time axis symmetric) as token mixer",
-            ),
-            model(
-                "concentration-uncapped",
-                BUILTIN["concentration-uncapped"],
-                role="ablation",
-                description="the idea without its eigenvalue cap (softplus eigenvalues), same "
-                "everything else",
-            ),
-            model(
-                "tokenwise",
-                BUILTIN["tokenwise"],
-                role="control",
-                description="the same network with no token mixing (TokenwiseMixer: W_o W_v per "
-                "token)",
-            ),
+            attention_arm(backbone, "dense-attention", joint),
+            divided,
+            *idea_arms(backbone, "network", idea),
         )
 
 
