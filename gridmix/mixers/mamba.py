@@ -61,7 +61,7 @@ from gridmix.mixers.short_conv import ShortConv
 
 DT_MIN, DT_MAX, DT_FLOOR = 0.001, 0.1, 1e-4  # Mamba-2's dt_min, dt_max, dt_init_floor
 A_RANGE = (1.0, 16.0)  # Mamba-2's A_init_range
-CHUNK_SIZE = 64  # tokens per SSD chunk by default (the result does not depend on it)
+CHUNK_SIZE = 32  # tokens per SSD chunk: measured (docs/mixers.md); the result does not depend on it
 
 
 def scan_directions(grid: Grid, causal_axes: Sequence[int]) -> tuple[tuple[int, bool], ...]:
