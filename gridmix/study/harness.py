@@ -11,7 +11,7 @@ import dataclasses
 import functools
 import platform
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -32,8 +32,19 @@ from gridmix.study.spec import (
 from gridmix.study.train import resolve_device, train_run
 from gridmix.tracks import DataSizes, ModelSpec, TrackData
 
-if TYPE_CHECKING:  # the executors run tasks through this module's execute
-    from gridmix.study.executors import Executor
+
+class TaskExecutor(Protocol):
+    """What :class:`Runner` needs of an executor (``study/executors.py``'s, which run each task
+    through this module's :func:`execute`)."""
+
+    def run(
+        self,
+        tasks: list[RunTask],
+        *,
+        on_done: Callable[[RunTask, RunRow], None],
+        on_start: Callable[[RunTask], None] | None = None,
+        on_epoch: Callable[[RunTask, int, float, float], None] | None = None,
+    ) -> None: ...
 
 
 def versions() -> dict:
@@ -182,7 +193,7 @@ class Runner:
 
     study: Study
     ledger: Ledger
-    executor: Executor
+    executor: TaskExecutor
     _: dataclasses.KW_ONLY
     on_plan: Callable[[int], None] | None = None
     on_start: Callable[[RunTask], None] | None = None
