@@ -13,7 +13,7 @@ from gridmix_tracks.recall import GridRecallTask
 
 from gridmix.core.grid import Grid
 
-fig, axes = plt.subplots(2, 4, figsize=(13, 7))
+fig, axes = plt.subplots(2, 5, figsize=(16, 7))
 rng = np.random.default_rng(7)
 for ax, rung in zip(axes[0], RC):
     split = GridRecallTask(rung).generate(rng, 1, Grid((8, 8)))
@@ -32,7 +32,9 @@ for ax, rung in zip(axes[0], RC):
     ax.set_title(f"recall {rung} (8x8)\nk key, v value, q query", fontsize=9)
     ax.set_xticks([])
     ax.set_yticks([])
-for ax, (rung, label) in zip(axes[1], [("len-6", 1), ("len-6", 0), ("len-9", 1), ("len-14", 0)]):
+for ax, (rung, label) in zip(
+    axes[1], [("len-6", 1), ("len-6", 0), ("len-9", 1), ("len-9", 0), ("len-14", 0)]
+):
     d = PathfinderTask(rung).draw(rng, Grid((32, 32)), label)
     ax.imshow(d.image, cmap="gray_r", vmin=0, vmax=1)
     ax.set_title(f"pathfinder {rung} (32x32), label {label}", fontsize=9)

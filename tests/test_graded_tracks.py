@@ -38,14 +38,17 @@ def lookup_answers(inputs: np.ndarray, vocab: int) -> np.ndarray:
 
 
 @pytest.mark.parametrize("grid", ["8x8", "4x4x4", "64"])
-def test_recall_answers_are_a_lookup_in_the_input(grid):
-    task = GridRecallTask("pairs-8", vocab=16)
+@pytest.mark.parametrize("rung, pairs", [("pairs-1", 1), ("pairs-8", 8)])
+def test_recall_answers_are_a_lookup_in_the_input(grid, rung, pairs):
+    task = GridRecallTask(rung, vocab=16)
     split = task.generate(np.random.default_rng(1), 50, Grid.parse(grid))
     inputs, targets = split.inputs.numpy(), split.targets.numpy()
     assert inputs.shape == targets.shape == (50, *Grid.parse(grid).shape)
     assert (lookup_answers(inputs, 16) == targets).all()
     asked = (targets != IGNORE).sum(axis=tuple(range(1, targets.ndim)))
-    assert (asked == 8).all()  # every key asked once
+    assert (asked == pairs).all()  # every key asked once
+    values_on_grid = ((inputs > 16) & (inputs <= 32)).sum(axis=tuple(range(1, inputs.ndim)))
+    assert (values_on_grid == pairs).all()  # pairs-1: the grid's one value is the answer
     values = targets[targets != IGNORE]
     assert values.min() >= 17 and values.max() <= 32
 
@@ -57,7 +60,7 @@ def test_recall_ladder_adds_pairs_in_order():
         inputs = GridRecallTask(rung).generate(np.random.default_rng(0), 20, grid).inputs
         keys = ((inputs >= 1) & (inputs <= 32)).flatten(1).sum(dim=1)  # (S,)
         counts.append(set(keys.tolist()))
-    assert counts == [{2}, {4}, {8}, {16}]
+    assert counts == [{1}, {2}, {4}, {8}, {16}]
     assert recall.make_track().supports(Grid((4, 4))) is None
     assert "needs 32 dominoes" in recall.make_track(GridRecallTask("pairs-16")).supports(
         Grid((4, 4))
@@ -69,7 +72,7 @@ def test_recall_settings_and_refusals():
     assert track.with_settings({"difficulty": "pairs-16"}).chance == pytest.approx(1 / 32)
     assert track.with_settings({"vocab": "64"}).chance == pytest.approx(1 / 64)
     assert track.with_settings({"dims": 3}).default_grid == Grid((4, 4, 4))
-    with pytest.raises(ValueError, match="difficulty='pairs-3'; expected one of pairs-2"):
+    with pytest.raises(ValueError, match="difficulty='pairs-3'; expected one of pairs-1"):
         track.with_settings({"difficulty": "pairs-3"})
     with pytest.raises(ValueError, match="vocab=4; expected at least the 8 pairs"):
         track.with_settings({"difficulty": "pairs-8", "vocab": 4})
@@ -88,10 +91,12 @@ def train_briefly(model: torch.nn.Module, data, track, epochs: int) -> float:
         return track.metric(model(data.test.inputs), data.test.targets)
 
 
-def test_recall_control_at_chance(one_thread):
-    """Without token mixing the value at a query cell is out of reach: the control scores about
-    1/vocab after a short training that fits the training split's answers no better."""
-    track, grid = recall.make_track(GridRecallTask("pairs-2", vocab=8)), Grid((4, 4))
+@pytest.mark.parametrize("rung", ["pairs-1", "pairs-2"])
+def test_recall_control_at_chance(one_thread, rung):
+    """Without token mixing the value at a query cell is out of reach, even on ``pairs-1`` where it
+    is the grid's only value: the control scores about 1/vocab after a short training that fits the
+    training split's answers no better."""
+    track, grid = recall.make_track(GridRecallTask(rung, vocab=8)), Grid((4, 4))
     data = track.make_data(grid, 0, DataSizes(n_train=512, n_val=8, n_test=512))
     torch.manual_seed(0)
     accuracy = train_briefly(track.control.build(grid), data, track, epochs=3)
@@ -198,7 +203,10 @@ def test_tracks_lists_the_ladders(installed):
     import json
 
     tracks = {t["name"]: t for t in json.loads(result.output)["tracks"]}
-    assert "ladder: pairs-2 < pairs-4 < pairs-8 < pairs-16" in tracks["recall"]["description"]
+    assert (
+        "ladder: pairs-1 < pairs-2 < pairs-4 < pairs-8 < pairs-16"
+        in tracks["recall"]["description"]
+    )
     assert "ladder: len-6 < len-9 < len-14" in tracks["pathfinder"]["description"]
     assert tracks["recall"]["settings"]["difficulty"] == "pairs-4"
     assert tracks["pathfinder"]["settings"]["difficulty"] == "len-6"

@@ -29,12 +29,17 @@ The difficulty ladder (the ``difficulty`` setting, rungs in order):
 ============  =====  ==============================================
 rung          pairs  smallest grid (dominoes: 2 per pair)
 ============  =====  ==============================================
+``pairs-1``   1      2 dominoes (e.g. ``2x2``)
 ``pairs-2``   2      4 dominoes (e.g. ``4x2``)
 ``pairs-4``   4      8 dominoes (``4x4``)
 ``pairs-8``   8      16 dominoes (``8x4``)
 ``pairs-16``  16     32 dominoes (``8x8``)
 ============  =====  ==============================================
 
+``pairs-1`` needs no key matching: the one value on the grid is the answer, wherever it is, so it
+asks only that a mixer carry a token from anywhere on the grid to the query cell (global reach).
+From ``pairs-2`` on, the query must find its key and read the cell next to it: a key–value binding
+(the value cell learns its neighbour's key, or the key cell its value) and a content-based lookup.
 More pairs mean more keys to tell apart per query and more distractor keys per sample; the
 vocabulary (``vocab``, default 32, at least the rung's pairs) is the ladder's second knob (``gridmix
 sweep --over vocab=16,32,64``). The default grid is ``8x8`` (64 tokens); any grid of any dimension
@@ -75,7 +80,8 @@ from gridmix_tracks.common import generated_data
 from gridmix_tracks.token_model import TokenTransformer
 
 IGNORE = -100  # targets at cells that are not queries (F.cross_entropy's ignore_index)
-LADDER = {"pairs-2": 2, "pairs-4": 4, "pairs-8": 8, "pairs-16": 16}  # rung → pairs, in order
+# rung → pairs, in order
+LADDER = {"pairs-1": 1, "pairs-2": 2, "pairs-4": 4, "pairs-8": 8, "pairs-16": 16}
 
 
 @dataclass(frozen=True)
