@@ -1,8 +1,8 @@
 """The mixer on one GPU: layer and ViT step against timm's fused attention, fp32 and bf16, and a
 study's wall time.
 
-    python benchmarks/bench_gpu.py --out DIR [--device cuda] [--quick] [--no-study] [--cpu-study-s
-        S]
+    python benchmarks/bench_gpu.py --out DIR [--device cuda] [--quick] [--no-study]
+        [--cpu-study-s S]
 
 Prints, and writes as ``DIR/bench_gpu.json`` and ``DIR/bench_gpu.md``, the GPU figures:
 

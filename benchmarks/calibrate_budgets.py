@@ -2,8 +2,8 @@
 calibration criteria.
 
     python benchmarks/calibrate_budgets.py [--tracks image,sequence,video,mqar] [--layouts 2x1,1x2]
-                                           [--grid image=16x16] [--out runs/calibrate] [-- extra
-                                               gridmix run arguments]
+                                           [--grid image=16x16] [--out runs/calibrate]
+                                           [-- extra gridmix run arguments]
 
 For every track and every layout ``JOBSxTHREADS`` it runs ``gridmix run --track T --jobs J --threads
 K`` in a fresh output folder, times the whole command (wall clock, from start to exit), and reads

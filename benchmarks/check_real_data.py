@@ -3,7 +3,7 @@
 logistic-regression probe on the same split?
 
     python benchmarks/check_real_data.py --make-folder DIR          # optional: a generated glyph
-        folder (below)
+                                                                    # folder (below)
     gridmix run --track image-folder --data DIR --grid 8x8 --no-scaling --out OUT
     python benchmarks/check_real_data.py --data DIR --grid 8x8 --report OUT/bench_report.json
         --json result.json

@@ -2,8 +2,8 @@
 tabulate the results.
 
     python benchmarks/pilot_budget.py --track image --grid 32x32 --models vit-concentration,vit \
-        --budget '{"n_train": 512, "epochs": 3, "batch_size": 4}' --lrs 1e-3,3e-3,1e-2 --seeds \
-            1000,0,1,2,3,4,5 \
+        --budget '{"n_train": 512, "epochs": 3, "batch_size": 4}' --lrs 1e-3,3e-3,1e-2 \
+        --seeds 1000,0,1,2,3,4,5 \
         --out runs/pilot.jsonl
 
 Each run is a :class:`gridmix.study.spec.RunTask` executed as ``gridmix run`` executes it

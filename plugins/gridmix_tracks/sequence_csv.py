@@ -6,11 +6,11 @@ tracks`` lists the track as needing data)::
 
     GRIDMIX_SEQUENCE_CSV=data/load.csv        # rows in time order; a header row is optional
     GRIDMIX_SEQUENCE_CSV_TARGET=load          # the column to forecast: header name or 0-based
-        index; default: the last
+                                              # index; default: the last
     GRIDMIX_SEQUENCE_CSV_INPUTS=all           # optional: the models read every channel, not only
-        the target's past
+                                              # the target's past
     GRIDMIX_SEQUENCE_CSV_SEASON=1             # optional: MASE's naive season m (default 1, the
-        previous value)
+                                              # previous value)
 
 Univariate (the default, ``INPUTS=target``): the models read the target column's past only.
 Multivariate (``INPUTS=all``, the ETT / Weather / Electricity layout ``date,channel,…,target``): the
