@@ -76,8 +76,8 @@ mean.
 
 Shape legend:
     S: samples, L: sequence length (the grid), V: vocabulary; inputs (S, L) int64,
-    targets (S, L) int64 (the answer at query positions, ``IGNORE`` elsewhere), predictions (S, L,
-    V)
+    targets (S, L) int64 (the answer at query positions, ``IGNORE`` elsewhere),
+    predictions (S, L, V)
 """
 
 from __future__ import annotations

@@ -73,8 +73,8 @@ smoke run's step time a default run on a 2-core CPU would exceed 10 minutes; in 
 attention stayed on the chance plateau of ``hidden-1`` (docs/tracks.md, "Pilots").
 
 Shape legend:
-    S: samples, T, H, W: the grid, O: objects (target first, then distractors); inputs (S, 1, T, H,
-    W) float32 in {-1, 0, 0.5, 1}, targets (S,) int64 in {0, 1}
+    S: samples, T, H, W: the grid, O: objects (target first, then distractors);
+    inputs (S, 1, T, H, W) float32 in {-1, 0, 0.5, 1}, targets (S,) int64 in {0, 1}
 """
 
 from __future__ import annotations

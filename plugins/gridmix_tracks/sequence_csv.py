@@ -47,8 +47,8 @@ MSE (the best epoch restored; :data:`BUDGET_OVERRIDES`), since a short real seri
 within a few epochs or still improve after eight.
 
 Shape legend:
-    S: windows, L: context (the grid), H: horizon, C: channels (1 univariate); inputs (S, C, L)
-    float32 with the target's past in channel 0, targets (S, H) float32
+    S: windows, L: context (the grid), H: horizon, C: channels (1 univariate);
+    inputs (S, C, L) float32 with the target's past in channel 0, targets (S, H) float32
 """
 
 from __future__ import annotations
