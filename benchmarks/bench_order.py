@@ -103,7 +103,7 @@ def default_order(grid: Grid) -> dict[str, str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True, help="directory for bench_order.json")
     parser.add_argument(
         "--grids", nargs="*", default=["32x32", "64x64", "128x128", "16x32x32", "8x64x64"]

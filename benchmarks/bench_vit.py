@@ -122,7 +122,7 @@ def largest_side(model: str, sides: tuple[int, int]) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--out", type=Path, required=True, help="directory for bench_vit.json and .md"
     )

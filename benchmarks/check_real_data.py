@@ -111,7 +111,7 @@ def acceptance(data: TrackData, accuracies: dict[str, float], matched: str) -> d
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--make-folder", default=None, help="write the generated glyph folder here and stop"
     )

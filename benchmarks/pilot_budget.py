@@ -77,7 +77,7 @@ def table(rows: list[dict], track: Track) -> list[str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--track", required=True)
     parser.add_argument("--grid", default="", help="e.g. 32x32 (default: the track's)")
     parser.add_argument("--models", required=True, help="comma-separated model names")
