@@ -22,6 +22,7 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 from torch import nn
@@ -362,6 +363,10 @@ class Track:
         rebuild: ``rebuild(**settings) → Track``, the same track built with these setting values
             (every setting is given); required exactly when ``settings`` is not empty.
             :meth:`with_settings` calls it.
+        draw_examples: ``draw_examples(grid, path)`` draws a few generated samples of this track, at
+            its current settings (its rung), on ``grid`` into the PNG file ``path``; ``None``: the
+            track draws none. Every study's report shows the picture (``examples.png``), and a
+            drawing that raises costs the report only the picture (docs/plugins.md).
     """
 
     name: str
@@ -395,6 +400,7 @@ class Track:
     fixed_grid: str | None = UNDECLARED_GRIDS
     settings: dict[str, int | float | str] = field(default_factory=dict)
     rebuild: Callable[..., Track] | None = None
+    draw_examples: Callable[[Grid, Path], None] | None = None
 
     @property
     def needs_data(self) -> bool:
@@ -459,6 +465,11 @@ class Track:
                 raise self._fail(
                     f"{attribute} is {short(getattr(self, attribute))}; expected a callable"
                 )
+        if self.draw_examples is not None and not callable(self.draw_examples):
+            raise self._fail(
+                f"draw_examples is {short(self.draw_examples)}; expected None or a callable "
+                "(grid, path) drawing a PNG"
+            )
         reason = self.supports(self.default_grid)
         if reason is not None:
             raise self._fail(f"its own default_grid {self.default_grid} is unsupported: {reason}")

@@ -80,6 +80,7 @@ Shape legend:
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -90,6 +91,7 @@ from gridmix.core.grid import Grid
 from gridmix.models import BackboneConfig, MixerConfig
 from gridmix.tracks import DataSizes, Split, Track, TrackData
 from gridmix_tracks.common import accuracy, cross_entropy, generated_data
+from gridmix_tracks.examples import draw_occlusion
 from gridmix_tracks.video import DEFAULT_MODELS, VideoModels
 
 # every (dy, dx) with components in -2..2, not both 0
@@ -254,6 +256,7 @@ def make_track(
             depth=backbone.depth,
         ),
         rebuild=rebuild,
+        draw_examples=functools.partial(draw_occlusion, task),
     )
 
 
