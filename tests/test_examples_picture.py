@@ -9,8 +9,10 @@ import types
 import pytest
 from gridmix_tracks import occlusion, pathfinder, recall
 from PIL import Image
+from typer.testing import CliRunner
 
 import gridmix
+from gridmix.cli import app
 from gridmix.report.build import build_report, write_report
 from gridmix.study.ledger import Ledger
 from gridmix.tracks import ContractError
@@ -63,6 +65,9 @@ def test_a_study_draws_the_tracks_examples_beside_its_report_and_links_them(
     assert LINK in markdown
     assert markdown.index(LINK) < markdown.index("## Plots")
     assert "![examples.png]" not in markdown  # not listed again among the plots
+    # re-rendered from the ledger alone (no track at hand): the picture drawn is still shown
+    assert CliRunner().invoke(app, ["report", str(out)]).exit_code == 0
+    assert LINK in (out / "report.md").read_text() and len(drawn_on) == 1
 
     # a drawing that raises: the report is whole, the error one line of it, no picture
     def broken(path):
