@@ -92,7 +92,7 @@ class Probe:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--replicates", type=int, default=200)
     parser.add_argument("--seeds", type=int, default=6)

@@ -70,7 +70,7 @@ def measure(track_name: str, budget_name: str, *, repeats: int, threads: int) ->
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--out", type=Path, required=True, help="directory for bench_fingerprint.json"
     )

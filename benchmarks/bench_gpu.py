@@ -1,8 +1,8 @@
 """The mixer on one GPU: layer and ViT step against timm's fused attention, fp32 and bf16, and a
 study's wall time.
 
-    python benchmarks/bench_gpu.py --out DIR [--device cuda] [--quick] [--no-study] [--cpu-study-s
-        S]
+    python benchmarks/bench_gpu.py --out DIR [--device cuda] [--quick] [--no-study]
+        [--cpu-study-s S]
 
 Prints, and writes as ``DIR/bench_gpu.json`` and ``DIR/bench_gpu.md``, the GPU figures:
 
@@ -317,7 +317,7 @@ def render(result: dict) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--out", type=Path, required=True, help="directory for bench_gpu.json and .md"
     )

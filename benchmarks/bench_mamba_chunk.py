@@ -53,7 +53,7 @@ def training_step(point: str, chunk: int):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True, help="directory for the JSON")
     parser.add_argument("--chunks", nargs="*", type=int, default=[16, 32, 64, 128, 256])
     parser.add_argument("--points", nargs="*", default=["32x32", "64x64", "128x128", "4096c"])

@@ -1,8 +1,8 @@
 """The projection order among tied Tucker axes: innermost first against outermost first, on both
 paths.
 
-    python benchmarks/bench_order.py --out DIR [--threads 2] [--grids 32x32 64x64 128x128 16x32x32
-        8x64x64]
+    python benchmarks/bench_order.py --out DIR [--threads 2]
+        [--grids 32x32 64x64 128x128 16x32x32 8x64x64]
 
 Axes that tie in :func:`gridmix.mixers.concentration.layer.projection_order` (equal length and rank)
 cost the same FLOPs in any order, so the order among them is a choice about memory access: the layer
@@ -103,7 +103,7 @@ def default_order(grid: Grid) -> dict[str, str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True, help="directory for bench_order.json")
     parser.add_argument(
         "--grids", nargs="*", default=["32x32", "64x64", "128x128", "16x32x32", "8x64x64"]

@@ -99,7 +99,7 @@ def cases(n: int) -> dict:
 
 def main() -> None:
     length_sweep_main(
-        __doc__.split("\n")[0],
+        __doc__.split("\n\n")[0],
         "bench_semiseparable.json",
         cases,
         names=NAMES,

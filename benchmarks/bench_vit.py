@@ -1,8 +1,8 @@
 """End to end: a timm ViT training step with the concentration mixer against the same ViT with
 attention.
 
-    python benchmarks/bench_vit.py --out DIR [--quick] [--threads N] [--device cuda] [--precision
-        bf16]
+    python benchmarks/bench_vit.py --out DIR [--quick] [--threads N] [--device cuda]
+        [--precision bf16]
 
 Both models are timm's ``VisionTransformer`` (patch size 1 on images of the grid's size, embed_dim
 64, depth 4, 4 heads, ``class_token=False``, ``global_pool="avg"``), differing only in
@@ -122,7 +122,7 @@ def largest_side(model: str, sides: tuple[int, int]) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--out", type=Path, required=True, help="directory for bench_vit.json and .md"
     )

@@ -2,8 +2,8 @@
 calibration criteria.
 
     python benchmarks/calibrate_budgets.py [--tracks image,sequence,video,mqar] [--layouts 2x1,1x2]
-                                           [--grid image=16x16] [--out runs/calibrate] [-- extra
-                                               gridmix run arguments]
+                                           [--grid image=16x16] [--out runs/calibrate]
+                                           [-- extra gridmix run arguments]
 
 For every track and every layout ``JOBSxTHREADS`` it runs ``gridmix run --track T --jobs J --threads
 K`` in a fresh output folder, times the whole command (wall clock, from start to exit), and reads
@@ -173,7 +173,7 @@ def layout(text: str) -> tuple[int, int]:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     extra = argv[argv.index("--") + 1 :] if "--" in argv else []
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tracks", default="image,sequence,video,mqar")
     parser.add_argument(
         "--layouts", default="2x1", help="comma-separated JOBSxTHREADS, e.g. 2x1,1x2"

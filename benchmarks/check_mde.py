@@ -35,7 +35,7 @@ def power(effect: float, spread: float, n: int, *, draws: int, alpha: float, see
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("report", type=Path)
     parser.add_argument("--draws", type=int, default=4000)
     parser.add_argument("--seed", type=int, default=12345)

@@ -3,7 +3,7 @@
 logistic-regression probe on the same split?
 
     python benchmarks/check_real_data.py --make-folder DIR          # optional: a generated glyph
-        folder (below)
+                                                                    # folder (below)
     gridmix run --track image-folder --data DIR --grid 8x8 --no-scaling --out OUT
     python benchmarks/check_real_data.py --data DIR --grid 8x8 --report OUT/bench_report.json
         --json result.json
@@ -111,7 +111,7 @@ def acceptance(data: TrackData, accuracies: dict[str, float], matched: str) -> d
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--make-folder", default=None, help="write the generated glyph folder here and stop"
     )

@@ -52,7 +52,7 @@ def _verdict(row: dict) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--track", required=True)
     parser.add_argument(
         "--out", type=Path, required=True, help="the shared study directory and the table"

@@ -71,7 +71,7 @@ def table(counts: dict[str, dict[str, OpCount | None]]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="cpu", help="where the layers run (cpu, cuda)")
     parser.add_argument("--json", type=Path, default=None, help="also write the counts by op here")
     args = parser.parse_args()

@@ -2,8 +2,8 @@
 tabulate the results.
 
     python benchmarks/pilot_budget.py --track image --grid 32x32 --models vit-concentration,vit \
-        --budget '{"n_train": 512, "epochs": 3, "batch_size": 4}' --lrs 1e-3,3e-3,1e-2 --seeds \
-            1000,0,1,2,3,4,5 \
+        --budget '{"n_train": 512, "epochs": 3, "batch_size": 4}' --lrs 1e-3,3e-3,1e-2 \
+        --seeds 1000,0,1,2,3,4,5 \
         --out runs/pilot.jsonl
 
 Each run is a :class:`gridmix.study.spec.RunTask` executed as ``gridmix run`` executes it
@@ -77,7 +77,7 @@ def table(rows: list[dict], track: Track) -> list[str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--track", required=True)
     parser.add_argument("--grid", default="", help="e.g. 32x32 (default: the track's)")
     parser.add_argument("--models", required=True, help="comma-separated model names")

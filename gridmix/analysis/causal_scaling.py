@@ -24,8 +24,8 @@ the scaling study and its memory subprocesses find them by ``module:attribute``
 ``benchmarks/bench_mixer.py --causal``.
 
 Shape legend:
-    S: samples, B: batch, C: channels (``DIM``), N: tokens on the grid, h: heads, c: channels per
-    head
+    S: samples, B: batch, C: channels (``DIM``), N: tokens on the grid, h: heads,
+    c: channels per head
 """
 
 from __future__ import annotations

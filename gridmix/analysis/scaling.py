@@ -335,18 +335,20 @@ class ScalingConfig:
     """How :func:`scale_track` measures every point.
 
     Attributes:
-        batch: samples per timed step. threads: torch threads for timing and memory (``None``: the
-        current
-            ``torch.get_num_threads()``). repeats, warmup: timed and untimed steps per point. seed:
-            the point's data and initialisation. device: ``"cpu"`` or ``"cuda"``.
+        batch: samples per timed step.
+        threads: torch threads for timing and memory (``None``: the current
+            ``torch.get_num_threads()``).
+        repeats, warmup: timed and untimed steps per point.
+        seed: the point's data and initialisation.
+        device: ``"cpu"`` or ``"cuda"``.
         memory: measure peak memory (a fresh process per point, forked from one warm server).
         track_ref: how the measuring process finds the track (``None``: its registered name), see
             :func:`resolve_track`.
         memory_fraction: skip a point whose estimated peak exceeds this fraction of the available
-        memory. time_cap_s: skip a point whose warm-up and repeats, extrapolated from the model's
-        previous grid at
-            that grid's FLOP throughput, would take longer. timeout_s: the limit of one point's
-            memory measurement.
+            memory.
+        time_cap_s: skip a point whose warm-up and repeats, extrapolated from the model's previous
+            grid at that grid's FLOP throughput, would take longer.
+        timeout_s: the limit of one point's memory measurement.
         tail: the tail exponent fits the largest ``tail`` grids.
     """
 

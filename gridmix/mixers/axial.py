@@ -131,7 +131,7 @@ class AxialAttention(_LinesMixer):
         causal_axes: grid axes on which no token sees a later one (negative indices allowed).
         num_prefix_tokens: must be 0.
         line_kwargs: :class:`LineAttention`'s (timm's) arguments, ``qkv_bias``, ``device``,
-        ``dtype`` …
+            ``dtype`` …
     """
 
     what = "axial attention"

@@ -26,8 +26,9 @@ MiB at N = 16384) and O(N² C) compute, not NATTEN's O(N kᵈ C) kernels. It is 
 is compared on.
 
 Shape legend:
-    B: batch, P: prefix tokens, N: grid tokens (n_1·…·n_d), T = P + N, C: channels, h: heads, c = C
-    / h grid axes are in row-major order (the last fastest), as timm's token order
+    B: batch, P: prefix tokens, N: grid tokens (n_1·…·n_d), T = P + N, C: channels, h: heads,
+    c = C / h
+    grid axes are in row-major order (the last fastest), as timm's token order
 """
 
 from __future__ import annotations

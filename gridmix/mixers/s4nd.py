@@ -32,9 +32,9 @@ buffer ``dt_scale``): the kernel spans the same continuous extent of the axis. T
 the same mixer bit for bit.
 
 Shape legend:
-    B: batch, P: prefix tokens, N: grid tokens (n_1·…·n_d), C: channels, S: complex modes (d_state /
-    2), n: an axis length, D: kernel directions (2 bidirectional, 1 causal), F: an axis's spectrum
-    length
+    B: batch, P: prefix tokens, N: grid tokens (n_1·…·n_d), C: channels,
+    S: complex modes (d_state / 2), n: an axis length,
+    D: kernel directions (2 bidirectional, 1 causal), F: an axis's spectrum length
 """
 
 from __future__ import annotations

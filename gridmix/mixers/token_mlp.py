@@ -10,8 +10,8 @@ timm's MLP-Mixer (``xavier_uniform_``, biases ``N(0, 1e-6)``).
 Prefix tokens (class / register tokens) are not on the grid: they pass through unchanged.
 
 Shape legend:
-    B: batch, P: prefix tokens, N: grid tokens (n_1·…·n_d), C: channels, H: hidden tokens (int(N ·
-    token_ratio))
+    B: batch, P: prefix tokens, N: grid tokens (n_1·…·n_d), C: channels,
+    H: hidden tokens (int(N · token_ratio))
 """
 
 from __future__ import annotations

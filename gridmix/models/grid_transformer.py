@@ -35,8 +35,7 @@ class GridTransformer(nn.Module):
         backbone: width, depth, heads, MLP ratio.
         attn_layer: every block's token mixer (timm's ``attn_layer``, a registered mixer's).
         readout: ``"mean"`` pools the tokens then applies a linear head; ``"flatten"`` applies a
-        linear
-            head to all N·C features (forecasting heads, where each output needs positions).
+            linear head to all N·C features (forecasting heads, where each output needs positions).
     """
 
     def __init__(

@@ -1,12 +1,13 @@
 """Running a planned study: its ledger (:func:`open_ledger`), the executor that trains it
 (:func:`make_executor`), and :func:`run_study`, which trains what the ledger lacks, stores the
-references and the parity and scaling analyses, and builds and writes the report (an
-:class:`Outcome`).
+references and the parity and scaling analyses, and builds and writes the report with the track's
+generated examples (an :class:`Outcome`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -118,7 +119,12 @@ def run_study(
                 )
         if planned.study.paired:
             report = build_report(ledger)
-            paths = write_report(report, Path(out))
+            draw = planned.track.draw_examples
+            paths = write_report(
+                report,
+                Path(out),
+                draw_examples=functools.partial(draw, planned.grid) if draw else None,
+            )
         else:
             report = learnability_report(ledger)
             paths = write_learnability(report, Path(out))

@@ -29,6 +29,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -560,16 +563,26 @@ def _model_timings(rows: list[RunRow], steps_per_epoch: int) -> dict:
     )
 
 
-def write_report(report: Report, out: str | Path) -> list[Path]:
-    """Write ``bench_report.json``, ``report.md`` and the PNG plots into ``out``; return the
-    paths."""
-    from gridmix.report.markdown import render_markdown
+def write_report(
+    report: Report, out: str | Path, *, draw_examples: Callable[[Path], None] | None = None
+) -> list[Path]:
+    """Write ``bench_report.json``, ``report.md`` and the PNG plots into ``out``; return the paths.
+
+    ``draw_examples(path)``, when given, draws the track's generated samples into the PNG ``path``
+    (:attr:`gridmix.tracks.Track.draw_examples` on the study's grid), saved as ``examples.png``; an
+    error there becomes a line of the report's plot errors, never a lost report. The markdown shows
+    an ``examples.png`` in ``out``, drawn now or by an earlier run of the study."""
+    from gridmix.report.markdown import EXAMPLES, render_markdown
     from gridmix.report.plots import plot_report
 
     out = Path(out)
     paths = [out / "bench_report.json", out / "report.md"]
     errors: list[str] = []
     figures = plot_report(report, out, errors=errors)
+    if draw_examples is not None:
+        _draw_examples(draw_examples, out / EXAMPLES, errors)
+    if (out / EXAMPLES).is_file():
+        figures.insert(0, out / EXAMPLES)
     if errors:
         report = report.with_plot_errors(errors)
     write_atomic(paths[0], json.dumps(report.to_dict(), indent=2, sort_keys=False) + "\n")
@@ -584,3 +597,18 @@ def write_report(report: Report, out: str | Path) -> list[Path]:
         )
     write_atomic(paths[1], markdown)
     return paths + figures
+
+
+def _draw_examples(draw: Callable[[Path], None], path: Path, errors: list[str]) -> None:
+    """``draw`` into a scratch file ending in ``.png`` beside ``path``, renamed over ``path`` once
+    it holds a picture; any error (the previous picture, if any, removed) appended to ``errors``."""
+    try:
+        with tempfile.TemporaryDirectory(dir=path.parent, prefix=".examples.") as scratch:
+            drawn = Path(scratch) / path.name
+            draw(drawn)
+            if not drawn.is_file() or drawn.stat().st_size == 0:
+                raise ValueError(f"it wrote no picture at {drawn.name}; expected a PNG there")
+            os.replace(drawn, path)
+    except Exception as error:
+        path.unlink(missing_ok=True)
+        errors.append(f"examples picture: {type(error).__name__}: {error}")

@@ -6,9 +6,9 @@ checks that fire on a significant verdict and how both arms fare against the bes
 follow (seeds too few for α, arms at chance or ceiling or predicting one constant, identical arms, a
 dataset-conditional test), then the references, the training checks, the secondary comparisons, the
 models, the sweep, the transfer to other grids (with ``--eval-grids``), the mechanism (ablation and
-control; the parametrisation check), parity, scaling, failures, data and code, timings, plots and
-the method. A section that fails to render says so in place; the rest stands. docs/analysis.md
-defines every figure.
+control; the parametrisation check), parity, scaling, failures, data and code, timings, the track's
+generated examples (``examples.png``), plots and the method. A section that fails to render says so
+in place; the rest stands. docs/analysis.md defines every figure.
 """
 
 from __future__ import annotations
@@ -35,8 +35,12 @@ from gridmix.report.reference_lines import (
 )
 from gridmix.report.types import Comparison, Report, TransferArm
 
+EXAMPLES = "examples.png"  # the track's generated samples (Track.draw_examples), beside report.md
+
 
 def render_markdown(report: Report, *, figures: list[str] = ()) -> str:
+    """The report as Markdown; ``figures`` the names of the PNGs beside it (:data:`EXAMPLES` under
+    "Generated examples", the plots under "Plots")."""
     baseline = report.baseline
     lines = [
         f"# gridmix: {report.idea} vs {baseline.name if baseline else '–'} on {report.track} "
@@ -102,8 +106,18 @@ def render_markdown(report: Report, *, figures: list[str] = ()) -> str:
         )
     lines += _sweep_lines(report)
     lines += _markdown_sections(report)
-    if figures:
-        lines += ["", "## Plots", ""] + [f"![{name}]({name})" for name in figures]
+    if EXAMPLES in figures:
+        lines += [
+            "",
+            "## Generated examples",
+            "",
+            "A few samples the track generates at this study's settings, on its grid.",
+            "",
+            f"![generated examples]({EXAMPLES})",
+        ]
+    plots = [name for name in figures if name != EXAMPLES]
+    if plots:
+        lines += ["", "## Plots", ""] + [f"![{name}]({name})" for name in plots]
     lines += [
         "",
         "## Method",

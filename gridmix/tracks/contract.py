@@ -22,6 +22,7 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 from torch import nn
@@ -306,72 +307,66 @@ class Track:
             ``"ablation"`` and one ``"control"`` (docs/analysis.md, "Mechanism").
         matched_baseline: the baseline that differs from the idea in the token mixer only.
         budget_overrides: per budget name, fields of :class:`gridmix.tracks.budget.Budget` this
-        track changes
-            (e.g. more epochs for a harder task).
+            track changes (e.g. more epochs for a harder task).
         supports: ``grid → None`` when the track can generate data on ``grid``, else a one-line
-        reason
-            (e.g. an axis too short for the task); :meth:`check_grid` applies it.
+            reason (e.g. an axis too short for the task); :meth:`check_grid` applies it.
         chance: the metric's floor, the value a model reaches without learning (accuracy 0.5 on a
-        balanced
-            binary task; for MSE, e.g. the targets' variance); ``None`` when the track has none or
-            declares ``training_mean`` instead.
+            balanced binary task; for MSE, e.g. the targets' variance); ``None`` when the track has
+            none or declares ``training_mean`` instead.
         training_mean: for a forecasting track cut from one series (``fixed_split``), the mean of
-        the series'
-            training part in the targets' units (0 where the track standardises by it). The
-            training-mean reference forecasts it for every step, and the study's chance level is
+            the series' training part in the targets' units (0 where the track standardises by it).
+            The training-mean reference forecasts it for every step, and the study's chance level is
             that forecast's metric on the test windows the arms are tested on
             (:func:`gridmix.analysis.references.chance_level`), so the report names one number for
             both. ``None``: the chance level is ``chance``.
         ceiling: the metric's best attainable value where one exists (accuracy 1.0, MSE 0.0), else
-        ``None``.
-            The report flags arms whose seeds all sit at ``chance`` or ``ceiling`` as uninformative.
+            ``None``. The report flags arms whose seeds all sit at ``chance`` or ``ceiling`` as
+            uninformative.
         fixed_split: the data is one fixed dataset (the user's files, a standard benchmark's split):
-        every seed
-            sees the same samples and varies only initialisation and batch order, so the report says
-            that its inference is conditional on this dataset.
+            every seed sees the same samples and varies only initialisation and batch order, so the
+            report says that its inference is conditional on this dataset.
         default_models: the models ``gridmix run`` trains when ``--models`` is not given (the idea
-        is always
-            added); empty: every model the track offers (idea, baselines, ablation and control).
+            is always added); empty: every model the track offers (idea, baselines, ablation and
+            control).
         plugin, plugin_version: filled in by the plugin manager (entry-point name, distribution
-        version). source: for a track that reads the user's files, the file or folder its data comes
-        from; its bytes
-            enter the data fingerprint (:mod:`gridmix.study.fingerprint`). Empty for generated data.
+            version).
+        source: for a track that reads the user's files, the file or folder its data comes from; its
+            bytes enter the data fingerprint (:mod:`gridmix.study.fingerprint`). Empty for generated
+            data.
         data_missing: ``() → None`` when the track's data is at hand, else a one-line reason (e.g.
-        "needs
-            --data-root DIR"); a cheap look, nothing is read. ``gridmix tracks`` shows it, and the
-            CI benchmark skips such tracks.
+            "needs --data-root DIR"); a cheap look, nothing is read. ``gridmix tracks`` shows it,
+            and the CI benchmark skips such tracks.
         seasons: seasonal periods the data is known to have, in steps of the grid's first axis (e.g.
-        the user's
-            ``GRIDMIX_SEQUENCE_CSV_SEASON``); the seasonal-naive reference tries them beside its
-            fixed list and the training windows' dominant period
+            the user's ``GRIDMIX_SEQUENCE_CSV_SEASON``); the seasonal-naive reference tries them
+            beside its fixed list and the training windows' dominant period
             (:mod:`gridmix.analysis.references`). Empty: none known.
         extra_metrics: further test metrics by name, each ``(predictions, targets) → float`` on the
-        test split
-            (e.g. ``{"MASE": …}`` on a forecasting track). Every finished run stores them in its
-            ``extras["test_metrics"]``; the report's naive-references section averages them per
-            model over seeds and scores the references with them too
+            test split (e.g. ``{"MASE": …}`` on a forecasting track). Every finished run stores them
+            in its ``extras["test_metrics"]``; the report's naive-references section averages them
+            per model over seeds and scores the references with them too
             (:mod:`gridmix.analysis.references`).
         backbone: how to build the matched baseline's network around any registered token mixer
             (:class:`Backbone`), so ``gridmix run --idea NAME`` and ``--baselines`` can train any
             mixer here; ``None``: the track offers only its own models.
         mixer_models: the models built around registered mixers the track does not name itself,
-        filled in by the
-            plugin registry from ``backbone``
-            (:func:`gridmix.tracks.mixer_models.with_mixer_models`); found by
-            :meth:`model` like the track's own, but not listed in ``models`` nor trained by default.
+            filled in by the plugin registry from ``backbone``
+            (:func:`gridmix.tracks.mixer_models.with_mixer_models`); found by :meth:`model` like the
+            track's own, but not listed in ``models`` nor trained by default.
         fixed_grid: ``None`` when the task is defined at other grids (``make_data`` on another grid
-        ``supports``
-            accepts makes the same task there, so a model trained on one grid can be tested on
-            another: ``gridmix run --eval-grids``); else one line saying why not. The default,
-            :data:`UNDECLARED_GRIDS`, says the track has not declared it.
+            ``supports`` accepts makes the same task there, so a model trained on one grid can be
+            tested on another: ``gridmix run --eval-grids``); else one line saying why not. The
+            default, :data:`UNDECLARED_GRIDS`, says the track has not declared it.
         settings: the track's settings by name, with the values it was built with (e.g. ``{"pairs":
-        4,
-            "embed_dim": 64}``): what ``gridmix run --set NAME=VALUE`` and ``gridmix sweep --over
+            4, "embed_dim": 64}``): what ``gridmix run --set NAME=VALUE`` and ``gridmix sweep --over
             NAME=…`` change. Integers, floats or strings; ``grid`` is not a setting (it is the
             study's grid).
         rebuild: ``rebuild(**settings) → Track``, the same track built with these setting values
-        (every setting is
-            given); required exactly when ``settings`` is not empty. :meth:`with_settings` calls it.
+            (every setting is given); required exactly when ``settings`` is not empty.
+            :meth:`with_settings` calls it.
+        draw_examples: ``draw_examples(grid, path)`` draws a few generated samples of this track, at
+            its current settings (its rung), on ``grid`` into the PNG file ``path``; ``None``: the
+            track draws none. Every study's report shows the picture (``examples.png``), and a
+            drawing that raises costs the report only the picture (docs/plugins.md).
     """
 
     name: str
@@ -405,6 +400,7 @@ class Track:
     fixed_grid: str | None = UNDECLARED_GRIDS
     settings: dict[str, int | float | str] = field(default_factory=dict)
     rebuild: Callable[..., Track] | None = None
+    draw_examples: Callable[[Grid, Path], None] | None = None
 
     @property
     def needs_data(self) -> bool:
@@ -469,6 +465,11 @@ class Track:
                 raise self._fail(
                     f"{attribute} is {short(getattr(self, attribute))}; expected a callable"
                 )
+        if self.draw_examples is not None and not callable(self.draw_examples):
+            raise self._fail(
+                f"draw_examples is {short(self.draw_examples)}; expected None or a callable "
+                "(grid, path) drawing a PNG"
+            )
         reason = self.supports(self.default_grid)
         if reason is not None:
             raise self._fail(f"its own default_grid {self.default_grid} is unsupported: {reason}")

@@ -15,12 +15,11 @@ every registered mixer (:func:`gridmix.tracks.mixer_models.with_mixer_models`).
 
 Environment (read when the registry is built):
     ``GRIDMIX_DISABLE_PLUGIN_AUTOLOAD=1``: load no entry point at all, built-in tracks included
-    (they
-        are entry points too); only plugins passed as ``extra_plugins`` register.
+        (they are entry points too); only plugins passed as ``extra_plugins`` register.
     ``GRIDMIX_PLUGINS=name,name``: load exactly these entry points, named by entry-point name
-    (``image``)
-        or distribution name (``gridmix-example-track``: all of its entry points); this list applies
-        whether or not autoload is disabled, and a name that matches nothing is reported as broken.
+        (``image``) or distribution name (``gridmix-example-track``: all of its entry points); this
+        list applies whether or not autoload is disabled, and a name that matches nothing is
+        reported as broken.
 
 Data is validated lazily, when the harness has made it: :func:`validate_data`.
 """

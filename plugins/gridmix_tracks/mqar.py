@@ -47,27 +47,21 @@ default, grid 64 × 16 epochs and cross-entropy as the metric: one seed of 8 lef
 epoch 10, 18 and 21 of seeds 0–2), so the paired differences were bimodal (MDE 39 % of attention's
 mean with 8 seeds, 5.3 % with the 6 seeds that happened to stay). Pilot, 1 thread, grid 32, 2,048
 training sequences, attention, accuracy on 1,024 test sequences; "left at" is the first epoch with
-validation accuracy above 0.5:
+validation accuracy above 0.5 (each line: configuration: seeds: attention):
 
-=============================================== ===========================
-=========================================== configuration                                   seeds
-attention =============================================== ===========================
-=========================================== weight decay 0.05, 16 epochs, batch 16 and 8    0–5, 0–3
-never left: 0.28–0.31 weight decay 0.05, 4 heads instead of 2         0–2
-never left: 0.28–0.29 weight decay 0.05, fresh data: 8,192 × 4 ep.,   0–4, 0–1, 0–1
-never left: 0.29–0.30 (no memorising: 16,384 × 2 (batch 16), 32,768 × 1 (batch 16)
-training loss 1.39–1.72, but no recall) weight decay 0.05, vocabulary 16                0–5
-2 at 1.000, 2 partly (0.51, 0.61), 2 never weight decay 0, 16 epochs                       0–4
-never left: 0.29–0.31 weight decay 1.0, 16 epochs                     0–5
-left at 6–11: 0.968–1.000 weight decay 1.0, 24 epochs                     6, 11
-never left (0.29, 0.30) weight decay 0.5, 16 epochs                     0–11
-left at 6–13 on 11: 8 at ≥ 0.999, 0.957,
-                                                                            0.974, 0.654 (seed 6);
-                                                                            seed 11 never
-weight decay 0.5, 20 epochs (the default)       0–11 (0–5: the default run) left at 8–13 on all 12:
-0.9995–1.000 weight decay 0.5, 24 epochs                     0–11                        left at
-8–13 on all 12: 1.000 each ===============================================
-=========================== ===========================================
+- weight decay 0.05, 16 epochs, batch 16 and 8: seeds 0–5, 0–3: never left: 0.28–0.31
+- weight decay 0.05, 4 heads instead of 2: seeds 0–2: never left: 0.28–0.29
+- weight decay 0.05, fresh data: 8,192 × 4 ep., 16,384 × 2 (batch 16), 32,768 × 1 (batch 16): seeds
+  0–4, 0–1, 0–1: never left: 0.29–0.30 (no memorising: training loss 1.39–1.72, but no recall)
+- weight decay 0.05, vocabulary 16: seeds 0–5: 2 at 1.000, 2 partly (0.51, 0.61), 2 never
+- weight decay 0, 16 epochs: seeds 0–4: never left: 0.29–0.31
+- weight decay 1.0, 16 epochs: seeds 0–5: left at 6–11: 0.968–1.000
+- weight decay 1.0, 24 epochs: seeds 6, 11: never left (0.29, 0.30)
+- weight decay 0.5, 16 epochs: seeds 0–11: left at 6–13 on 11: 8 at ≥ 0.999, 0.957, 0.974, 0.654
+  (seed 6); seed 11 never
+- weight decay 0.5, 20 epochs (the default): seeds 0–11 (0–5: the default run): left at 8–13 on all
+  12: 0.9995–1.000
+- weight decay 0.5, 24 epochs: seeds 0–11: left at 8–13 on all 12: 1.000 each
 
 At 16 epochs the late escapes (epoch 11–13) have too little learning rate left to finish; 24 epochs
 finish every one, but give the idea time to leave its own plateau on some seeds (seed 4: 0.469 at 24
@@ -82,8 +76,8 @@ mean.
 
 Shape legend:
     S: samples, L: sequence length (the grid), V: vocabulary; inputs (S, L) int64,
-    targets (S, L) int64 (the answer at query positions, ``IGNORE`` elsewhere), predictions (S, L,
-    V)
+    targets (S, L) int64 (the answer at query positions, ``IGNORE`` elsewhere),
+    predictions (S, L, V)
 """
 
 from __future__ import annotations
@@ -107,8 +101,9 @@ from gridmix_tracks.token_model import TokenTransformer
 
 IGNORE = -100  # targets at positions that are not answers (F.cross_entropy's ignore_index)
 # weight decay 0.5 (not the budget's 0.05): it turns attention from memorising the 2,048 training
-# sequences to recalling A sweep of three rates around the calibrated 3e-3 (module docstring) on one
-# sweep seed, so a choice at either edge of the sweep means something.
+# sequences to recalling (module docstring, "Why weight decay 0.5").
+# A sweep of three rates around the calibrated 3e-3 (module docstring) on one sweep seed, so a
+# choice at either edge of the sweep means something.
 BUDGET_OVERRIDES = {
     "default": {
         "n_train": 2048,

@@ -73,13 +73,14 @@ smoke run's step time a default run on a 2-core CPU would exceed 10 minutes; in 
 attention stayed on the chance plateau of ``hidden-1`` (docs/tracks.md, "Pilots").
 
 Shape legend:
-    S: samples, T, H, W: the grid, O: objects (target first, then distractors); inputs (S, 1, T, H,
-    W) float32 in {-1, 0, 0.5, 1}, targets (S,) int64 in {0, 1}
+    S: samples, T, H, W: the grid, O: objects (target first, then distractors);
+    inputs (S, 1, T, H, W) float32 in {-1, 0, 0.5, 1}, targets (S,) int64 in {0, 1}
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -90,6 +91,7 @@ from gridmix.core.grid import Grid
 from gridmix.models import BackboneConfig, MixerConfig
 from gridmix.tracks import DataSizes, Split, Track, TrackData
 from gridmix_tracks.common import accuracy, cross_entropy, generated_data
+from gridmix_tracks.examples import draw_occlusion
 from gridmix_tracks.video import DEFAULT_MODELS, VideoModels
 
 # every (dy, dx) with components in -2..2, not both 0
@@ -254,6 +256,7 @@ def make_track(
             depth=backbone.depth,
         ),
         rebuild=rebuild,
+        draw_examples=functools.partial(draw_occlusion, task),
     )
 
 

@@ -63,6 +63,7 @@ Shape legend:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass
 
@@ -75,6 +76,7 @@ from gridmix.core.grid import Grid
 from gridmix.models import BackboneConfig, MixerConfig
 from gridmix.tracks import DataSizes, Split, Track, TrackData
 from gridmix_tracks.common import accuracy, cross_entropy, generated_data
+from gridmix_tracks.examples import draw_pathfinder
 from gridmix_tracks.image import ImageModels
 
 MIN_SIDE = 16
@@ -301,6 +303,7 @@ def make_track(
             difficulty=task.difficulty, embed_dim=backbone.embed_dim, depth=backbone.depth
         ),
         rebuild=rebuild,
+        draw_examples=functools.partial(draw_pathfinder, task),
     )
 
 

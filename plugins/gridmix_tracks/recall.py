@@ -64,6 +64,7 @@ Shape legend:
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -77,6 +78,7 @@ from gridmix.models import BackboneConfig, MixerConfig
 from gridmix.tracks import Backbone, DataSizes, ModelSpec, Split, Track, TrackData
 from gridmix_tracks.arms import attention_arm, idea_arms, mixer_backbone, network_size
 from gridmix_tracks.common import generated_data
+from gridmix_tracks.examples import draw_recall
 from gridmix_tracks.token_model import TokenTransformer
 
 IGNORE = -100  # targets at cells that are not queries (F.cross_entropy's ignore_index)
@@ -241,6 +243,7 @@ def make_track(
             depth=backbone.depth,
         ),
         rebuild=rebuild,
+        draw_examples=functools.partial(draw_recall, task),
     )
 
 

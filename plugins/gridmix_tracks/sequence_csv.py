@@ -6,11 +6,11 @@ tracks`` lists the track as needing data)::
 
     GRIDMIX_SEQUENCE_CSV=data/load.csv        # rows in time order; a header row is optional
     GRIDMIX_SEQUENCE_CSV_TARGET=load          # the column to forecast: header name or 0-based
-        index; default: the last
+                                              # index; default: the last
     GRIDMIX_SEQUENCE_CSV_INPUTS=all           # optional: the models read every channel, not only
-        the target's past
+                                              # the target's past
     GRIDMIX_SEQUENCE_CSV_SEASON=1             # optional: MASE's naive season m (default 1, the
-        previous value)
+                                              # previous value)
 
 Univariate (the default, ``INPUTS=target``): the models read the target column's past only.
 Multivariate (``INPUTS=all``, the ETT / Weather / Electricity layout ``date,channel,…,target``): the
@@ -47,8 +47,8 @@ MSE (the best epoch restored; :data:`BUDGET_OVERRIDES`), since a short real seri
 within a few epochs or still improve after eight.
 
 Shape legend:
-    S: windows, L: context (the grid), H: horizon, C: channels (1 univariate); inputs (S, C, L)
-    float32 with the target's past in channel 0, targets (S, H) float32
+    S: windows, L: context (the grid), H: horizon, C: channels (1 univariate);
+    inputs (S, C, L) float32 with the target's past in channel 0, targets (S, H) float32
 """
 
 from __future__ import annotations

@@ -19,8 +19,8 @@ patch²`` features (space-to-depth), so CIFAR's 32x32 pixels are an 8x8 grid. Ch
 standardised with the training split's statistics.
 
 Shape legend:
-    S: samples; C: image channels; p: patch; H, W: the grid; inputs (S, C·p², H, W) float32, targets
-    (S,) int64
+    S: samples; C: image channels; p: patch; H, W: the grid; inputs (S, C·p², H, W) float32,
+    targets (S,) int64
 """
 
 from __future__ import annotations

@@ -20,11 +20,10 @@ noise, learning rate or budget (tests/test_tracks.py fits free per-token terms: 
 overfitted). So the no-mixing control stays at chance by construction. Mixing over the whole clip is
 enough: the clip's mean is large when the sign is kept and small when it flips (on 8x8x8, noise-free
 and the square included: at least 0.40 in size against at most 0.30), which attention's uniform
-start, and the mixer's global one, hand every token at step
-0. The earlier version of this track ("how many of three identical squares move?", accuracy) had no
-   such signal:
-the clip's mean did not depend on the label, so dense attention, the matched baseline, stayed at
-chance (0.244 against 0.25) and no comparison with it could say anything.
+start, and the mixer's global one, hand every token at step 0. The earlier version of this track
+("how many of three identical squares move?", accuracy) had no such signal: the clip's mean did not
+depend on the label, so dense attention, the matched baseline, stayed at chance (0.244 against 0.25)
+and no comparison with it could say anything.
 
 The mixer starts near the averaging operator on every axis (``MixerConfig(start="global")``,
 docs/mixer.md "Where the mixer starts"); global over time only (a running mean at each place, a blur
@@ -57,19 +56,16 @@ the network that reads it. Less noise did not stop the spike; a lower rate did. 
 (test cross-entropy; with 2 threads, seeds 0–5, the default run below; with 1 thread, seeds 0–11, a
 pilot at the default budget):
 
-==============================
-===================================================================== arm, threads, seeds
-test cross-entropy per seed (worst) ==============================
-===================================================================== dense attention, 2, 0–5
-0.3394, 0.3278, 0.3217, 0.3250, 0.3539, 0.3234 (0.3539) dense attention, 1, 0–11        0.3394,
-0.3276, 0.3223, 0.3252, 0.3540, 0.3226, 0.3643, 0.2907, 0.3292,
-                                0.3432, 0.3123, 0.3058 (0.3643)
-idea, 2, 0–5                    0.3383, 0.3311, 0.3174, 0.3254, 0.3533, 0.3241 (0.3533)
-idea, 1, 0–11                   0.3383, 0.3311, 0.3174, 0.3247, 0.3533, 0.3236, 0.3683, 0.2777,
-0.3309,
-                                0.3333, 0.3121, 0.3082 (0.3683)
-==============================
-=====================================================================
+========================  =======================================================================
+arm, threads, seeds       test cross-entropy per seed (worst)
+========================  =======================================================================
+dense attention, 2, 0–5   0.3394, 0.3278, 0.3217, 0.3250, 0.3539, 0.3234 (0.3539)
+dense attention, 1, 0–11  0.3394, 0.3276, 0.3223, 0.3252, 0.3540, 0.3226, 0.3643, 0.2907, 0.3292,
+                          0.3432, 0.3123, 0.3058 (0.3643)
+idea, 2, 0–5              0.3383, 0.3311, 0.3174, 0.3254, 0.3533, 0.3241 (0.3533)
+idea, 1, 0–11             0.3383, 0.3311, 0.3174, 0.3247, 0.3533, 0.3236, 0.3683, 0.2777, 0.3309,
+                          0.3333, 0.3121, 0.3082 (0.3683)
+========================  =======================================================================
 
 No run stayed at chance, but the margin is not wide: with 1 thread on seed 9 both dense attention
 and the idea still spiked after their first epoch (validation 0.782 and 0.819) and came back, and

@@ -102,28 +102,27 @@ class ConcentrationMixer(nn.Module):
         num_heads: heads ``h``; ``dim`` must be divisible by it.
         rank: rank ``r_k`` per axis (an int for all axes, or one per axis), capped at the modes.
         modes: DCT modes ``m_k`` per axis (default: the axis length, i.e. unrestricted ``U_k``). For
-        a
-            causal axis this is the Toeplitz kernel length. Fewer modes give a band-limited factor
+            a causal axis this is the Toeplitz kernel length. Fewer modes give a band-limited factor
             whose parameters transfer to any axis length ``≥ m_k`` (:meth:`regrid`).
         causal_axes: axes that get a causal Toeplitz factor (negative indices allowed).
         causal_form: how the causal axes' kernels are built: ``"toeplitz"`` (the default:
-        :class:`CausalFactor`,
-            ``m`` free numbers per head, applied by the exactly causal blocked FFT) or
-            ``"semiseparable"`` (:class:`SemiseparableFactor`: a sum of ``terms`` decaying
-            exponentials over the whole axis, applied by an exactly causal chunked scan in O(n·(b +
-            r)); its kernel spans the axis, so ``modes`` must be left ``None`` on those axes). The
-            certificate is the same, ``‖T‖₂ ≤ ‖κ‖₁ < 1``; docs/mixer.md "Causal axes".
+            :class:`CausalFactor`, ``m`` free numbers per head, applied by the exactly causal
+            blocked FFT) or ``"semiseparable"`` (:class:`SemiseparableFactor`: a sum of ``terms``
+            decaying exponentials over the whole axis, applied by an exactly causal chunked scan in
+            O(n·(b + r)); its kernel spans the axis, so ``modes`` must be left ``None`` on those
+            axes). The certificate is the same, ``‖T‖₂ ≤ ‖κ‖₁ < 1``; docs/mixer.md "Causal axes".
         terms: exponentials per head of a semiseparable causal factor (ignored with
-        ``causal_form="toeplitz"``). num_prefix_tokens: tokens before the grid tokens (class /
-        register tokens). prefix_mode: ``"mean"`` or ``"identity"``, see the module docstring.
+            ``causal_form="toeplitz"``).
+        num_prefix_tokens: tokens before the grid tokens (class / register tokens).
+        prefix_mode: ``"mean"`` or ``"identity"``, see the module docstring.
         spectrum: ``"capped"`` (the idea: every factor's norm below 1) or ``"uncapped"`` (its
-        ablation). start: where the factors start, ``"lowpass"`` (a local blur), ``"global"`` (near
-        the grid mean, as
-            attention's uniform start) or ``"mean"`` (nearer still); one for all axes or one per
-            axis (:mod:`gridmix.mixers.concentration.factors`, docs/mixer.md "Where the mixer
-            starts").
+            ablation).
+        start: where the factors start, ``"lowpass"`` (a local blur), ``"global"`` (near the grid
+            mean, as attention's uniform start) or ``"mean"`` (nearer still); one for all axes or
+            one per axis (:mod:`gridmix.mixers.concentration.factors`, docs/mixer.md "Where the
+            mixer starts").
         qkv_bias, proj_bias, proj_drop: as timm's ``Attention`` (``qkv_bias`` is the bias of
-        ``W_v``).
+            ``W_v``).
     """
 
     def __init__(

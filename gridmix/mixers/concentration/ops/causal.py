@@ -41,8 +41,8 @@ input's dtype.
 Shape legend:
     h: heads, c: channels per head, n: causal axis length, m: kernel length (≤ n),
     R: every other dimension folded (batch, other axes, channels), L: n padded to ``leaf · 2^k``,
-    Rc: rows in a chunk, Q: blocks of ``P·s`` at a stage, P: sub-blocks per block, s: a sub-block's
-    length, F = s + 1: rfft bins of a length-``2s`` frame
+    Rc: rows in a chunk, Q: blocks of ``P·s`` at a stage, P: sub-blocks per block,
+    s: a sub-block's length, F = s + 1: rfft bins of a length-``2s`` frame
 """
 
 from __future__ import annotations

@@ -17,8 +17,8 @@ costs more than the kernel. So it runs only where nothing traces or watches the 
 dispatch mode, the torch-op form runs instead and is what they see.
 
 Shape legend:
-    k: bases computed together (equal shapes), m: DCT modes, r: rank, n: axis length (rows of the
-    DCT)
+    k: bases computed together (equal shapes), m: DCT modes, r: rank,
+    n: axis length (rows of the DCT)
 """
 
 from __future__ import annotations
