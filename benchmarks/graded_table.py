@@ -18,7 +18,8 @@ from gridmix.analysis.verdicts import compare_many
 def table(document: dict) -> str:
     """The markdown table of a sweep report's document (``sweep_report.json``): one row per rung
     and arm."""
-    baseline, direction = document["baseline"], document["metric_direction"]
+    baseline = document["baseline"]
+    direction = document["metric_direction"].split()[0]  # "higher is better" → "higher"
     rows = [
         "| rung | model | mean (min–max over seeds) | Δ vs " + baseline + " | p (exact) | p (Holm) "
         "| MDE | verdict |",
@@ -32,7 +33,7 @@ def table(document: dict) -> str:
             direction=direction,
         )
         rung = ", ".join(f"{value}" for value in point["values"].values())
-        for name, arm in found.items():
+        for name, arm in sorted(found.items(), key=lambda item: item[0] != baseline):
             seeds = arm["per_seed"]
             cells = [rung, name, f"{arm['mean']:.3f} ({min(seeds):.3f}–{max(seeds):.3f})"]
             if name == baseline:
