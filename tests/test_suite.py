@@ -176,7 +176,8 @@ def test_a_smoke_suite_writes_its_profile_and_reuses_its_ledger(tmp_path):
             )
     assert set(document["aggregate"]) == {"fake-mixer", "fake-attention"}
     assert document["aggregate"]["fake-attention"]["p_improvement"] is None
-    assert set(track["params"]) == {"fake-mixer", "fake-attention"}
+    assert set(track["params"]) == {"fake-mixer", "fake-attention"} and track["failures"] == []
+    assert document["aggregate"]["fake-mixer"]["strata"] == 2
     markdown = (tmp_path / "suite.md").read_text()
     assert "## Reach" in markdown and "interquartile mean" in markdown
     assert (tmp_path / "suite_laddered.png").exists()

@@ -1,4 +1,4 @@
-"""The ``gridmix`` command line: ``tracks``, ``mixers``, ``budgets``, ``run``, ``sweep``,
+"""The ``gridmix`` command line: ``tracks``, ``mixers``, ``budgets``, ``run``, ``sweep``, ``suite``,
 ``report``, ``runs``, ``status``, ``export``, ``scale``, ``info`` (docs/design.md section 7). No
 module here imports torch until a command runs."""
 

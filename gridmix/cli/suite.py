@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import typer
 from rich.markup import escape
 
 from gridmix.cli.app import BUDGET_HELP, BudgetName, app, choice, console, fail
@@ -109,7 +110,8 @@ def track_header(planned, ledger) -> None:
 
 
 def print_suite(report, out: Path) -> None:
-    """The finished suite on the console: the aggregate per mixer and the report's path."""
+    """The finished suite on the console: the aggregate per mixer and the report's path; exit status
+    1 when a run failed."""
     for mixer, row in report.aggregate.items():
         poi = row["p_improvement"]
         console.print(
@@ -119,3 +121,12 @@ def print_suite(report, out: Path) -> None:
             highlight=False,
         )
     console.print(f"report: {Path(out) / 'suite.md'}", highlight=False)
+    failed = [(t["track"], f) for t in report.tracks for f in t["failures"]]
+    for track, f in failed:
+        console.print(
+            f"[red]{escape(track)} {escape(f['rung'])}: run {escape(f['model'])} lr={f['lr']:g} "
+            f"seed={f['seed']} failed: {escape(f['error'])}[/]",
+            highlight=False,
+        )
+    if failed:
+        raise typer.Exit(1)

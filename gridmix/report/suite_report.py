@@ -142,6 +142,12 @@ def _track_profile(runs: TrackRuns, fraction: float) -> dict:
         baseline=runs.mixers.get(first.primary_baseline or "", None),
         rungs=rungs,
         reach={m: _reach(rungs, m, fraction) for m in mixers} if bounded else {},
+        failures=[
+            dict(rung=label, **failure.to_dict())
+            for label, report in runs.rungs
+            for failure in report.failures
+            if failure.status == "failed"
+        ],
         params={runs.mixers[m]: p for m, p in runs.params.items() if m in runs.mixers},
         seconds={
             runs.mixers[model]: float(
@@ -160,6 +166,7 @@ def _aggregate(tracks: list[dict], *, reps: int, seed: int) -> dict:
     probability of improvement over each stratum's matched baseline."""
     strata: dict[str, list[list[float]]] = {}
     pairs: dict[str, tuple[list, list]] = {}
+    flagged: dict[str, int] = {}  # strata where the arm is flagged (at chance, at ceiling)
     for track in tracks:
         for rung in track["rungs"]:
             base = rung["arms"].get(track["baseline"] or "", {}).get("normalised")
@@ -167,6 +174,8 @@ def _aggregate(tracks: list[dict], *, reps: int, seed: int) -> dict:
                 if not arm["normalised"]:
                     continue
                 strata.setdefault(mixer, []).append(arm["normalised"])
+                if arm["flag"]:
+                    flagged[mixer] = flagged.get(mixer, 0) + 1
                 if base and mixer != track["baseline"]:
                     mine, theirs = pairs.setdefault(mixer, ([], []))
                     mine.append(arm["normalised"])
@@ -180,6 +189,7 @@ def _aggregate(tracks: list[dict], *, reps: int, seed: int) -> dict:
             interval=[low, high],
             strata=len(groups),
             scores=sum(len(g) for g in groups),
+            flagged_strata=flagged.get(mixer, 0),
             p_improvement=probability_of_improvement(mine, theirs) if mine else None,
             p_improvement_strata=len(mine),
         )
@@ -296,6 +306,15 @@ def render_suite_markdown(report: SuiteReport, *, figures: Mapping[str, str] = {
         if track["track"] in figures:
             lines += ["", f"![{track['track']}]({figures[track['track']]})"]
         lines.append("")
+    failures = [(t["track"], f) for t in report.tracks for f in t["failures"]]
+    if failures:
+        lines += ["## Failed runs", "", "| track | rung | model | lr | seed | error |"]
+        lines += ["|---|---|---|---|---|---|"] + [
+            f"| {track} | {f['rung']} | {f['model']} | {fmt(f['lr'])} | {f['seed']} | "
+            f"{f['error']} |"
+            for track, f in failures
+        ]
+        lines.append("")
     lines += [
         f"## Reach (highest rung up to which the mean stays above {fmt(report.fraction)} of the "
         "way from chance to ceiling)",
@@ -317,8 +336,8 @@ def render_suite_markdown(report: SuiteReport, *, figures: Mapping[str, str] = {
         "## Aggregate (normalised scores: 0 at chance, 1 at ceiling)",
         "",
         "| mixer | IQM | 95% stratified bootstrap interval | scores (track × rungs) | "
-        "P(improvement over attention) |",
-        "|---|---|---|---|---|",
+        "flagged (at chance or ceiling) | P(improvement over attention) |",
+        "|---|---|---|---|---|---|",
     ]
     for mixer, row in report.aggregate.items():
         poi = (
@@ -328,7 +347,7 @@ def render_suite_markdown(report: SuiteReport, *, figures: Mapping[str, str] = {
         )
         lines.append(
             f"| {mixer} | {fmt(row['iqm'])} | {_interval(row['interval'])} | {row['scores']} "
-            f"({row['strata']}) | {poi} |"
+            f"({row['strata']}) | {row['flagged_strata']} of {row['strata']} | {poi} |"
         )
     lines += [
         "",
