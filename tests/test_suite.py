@@ -205,3 +205,27 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, arguments, message):
     assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
     assert message in result.output
     assert not (tmp_path / "out").exists()
+
+
+def test_an_interrupted_suite_resumes_without_retraining_to_the_same_numbers(tmp_path, monkeypatch):
+    from gridmix.orchestrate import suiting
+    from tests.test_sweep import Counting
+
+    first, again, whole = Counting(stop_after=6), Counting(), Counting()
+    executors = iter([first, again, whole])
+    monkeypatch.setattr(suiting, "make_executor", lambda *args, **kwargs: next(executors))
+    options = dict(tracks=["laddered"], budget="smoke", threads=1, jobs=1)
+    with pytest.raises(KeyboardInterrupt):
+        suiting.suite(out=tmp_path / "killed", **options)
+    resumed = suiting.suite(out=tmp_path / "killed", **options)
+    assert len(first.ran) == 6 and len(again.ran) == 16 - 6  # 2 rungs × 2 models × 4 runs
+    assert not set(first.ran) & set(again.ran)
+    uninterrupted = suiting.suite(out=tmp_path / "whole", **options)
+
+    def numbers(report):
+        document = report.to_dict()
+        for track in document["tracks"]:
+            del track["seconds"]  # wall-clock, measured
+        return document
+
+    assert numbers(resumed) == numbers(uninterrupted)
