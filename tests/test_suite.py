@@ -131,7 +131,8 @@ def test_the_ladder_is_the_rungs_the_description_lists():
 
 
 def test_a_smoke_suite_trains_idea_and_attention_on_two_rungs_on_the_smallest_grid():
-    assert smallest_grid(make_laddered(), ("noise-0", "noise-1")) == "4"
+    sizes = load_registry().track("laddered").budget("smoke").sizes
+    assert smallest_grid(make_laddered(), ("noise-0", "noise-1"), sizes, [0, 1, 1000]) == "4"
     (planned,) = plan_suite(tracks=["laddered"], budget="smoke", threads=1)
     assert planned.rungs == ("noise-0", "noise-1")
     for study in planned.studies:

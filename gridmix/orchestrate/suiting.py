@@ -9,7 +9,8 @@ A track's ladder is its ``difficulty`` setting with the rungs its description li
 where it stopped and reuses every point already in a ledger. A track without a ladder is one study
 (:func:`~gridmix.orchestrate.plan.plan_study`) at its defaults. ``budget="smoke"`` trains the idea
 and attention only, on the ladder's lowest two rungs, on the smallest grid with fewer tokens than
-the track's default where every such rung is accepted and draws its data (:func:`smallest_grid`).
+the track's default where every such rung is accepted and draws the data of every run
+(:func:`smallest_grid`).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from gridmix.core.interrupt import stop_on_signals
 from gridmix.orchestrate.callbacks import QUIET, Callbacks
 from gridmix.orchestrate.execute import make_executor, open_ledger, run_study
 from gridmix.orchestrate.front_door import StorageError, storage_error
-from gridmix.orchestrate.plan import PlannedStudy, plan_study
+from gridmix.orchestrate.plan import PlannedStudy, command_line_changes, plan_study
 from gridmix.orchestrate.sweeping import PlannedSweep, open_sweep_ledger, plan_sweep, run_sweep
 from gridmix.report.suite_report import (
     DEFAULT_FRACTION,
@@ -37,6 +38,7 @@ from gridmix.report.suite_report import (
 )
 from gridmix.report.sweep_report import SweepReport
 from gridmix.study.executors import refuse_main_rerun
+from gridmix.study.spec import SWEEP_SEED_OFFSET
 from gridmix.tracks import Track
 from gridmix.tracks.budget import DataSizes
 from gridmix.tracks.plugin_loader import load_registry
@@ -44,7 +46,6 @@ from gridmix.tracks.plugin_loader import load_registry
 DEFAULT_TRACKS = ("recall", "pathfinder", "match", "occlusion")  # the graded grid tasks
 LADDER_SETTING = "difficulty"
 SMOKE_RUNGS = 2  # the lowest rungs a smoke suite trains
-PROBE_SIZES = DataSizes(4, 4, 4)  # the samples drawn to check a rung fits a smaller grid
 _LADDER = re.compile(r"ladder: ([\w.-]+(?: < [\w.-]+)+)")
 
 
@@ -78,10 +79,13 @@ def ladder(track: Track) -> tuple[str, ...]:
     return rungs
 
 
-def smallest_grid(track: Track, rungs: Sequence[str]) -> str | None:
+def smallest_grid(
+    track: Track, rungs: Sequence[str], sizes: DataSizes, seeds: Sequence[int]
+) -> str | None:
     """The smallest grid of equal sides with fewer tokens than ``track``'s default that the track at
-    every rung of ``rungs`` (none: as it is) accepts and draws a few samples on
-    (:data:`PROBE_SIZES`); ``None`` when there is none (the default grid is the cheapest)."""
+    every rung of ``rungs`` (none: as it is) accepts and draws its data on, ``sizes`` for every one
+    of ``seeds`` (the runs' own data: a rung that fits a grid only by luck is found); ``None`` when
+    there is none (the default grid is the cheapest)."""
     tracks = [track.with_settings({LADDER_SETTING: rung}) for rung in rungs] or [track]
     for side in range(1, max(track.default_grid) + 1):
         grid = Grid((side,) * track.ndim)
@@ -89,11 +93,22 @@ def smallest_grid(track: Track, rungs: Sequence[str]) -> str | None:
             return None
         try:
             for rung_track in tracks:
-                rung_track.make_data(rung_track.check_grid(grid), 0, PROBE_SIZES)
+                checked = rung_track.check_grid(grid)
+                for seed in seeds:
+                    rung_track.make_data(checked, seed, sizes)
         except ValueError:
             continue
         return str(grid)
     return None
+
+
+def _smoke_data(track: Track, budget: str, seeds: int | None) -> tuple[DataSizes, list[int]]:
+    """The split sizes and the seeds (comparison and sweep) of ``track``'s runs at ``budget``."""
+    chosen = track.budget(budget, **command_line_changes(seeds=seeds))
+    return chosen.sizes, [
+        *range(chosen.seeds),
+        *(SWEEP_SEED_OFFSET + i for i in range(chosen.sweep_seeds)),
+    ]
 
 
 def _smoke_study(planned: PlannedStudy) -> PlannedStudy:
@@ -167,7 +182,11 @@ def plan_suite(
         track = registry.track(name)  # ValueError naming the known tracks
         rungs = ladder(track)
         rungs = rungs[:SMOKE_RUNGS] if smoke else rungs
-        grid = smallest_grid(track, rungs) if smoke else None
+        grid = (
+            smallest_grid(track, rungs, *_smoke_data(track, budget, options.get("seeds")))
+            if smoke
+            else None
+        )
         common = dict(idea=idea, baselines=() if smoke else tuple(baselines), budget=budget)
         try:
             if rungs:
