@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from gridmix.cli import app
 from gridmix.orchestrate.suiting import ladder, plan_suite, smallest_grid
-from gridmix.report.suite_report import normalise, seed_interval
+from gridmix.report.suite_report import TrackRuns, normalise, reach, seed_interval
 from gridmix.report.suite_stats import iqm, probability_of_improvement, stratified_bootstrap
 from gridmix.tracks import Track
 from gridmix.tracks.hookspecs import hookimpl
@@ -115,6 +115,20 @@ def test_scores_are_normalised_between_chance_and_ceiling_whichever_way_the_metr
     low, high = seed_interval([1.0, 2.0, 3.0])  # mean 2, sd 1, t(0.975, 2) = 4.302653
     assert (low, high) == pytest.approx((2 - 4.302653 / 3**0.5, 2 + 4.302653 / 3**0.5))
     assert seed_interval([1.0]) is None
+
+
+def test_reach_is_the_highest_rung_up_to_which_the_mean_stays_above_the_fraction():
+    rungs = [("a", [0.9, 0.7]), ("b", [0.6, 0.45]), ("c", [0.2, 0.3]), ("d", [0.9, 0.9])]
+    # means 0.8, 0.525, 0.25, 0.9: above 0.5 at a and b, not at c; d does not count after c
+    assert reach(rungs, 0.5) == dict(rung="b", seeds_above=1, seeds=2)
+    assert reach(rungs, 0.525) == dict(rung="a", seeds_above=2, seeds=2)  # equal is not above
+    assert reach([("a", [0.4, 0.9])] + rungs, 0.7) == dict(rung=None, seeds_above=None, seeds=None)
+    assert reach([("a", [0.9]), ("b", None), ("c", [0.9])], 0.5)["rung"] == "a"  # missing ends it
+
+
+def test_a_track_s_models_need_one_mixer_name_each():
+    with pytest.raises(ValueError, match="expected one per model"):
+        TrackRuns(track="t", rungs=(("r", None),), mixers={"a": "x", "b": "x"}, params={})
 
 
 # --- the ladder and the plan

@@ -134,30 +134,32 @@ class PlannedTrack:
 
     @property
     def studies(self):
+        """Every rung's study, in order."""
         return self.planned.studies
 
+    @property
+    def first(self) -> PlannedStudy:
+        """The lowest rung's planned study (the only one without a ladder)."""
+        if isinstance(self.planned, PlannedSweep):
+            return self.planned.points[0].planned
+        return self.planned
+
     def mixers(self) -> dict[str, str]:
-        """Each model's mixer name (the model's own name where it names none)."""
-        planned = self.planned.points if isinstance(self.planned, PlannedSweep) else [self]
-        first = planned[0].planned
-        return {name: first.track.model(name).mixer or name for name in first.study.models}
+        """Each model's mixer name, how the profile names it across tracks; the model's own name
+        where it names no mixer or shares its mixer with another model of the study."""
+        first = self.first
+        named = {name: first.track.model(name).mixer or name for name in first.study.models}
+        shared = {mixer for mixer in named.values() if list(named.values()).count(mixer) > 1}
+        return {name: name if mixer in shared else mixer for name, mixer in named.items()}
 
     def params(self) -> dict[str, int]:
-        """Each model's parameters, built at the first rung's grid."""
-        first = (
-            self.planned.points[0].planned
-            if isinstance(self.planned, PlannedSweep)
-            else self.planned
-        )
-        return {
-            name: sum(
-                p.numel()
-                for p in first.track.model(name)
-                .build(first.grid, **first.model_kwargs.get(name, {}))
-                .parameters()
-            )
+        """Each model's parameters, built on the lowest rung's grid."""
+        first = self.first
+        models = {
+            name: first.track.model(name).build(first.grid, **first.model_kwargs.get(name, {}))
             for name in first.study.models
         }
+        return {name: sum(p.numel() for p in model.parameters()) for name, model in models.items()}
 
 
 def plan_suite(

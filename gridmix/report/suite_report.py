@@ -62,6 +62,10 @@ class TrackRuns:
     def __post_init__(self) -> None:
         if not self.rungs:
             raise ValueError(f"track {self.track!r} with no rungs; expected at least one")
+        if len(set(self.mixers.values())) != len(self.mixers):
+            raise ValueError(
+                f"track {self.track!r}: mixer names {dict(self.mixers)}; expected one per model"
+            )
         models = {name for _, report in self.rungs for name in report.arms}
         if missing := sorted(models - set(self.mixers)):
             raise ValueError(f"track {self.track!r}: models {missing} name no mixer; expected all")
@@ -115,16 +119,17 @@ def _rung(label: str, report: Report, mixers: Mapping[str, str]) -> dict:
     return dict(rung=label, grid=report.grid, arms=arms)
 
 
-def _reach(rungs: list[dict], mixer: str, fraction: float) -> dict:
-    """The highest rung up to which ``mixer``'s mean normalised score stays above ``fraction``."""
-    reached = None
-    for rung in rungs:
-        arm = rung["arms"].get(mixer)
-        if arm is None or not arm["normalised"] or np.mean(arm["normalised"]) <= fraction:
+def reach(scores: list[tuple[str, list[float] | None]], fraction: float) -> dict:
+    """The highest rung up to which the mean normalised score stays above ``fraction`` at every
+    rung from the lowest on; ``scores``: per rung in order, its name and the mixer's normalised
+    scores there (``None`` or empty: not there, which ends the reach). With the seeds above the
+    fraction at that rung; every field ``None`` when it is not above at the lowest."""
+    reached = dict(rung=None, seeds_above=None, seeds=None)
+    for rung, values in scores:
+        if not values or np.mean(values) <= fraction:
             break
-        above = sum(v > fraction for v in arm["normalised"])
-        reached = dict(rung=rung["rung"], seeds_above=int(above), seeds=arm["n"])
-    return reached or dict(rung=None, seeds_above=None, seeds=None)
+        reached = dict(rung=rung, seeds_above=sum(v > fraction for v in values), seeds=len(values))
+    return reached
 
 
 def _track_profile(runs: TrackRuns, fraction: float) -> dict:
@@ -141,7 +146,12 @@ def _track_profile(runs: TrackRuns, fraction: float) -> dict:
         idea=runs.mixers[first.idea],
         baseline=runs.mixers.get(first.primary_baseline or "", None),
         rungs=rungs,
-        reach={m: _reach(rungs, m, fraction) for m in mixers} if bounded else {},
+        reach={
+            m: reach([(r["rung"], r["arms"].get(m, {}).get("normalised")) for r in rungs], fraction)
+            for m in mixers
+        }
+        if bounded
+        else {},
         failures=[
             dict(rung=label, **failure.to_dict())
             for label, report in runs.rungs
