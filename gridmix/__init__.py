@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from gridmix.mixers.tokenwise import TokenwiseMixer
     from gridmix.orchestrate.callbacks import Callbacks
     from gridmix.orchestrate.front_door import run, sweep
+    from gridmix.orchestrate.suiting import suite
     from gridmix.report.types import Arm, Comparison, Report
     from gridmix.study.fingerprint import data_fingerprint
     from gridmix.tracks import (
@@ -76,6 +77,7 @@ _SOURCES = {  # public name -> the module that defines it
     "Callbacks": "gridmix.orchestrate.callbacks",
     "run": "gridmix.orchestrate.front_door",
     "sweep": "gridmix.orchestrate.front_door",
+    "suite": "gridmix.orchestrate.suiting",
     **dict.fromkeys(("Arm", "Comparison", "Report"), "gridmix.report.types"),
     "data_fingerprint": "gridmix.study.fingerprint",
     "did_you_mean": "gridmix.core.suggest",
@@ -125,6 +127,7 @@ __all__ = [
     "semiseparable_kernel",
     "semiseparable_mode_product",
     "set_native",
+    "suite",
     "sweep",
     "tucker_flops",
     "validate_data",

@@ -183,8 +183,8 @@ app = typer.Typer(
     rich_markup_mode=None,  # plain help, laid out by _HelpFormatter
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-"""The ``gridmix`` command line: ``tracks``, ``mixers``, ``budgets``, ``run``, ``report``, ``runs``,
-``status``, ``export``, ``scale``, ``info`` (docs/design.md section 7)."""
+"""The ``gridmix`` command line: ``tracks``, ``mixers``, ``budgets``, ``run``, ``sweep``, ``suite``,
+``report``, ``runs``, ``status``, ``export``, ``scale``, ``info`` (docs/design.md section 7)."""
 
 
 def _print_version(value: bool) -> None:

@@ -1,0 +1,308 @@
+"""What ``gridmix suite`` does (``gridmix.suite``): for each track of a set, the sweep over its
+whole difficulty ladder with the idea against attention (the track's matched baseline) and the
+baselines, each into its own ledger ``OUT/TRACK``, then the suite's profile
+(:mod:`gridmix.report.suite_report`) in ``OUT``.
+
+A track's ladder is its ``difficulty`` setting with the rungs its description lists in order as
+``ladder: A < B < …`` (as ``gridmix tracks`` shows them); each track's rungs are one
+``gridmix sweep --over difficulty=…`` (:mod:`.sweeping`), so a suite killed at any point resumes
+where it stopped and reuses every point already in a ledger. A track without a ladder is one study
+(:func:`~gridmix.orchestrate.plan.plan_study`) at its defaults. ``budget="smoke"`` trains the idea
+and attention only, on the ladder's lowest two rungs, on the smallest grid with fewer tokens than
+the track's default where every such rung is accepted and draws the data of every run
+(:func:`smallest_grid`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import sqlite3
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from gridmix.core.grid import Grid
+from gridmix.core.interrupt import stop_on_signals
+from gridmix.orchestrate.callbacks import QUIET, Callbacks
+from gridmix.orchestrate.execute import make_executor, open_ledger, run_study
+from gridmix.orchestrate.front_door import StorageError, storage_error
+from gridmix.orchestrate.plan import PlannedStudy, command_line_changes, plan_study
+from gridmix.orchestrate.sweeping import PlannedSweep, open_sweep_ledger, plan_sweep, run_sweep
+from gridmix.report.suite_report import (
+    DEFAULT_FRACTION,
+    SuiteReport,
+    TrackRuns,
+    build_suite_report,
+    write_suite_report,
+)
+from gridmix.report.sweep_report import SweepReport
+from gridmix.study.executors import refuse_main_rerun
+from gridmix.study.spec import SWEEP_SEED_OFFSET
+from gridmix.tracks import Track
+from gridmix.tracks.budget import DataSizes
+from gridmix.tracks.plugin_loader import load_registry
+
+DEFAULT_TRACKS = ("recall", "pathfinder", "match", "occlusion")  # the graded grid tasks
+LADDER_SETTING = "difficulty"
+SMOKE_RUNGS = 2  # the lowest rungs a smoke suite trains
+_LADDER = re.compile(r"ladder: ([\w.-]+(?: < [\w.-]+)+)")
+
+
+def _ignore(*args) -> None:
+    return None
+
+
+def default_out(budget: str) -> Path:
+    """Where a suite of ``budget`` goes when no ``out`` is given."""
+    return Path("runs") / f"suite-{budget}"
+
+
+def ladder(track: Track) -> tuple[str, ...]:
+    """The rungs of ``track``'s difficulty ladder in order (its description's ``ladder: A < B <
+    …``); ``()`` for a track without a ``difficulty`` setting. ``ValueError`` in one line for a
+    ``difficulty`` setting without a listed ladder, or a listed one its default is not on."""
+    if LADDER_SETTING not in track.settings:
+        return ()
+    found = _LADDER.search(track.description)
+    if found is None:
+        raise ValueError(
+            f"track {track.name!r} has a {LADDER_SETTING} setting but its description lists no "
+            "ladder; expected 'ladder: A < B < …' in it"
+        )
+    rungs = tuple(found.group(1).split(" < "))
+    if track.settings[LADDER_SETTING] not in rungs:
+        raise ValueError(
+            f"track {track.name!r}: its {LADDER_SETTING}={track.settings[LADDER_SETTING]!r} is not "
+            f"on its ladder {' < '.join(rungs)}; expected one of them"
+        )
+    return rungs
+
+
+def smallest_grid(
+    track: Track, rungs: Sequence[str], sizes: DataSizes, seeds: Sequence[int]
+) -> str | None:
+    """The smallest grid of equal sides with fewer tokens than ``track``'s default that the track at
+    every rung of ``rungs`` (none: as it is) accepts and draws its data on, ``sizes`` for every one
+    of ``seeds`` (the runs' own data: a rung that fits a grid only by luck is found); ``None`` when
+    there is none (the default grid is the cheapest)."""
+    tracks = [track.with_settings({LADDER_SETTING: rung}) for rung in rungs] or [track]
+    for side in range(1, max(track.default_grid) + 1):
+        grid = Grid((side,) * track.ndim)
+        if grid.numel >= track.default_grid.numel:
+            return None
+        try:
+            for rung_track in tracks:
+                checked = rung_track.check_grid(grid)
+                for seed in seeds:
+                    rung_track.make_data(checked, seed, sizes)
+        except ValueError:
+            continue
+        return str(grid)
+    return None
+
+
+def _smoke_data(track: Track, budget: str, seeds: int | None) -> tuple[DataSizes, list[int]]:
+    """The split sizes and the seeds (comparison and sweep) of ``track``'s runs at ``budget``."""
+    chosen = track.budget(budget, **command_line_changes(seeds=seeds))
+    return chosen.sizes, [
+        *range(chosen.seeds),
+        *(SWEEP_SEED_OFFSET + i for i in range(chosen.sweep_seeds)),
+    ]
+
+
+def _smoke_study(planned: PlannedStudy) -> PlannedStudy:
+    """``planned`` training the idea and its matched baseline only."""
+    study = planned.study
+    keep = tuple(m for m in study.models if m in (study.idea, study.matched_baseline))
+    trimmed = dataclasses.replace(
+        study,
+        models=keep,
+        roles={m: role for m, role in study.roles.items() if m in keep},
+        model_kwargs={m: kw for m, kw in study.model_kwargs.items() if m in keep},
+    )
+    return dataclasses.replace(planned, study=trimmed)
+
+
+@dataclass(frozen=True)
+class PlannedTrack:
+    """One track of the suite: its rungs (``()``: no ladder) and its sweep or its one study."""
+
+    track: str
+    rungs: tuple[str, ...]
+    planned: PlannedSweep | PlannedStudy
+
+    @property
+    def studies(self):
+        """Every rung's study, in order."""
+        return self.planned.studies
+
+    @property
+    def first(self) -> PlannedStudy:
+        """The lowest rung's planned study (the only one without a ladder)."""
+        if isinstance(self.planned, PlannedSweep):
+            return self.planned.points[0].planned
+        return self.planned
+
+    def mixers(self) -> dict[str, str]:
+        """Each model's mixer name, how the profile names it across tracks; the model's own name
+        where it names no mixer or shares its mixer with another model of the study."""
+        first = self.first
+        named = {name: first.track.model(name).mixer or name for name in first.study.models}
+        shared = {mixer for mixer in named.values() if list(named.values()).count(mixer) > 1}
+        return {name: name if mixer in shared else mixer for name, mixer in named.items()}
+
+    def params(self) -> dict[str, int]:
+        """Each model's parameters, built on the lowest rung's grid."""
+        first = self.first
+        models = {
+            name: first.track.model(name).build(first.grid, **first.model_kwargs.get(name, {}))
+            for name in first.study.models
+        }
+        return {name: sum(p.numel() for p in model.parameters()) for name, model in models.items()}
+
+
+def plan_suite(
+    *,
+    idea: str | None = None,
+    baselines: Sequence[str] = (),
+    tracks: Sequence[str] = DEFAULT_TRACKS,
+    budget: str = "default",
+    note: Callable[[str], None] = _ignore,
+    **options,
+) -> tuple[PlannedTrack, ...]:
+    """Every track's sweep over its ladder (or its one study), planned as ``gridmix sweep`` and
+    ``gridmix run`` plan them with ``options`` (``seeds``, ``jobs``, ``threads``, …);
+    ``ValueError`` in one line, naming the track, for an unknown track or mixer, a track the idea's
+    mixer cannot serve, or no tracks."""
+    if not tracks or len(set(tracks)) != len(tracks):
+        raise ValueError(f"--tracks {','.join(tracks)}; expected one or more distinct track names")
+    registry = load_registry()
+    smoke = budget == "smoke"
+    planned = []
+    for name in tracks:
+        track = registry.track(name)  # ValueError naming the known tracks
+        rungs = ladder(track)
+        rungs = rungs[:SMOKE_RUNGS] if smoke else rungs
+        grid = (
+            smallest_grid(track, rungs, *_smoke_data(track, budget, options.get("seeds")))
+            if smoke
+            else None
+        )
+        common = dict(idea=idea, baselines=() if smoke else tuple(baselines), budget=budget)
+        try:
+            if rungs:
+                sweep = plan_sweep(
+                    name, [(LADDER_SETTING, rungs)], grid=grid, note=note, **common, **options
+                )
+                if smoke:
+                    points = tuple(
+                        dataclasses.replace(p, planned=_smoke_study(p.planned))
+                        for p in sweep.points
+                    )
+                    sweep = dataclasses.replace(sweep, points=points)
+                planned.append(PlannedTrack(track=name, rungs=rungs, planned=sweep))
+            else:
+                study = plan_study(name, grid, scaling=False, note=note, **common, **options)
+                study = _smoke_study(study) if smoke else study
+                planned.append(PlannedTrack(track=name, rungs=(), planned=study))
+        except ValueError as error:
+            message = str(error)
+            raise ValueError(
+                message if message.startswith(f"track {name!r}") else f"track {name!r}: {message}"
+            ) from None
+    return tuple(planned)
+
+
+@dataclass(frozen=True)
+class SuiteOutcome:
+    """A finished suite: its profile and the files written."""
+
+    report: SuiteReport
+    paths: tuple[Path, ...]
+
+
+def run_suite(
+    planned: Sequence[PlannedTrack],
+    out: str | Path,
+    *,
+    budget: str,
+    fresh: bool = False,
+    executor: str = "local",
+    address: str | None = None,
+    fraction: float = DEFAULT_FRACTION,
+    callbacks: Callbacks = QUIET,
+) -> SuiteOutcome:
+    """Train every track's runs its ledger ``OUT/TRACK`` lacks (``fresh``: start them afresh) with
+    the ``executor``, then write the profile into ``out``."""
+    out = Path(out)
+    runs = []
+    for one in planned:
+        where = out / one.track
+        try:
+            sweep = isinstance(one.planned, PlannedSweep)
+            ledger = (open_sweep_ledger if sweep else open_ledger)(where, one.planned, fresh=fresh)
+            try:
+                chosen = make_executor(executor, jobs=one.planned.jobs, address=address)
+            except BaseException:
+                ledger.close()
+                raise
+            with stop_on_signals():
+                report = (run_sweep if sweep else run_study)(
+                    one.planned, ledger, chosen, where, callbacks=callbacks
+                ).report
+        except StorageError:
+            raise
+        except (OSError, sqlite3.Error) as error:
+            raise StorageError(storage_error(error, where)) from error
+        rungs = (
+            tuple((p.values[LADDER_SETTING], p.report) for p in report.points)
+            if isinstance(report, SweepReport)
+            else (("default", report),)
+        )
+        runs.append(
+            TrackRuns(track=one.track, rungs=rungs, mixers=one.mixers(), params=one.params())
+        )
+    profile = build_suite_report(runs, budget=budget, fraction=fraction)
+    return SuiteOutcome(report=profile, paths=tuple(write_suite_report(profile, out)))
+
+
+def suite(
+    *,
+    idea: str | None = None,
+    baselines: Sequence[str] = (),
+    tracks: Sequence[str] = DEFAULT_TRACKS,
+    budget: str = "default",
+    out: str | Path | None = None,
+    fresh: bool = False,
+    executor: str = "local",
+    address: str | None = None,
+    fraction: float = DEFAULT_FRACTION,
+    callbacks: Callbacks = QUIET,
+    **options,
+) -> SuiteReport:
+    """The suite ``gridmix suite`` runs: ``idea`` (a registered mixer; ``None``: each track's own
+    idea) against attention and ``baselines`` on every track of ``tracks`` over its ladder
+    (:func:`plan_suite`, ``options`` as for :func:`~gridmix.orchestrate.plan.plan_study`), each
+    track's runs in ``OUT/TRACK`` (default ``out``: ``runs/suite-BUDGET``), the profile written in
+    ``out`` and returned. Every track is planned before any trains, so a bad name costs nothing."""
+    refuse_main_rerun()
+    planned = plan_suite(
+        idea=idea,
+        baselines=baselines,
+        tracks=tracks,
+        budget=budget,
+        note=callbacks.note,
+        **options,
+    )
+    out = Path(out) if out is not None else default_out(budget)
+    return run_suite(
+        planned,
+        out,
+        budget=budget,
+        fresh=fresh,
+        executor=executor,
+        address=address,
+        fraction=fraction,
+        callbacks=callbacks,
+    ).report

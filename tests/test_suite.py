@@ -1,0 +1,246 @@
+"""``gridmix suite``: the aggregate's statistics match hand computations, a track's ladder is read
+as ``gridmix tracks`` shows it, a smoke suite on a tiny laddered track writes its profile and reuses
+its ledgers when run again, and bad input is one line with exit status 2."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from gridmix.cli import app
+from gridmix.orchestrate.suiting import ladder, plan_suite, smallest_grid
+from gridmix.report.suite_report import TrackRuns, normalise, reach, seed_interval
+from gridmix.report.suite_stats import iqm, probability_of_improvement, stratified_bootstrap
+from gridmix.tracks import Track
+from gridmix.tracks.hookspecs import hookimpl
+from gridmix.tracks.plugin_loader import load_registry
+from tests import fake_track
+
+RUNGS = {"noise-0": 0.0, "noise-1": 1.0, "noise-4": 4.0}  # rung → noise added to the targets
+
+
+def make_laddered(difficulty: str = "noise-0", dim: int = 8) -> Track:
+    """The fake track with a difficulty ladder: noise on the targets, chance 1 and ceiling 0 (MSE,
+    lower is better); grids of 4 tokens or more."""
+
+    def make_data(grid, seed, sizes):
+        data = fake_track.make_data(grid, seed, sizes)
+        gen = torch.Generator().manual_seed(seed + 7)
+        noisy = [
+            dataclasses.replace(
+                split,
+                targets=split.targets
+                + RUNGS[difficulty] * torch.randn(split.targets.shape, generator=gen),
+            )
+            for split in (data.train, data.val, data.test)
+        ]
+        return type(data)(*noisy)
+
+    base = fake_track.make_track(dim)
+    return dataclasses.replace(
+        base,
+        name="laddered",
+        description=f"fake regression with noise; ladder: {' < '.join(RUNGS)}",
+        make_data=make_data,
+        models=base.models[:2],
+        chance=1.0,
+        ceiling=0.0,
+        supports=lambda grid: None if grid[0] >= 4 else f"needs 4 tokens; got {grid}",
+        settings={"difficulty": difficulty, "dim": dim},
+        rebuild=make_laddered,
+    )
+
+
+class Plugin:
+    @hookimpl
+    def gridmix_tracks(self):
+        return [make_laddered()]
+
+
+@pytest.fixture(autouse=True)
+def registry():
+    yield load_registry(extra_plugins=[Plugin()], refresh=True)
+    load_registry(refresh=True)
+
+
+# --- the statistics against hand computations
+
+
+def test_the_iqm_is_the_mean_of_the_middle_half():
+    assert iqm([1, 2, 3, 4]) == 2.5  # n=4: one cut from each end → (2 + 3) / 2
+    assert iqm([10, 0, 1, 2, 3, 100, 4, 5]) == (2 + 3 + 4 + 5) / 4  # sorted 0 1 | 2 3 4 5 | 10 100
+    assert iqm([7, 1, 3]) == pytest.approx(11 / 3)  # n=3: ⌊3/4⌋ = 0 cut
+    assert iqm([1, 2, 3, 4, 5, 1000]) == pytest.approx((2 + 3 + 4 + 5) / 4)  # ⌊6/4⌋ = 1
+
+
+def test_the_probability_of_improvement_counts_every_pair_ties_half():
+    # stratum 1: x = (1, 3), y = (2, 3): pairs 1>2 no, 1>3 no, 3>2 yes, 3=3 half → 1.5 / 4
+    # stratum 2: x = (5,), y = (4, 6): 5>4 yes, 5>6 no → 1 / 2
+    got = probability_of_improvement([[1, 3], [5]], [[2, 3], [4, 6]])
+    assert got == pytest.approx((1.5 / 4 + 1 / 2) / 2)
+    assert probability_of_improvement([[1, 1]], [[1, 1]]) == 0.5
+    with pytest.raises(ValueError, match="same number"):
+        probability_of_improvement([[1]], [[1], [2]])
+
+
+def test_the_stratified_bootstrap_resamples_within_each_stratum():
+    # a stratum of one seed is the same in every resample; a constant stratum likewise
+    value, low, high = stratified_bootstrap([[0.2], [0.4, 0.4], [0.9]], reps=50)
+    assert value == low == high == pytest.approx(iqm([0.2, 0.4, 0.4, 0.9]))
+    # the interval from the same draws computed by hand
+    strata = [[0.0, 1.0], [0.5, 0.7, 0.9]]
+    value, low, high = stratified_bootstrap(strata, reps=200, seed=3)
+    rng = np.random.default_rng(3)
+    draws = []
+    for _ in range(200):
+        pooled = [s[i] for s in strata for i in rng.integers(0, len(s), len(s))]
+        pooled.sort()
+        cut = len(pooled) // 4
+        draws.append(np.mean(pooled[cut : len(pooled) - cut]))
+    assert (low, high) == pytest.approx(tuple(np.percentile(draws, [2.5, 97.5])))
+    assert value == pytest.approx(np.mean([0.5, 0.7, 0.9]))  # 0, 0.5, 0.7, 0.9, 1: one cut each end
+    # the pooled draw never mixes strata: stratum sizes are kept
+    assert 0.0 <= low <= value <= high <= 1.0
+
+
+def test_scores_are_normalised_between_chance_and_ceiling_whichever_way_the_metric_points():
+    assert normalise(0.75, 0.5, 1.0) == 0.5  # accuracy: higher is better
+    assert normalise(0.25, 1.0, 0.0) == 0.75  # MSE: chance 1, ceiling 0, lower is better
+    assert normalise(0.3, None, 1.0) is None
+    low, high = seed_interval([1.0, 2.0, 3.0])  # mean 2, sd 1, t(0.975, 2) = 4.302653
+    assert (low, high) == pytest.approx((2 - 4.302653 / 3**0.5, 2 + 4.302653 / 3**0.5))
+    assert seed_interval([1.0]) is None
+
+
+def test_reach_is_the_highest_rung_up_to_which_the_mean_stays_above_the_fraction():
+    rungs = [("a", [0.9, 0.7]), ("b", [0.6, 0.45]), ("c", [0.2, 0.3]), ("d", [0.9, 0.9])]
+    # means 0.8, 0.525, 0.25, 0.9: above 0.5 at a and b, not at c; d does not count after c
+    assert reach(rungs, 0.5) == dict(rung="b", seeds_above=1, seeds=2)
+    assert reach(rungs, 0.525) == dict(rung="a", seeds_above=2, seeds=2)  # equal is not above
+    assert reach([("a", [0.4, 0.9])] + rungs, 0.7) == dict(rung=None, seeds_above=None, seeds=None)
+    assert reach([("a", [0.9]), ("b", None), ("c", [0.9])], 0.5)["rung"] == "a"  # missing ends it
+
+
+def test_a_track_s_models_need_one_mixer_name_each():
+    with pytest.raises(ValueError, match="expected one per model"):
+        TrackRuns(track="t", rungs=(("r", None),), mixers={"a": "x", "b": "x"}, params={})
+
+
+# --- the ladder and the plan
+
+
+def test_the_ladder_is_the_rungs_the_description_lists():
+    registry = load_registry()
+    assert ladder(registry.track("laddered")) == ("noise-0", "noise-1", "noise-4")
+    assert ladder(registry.track("pathfinder")) == ("len-6", "len-9", "len-14")
+    assert ladder(registry.track("mqar")) == ()
+    broken = dataclasses.replace(make_laddered(), description="no ladder here")
+    with pytest.raises(ValueError, match="lists no ladder"):
+        ladder(broken)
+
+
+def test_a_smoke_suite_trains_idea_and_attention_on_two_rungs_on_the_smallest_grid():
+    sizes = load_registry().track("laddered").budget("smoke").sizes
+    assert smallest_grid(make_laddered(), ("noise-0", "noise-1"), sizes, [0, 1, 1000]) == "4"
+    (planned,) = plan_suite(tracks=["laddered"], budget="smoke", threads=1)
+    assert planned.rungs == ("noise-0", "noise-1")
+    for study in planned.studies:
+        assert study.grid == "4" and study.models == ("fake-mixer", "fake-attention")
+
+
+# --- end to end on the command line
+
+
+def suite_command(out, *more):
+    return CliRunner().invoke(
+        app,
+        [
+            "suite",
+            "--tracks",
+            "laddered",
+            "--budget",
+            "smoke",
+            "--threads",
+            "1",
+            "--jobs",
+            "1",
+            "--out",
+            str(out),
+            *more,
+        ],
+        env={"COLUMNS": "200"},
+    )
+
+
+def test_a_smoke_suite_writes_its_profile_and_reuses_its_ledger(tmp_path):
+    result = suite_command(tmp_path)
+    assert result.exit_code == 0, result.output
+    document = json.loads((tmp_path / "suite.json").read_text())
+    (track,) = document["tracks"]
+    assert [rung["rung"] for rung in track["rungs"]] == ["noise-0", "noise-1"]
+    for rung in track["rungs"]:
+        assert set(rung["arms"]) == {"fake-mixer", "fake-attention"}
+        for arm in rung["arms"].values():
+            assert arm["n"] == 2 and arm["normalised"] == pytest.approx(
+                [1 - v for v in arm["per_seed"]]
+            )
+    assert set(document["aggregate"]) == {"fake-mixer", "fake-attention"}
+    assert document["aggregate"]["fake-attention"]["p_improvement"] is None
+    assert set(track["params"]) == {"fake-mixer", "fake-attention"} and track["failures"] == []
+    assert document["aggregate"]["fake-mixer"]["strata"] == 2
+    markdown = (tmp_path / "suite.md").read_text()
+    assert "## Reach" in markdown and "interquartile mean" in markdown
+    assert (tmp_path / "suite_laddered.png").exists()
+    assert (tmp_path / "laddered" / "sweep_report.json").exists()
+    again = suite_command(tmp_path)
+    assert again.exit_code == 0 and "done " not in again.output, again.output  # nothing retrained
+    assert json.loads((tmp_path / "suite.json").read_text())["tracks"] == document["tracks"]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--tracks", "nosuch"], "nosuch"),
+        (["--tracks", "laddered", "--idea", "nosuch"], "nosuch"),
+        (["--tracks", "laddered", "--idea", "global-filter"], "track 'laddered'"),
+        (["--tracks", "laddered,laddered"], "distinct"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(tmp_path, arguments, message):
+    result = CliRunner().invoke(
+        app,
+        ["suite", "--budget", "smoke", *arguments, "--out", str(tmp_path / "out")],
+        env={"COLUMNS": "200"},
+    )
+    assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
+    assert message in result.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_interrupted_suite_resumes_without_retraining_to_the_same_numbers(tmp_path, monkeypatch):
+    from gridmix.orchestrate import suiting
+    from tests.test_sweep import Counting
+
+    first, again, whole = Counting(stop_after=6), Counting(), Counting()
+    executors = iter([first, again, whole])
+    monkeypatch.setattr(suiting, "make_executor", lambda *args, **kwargs: next(executors))
+    options = dict(tracks=["laddered"], budget="smoke", threads=1, jobs=1)
+    with pytest.raises(KeyboardInterrupt):
+        suiting.suite(out=tmp_path / "killed", **options)
+    resumed = suiting.suite(out=tmp_path / "killed", **options)
+    assert len(first.ran) == 6 and len(again.ran) == 16 - 6  # 2 rungs × 2 models × 4 runs
+    assert not set(first.ran) & set(again.ran)
+    uninterrupted = suiting.suite(out=tmp_path / "whole", **options)
+
+    def numbers(report):
+        document = report.to_dict()
+        for track in document["tracks"]:
+            del track["seconds"]  # wall-clock, measured
+        return document
+
+    assert numbers(resumed) == numbers(uninterrupted)
