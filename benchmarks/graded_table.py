@@ -12,7 +12,7 @@ import json
 import sys
 from pathlib import Path
 
-from gridmix.analysis.verdicts import compare_many
+from gridmix.analysis.verdicts import compare_many, named_by_role
 
 
 def table(document: dict) -> str:
@@ -46,7 +46,7 @@ def table(document: dict) -> str:
                     f"{result.p_value:.3f}",
                     f"{result.p_holm:.3f}",
                     mde,
-                    result.verdict,
+                    named_by_role(result.verdict, "").strip(),  # said of the row's model
                 ]
             rows.append("| " + " | ".join(cells) + " |")
     return "\n".join(rows)

@@ -13,7 +13,7 @@ import torch
 from typer.testing import CliRunner
 
 from gridmix.cli import app
-from gridmix.orchestrate.suiting import ladder, plan_suite, smallest_grid
+from gridmix.orchestrate.suiting import plan_suite, smallest_grid
 from gridmix.report.suite_report import TrackRuns, normalise, reach, seed_interval
 from gridmix.report.suite_stats import iqm, probability_of_improvement, stratified_bootstrap
 from gridmix.tracks import Track
@@ -53,6 +53,7 @@ def make_laddered(difficulty: str = "noise-0", dim: int = 8) -> Track:
         supports=lambda grid: None if grid[0] >= 4 else f"needs 4 tokens; got {grid}",
         settings={"difficulty": difficulty, "dim": dim},
         rebuild=make_laddered,
+        ladder=tuple(RUNGS),
     )
 
 
@@ -134,14 +135,13 @@ def test_a_track_s_models_need_one_mixer_name_each():
 # --- the ladder and the plan
 
 
-def test_the_ladder_is_the_rungs_the_description_lists():
+def test_the_ladder_is_a_track_field_checked_against_its_difficulty():
     registry = load_registry()
-    assert ladder(registry.track("laddered")) == ("noise-0", "noise-1", "noise-4")
-    assert ladder(registry.track("pathfinder")) == ("len-6", "len-9", "len-14")
-    assert ladder(registry.track("mqar")) == ()
-    broken = dataclasses.replace(make_laddered(), description="no ladder here")
-    with pytest.raises(ValueError, match="lists no ladder"):
-        ladder(broken)
+    assert registry.track("laddered").ladder == ("noise-0", "noise-1", "noise-4")
+    assert registry.track("pathfinder").ladder == ("len-6", "len-9", "len-14")
+    assert registry.track("mqar").ladder == ()
+    with pytest.raises(ValueError, match="expected a difficulty setting whose value is on"):
+        dataclasses.replace(make_laddered(), ladder=("noise-1", "noise-4"))
 
 
 def test_a_smoke_suite_trains_idea_and_attention_on_two_rungs_on_the_smallest_grid():

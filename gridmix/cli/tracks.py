@@ -42,6 +42,7 @@ def _track_summary(track: Track) -> dict:
         "data": data_status(track)[0],
         "data_missing": track.data_missing(),
         "settings": dict(track.settings),
+        "ladder": list(track.ladder),
         "other_grids": track.fixed_grid or "defined",
         "models": [
             {

@@ -16,7 +16,6 @@ the track's default where every such rung is accepted and draws the data of ever
 from __future__ import annotations
 
 import dataclasses
-import re
 import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -41,12 +40,11 @@ from gridmix.study.executors import refuse_main_rerun
 from gridmix.study.spec import SWEEP_SEED_OFFSET
 from gridmix.tracks import Track
 from gridmix.tracks.budget import DataSizes
+from gridmix.tracks.contract import LADDER_SETTING
 from gridmix.tracks.plugin_loader import load_registry
 
 DEFAULT_TRACKS = ("recall", "pathfinder", "match", "occlusion")  # the graded grid tasks
-LADDER_SETTING = "difficulty"
 SMOKE_RUNGS = 2  # the lowest rungs a smoke suite trains
-_LADDER = re.compile(r"ladder: ([\w.-]+(?: < [\w.-]+)+)")
 
 
 def _ignore(*args) -> None:
@@ -56,27 +54,6 @@ def _ignore(*args) -> None:
 def default_out(budget: str) -> Path:
     """Where a suite of ``budget`` goes when no ``out`` is given."""
     return Path("runs") / f"suite-{budget}"
-
-
-def ladder(track: Track) -> tuple[str, ...]:
-    """The rungs of ``track``'s difficulty ladder in order (its description's ``ladder: A < B <
-    …``); ``()`` for a track without a ``difficulty`` setting. ``ValueError`` in one line for a
-    ``difficulty`` setting without a listed ladder, or a listed one its default is not on."""
-    if LADDER_SETTING not in track.settings:
-        return ()
-    found = _LADDER.search(track.description)
-    if found is None:
-        raise ValueError(
-            f"track {track.name!r} has a {LADDER_SETTING} setting but its description lists no "
-            "ladder; expected 'ladder: A < B < …' in it"
-        )
-    rungs = tuple(found.group(1).split(" < "))
-    if track.settings[LADDER_SETTING] not in rungs:
-        raise ValueError(
-            f"track {track.name!r}: its {LADDER_SETTING}={track.settings[LADDER_SETTING]!r} is not "
-            f"on its ladder {' < '.join(rungs)}; expected one of them"
-        )
-    return rungs
 
 
 def smallest_grid(
@@ -182,7 +159,7 @@ def plan_suite(
     planned = []
     for name in tracks:
         track = registry.track(name)  # ValueError naming the known tracks
-        rungs = ladder(track)
+        rungs = track.ladder
         rungs = rungs[:SMOKE_RUNGS] if smoke else rungs
         grid = (
             smallest_grid(track, rungs, *_smoke_data(track, budget, options.get("seeds")))

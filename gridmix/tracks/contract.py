@@ -35,6 +35,7 @@ from gridmix.tracks.budget import Budget, DataSizes, resolve_budget
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 SPLIT_NAMES = ("train", "val", "test")
 SETTING_PATTERN = re.compile(r"^[a-z][a-z0-9_]*$")
+LADDER_SETTING = "difficulty"  # the setting whose values are a track's ladder (Track.ladder)
 # Track.fixed_grid of a track that does not say whether its task is defined at other grids: transfer
 # is refused there
 UNDECLARED_GRIDS = "it does not declare its task defined at other grids (Track.fixed_grid)"
@@ -363,6 +364,10 @@ class Track:
         rebuild: ``rebuild(**settings) → Track``, the same track built with these setting values
             (every setting is given); required exactly when ``settings`` is not empty.
             :meth:`with_settings` calls it.
+        ladder: the rungs of the track's difficulty ladder, easiest first: the values its
+            ``difficulty`` setting takes (``gridmix sweep --over difficulty=…``, ``gridmix suite``);
+            empty for a track of one difficulty. A track with a ladder has a ``difficulty``
+            setting whose value is on it.
         draw_examples: ``draw_examples(grid, path)`` draws a few generated samples of this track, at
             its current settings (its rung), on ``grid`` into the PNG file ``path``; ``None``: the
             track draws none. Every study's report shows the picture (``examples.png``), and a
@@ -400,6 +405,7 @@ class Track:
     fixed_grid: str | None = UNDECLARED_GRIDS
     settings: dict[str, int | float | str] = field(default_factory=dict)
     rebuild: Callable[..., Track] | None = None
+    ladder: tuple[str, ...] = ()
     draw_examples: Callable[[Grid, Path], None] | None = None
 
     @property
@@ -590,6 +596,16 @@ class Track:
             raise self._fail(
                 f"settings {short(self.settings)}; expected a dict of lower-case names (not "
                 "'grid') → int, float or str"
+            )
+        if not isinstance(self.ladder, tuple) or any(
+            not isinstance(rung, str) or not rung for rung in self.ladder
+        ):
+            raise self._fail(f"ladder {short(self.ladder)}; expected a tuple of rung names")
+        if self.ladder and self.settings.get(LADDER_SETTING) not in self.ladder:
+            raise self._fail(
+                f"ladder {' < '.join(self.ladder)} with {LADDER_SETTING}="
+                f"{self.settings.get(LADDER_SETTING)!r}; expected a {LADDER_SETTING} setting whose "
+                "value is on the ladder"
             )
         if (self.rebuild is None) != (not self.settings) or (
             self.rebuild is not None and not callable(self.rebuild)

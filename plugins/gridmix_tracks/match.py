@@ -311,6 +311,7 @@ def make_track(
             depth=backbone.depth,
         ),
         rebuild=rebuild,
+        ladder=tuple(LADDER),
     )
 
 

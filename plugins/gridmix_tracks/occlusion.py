@@ -256,6 +256,7 @@ def make_track(
             depth=backbone.depth,
         ),
         rebuild=rebuild,
+        ladder=tuple(LADDER),
         draw_examples=functools.partial(draw_occlusion, task),
     )
 

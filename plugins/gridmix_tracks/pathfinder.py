@@ -303,6 +303,7 @@ def make_track(
             difficulty=task.difficulty, embed_dim=backbone.embed_dim, depth=backbone.depth
         ),
         rebuild=rebuild,
+        ladder=tuple(LADDER),
         draw_examples=functools.partial(draw_pathfinder, task),
     )
 

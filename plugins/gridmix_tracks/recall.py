@@ -243,6 +243,7 @@ def make_track(
             depth=backbone.depth,
         ),
         rebuild=rebuild,
+        ladder=tuple(LADDER),
         draw_examples=functools.partial(draw_recall, task),
     )
 
