@@ -92,13 +92,15 @@ samples, standard error 0.011 at 1/2, after each epoch; ``transformer`` on ``dis
   0.508 on ``dist-8`` (0.497 to 0.508 after every epoch), 1.000 on ``dist-14`` (``16x16``, past 0.99
   from epoch 10); ``transformer-neighbourhood-attention`` 1.000 on ``dist-2`` (past 0.99 from epoch
   4), 0.517 on ``dist-8``; ``transformer-global-filter`` 0.810 and 0.664;
-  ``transformer-concentration`` 0.559 and 0.548.
+  ``transformer-concentration`` 0.559 and 0.548. Seeds 1 and 2 on ``dist-8``, 16 epochs:
+  ``transformer`` 1.000 and 0.9995; ``transformer-global-filter`` 0.750 (seed 1).
 
 So dense attention leaves 1/2 on ``dist-2`` within 256 steps on some seeds only; within 512 steps on
-every seed tried. Its misses look like seeds, not distance (one seed, 512 steps: 1.000 on
-``dist-14``, 0.508 on ``dist-8``); the local window fails ``dist-8`` as a window should; on
-``dist-8`` the global filter read above both, on one seed. A model at the grid mean's level (0.551
-on ``8x8``; the idea read 0.551 at 8 epochs) has not copied (docs/tracks.md).
+every seed tried. Its misses look like seeds, not distance (512 steps: 1.000 on ``dist-14`` and
+0.508 on ``dist-8`` with seed 0, 1.000 and 0.9995 on ``dist-8`` with seeds 1 and 2); the local
+window fails ``dist-8`` as a window should; the global filter sits between (0.66 and 0.75 on
+``dist-8``). A model at the grid mean's level (0.551 on ``8x8``; the idea read 0.551 at 8 epochs)
+has not copied (docs/tracks.md).
 
 Shape legend:
     S: samples, *grid: the grid (D axes, N cells), k = 2^D: cells of a block; inputs (S, 1 + 2k,
