@@ -105,7 +105,7 @@ def test_broken_plugins_are_reported_by_name_and_the_others_keep_working(install
         "mqar",
         "recall",
         "pathfinder",
-        "match",
+        "copy",
         "occlusion",
         "heat",
     } | {spec.track for spec in DATASETS} | user_data == set(installed.tracks)

@@ -146,6 +146,28 @@ def test_grid_transformer_checks_its_arguments_and_input():
         model(torch.randn(2, 2, 5, 4))
 
 
+def test_grid_transformer_reads_out_every_token_in_row_major_order():
+    """``readout="tokens"``: one output per token; without token mixing, changing one cell changes
+    that cell's output alone, at its row-major index."""
+    torch.manual_seed(0)
+    model = GridTransformer(
+        Grid((3, 4)),
+        in_chans=2,
+        num_outputs=5,
+        backbone=BackboneConfig(embed_dim=16, depth=1, num_heads=2),
+        attn_layer=BUILTIN["tokenwise"].layer("3x4"),
+        readout="tokens",
+    ).eval()
+    x = torch.randn(2, 2, 3, 4)
+    changed = x.clone()
+    changed[:, :, 1, 2] += 1.0
+    with torch.no_grad():
+        before, after = model(x), model(changed)  # (2, 12, 5) each
+    assert before.shape == (2, 12, 5)
+    moved = (after - before).abs().amax(dim=(0, 2))  # (12,)
+    assert moved[1 * 4 + 2] > 1e-3 and moved.nonzero().flatten().tolist() == [6]
+
+
 def test_divided_attention_is_the_registered_mixer_on_every_track_that_offers_it():
     # `--idea divided-attention` trains the same registered mixer everywhere: on video (the track's
     # own model of that name) as on every other track whose backbone takes it, each built by the

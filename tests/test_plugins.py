@@ -26,7 +26,7 @@ from gridmix.tracks.plugin_loader import (
     validate_data,
 )
 
-BUILTIN = {"sequence", "image", "video", "mqar", "recall", "pathfinder", "match", "occlusion"}
+BUILTIN = {"sequence", "image", "video", "mqar", "recall", "pathfinder", "copy", "occlusion"}
 
 
 def tiny_track(name: str = "tiny", **changes) -> Track:

@@ -33,7 +33,7 @@ from gridmix.core.inputs import parse_names
 
 SuiteTracks = option(
     str,
-    "Comma-separated tracks (default: the graded grid tasks recall, pathfinder, match, occlusion).",
+    "Comma-separated tracks (default: the graded grid tasks recall, pathfinder, copy, occlusion).",
 )
 SuiteBudget = option(
     BudgetName,

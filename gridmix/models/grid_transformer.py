@@ -22,11 +22,12 @@ from torch import nn
 from gridmix.core.grid import Grid
 from gridmix.models.mixer_config import BackboneConfig
 
-READOUTS = ("mean", "flatten")
+READOUTS = ("mean", "flatten", "tokens")
 
 
 class GridTransformer(nn.Module):
-    """(B, C_in, *grid) → (B, K): per-token embedding, learned positions, blocks, norm, read-out.
+    """(B, C_in, *grid) → (B, K), or (B, N, K) per token: per-token embedding, learned positions,
+    blocks, norm, read-out.
 
     Args:
         grid: the token grid; inputs must have exactly this spatial shape.
@@ -35,7 +36,9 @@ class GridTransformer(nn.Module):
         backbone: width, depth, heads, MLP ratio.
         attn_layer: every block's token mixer (timm's ``attn_layer``, a registered mixer's).
         readout: ``"mean"`` pools the tokens then applies a linear head; ``"flatten"`` applies a
-            linear head to all N·C features (forecasting heads, where each output needs positions).
+            linear head to all N·C features (forecasting heads, where each output needs
+            positions); ``"tokens"`` applies the head to every token after the per-token norm, an
+            output (B, N, K) in row-major grid order (per-cell targets).
     """
 
     def __init__(
@@ -73,7 +76,7 @@ class GridTransformer(nn.Module):
         self.apply(_init_linear)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """``x``: (B, C_in, *grid) → (B, K)."""
+        """``x``: (B, C_in, *grid) → (B, K); (B, N, K) with ``readout="tokens"``."""
         if tuple(x.shape[1:]) != (self.in_chans, *self.grid.shape):
             raise ValueError(
                 f"expected input (B, {self.in_chans}, {', '.join(map(str, self.grid))}); "
@@ -81,8 +84,10 @@ class GridTransformer(nn.Module):
             )
         tokens = x.flatten(2).transpose(1, 2)  # (B, N, C_in), row-major grid order
         tokens = self.norm(self.blocks(self.embed(tokens) + self.pos_embed))  # (B, N, C)
-        pooled = tokens.flatten(1) if self.readout == "flatten" else tokens.mean(dim=1)
-        return self.head(pooled)
+        if self.readout == "tokens":
+            return self.head(tokens)  # (B, N, K)
+        pooled = tokens.flatten(1) if self.readout == "flatten" else tokens.mean(dim=1)  # (B, ·)
+        return self.head(pooled)  # (B, K)
 
 
 def _init_linear(module: nn.Module) -> None:

@@ -43,7 +43,7 @@ from gridmix.tracks.budget import DataSizes
 from gridmix.tracks.contract import LADDER_SETTING
 from gridmix.tracks.plugin_loader import load_registry
 
-DEFAULT_TRACKS = ("recall", "pathfinder", "match", "occlusion")  # the graded grid tasks
+DEFAULT_TRACKS = ("recall", "pathfinder", "copy", "occlusion")  # the graded grid tasks
 SMOKE_RUNGS = 2  # the lowest rungs a smoke suite trains
 
 

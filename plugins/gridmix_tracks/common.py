@@ -66,3 +66,20 @@ def mse_loss(predictions: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
 def mse(predictions: torch.Tensor, targets: torch.Tensor) -> float:
     """Mean squared error over a whole split."""
     return F.mse_loss(predictions, targets).item()
+
+
+IGNORE = -100  # the target of a cell that is not asked (F.cross_entropy's ignore_index)
+
+
+def cell_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Per-cell classification loss over the asked cells only: logits (S, N, K), targets (S, *grid)
+    int64, ``IGNORE`` at the cells not asked."""
+    return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE)
+
+
+def cell_accuracy(logits: torch.Tensor, targets: torch.Tensor) -> float:
+    """Fraction of the asked cells (targets not ``IGNORE``) whose arg-max logit is the target:
+    logits (S, N, K), targets (S, *grid)."""
+    targets = targets.flatten(1)  # (S, N)
+    asked = targets != IGNORE  # (S, N)
+    return (logits.argmax(dim=-1)[asked] == targets[asked]).float().mean().item()
