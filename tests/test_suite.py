@@ -193,6 +193,14 @@ def test_a_smoke_suite_writes_its_profile_and_reuses_its_ledger(tmp_path):
     assert document["aggregate"]["fake-attention"]["p_improvement"] is None
     assert set(track["params"]) == {"fake-mixer", "fake-attention"} and track["failures"] == []
     assert document["aggregate"]["fake-mixer"]["strata"] == 2
+    for rung in track["rungs"]:  # each arm against attention, paired by seed
+        idea, attention = rung["arms"]["fake-mixer"], rung["arms"]["fake-attention"]
+        versus = idea["versus_attention"]
+        differences = [a - b for a, b in zip(idea["per_seed"], attention["per_seed"], strict=True)]
+        assert versus["delta"] == pytest.approx(sum(differences) / 2) and versus["n"] == 2
+        same_sign = differences[0] * differences[1] > 0  # exact sign-flip, 4 patterns
+        assert versus["p"] == pytest.approx(0.5 if same_sign else 1.0)
+        assert attention["versus_attention"] is None
     markdown = (tmp_path / "suite.md").read_text()
     assert "## Reach" in markdown and "interquartile mean" in markdown
     assert (tmp_path / "suite_laddered.png").exists()

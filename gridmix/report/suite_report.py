@@ -7,8 +7,10 @@ tracks and rungs, and the cost; built from the studies' reports alone.
 around and its parameters, and computes:
 
 * per rung and mixer: the mean of the test metric over the comparison seeds that finished, its 95%
-  Student-t interval (none with one seed), the arm's flag (at chance, at ceiling); the idea's paired
-  comparison with every other arm as the study computed it (Δ, p, MDE, verdict);
+  Student-t interval (none with one seed), the arm's flag (at chance, at ceiling); its paired
+  comparison with attention on the seeds both finished, Holm-adjusted across the rung's arms
+  (:func:`versus_attention`); the idea's paired comparison with every other arm as the study
+  computed it (Δ, p, MDE, verdict);
 * normalised scores ``(score − chance) / (ceiling − chance)`` (0 at chance, 1 at ceiling, higher
   better whatever the metric's direction), where the track declares both;
 * each mixer's **reach** per track: the highest rung up to which its mean normalised score stays
@@ -35,6 +37,7 @@ from pathlib import Path
 import numpy as np
 from scipy import stats as scipy_stats
 
+from gridmix.analysis.verdicts import compare_many, named_by_role
 from gridmix.core.files import write_atomic
 from gridmix.report.format import fmt
 from gridmix.report.suite_stats import (
@@ -100,8 +103,45 @@ def _comparison(report: Report, model: str) -> dict | None:
     return dict(verdict=comparison.verdict, delta=r.delta_mean, p=r.p_value, mde=r.mde)
 
 
+def _finished(arm) -> dict[int, float]:
+    """The arm's test metric by comparison-seed index, for the seeds whose run finished "ok"."""
+    values = iter(arm.per_seed)
+    return {
+        i: float(next(values)) for i, status in enumerate(arm.per_seed_status) if status == "ok"
+    }
+
+
+def versus_attention(report: Report) -> dict[str, dict]:
+    """Every other arm's paired comparison with the matched baseline (attention) on the seeds both
+    finished, Holm-adjusted across the arms of the study (:func:`compare_many`), at the study's α:
+    model → Δ (arm − attention), exact p, Holm's p, MDE, the verdict said of the arm."""
+    baseline = report.arms.get(report.primary_baseline or "")
+    if baseline is None:
+        return {}
+    reference, pairs = _finished(baseline), {}
+    for model, arm in report.arms.items():
+        own = _finished(arm)
+        seeds = sorted(own.keys() & reference.keys())
+        if model != report.primary_baseline and len(seeds) >= 2:
+            pairs[model] = ([own[s] for s in seeds], [reference[s] for s in seeds])
+    if not pairs:
+        return {}
+    results = compare_many(pairs, direction=report.direction, alpha=report.power.alpha)
+    return {
+        model: dict(
+            delta=r.delta_mean,
+            p=r.p_value,
+            p_holm=r.p_holm,
+            mde=r.mde,
+            n=r.n_pairs,
+            verdict=named_by_role(r.verdict, "").strip(),
+        )
+        for model, r in results.items()
+    }
+
+
 def _rung(label: str, report: Report, mixers: Mapping[str, str]) -> dict:
-    arms = {}
+    arms, against_attention = {}, versus_attention(report)
     for model, arm in report.arms.items():
         scores = [float(v) for v in arm.per_seed]
         normalised = [normalise(v, report.chance, report.ceiling) for v in scores]
@@ -115,6 +155,7 @@ def _rung(label: str, report: Report, mixers: Mapping[str, str]) -> dict:
             normalised=None if None in normalised else normalised,
             flag=arm.flag,
             versus_idea=_comparison(report, model),
+            versus_attention=against_attention.get(model),
         )
     return dict(rung=label, grid=report.grid, arms=arms)
 
@@ -283,6 +324,16 @@ def _versus(versus: dict | None) -> str:
     return f"Δ {fmt(versus['delta'])}, p {fmt(versus['p'])}, MDE {mde}: {versus['verdict']}"
 
 
+def _against_attention(versus: dict | None) -> str:
+    if versus is None:
+        return "–"
+    mde = "unreachable" if versus["mde"] is None else fmt(versus["mde"])
+    return (
+        f"Δ {fmt(versus['delta'])}, p {fmt(versus['p'])} (Holm {fmt(versus['p_holm'])}), "
+        f"MDE {mde}: {versus['verdict']}"
+    )
+
+
 def render_suite_markdown(report: SuiteReport, *, figures: Mapping[str, str] = {}) -> str:
     """``suite.md``: per track its rung × mixer table, plot and reach; the aggregate; the cost; the
     method."""
@@ -290,8 +341,10 @@ def render_suite_markdown(report: SuiteReport, *, figures: Mapping[str, str] = {
         f"# gridmix suite: {report.idea} against attention and its peers",
         "",
         f"Budget `{report.budget}`; tracks: {', '.join(t['track'] for t in report.tracks)}. "
-        "Scores are each study's test metric over its comparison seeds; every verdict is the "
-        "study's own paired sign-flip test of the idea against that arm, alone at its α.",
+        "Scores are each study's test metric over its comparison seeds. Against attention: each "
+        "arm's exact paired sign-flip test with attention on the seeds both finished, "
+        "Holm-adjusted across the rung's arms. Idea against it: the study's own test of the idea "
+        "against that arm, as its report gives it.",
         "",
     ]
     for track in report.tracks:
@@ -300,8 +353,9 @@ def render_suite_markdown(report: SuiteReport, *, figures: Mapping[str, str] = {
             f"## {track['track']}: {track['metric']} ({track['direction']} is better; chance "
             f"{fmt(track['chance'])}, ceiling {fmt(track['ceiling'])})",
             "",
-            "| rung | grid | mixer | mean [95% t-interval] (n) | flag | idea against it |",
-            "|---|---|---|---|---|---|",
+            "| rung | grid | mixer | mean [95% t-interval] (n) | flag | against attention "
+            "(Holm across the rung's arms) | idea against it |",
+            "|---|---|---|---|---|---|---|",
         ]
         for rung in track["rungs"]:
             for mixer in mixers:
@@ -311,6 +365,7 @@ def render_suite_markdown(report: SuiteReport, *, figures: Mapping[str, str] = {
                 lines.append(
                     f"| {rung['rung']} | {rung['grid']} | {mixer} | {fmt(arm['mean'])} "
                     f"{_interval(arm['interval'])} ({arm['n']}) | {arm['flag'] or ''} | "
+                    f"{_against_attention(arm['versus_attention'])} | "
                     f"{_versus(arm['versus_idea'])} |"
                 )
         if track["track"] in figures:
