@@ -209,5 +209,5 @@ def test_tracks_lists_the_ladders(installed):
     )
     assert "ladder: len-6 < len-9 < len-14" in tracks["pathfinder"]["description"]
     assert tracks["recall"]["ladder"] == ["pairs-1", "pairs-2", "pairs-4", "pairs-8", "pairs-16"]
-    assert tracks["recall"]["settings"]["difficulty"] == "pairs-4"
+    assert tracks["recall"]["settings"]["difficulty"] == "pairs-1"
     assert tracks["pathfinder"]["settings"]["difficulty"] == "len-6"

@@ -3,8 +3,8 @@ whole difficulty ladder with the idea against attention (the track's matched bas
 baselines, each into its own ledger ``OUT/TRACK``, then the suite's profile
 (:mod:`gridmix.report.suite_report`) in ``OUT``.
 
-A track's ladder is its ``difficulty`` setting with the rungs its description lists in order as
-``ladder: A < B < …`` (as ``gridmix tracks`` shows them); each track's rungs are one
+A track's ladder is :attr:`~gridmix.tracks.Track.ladder`, the values of its ``difficulty``
+setting in order (as ``gridmix tracks`` shows them); each track's rungs are one
 ``gridmix sweep --over difficulty=…`` (:mod:`.sweeping`), so a suite killed at any point resumes
 where it stopped and reuses every point already in a ledger. A track without a ladder is one study
 (:func:`~gridmix.orchestrate.plan.plan_study`) at its defaults. ``budget="smoke"`` trains the idea
