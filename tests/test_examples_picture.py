@@ -7,7 +7,7 @@ import json
 import types
 
 import pytest
-from gridmix_tracks import occlusion, pathfinder, recall
+from gridmix_tracks import copy_track, occlusion, pathfinder, recall
 from PIL import Image
 from typer.testing import CliRunner
 
@@ -107,8 +107,8 @@ def test_draw_examples_must_be_callable_or_none():
 
 @pytest.mark.parametrize(
     ("module", "grid"),
-    [(recall, "4x4"), (pathfinder, "16x16"), (occlusion, "4x6x6")],
-    ids=["recall", "pathfinder", "occlusion"],
+    [(recall, "4x4"), (pathfinder, "16x16"), (copy_track, "8x8"), (occlusion, "4x6x6")],
+    ids=["recall", "pathfinder", "copy", "occlusion"],
 )
 def test_each_graded_track_draws_its_examples(tmp_path, module, grid):
     track = module.make_track()

@@ -114,6 +114,7 @@ Shape legend:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 from dataclasses import dataclass, field
 
@@ -127,6 +128,7 @@ from gridmix.models import BackboneConfig, GridTransformer, MixerConfig
 from gridmix.tracks import Backbone, DataSizes, ModelSpec, Split, Track, TrackData
 from gridmix_tracks.arms import attention_arm, idea_arms, mixer_backbone, network_size
 from gridmix_tracks.common import IGNORE, cell_accuracy, cell_cross_entropy, generated_data
+from gridmix_tracks.examples import draw_copy
 
 SIDE = 2  # a block's side along every axis
 # rung → distance in cells, in order
@@ -328,6 +330,7 @@ def make_track(
         ),
         rebuild=rebuild,
         ladder=tuple(LADDER),
+        draw_examples=functools.partial(draw_copy, task),
     )
 
 

@@ -1,20 +1,21 @@
-"""Pictures of generated samples of the graded tracks (``recall``, ``pathfinder``, ``occlusion``).
+"""Pictures of generated samples of the graded tracks (``recall``, ``pathfinder``, ``copy``,
+``occlusion``).
 
-``draw_recall``, ``draw_pathfinder`` and ``draw_occlusion`` are the tracks'
+``draw_recall``, ``draw_pathfinder``, ``draw_copy`` and ``draw_occlusion`` are the tracks'
 :attr:`gridmix.tracks.Track.draw_examples` (bound to the track's task, the rung it was built with):
 :data:`SAMPLES` samples on the study's grid, labels alternating 1, 0, … where the task has labels,
 saved as the PNG a study's report shows (``examples.png``). The panels they are made of
-(``recall_panel``, ``pathfinder_panel``, ``occlusion_row``) also draw the docs pictures of every
-rung (``benchmarks/graded_examples.py``, ``benchmarks/occlusion_examples.py``): one drawing code for
-both.
+(``recall_panel``, ``pathfinder_panel``, ``copy_column``, ``occlusion_row``) also draw the docs
+pictures of every rung (``benchmarks/graded_examples.py``, ``benchmarks/copy_examples.py``,
+``benchmarks/occlusion_examples.py``): one drawing code for both.
 
 Every study picture is drawn from the fixed seed :data:`SEED`, so the same track and grid draw the
 same picture. matplotlib is imported inside the functions (its ``Figure`` alone, no pyplot state),
 so that loading the plugins stays light.
 
 Shape legend:
-    T, H, W: an occlusion clip's frames and frame size; a recall sample is drawn as a 2-d array
-    (every axis but the last, flattened, by the last)
+    T, H, W: an occlusion clip's frames and frame size; a recall or copy sample is drawn as a 2-d
+    array (every axis but the last, flattened, by the last)
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
+    from gridmix_tracks.copy_track import CopyTask
     from gridmix_tracks.occlusion import OcclusionTask
     from gridmix_tracks.pathfinder import PathfinderTask
     from gridmix_tracks.recall import GridRecallTask
@@ -84,6 +86,50 @@ def pathfinder_panel(
     ax.imshow(task.draw(rng, grid, label).image, cmap="gray_r", vmin=0, vmax=1)
     ax.set_title(f"pathfinder {task.difficulty} ({grid}), label {label}", fontsize=9)
     _bare(ax)
+
+
+def copy_column(axes, task: CopyTask, grid: Grid, rng: np.random.Generator) -> None:
+    """One generated ``copy`` sample on two ``axes``: its input (the values, the blank target block
+    white) and its answer (the target block holding the source's values; the other cells pale), the
+    source's cells ringed black and the target's green; a grid that is not 2-d is drawn in rows of
+    its last axis."""
+    from gridmix_tracks.common import IGNORE
+
+    copies = task.draw(rng, 1, grid)
+    width = grid[-1] if grid.ndim > 1 else grid.numel
+    values = copies.inputs[0, 0].reshape(-1, width)  # (rows, width)
+    targets = copies.targets[0].reshape(-1, width)  # (rows, width)
+    k = (copies.inputs.shape[1] - 1) // 2  # cells of a block
+    source = copies.inputs[0, 1 : 1 + k].sum(axis=0).reshape(-1, width) > 0  # (rows, width)
+    asked = targets != IGNORE
+    answer = np.where(asked, 2.0 * targets - 1, np.where(source, values, values * 0.25))
+    drawn = "" if grid.ndim == 2 else f" in rows of {width}"
+    for ax, shown, what in ((axes[0], values, "input"), (axes[1], answer, "answer")):
+        ax.imshow(shown, cmap="bwr", vmin=-1, vmax=1)
+        for cells, colour in ((source, "black"), (asked, "green")):
+            rows, columns = np.nonzero(cells)
+            ax.scatter(columns, rows, s=90, marker="s", facecolors="none", edgecolors=colour)
+        ax.set_title(f"copy {task.difficulty} ({grid}{drawn}): {what}", fontsize=9)
+        _bare(ax)
+
+
+COPY_LEGEND = (
+    "values: red +1, blue -1, white 0 (the blank target); ringed black: the source block, green: "
+    "the target block\nanswer: the target holds the source's values, cell by cell (the other "
+    "cells pale)"
+)
+
+
+def draw_copy(task: CopyTask, grid: Grid, path: str | Path) -> None:
+    """:data:`SAMPLES` generated ``copy`` samples of ``task`` on ``grid``, each its input above its
+    answer, into the PNG ``path``."""
+    grid = Grid.parse(grid)
+    fig, axes = figure(2, SAMPLES, (3.3, 3.6))
+    rng = np.random.default_rng(SEED)
+    for column in range(SAMPLES):
+        copy_column(axes[:, column], task, grid, rng)
+    fig.suptitle(COPY_LEGEND, fontsize=10)
+    save(fig, path)
 
 
 def occlusion_row(

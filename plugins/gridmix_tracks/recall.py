@@ -57,8 +57,8 @@ Budgets: the global ones. At the default budget on ``8x8`` (docs/tracks.md, "Cal
 default budget", 8 seeds), dense attention solves ``pairs-1`` on every seed (1.000) and stays on
 the "one of the values" plateau from ``pairs-2`` on (0.501 on ``pairs-2``, 0.281 on ``pairs-4``),
 so ``pairs-1`` is the default rung: the one where attention's answer is known to be right. There
-the concentration mixer (0.041) and the global filter (0.035) stay at chance; the neighbourhood
-window (0.983) does not differ significantly from attention.
+the concentration mixer (0.041) and the global filter (0.035) stay near chance (0.031); the
+neighbourhood window (0.983) does not differ significantly from attention.
 
 Shape legend:
     S: samples, *grid: the grid (N tokens in all), V: vocabulary; inputs (S, *grid) int64, targets
