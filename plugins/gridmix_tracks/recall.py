@@ -73,7 +73,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from gridmix import hookimpl
@@ -81,11 +80,10 @@ from gridmix.core.grid import Grid
 from gridmix.models import BackboneConfig, MixerConfig
 from gridmix.tracks import Backbone, DataSizes, ModelSpec, Split, Track, TrackData
 from gridmix_tracks.arms import attention_arm, idea_arms, mixer_backbone, network_size
-from gridmix_tracks.common import generated_data
+from gridmix_tracks.common import IGNORE, cell_accuracy, cell_cross_entropy, generated_data
 from gridmix_tracks.examples import draw_recall
 from gridmix_tracks.token_model import TokenTransformer
 
-IGNORE = -100  # targets at cells that are not queries (F.cross_entropy's ignore_index)
 # rung → pairs, in order
 LADDER = {"pairs-1": 1, "pairs-2": 2, "pairs-4": 4, "pairs-8": 8, "pairs-16": 16}
 
@@ -147,18 +145,6 @@ class GridRecallTask:
             inputs=torch.from_numpy(tokens.reshape(shape)),
             targets=torch.from_numpy(targets.reshape(shape)),
         )
-
-
-def query_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """Cross-entropy at the query cells only: logits (S, N, T), targets (S, *grid)."""
-    return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE)
-
-
-def query_accuracy(logits: torch.Tensor, targets: torch.Tensor) -> float:
-    """Fraction of query cells whose arg-max logit is the value: the track's metric."""
-    targets = targets.flatten(1)  # (S, N)
-    asked = targets != IGNORE
-    return (logits.argmax(dim=-1)[asked] == targets[asked]).float().mean().item()
 
 
 @dataclass(frozen=True)
@@ -228,8 +214,8 @@ def make_track(
         ndim=dims,
         default_grid=default_grid(dims),
         make_data=make_data,
-        loss=query_loss,
-        metric=query_accuracy,
+        loss=cell_cross_entropy,
+        metric=cell_accuracy,
         metric_name="query accuracy",
         direction="higher",
         models=models.specs(),
