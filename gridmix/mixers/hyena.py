@@ -159,16 +159,17 @@ class HyenaMixer(GridMixer):
     def long_conv(self, w: torch.Tensor) -> torch.Tensor:
         """``h ∗ w`` for ``w`` (B, *grid, C), linear over every axis: (B, *grid, C) in ``w``'s
         dtype."""
-        dims = list(range(1, self.grid.ndim + 1))
-        sizes = [2 * n for n in self.grid]
-        kernel = self.filter(self.grid, self.causal_axes, w.dtype)  # (*S, C)
-        spectrum = torch.fft.rfftn(w, s=sizes, dim=dims) * torch.fft.rfftn(
-            kernel, dim=[d - 1 for d in dims]
-        )  # (B, *F, C)
-        y = torch.fft.irfftn(spectrum, s=sizes, dim=dims)  # (B, *S, C)
+        d = self.grid.ndim
+        dims, sizes = list(range(-d, 0)), [2 * n for n in self.grid]
+        kernel = self.filter(self.grid, self.causal_axes, w.dtype).movedim(-1, 0)  # (C, *S)
+        # channels first, so that the FFTs run over the contiguous last axes
+        spectrum = torch.fft.rfftn(w.movedim(-1, 1), s=sizes, dim=dims) * torch.fft.rfftn(
+            kernel, dim=dims
+        )  # (B, C, *F)
+        y = torch.fft.irfftn(spectrum, s=sizes, dim=dims)  # (B, C, *S)
         for k, n in enumerate(self.grid):
-            y = y.narrow(k + 1, 0, n)  # (B, …, n_k, …, C): the linear convolution's outputs
-        return y
+            y = y.narrow(k + 2, 0, n)  # (B, C, …, n_k, …): the linear convolution's outputs
+        return y.movedim(1, -1)  # (B, *grid, C)
 
     def mix(self, u: torch.Tensor) -> torch.Tensor:
         """The whole mixer on the grid tokens: (B, *grid, C) → (B, *grid, C), in ``u``'s dtype."""

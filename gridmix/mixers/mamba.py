@@ -73,6 +73,13 @@ def scan_directions(grid: Grid, causal_axes: Sequence[int]) -> tuple[tuple[int, 
     )
 
 
+def to_lines(t: torch.Tensor, axis: int, backward: bool, d: int) -> torch.Tensor:
+    """(B, *grid, …) → (R, T, …), ``d`` the grid's rank: the lines along ``axis`` (reversed if
+    ``backward``), the other grid axes folded into the batch."""
+    t = t.movedim(axis + 1, d).flatten(0, d - 1)  # (R, T, …)
+    return t.flip(1) if backward else t
+
+
 def _exclusive_decay(log_decay: torch.Tensor) -> torch.Tensor:
     """``exp(Σ_{j < s ≤ i} log_decay_s)`` for ``j <= i`` and 0 above the diagonal: (…, T) → (…, T,
     T). The sum is a difference of cumulative sums, masked before the exponential (so a masked entry
@@ -109,6 +116,8 @@ def ssd(
     # within a chunk: the masked quadratic form
     scores = (C @ B.mT) * _exclusive_decay(a)  # (R, h, G, L, L)
     y = scores @ xdt  # (R, h, G, L, p)
+    if G == 1:  # a line of one chunk: no state enters it
+        return y.permute(0, 2, 3, 1, 4).reshape(R, L, h, p)[:, :T]  # (R, T, h, p)
     # each chunk's final state from its own tokens, then the state entering each chunk
     to_end = (a_cum[..., -1:] - a_cum).exp()  # (R, h, G, L)
     states = (xdt * to_end[..., None]).mT @ B  # (R, h, G, p, S)
@@ -197,26 +206,19 @@ class MambaMixer(GridMixer):
         dt = F.softplus(dt.unflatten(-1, (K, h)) + self.dt_bias.to(u.dtype))  # (B, *grid, K, h)
         A = -self.A_log.to(u.dtype).exp()  # (K, h)
         D = self.D.to(u.dtype)  # (K, h)
-        total = torch.zeros_like(x)  # (B, *grid, h, p)
+        dts, BCs = dt.unbind(-2), BC.unbind(-3)  # K × (B, *grid, h), K × (B, *grid, 2, S)
+        total = x * D.sum(0)[:, None]  # (B, *grid, h, p): the directions' D skips
         for k, (axis, backward) in enumerate(self.directions):
-
-            def lines(t: torch.Tensor, axis=axis, backward=backward) -> torch.Tensor:
-                """(B, *grid, …) → (R, T, …): the axis last among the grid's, the rest batch."""
-                t = t.movedim(axis + 1, d).flatten(0, d - 1)  # (R, T, …)
-                return t.flip(1) if backward else t
-
+            B_k, C_k = BCs[k].unbind(-2)  # (B, *grid, S) each
             y = ssd(
-                lines(x),
-                lines(dt[..., k, :]),
+                *(to_lines(t, axis, backward, d) for t in (x, dts[k])),  # (R, T, h, p), (R, T, h)
                 A[k],
-                lines(BC[..., k, 0, :]),
-                lines(BC[..., k, 1, :]),
+                *(to_lines(t, axis, backward, d) for t in (B_k, C_k)),  # (R, T, S) each
                 self.chunk_size,
             )  # (R, T, h, p)
-            y = y.flip(1) if backward else y
+            y = y.flip(1) if backward else y  # (R, T, h, p)
             moved = x.movedim(axis + 1, d).shape  # (B, …, n, h, p): the grid with the axis last
             total = total + y.reshape(moved).movedim(d, axis + 1)  # (B, *grid, h, p)
-            total = total + x * D[k, :, None]  # (B, *grid, h, p)
         y = (total / K).flatten(-2)  # (B, *grid, E): the directions' average
         gated = y * F.silu(z)  # (B, *grid, E)
         return F.rms_norm(gated, (E,), self.norm.weight.to(u.dtype), self.norm.eps)  # (B, *grid, E)

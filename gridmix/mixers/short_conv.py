@@ -4,8 +4,11 @@ later token along a causal axis never enters, exactly.
 
 It is the short filter that Hyena (Poli et al. 2023) and Mamba-2 (Dao & Gu 2024) put before their
 long mixing (a depthwise ``Conv1d`` with causal padding there), and the depthwise 3x3 convolution
-VMamba (Liu et al. 2024) puts before its 2-d scans, written for any grid rank: the ``3^d`` taps of
-the kernel are summed as shifted copies of the zero-padded grid (no ``conv4d`` is needed).
+VMamba (Liu et al. 2024) puts before its 2-d scans, written for any grid rank. On grids of rank 1
+to 3 it is PyTorch's depthwise ``conv1d``/``conv2d``/``conv3d`` (``groups = C``) on the zero-padded
+grid; above rank 3, where PyTorch has no convolution, the ``3^d`` taps of the kernel are summed as
+shifted copies of the zero-padded grid (:func:`shifted_sum`, the same sum in another order). One
+dispatch site, :meth:`ShortConv.forward`, chooses.
 
 Shape legend:
     B: batch, C: channels, d: grid rank, n_k: an axis length
@@ -22,6 +25,19 @@ import torch.nn.functional as F
 from torch import nn
 
 TAPS = 3  # per axis
+CONVOLUTIONS = (F.conv1d, F.conv2d, F.conv3d)  # PyTorch's depthwise convolution of ranks 1, 2, 3
+
+
+def shifted_sum(padded: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    """The depthwise convolution of any rank ``d`` as a sum of shifted copies: ``padded`` (B, …,
+    n_k + 2, …, C), ``weight`` (C, 3, …, 3), ``bias`` (C,) → (B, *grid, C)."""
+    d = padded.dim() - 2
+    shape = [n - (TAPS - 1) for n in padded.shape[1:-1]]  # the grid
+    out = bias.expand(padded.shape[0], *shape, -1)  # (B, *grid, C)
+    for taps in itertools.product(range(TAPS), repeat=d):
+        window = padded[(slice(None), *(slice(i, i + n) for i, n in zip(taps, shape)))]
+        out = out + window * weight[(slice(None), *taps)]  # (B, *grid, C)
+    return out
 
 
 class ShortConv(nn.Module):
@@ -58,13 +74,12 @@ class ShortConv(nn.Module):
         pad = []  # F.pad's order: the last axis first, (before, after) per axis
         for k in reversed(range(d)):
             pad += [2, 0] if k in self.causal_axes else [1, 1]
-        padded = F.pad(u.movedim(-1, 1), pad).movedim(1, -1)  # (B, …, n_k + 2, …, C)
-        weight = self.weight.to(u.dtype)  # (C, 3, …, 3)
-        out = self.bias.to(u.dtype).expand_as(u)  # (B, *grid, C)
-        for taps in itertools.product(range(TAPS), repeat=d):
-            window = padded[(slice(None), *(slice(i, i + n) for i, n in zip(taps, u.shape[1:])))]
-            out = out + window * weight[(slice(None), *taps)]  # (B, *grid, C)
-        return out
+        padded = F.pad(u.movedim(-1, 1), pad)  # (B, C, …, n_k + 2, …)
+        weight, bias = self.weight.to(u.dtype), self.bias.to(u.dtype)  # (C, 3, …, 3), (C,)
+        if d > len(CONVOLUTIONS):
+            return shifted_sum(padded.movedim(1, -1), weight, bias)  # (B, *grid, C)
+        out = CONVOLUTIONS[d - 1](padded, weight.unsqueeze(1), bias, groups=u.shape[-1])
+        return out.movedim(1, -1)  # (B, *grid, C)
 
     def extra_repr(self) -> str:
         rank = self.weight.dim() - 1
