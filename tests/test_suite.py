@@ -252,3 +252,25 @@ def test_an_interrupted_suite_resumes_without_retraining_to_the_same_numbers(tmp
         return document
 
     assert numbers(resumed) == numbers(uninterrupted)
+
+
+def test_rungs_choose_part_of_a_ladder_in_its_order_and_refuse_what_is_not_on_it(tmp_path):
+    (planned,) = plan_suite(
+        tracks=["laddered"], rungs={"laddered": ("noise-4", "noise-0")}, budget="smoke", threads=1
+    )
+    assert planned.rungs == ("noise-0", "noise-4")
+    assert [p.values["difficulty"] for p in planned.planned.points] == ["noise-0", "noise-4"]
+    with pytest.raises(ValueError, match="expected distinct rungs of its ladder noise-0, noise-1"):
+        plan_suite(tracks=["laddered"], rungs={"laddered": ("noise-2",)}, budget="smoke")
+    with pytest.raises(ValueError, match="expected tracks of the suite"):
+        plan_suite(tracks=["laddered"], rungs={"recall": ("pairs-1",)}, budget="smoke")
+    for rungs in (["laddered=noise-9"], ["laddered"], ["recall=pairs-1"]):
+        result = CliRunner().invoke(
+            app,
+            ["suite", "--tracks", "laddered", "--budget", "smoke", "--out", str(tmp_path / "out")]
+            + [part for rung in rungs for part in ("--rungs", rung)],
+            env={"COLUMNS": "200"},
+        )
+        assert result.exit_code == 2, result.output
+        assert len(result.output.strip().splitlines()) == 1 and "--rungs" in result.output
+    assert not (tmp_path / "out").exists()

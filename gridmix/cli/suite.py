@@ -29,11 +29,16 @@ from gridmix.cli.options import (
 )
 from gridmix.cli.progress import drive
 from gridmix.cli.run import parse_jobs
-from gridmix.core.inputs import parse_names
+from gridmix.core.inputs import parse_names, parse_over
 
 SuiteTracks = option(
     str,
     "Comma-separated tracks (default: the graded grid tasks recall, pathfinder, copy, occlusion).",
+)
+SuiteRungs = option(
+    list[str],
+    "TRACK=RUNG,RUNG,… to train those rungs of that track's ladder only (repeatable; default: the "
+    "whole ladder), e.g. --rungs recall=pairs-1,pairs-2.",
 )
 SuiteBudget = option(
     BudgetName,
@@ -56,6 +61,7 @@ def suite(
     idea: SweepIdea = None,
     baselines: Baselines = None,
     tracks: SuiteTracks = None,
+    rungs: SuiteRungs = None,
     budget: SuiteBudget = "default",
     seeds: Seeds = None,
     out: SuiteOut = None,
@@ -84,6 +90,8 @@ def suite(
         )
         if tracks is not None:
             arguments["tracks"] = parse_names(tracks, "--tracks")
+        if rungs:
+            arguments["rungs"] = dict(parse_over(rungs, "--rungs", "recall=pairs-1,pairs-2"))
     except ValueError as error:
         fail(str(error))
     from gridmix.orchestrate import suiting

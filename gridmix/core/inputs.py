@@ -73,14 +73,18 @@ def parse_names(text: str, option: str) -> tuple[str, ...]:
     return split_list(text, option, "vit,mlp-mixer")
 
 
-def parse_over(assignments: Sequence[str]) -> list[tuple[str, tuple[str, ...]]]:
-    """``gridmix sweep --over``: ``["grid=64,128", "embed_dim=32,64"]`` as ``[("grid", ("64",
-    "128")), ("embed_dim", ("32", "64"))]``, each value list by the rule of :func:`split_list`;
-    ``ValueError`` in one line otherwise."""
+def parse_over(
+    assignments: Sequence[str], option: str = "--over", example: str = "grid=64,128,256"
+) -> list[tuple[str, tuple[str, ...]]]:
+    """``gridmix sweep --over`` (or another ``option`` of the same form, ``example`` its use):
+    ``["grid=64,128", "embed_dim=32,64"]`` as ``[("grid", ("64", "128")), ("embed_dim", ("32",
+    "64"))]``, each value list by the rule of :func:`split_list`; ``ValueError`` in one line
+    otherwise."""
     over = []
     for text in assignments:
         name, sep, values = text.partition("=")
         if not sep or not name.strip():
-            raise ValueError(f"--over {text!r}; expected NAME=V1,V2,…, e.g. --over grid=64,128,256")
-        over.append((name.strip(), split_list(values, f"--over {name.strip()}", "64,128,256")))
+            raise ValueError(f"{option} {text!r}; expected NAME=V1,V2,…, e.g. {option} {example}")
+        values_example = example.partition("=")[2]
+        over.append((name.strip(), split_list(values, f"{option} {name.strip()}", values_example)))
     return over

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -139,38 +139,62 @@ class PlannedTrack:
         return {name: sum(p.numel() for p in model.parameters()) for name, model in models.items()}
 
 
+def chosen_rungs(track: Track, chosen: Sequence[str] | None) -> tuple[str, ...]:
+    """The rungs of ``track``'s ladder named in ``chosen``, in the ladder's order (``None``: the
+    whole ladder); ``ValueError`` in one line for a rung not on the ladder or a track without
+    one."""
+    if chosen is None:
+        return track.ladder
+    if not track.ladder:
+        raise ValueError(f"--rungs {track.name}; the track has no difficulty ladder")
+    unknown = [rung for rung in chosen if rung not in track.ladder]
+    if unknown or len(set(chosen)) != len(chosen):
+        raise ValueError(
+            f"--rungs {track.name}={','.join(chosen)}; expected distinct rungs of its ladder "
+            f"{', '.join(track.ladder)}"
+        )
+    return tuple(rung for rung in track.ladder if rung in chosen)
+
+
 def plan_suite(
     *,
     idea: str | None = None,
     baselines: Sequence[str] = (),
     tracks: Sequence[str] = DEFAULT_TRACKS,
+    rungs: Mapping[str, Sequence[str]] | None = None,
     budget: str = "default",
     note: Callable[[str], None] = _ignore,
     **options,
 ) -> tuple[PlannedTrack, ...]:
-    """Every track's sweep over its ladder (or its one study), planned as ``gridmix sweep`` and
-    ``gridmix run`` plan them with ``options`` (``seeds``, ``jobs``, ``threads``, …);
-    ``ValueError`` in one line, naming the track, for an unknown track or mixer, a track the idea's
-    mixer cannot serve, or no tracks."""
+    """Every track's sweep over its ladder, or over the rungs ``rungs`` names for it (or its one
+    study), planned as ``gridmix sweep`` and ``gridmix run`` plan them with ``options``
+    (``seeds``, ``jobs``, ``threads``, …); ``ValueError`` in one line, naming the track, for an
+    unknown track, mixer or rung, a track the idea's mixer cannot serve, or no tracks."""
     if not tracks or len(set(tracks)) != len(tracks):
         raise ValueError(f"--tracks {','.join(tracks)}; expected one or more distinct track names")
+    rungs = dict(rungs or {})
+    stray = sorted(set(rungs) - set(tracks))
+    if stray:
+        raise ValueError(
+            f"--rungs {','.join(stray)}; expected tracks of the suite ({', '.join(tracks)})"
+        )
     registry = load_registry()
     smoke = budget == "smoke"
     planned = []
     for name in tracks:
         track = registry.track(name)  # ValueError naming the known tracks
-        rungs = track.ladder
-        rungs = rungs[:SMOKE_RUNGS] if smoke else rungs
+        track_rungs = chosen_rungs(track, rungs.get(name))
+        track_rungs = track_rungs[:SMOKE_RUNGS] if smoke else track_rungs
         grid = (
-            smallest_grid(track, rungs, *_smoke_data(track, budget, options.get("seeds")))
+            smallest_grid(track, track_rungs, *_smoke_data(track, budget, options.get("seeds")))
             if smoke
             else None
         )
         common = dict(idea=idea, baselines=() if smoke else tuple(baselines), budget=budget)
         try:
-            if rungs:
+            if track_rungs:
                 sweep = plan_sweep(
-                    name, [(LADDER_SETTING, rungs)], grid=grid, note=note, **common, **options
+                    name, [(LADDER_SETTING, track_rungs)], grid=grid, note=note, **common, **options
                 )
                 if smoke:
                     points = tuple(
@@ -178,7 +202,7 @@ def plan_suite(
                         for p in sweep.points
                     )
                     sweep = dataclasses.replace(sweep, points=points)
-                planned.append(PlannedTrack(track=name, rungs=rungs, planned=sweep))
+                planned.append(PlannedTrack(track=name, rungs=track_rungs, planned=sweep))
             else:
                 study = plan_study(name, grid, scaling=False, note=note, **common, **options)
                 study = _smoke_study(study) if smoke else study
@@ -249,6 +273,7 @@ def suite(
     idea: str | None = None,
     baselines: Sequence[str] = (),
     tracks: Sequence[str] = DEFAULT_TRACKS,
+    rungs: Mapping[str, Sequence[str]] | None = None,
     budget: str = "default",
     out: str | Path | None = None,
     fresh: bool = False,
@@ -259,15 +284,17 @@ def suite(
     **options,
 ) -> SuiteReport:
     """The suite ``gridmix suite`` runs: ``idea`` (a registered mixer; ``None``: each track's own
-    idea) against attention and ``baselines`` on every track of ``tracks`` over its ladder
-    (:func:`plan_suite`, ``options`` as for :func:`~gridmix.orchestrate.plan.plan_study`), each
-    track's runs in ``OUT/TRACK`` (default ``out``: ``runs/suite-BUDGET``), the profile written in
-    ``out`` and returned. Every track is planned before any trains, so a bad name costs nothing."""
+    idea) against attention and ``baselines`` on every track of ``tracks`` over its ladder (or the
+    rungs ``rungs`` names for it; :func:`plan_suite`, ``options`` as for
+    :func:`~gridmix.orchestrate.plan.plan_study`), each track's runs in ``OUT/TRACK`` (default
+    ``out``: ``runs/suite-BUDGET``), the profile written in ``out`` and returned. Every track is
+    planned before any trains, so a bad name costs nothing."""
     refuse_main_rerun()
     planned = plan_suite(
         idea=idea,
         baselines=baselines,
         tracks=tracks,
+        rungs=rungs,
         budget=budget,
         note=callbacks.note,
         **options,
