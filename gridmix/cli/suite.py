@@ -15,40 +15,24 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
-from gridmix.cli.app import BUDGET_HELP, BudgetName, app, choice, console, fail
+from gridmix.cli.app import app, console, fail
 from gridmix.cli.options import (
     Address,
     Baselines,
     Executor,
     Jobs,
     Seeds,
+    SuiteBudget,
+    SuiteFraction,
+    SuiteOut,
+    SuiteTracks,
     SweepFresh,
     SweepIdea,
     Threads,
-    option,
 )
 from gridmix.cli.progress import drive
 from gridmix.cli.run import parse_jobs
 from gridmix.core.inputs import parse_names
-
-SuiteTracks = option(
-    str,
-    "Comma-separated tracks (default: the graded grid tasks recall, pathfinder, copy, occlusion).",
-)
-SuiteBudget = option(
-    BudgetName,
-    BUDGET_HELP + " smoke: the idea and attention only, the two lowest rungs, the smallest grid.",
-    **choice(BudgetName, "a budget"),
-)
-SuiteOut = option(
-    Path, "Output directory, one ledger per track inside (default: runs/suite-BUDGET)."
-)
-SuiteFraction = option(
-    float,
-    "Reach: the share of the way from chance to ceiling a mean must stay above.",
-    min=0.01,
-    max=0.99,
-)
 
 
 @app.command("suite")

@@ -191,57 +191,39 @@ def plan_suite(
     return tuple(planned)
 
 
-@dataclass(frozen=True)
-class SuiteOutcome:
-    """A finished suite: its profile and the files written."""
-
-    report: SuiteReport
-    paths: tuple[Path, ...]
-
-
-def run_suite(
-    planned: Sequence[PlannedTrack],
-    out: str | Path,
+def _train_track(
+    one: PlannedTrack,
+    where: Path,
     *,
-    budget: str,
-    fresh: bool = False,
-    executor: str = "local",
-    address: str | None = None,
-    fraction: float = DEFAULT_FRACTION,
-    callbacks: Callbacks = QUIET,
-) -> SuiteOutcome:
-    """Train every track's runs its ledger ``OUT/TRACK`` lacks (``fresh``: start them afresh) with
-    the ``executor``, then write the profile into ``out``."""
-    out = Path(out)
-    runs = []
-    for one in planned:
-        where = out / one.track
+    fresh: bool,
+    executor: str,
+    address: str | None,
+    callbacks: Callbacks,
+) -> TrackRuns:
+    """Train the runs of ``one`` its ledger in ``where`` lacks (``fresh``: start them afresh) with
+    the ``executor``; its report at every rung."""
+    try:
+        sweep = isinstance(one.planned, PlannedSweep)
+        ledger = (open_sweep_ledger if sweep else open_ledger)(where, one.planned, fresh=fresh)
         try:
-            sweep = isinstance(one.planned, PlannedSweep)
-            ledger = (open_sweep_ledger if sweep else open_ledger)(where, one.planned, fresh=fresh)
-            try:
-                chosen = make_executor(executor, jobs=one.planned.jobs, address=address)
-            except BaseException:
-                ledger.close()
-                raise
-            with stop_on_signals():
-                report = (run_sweep if sweep else run_study)(
-                    one.planned, ledger, chosen, where, callbacks=callbacks
-                ).report
-        except StorageError:
+            chosen = make_executor(executor, jobs=one.planned.jobs, address=address)
+        except BaseException:
+            ledger.close()
             raise
-        except (OSError, sqlite3.Error) as error:
-            raise StorageError(storage_error(error, where)) from error
-        rungs = (
-            tuple((p.values[LADDER_SETTING], p.report) for p in report.points)
-            if isinstance(report, SweepReport)
-            else (("default", report),)
-        )
-        runs.append(
-            TrackRuns(track=one.track, rungs=rungs, mixers=one.mixers(), params=one.params())
-        )
-    profile = build_suite_report(runs, budget=budget, fraction=fraction)
-    return SuiteOutcome(report=profile, paths=tuple(write_suite_report(profile, out)))
+        with stop_on_signals():
+            report = (run_sweep if sweep else run_study)(
+                one.planned, ledger, chosen, where, callbacks=callbacks
+            ).report
+    except StorageError:
+        raise
+    except (OSError, sqlite3.Error) as error:
+        raise StorageError(storage_error(error, where)) from error
+    rungs = (
+        tuple((p.values[LADDER_SETTING], p.report) for p in report.points)
+        if isinstance(report, SweepReport)
+        else (("default", report),)
+    )
+    return TrackRuns(track=one.track, rungs=rungs, mixers=one.mixers(), params=one.params())
 
 
 def suite(
@@ -273,13 +255,17 @@ def suite(
         **options,
     )
     out = Path(out) if out is not None else default_out(budget)
-    return run_suite(
-        planned,
-        out,
-        budget=budget,
-        fresh=fresh,
-        executor=executor,
-        address=address,
-        fraction=fraction,
-        callbacks=callbacks,
-    ).report
+    runs = [
+        _train_track(
+            one,
+            out / one.track,
+            fresh=fresh,
+            executor=executor,
+            address=address,
+            callbacks=callbacks,
+        )
+        for one in planned
+    ]
+    profile = build_suite_report(runs, budget=budget, fraction=fraction)
+    write_suite_report(profile, out)
+    return profile
