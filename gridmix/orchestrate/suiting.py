@@ -7,10 +7,10 @@ A track's ladder is :attr:`~gridmix.tracks.Track.ladder`, the values of its ``di
 setting in order (as ``gridmix tracks`` shows them); each track's rungs are one
 ``gridmix sweep --over difficulty=…`` (:mod:`.sweeping`), so a suite killed at any point resumes
 where it stopped and reuses every point already in a ledger. A track without a ladder is one study
-(:func:`~gridmix.orchestrate.plan.plan_study`) at its defaults. ``budget="smoke"`` trains the idea
-and attention only, on the ladder's lowest two rungs, on the smallest grid with fewer tokens than
-the track's default where every such rung is accepted and draws the data of every run
-(:func:`smallest_grid`).
+(:func:`~gridmix.orchestrate.plan.plan_study`) at its defaults. ``budget="smoke"`` trains the idea,
+attention and exactly the baselines named (none of the track's own other models, ablation or
+control), on the ladder's lowest two rungs, on the smallest grid with fewer tokens than the track's
+default where every such rung is accepted and draws the data of every run (:func:`smallest_grid`).
 """
 
 from __future__ import annotations
@@ -43,7 +43,8 @@ from gridmix.tracks.budget import DataSizes
 from gridmix.tracks.contract import LADDER_SETTING
 from gridmix.tracks.plugin_loader import load_registry
 
-DEFAULT_TRACKS = ("recall", "pathfinder", "copy", "occlusion")  # the graded grid tasks
+# the graded grid tasks, multi-query associative recall and sequence forecasting
+DEFAULT_TRACKS = ("recall", "pathfinder", "copy", "occlusion", "mqar", "sequence")
 SMOKE_RUNGS = 2  # the lowest rungs a smoke suite trains
 
 
@@ -88,10 +89,13 @@ def _smoke_data(track: Track, budget: str, seeds: int | None) -> tuple[DataSizes
     ]
 
 
-def _smoke_study(planned: PlannedStudy) -> PlannedStudy:
-    """``planned`` training the idea and its matched baseline only."""
+def _smoke_study(planned: PlannedStudy, baselines: Sequence[str]) -> PlannedStudy:
+    """``planned`` training the idea, its matched baseline and the models around the mixers of
+    ``baselines`` (the ones the user named), none of the track's other models, ablation or
+    control."""
     study = planned.study
-    keep = tuple(m for m in study.models if m in (study.idea, study.matched_baseline))
+    named = {planned.track.model_for_mixer(mixer).name for mixer in baselines}
+    keep = tuple(m for m in study.models if m in {study.idea, study.matched_baseline, *named})
     trimmed = dataclasses.replace(
         study,
         models=keep,
@@ -166,7 +170,7 @@ def plan_suite(
             if smoke
             else None
         )
-        common = dict(idea=idea, baselines=() if smoke else tuple(baselines), budget=budget)
+        common = dict(idea=idea, baselines=tuple(baselines), budget=budget)
         try:
             if rungs:
                 sweep = plan_sweep(
@@ -174,14 +178,14 @@ def plan_suite(
                 )
                 if smoke:
                     points = tuple(
-                        dataclasses.replace(p, planned=_smoke_study(p.planned))
+                        dataclasses.replace(p, planned=_smoke_study(p.planned, baselines))
                         for p in sweep.points
                     )
                     sweep = dataclasses.replace(sweep, points=points)
                 planned.append(PlannedTrack(track=name, rungs=rungs, planned=sweep))
             else:
                 study = plan_study(name, grid, scaling=False, note=note, **common, **options)
-                study = _smoke_study(study) if smoke else study
+                study = _smoke_study(study, baselines) if smoke else study
                 planned.append(PlannedTrack(track=name, rungs=(), planned=study))
         except ValueError as error:
             message = str(error)
