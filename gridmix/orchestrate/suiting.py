@@ -80,6 +80,35 @@ def smallest_grid(
     return None
 
 
+def default_tracks(
+    idea: str | None, baselines: Sequence[str]
+) -> tuple[tuple[str, ...], dict[str, str]]:
+    """The tracks of :data:`DEFAULT_TRACKS` that every mixer named (``idea``, ``baselines``) can
+    serve on the track's default grid, and the others, each with why it is left out; ``ValueError``
+    in one line for an unknown mixer or when no track is left."""
+    registry = load_registry()
+    named = [mixer for mixer in (idea, *baselines) if mixer is not None]
+    for mixer in named:
+        registry.mixers[mixer]  # ValueError naming the registered mixers
+    kept, left_out = [], {}
+    for name in DEFAULT_TRACKS:
+        track = registry.track(name)
+        for mixer in named:
+            spec = track.model_for_mixer(mixer)
+            why = "no model around it" if spec is None else spec.supports(track.default_grid)
+            if why:
+                left_out[name] = f"{mixer}: {why}"
+                break
+        else:
+            kept.append(name)
+    if not kept:
+        raise ValueError(
+            f"no track of the default set {', '.join(DEFAULT_TRACKS)} serves "
+            f"{', '.join(named)}; expected --tracks with tracks they can serve"
+        )
+    return tuple(kept), left_out
+
+
 def _smoke_data(track: Track, budget: str, seeds: int | None) -> tuple[DataSizes, list[int]]:
     """The split sizes and the seeds (comparison and sweep) of ``track``'s runs at ``budget``."""
     chosen = track.budget(budget, **command_line_changes(seeds=seeds))
@@ -234,7 +263,7 @@ def suite(
     *,
     idea: str | None = None,
     baselines: Sequence[str] = (),
-    tracks: Sequence[str] = DEFAULT_TRACKS,
+    tracks: Sequence[str] | None = None,
     budget: str = "default",
     out: str | Path | None = None,
     fresh: bool = False,
@@ -248,8 +277,15 @@ def suite(
     idea) against attention and ``baselines`` on every track of ``tracks`` over its ladder
     (:func:`plan_suite`, ``options`` as for :func:`~gridmix.orchestrate.plan.plan_study`), each
     track's runs in ``OUT/TRACK`` (default ``out``: ``runs/suite-BUDGET``), the profile written in
-    ``out`` and returned. Every track is planned before any trains, so a bad name costs nothing."""
+    ``out`` and returned. ``tracks`` ``None``: :func:`default_tracks`, those a mixer named cannot
+    serve left out with a note and a line in the profile. Every track is planned before any trains,
+    so a bad name costs nothing."""
     refuse_main_rerun()
+    left_out = {}
+    if tracks is None:
+        tracks, left_out = default_tracks(idea, baselines)
+        for name, why in left_out.items():
+            callbacks.note(f"track {name!r} left out of the default set: {why}")
     planned = plan_suite(
         idea=idea,
         baselines=baselines,
@@ -270,6 +306,6 @@ def suite(
         )
         for one in planned
     ]
-    profile = build_suite_report(runs, budget=budget, fraction=fraction)
+    profile = build_suite_report(runs, budget=budget, fraction=fraction, left_out=left_out)
     write_suite_report(profile, out)
     return profile

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -249,7 +249,8 @@ def _aggregate(tracks: list[dict], *, reps: int, seed: int) -> dict:
 @dataclass(frozen=True)
 class SuiteReport:
     """The suite's profile: the idea's mixer name, the budget, the reach fraction, every track's
-    profile (rungs, reach, cost; :func:`build_suite_report`) and the aggregate per mixer."""
+    profile (rungs, reach, cost; :func:`build_suite_report`), the aggregate per mixer, and the
+    tracks of the default set left out because a mixer named cannot serve them (track: why)."""
 
     idea: str
     budget: str
@@ -257,12 +258,16 @@ class SuiteReport:
     tracks: tuple[dict, ...]
     aggregate: Mapping[str, dict]
     bootstrap_reps: int
+    left_out: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not 0 < self.fraction < 1:
             raise ValueError(f"reach fraction {self.fraction!r}; expected a number in (0, 1)")
         if not self.tracks:
             raise ValueError("suite with no tracks; expected at least one")
+        both = set(self.left_out) & {track["track"] for track in self.tracks}
+        if both:
+            raise ValueError(f"tracks {sorted(both)} both profiled and left out; expected either")
 
     def to_dict(self) -> dict:
         return dict(
@@ -285,6 +290,7 @@ class SuiteReport:
             ),
             tracks=list(self.tracks),
             aggregate=dict(self.aggregate),
+            **({"left_out": dict(self.left_out)} if self.left_out else {}),
         )
 
 
@@ -295,9 +301,11 @@ def build_suite_report(
     fraction: float = DEFAULT_FRACTION,
     reps: int = BOOTSTRAP_REPS,
     seed: int = 0,
+    left_out: Mapping[str, str] = {},
 ) -> SuiteReport:
     """The profile of ``runs`` (one :class:`TrackRuns` per track, in order), reach at
-    ``fraction``, the bootstrap with ``reps`` resamples drawn from ``seed``."""
+    ``fraction``, the bootstrap with ``reps`` resamples drawn from ``seed``; ``left_out``: the
+    default set's tracks no run was planned for, each with why."""
     tracks = [_track_profile(track, fraction) for track in runs]
     ideas = {track["idea"] for track in tracks}
     return SuiteReport(
@@ -307,6 +315,7 @@ def build_suite_report(
         tracks=tuple(tracks),
         aggregate=_aggregate(tracks, reps=reps, seed=seed),
         bootstrap_reps=reps,
+        left_out=dict(left_out),
     )
 
 
@@ -361,6 +370,9 @@ def render_suite_markdown(report: SuiteReport, *, figures: Mapping[str, str] = {
         "against that arm, as its report gives it.",
         "",
     ]
+    if report.left_out:
+        said = "; ".join(f"{track} ({why})" for track, why in report.left_out.items())
+        lines += [f"Left out of the default tracks, a mixer named cannot serve them: {said}.", ""]
     for track in report.tracks:
         mixers = list(dict.fromkeys(m for rung in track["rungs"] for m in rung["arms"]))
         lines += [
