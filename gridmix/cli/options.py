@@ -169,11 +169,18 @@ SweepFresh = option(
 # gridmix suite
 SuiteTracks = option(
     str,
-    "Comma-separated tracks (default: the graded grid tasks recall, pathfinder, copy, occlusion).",
+    "Comma-separated tracks (default: the graded grid tasks recall, pathfinder, copy, occlusion, "
+    "then mqar and sequence; a default track a mixer named cannot serve is left out, and said).",
+)
+SuiteBaselines = option(
+    str,
+    "Comma-separated registered mixers to add as secondary baselines, at every budget, smoke "
+    "included (default: none).",
 )
 SuiteBudget = option(
     BudgetName,
-    BUDGET_HELP + " smoke: the idea and attention only, the two lowest rungs, the smallest grid.",
+    BUDGET_HELP + " smoke: the idea, attention and the --baselines named only, the two lowest "
+    "rungs, the smallest grid.",
     **choice(BudgetName, "a budget"),
 )
 SuiteOut = option(

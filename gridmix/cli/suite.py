@@ -2,7 +2,7 @@
 set over its difficulty ladder, one report.
 
 ``gridmix suite --idea global-filter --baselines s4nd,linear-attention`` runs, for each track of
-``--tracks`` (default: the graded grid tasks), the sweep over its ladder
+``--tracks`` (default: the graded grid tasks, mqar and sequence), the sweep over its ladder
 (:mod:`gridmix.orchestrate.suiting`), each into its own ledger ``--out/TRACK`` (re-running resumes
 and reuses), and writes ``suite.md``, ``suite.json`` and ``suite_TRACK.png`` into ``--out``
 (:mod:`gridmix.report.suite_report`).
@@ -18,10 +18,10 @@ from rich.markup import escape
 from gridmix.cli.app import app, console, fail
 from gridmix.cli.options import (
     Address,
-    Baselines,
     Executor,
     Jobs,
     Seeds,
+    SuiteBaselines,
     SuiteBudget,
     SuiteFraction,
     SuiteOut,
@@ -38,7 +38,7 @@ from gridmix.core.inputs import parse_names
 @app.command("suite")
 def suite(
     idea: SweepIdea = None,
-    baselines: Baselines = None,
+    baselines: SuiteBaselines = None,
     tracks: SuiteTracks = None,
     budget: SuiteBudget = "default",
     seeds: Seeds = None,
