@@ -1,5 +1,7 @@
 """``gridmix suite``: the aggregate's statistics match hand computations, a track's ladder is read
-as ``gridmix tracks`` shows it, a smoke suite on a tiny laddered track writes its profile and reuses
+as ``gridmix tracks`` shows it, a smoke suite plans the idea, attention and exactly the baselines
+named (on the default set's mqar and sequence too), the default set leaves out the tracks a mixer
+named cannot serve and says so, a smoke suite on a tiny laddered track writes its profile and reuses
 its ledgers when run again, and bad input is one line with exit status 2."""
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import torch
 from typer.testing import CliRunner
 
 from gridmix.cli import app
-from gridmix.orchestrate.suiting import plan_suite, smallest_grid
+from gridmix.orchestrate.suiting import DEFAULT_TRACKS, default_tracks, plan_suite, smallest_grid
 from gridmix.report.suite_report import TrackRuns, normalise, reach, seed_interval
 from gridmix.report.suite_stats import iqm, probability_of_improvement, stratified_bootstrap
 from gridmix.tracks import Track
@@ -151,6 +153,64 @@ def test_a_smoke_suite_trains_idea_and_attention_on_two_rungs_on_the_smallest_gr
     assert planned.rungs == ("noise-0", "noise-1")
     for study in planned.studies:
         assert study.grid == "4" and study.models == ("fake-mixer", "fake-attention")
+
+
+def test_a_smoke_suite_trains_exactly_the_baselines_named_and_no_other_model():
+    named = dict(idea="global-filter", baselines=["s4nd", "linear-attention"])
+    (planned,) = plan_suite(tracks=["recall"], budget="smoke", threads=1, **named)
+    for study in planned.studies:
+        assert study.models == (
+            "transformer-global-filter",
+            "transformer",
+            "transformer-s4nd",
+            "transformer-linear-attention",
+        )
+    (planned,) = plan_suite(tracks=["recall"], budget="smoke", threads=1, idea="concentration")
+    for study in planned.studies:  # its ablation and the control stay out at smoke
+        assert study.models == ("transformer-concentration", "transformer")
+
+
+def test_the_default_set_holds_mqar_and_sequence_one_smoke_study_each():
+    assert {"recall", "pathfinder", "copy", "occlusion", "mqar", "sequence"} == set(DEFAULT_TRACKS)
+    registry = load_registry()
+    for planned in plan_suite(tracks=["mqar", "sequence"], budget="smoke", threads=1):
+        track = registry.track(planned.track)
+        (study,) = planned.studies
+        assert planned.rungs == ()
+        assert sorted(study.models) == sorted([track.idea.name, track.matched_baseline])
+        assert track.check_grid(study.grid).numel < track.default_grid.numel
+
+
+def test_the_default_set_leaves_out_the_tracks_a_mixer_named_cannot_serve():
+    assert default_tracks("concentration", ()) == (DEFAULT_TRACKS, {})
+    kept, left_out = default_tracks("global-filter", ["s4nd"])
+    assert kept == tuple(t for t in DEFAULT_TRACKS if t != "mqar")
+    assert list(left_out) == ["mqar"] and "global-filter: " in left_out["mqar"]
+    assert "not causal" in left_out["mqar"]
+    with pytest.raises(ValueError, match="nosuch"):
+        default_tracks("nosuch", ())
+
+
+def test_a_track_left_out_of_the_default_set_is_said_on_the_console_and_in_the_profile(
+    tmp_path, monkeypatch
+):
+    from gridmix.orchestrate import suiting
+
+    monkeypatch.setattr(suiting, "DEFAULT_TRACKS", ("recall", "mqar"))
+    result = CliRunner().invoke(
+        app,
+        ["suite", "--idea", "global-filter", "--budget", "smoke", "--threads", "1", "--jobs", "1"]
+        + ["--out", str(tmp_path)],
+        env={"COLUMNS": "200"},
+    )
+    assert result.exit_code == 0, result.output
+    assert "track 'mqar' left out of the default set: global-filter: " in result.output
+    document = json.loads((tmp_path / "suite.json").read_text())
+    assert [t["track"] for t in document["tracks"]] == ["recall"]
+    assert list(document["left_out"]) == ["mqar"]
+    why = document["left_out"]["mqar"]
+    said = f"Left out of the default tracks, a mixer named cannot serve them: mqar ({why})."
+    assert said in (tmp_path / "suite.md").read_text()
 
 
 # --- end to end on the command line

@@ -1,7 +1,8 @@
-"""The options of ``gridmix run`` and ``gridmix sweep`` as ``Annotated`` types, each written once.
+"""The options of ``gridmix run``, ``gridmix sweep`` and ``gridmix suite`` as ``Annotated`` types,
+each written once.
 
 A command names an option by its type, ``seeds: Seeds = None``, and gives its default in its own
-signature; an option the two commands share has one type here (one help text, one range), and one
+signature; an option the commands share has one type here (one help text, one range), and one
 whose help differs between them has a type per command (``RunModels``, ``SweepModels``). The help
 texts of the budget, the device and the other shared choices are :mod:`gridmix.cli.app`'s.
 """
@@ -40,7 +41,7 @@ def option(kind: type, help: str, *names: str, **limits) -> object:
     return Annotated[kind, typer.Option(*names, help=help, **limits)]
 
 
-# shared by run and sweep
+# shared by run and sweep, some by suite too
 Track = option(str, TRACK_HELP)
 Baselines = option(
     str, "Comma-separated registered mixers to add as secondary baselines (default: none)."
@@ -163,4 +164,36 @@ SweepOut = option(Path, "Output directory (default: runs/TRACK-sweep-NAMES-BUDGE
 SweepUnderpowered = option(bool, "Run even when the seeds cannot reach α.", "--underpowered")
 SweepFresh = option(
     bool, "Start afresh in --out even if it holds results on other data.", "--fresh"
+)
+
+# gridmix suite
+SuiteTracks = option(
+    str,
+    "Comma-separated tracks (default: the graded grid tasks recall, pathfinder, copy, occlusion, "
+    "then mqar and sequence; a default track a mixer named cannot serve is left out, and said).",
+)
+SuiteRungs = option(
+    list[str],
+    "TRACK=RUNG,RUNG,… to train those rungs of that track's ladder only (repeatable; default: the "
+    "whole ladder), e.g. --rungs recall=pairs-1,pairs-2.",
+)
+SuiteBaselines = option(
+    str,
+    "Comma-separated registered mixers to add as secondary baselines, at every budget, smoke "
+    "included (default: none).",
+)
+SuiteBudget = option(
+    BudgetName,
+    BUDGET_HELP + " smoke: the idea, attention and the --baselines named only, the two lowest "
+    "rungs (of those --rungs names), the smallest grid.",
+    **choice(BudgetName, "a budget"),
+)
+SuiteOut = option(
+    Path, "Output directory, one ledger per track inside (default: runs/suite-BUDGET)."
+)
+SuiteFraction = option(
+    float,
+    "Reach: the share of the way from chance to ceiling a mean must stay above.",
+    min=0.01,
+    max=0.99,
 )

@@ -2,7 +2,7 @@
 set over its difficulty ladder, one report.
 
 ``gridmix suite --idea global-filter --baselines s4nd,linear-attention`` runs, for each track of
-``--tracks`` (default: the graded grid tasks), the sweep over its ladder
+``--tracks`` (default: the graded grid tasks, mqar and sequence), the sweep over its ladder
 (:mod:`gridmix.orchestrate.suiting`), each into its own ledger ``--out/TRACK`` (re-running resumes
 and reuses), and writes ``suite.md``, ``suite.json`` and ``suite_TRACK.png`` into ``--out``
 (:mod:`gridmix.report.suite_report`).
@@ -15,51 +15,31 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
-from gridmix.cli.app import BUDGET_HELP, BudgetName, app, choice, console, fail
+from gridmix.cli.app import app, console, fail
 from gridmix.cli.options import (
     Address,
-    Baselines,
     Executor,
     Jobs,
     Seeds,
+    SuiteBaselines,
+    SuiteBudget,
+    SuiteFraction,
+    SuiteOut,
+    SuiteRungs,
+    SuiteTracks,
     SweepFresh,
     SweepIdea,
     Threads,
-    option,
 )
 from gridmix.cli.progress import drive
 from gridmix.cli.run import parse_jobs
 from gridmix.core.inputs import parse_names, parse_over
 
-SuiteTracks = option(
-    str,
-    "Comma-separated tracks (default: the graded grid tasks recall, pathfinder, copy, occlusion).",
-)
-SuiteRungs = option(
-    list[str],
-    "TRACK=RUNG,RUNG,… to train those rungs of that track's ladder only (repeatable; default: the "
-    "whole ladder), e.g. --rungs recall=pairs-1,pairs-2.",
-)
-SuiteBudget = option(
-    BudgetName,
-    BUDGET_HELP + " smoke: the idea and attention only, the two lowest rungs, the smallest grid.",
-    **choice(BudgetName, "a budget"),
-)
-SuiteOut = option(
-    Path, "Output directory, one ledger per track inside (default: runs/suite-BUDGET)."
-)
-SuiteFraction = option(
-    float,
-    "Reach: the share of the way from chance to ceiling a mean must stay above.",
-    min=0.01,
-    max=0.99,
-)
-
 
 @app.command("suite")
 def suite(
     idea: SweepIdea = None,
-    baselines: Baselines = None,
+    baselines: SuiteBaselines = None,
     tracks: SuiteTracks = None,
     rungs: SuiteRungs = None,
     budget: SuiteBudget = "default",

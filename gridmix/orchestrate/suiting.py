@@ -7,10 +7,10 @@ A track's ladder is :attr:`~gridmix.tracks.Track.ladder`, the values of its ``di
 setting in order (as ``gridmix tracks`` shows them); each track's rungs are one
 ``gridmix sweep --over difficulty=…`` (:mod:`.sweeping`), so a suite killed at any point resumes
 where it stopped and reuses every point already in a ledger. A track without a ladder is one study
-(:func:`~gridmix.orchestrate.plan.plan_study`) at its defaults. ``budget="smoke"`` trains the idea
-and attention only, on the ladder's lowest two rungs, on the smallest grid with fewer tokens than
-the track's default where every such rung is accepted and draws the data of every run
-(:func:`smallest_grid`).
+(:func:`~gridmix.orchestrate.plan.plan_study`) at its defaults. ``budget="smoke"`` trains the idea,
+attention and exactly the baselines named (none of the track's own other models, ablation or
+control), on the ladder's lowest two rungs, on the smallest grid with fewer tokens than the track's
+default where every such rung is accepted and draws the data of every run (:func:`smallest_grid`).
 """
 
 from __future__ import annotations
@@ -43,7 +43,8 @@ from gridmix.tracks.budget import DataSizes
 from gridmix.tracks.contract import LADDER_SETTING
 from gridmix.tracks.plugin_loader import load_registry
 
-DEFAULT_TRACKS = ("recall", "pathfinder", "copy", "occlusion")  # the graded grid tasks
+# the graded grid tasks, multi-query associative recall and sequence forecasting
+DEFAULT_TRACKS = ("recall", "pathfinder", "copy", "occlusion", "mqar", "sequence")
 SMOKE_RUNGS = 2  # the lowest rungs a smoke suite trains
 
 
@@ -79,6 +80,35 @@ def smallest_grid(
     return None
 
 
+def default_tracks(
+    idea: str | None, baselines: Sequence[str]
+) -> tuple[tuple[str, ...], dict[str, str]]:
+    """The tracks of :data:`DEFAULT_TRACKS` that every mixer named (``idea``, ``baselines``) can
+    serve on the track's default grid, and the others, each with why it is left out; ``ValueError``
+    in one line for an unknown mixer or when no track is left."""
+    registry = load_registry()
+    named = [mixer for mixer in (idea, *baselines) if mixer is not None]
+    for mixer in named:
+        registry.mixers[mixer]  # ValueError naming the registered mixers
+    kept, left_out = [], {}
+    for name in DEFAULT_TRACKS:
+        track = registry.track(name)
+        for mixer in named:
+            spec = track.model_for_mixer(mixer)
+            why = "no model around it" if spec is None else spec.supports(track.default_grid)
+            if why:
+                left_out[name] = f"{mixer}: {why}"
+                break
+        else:
+            kept.append(name)
+    if not kept:
+        raise ValueError(
+            f"no track of the default set {', '.join(DEFAULT_TRACKS)} serves "
+            f"{', '.join(named)}; expected --tracks with tracks they can serve"
+        )
+    return tuple(kept), left_out
+
+
 def _smoke_data(track: Track, budget: str, seeds: int | None) -> tuple[DataSizes, list[int]]:
     """The split sizes and the seeds (comparison and sweep) of ``track``'s runs at ``budget``."""
     chosen = track.budget(budget, **command_line_changes(seeds=seeds))
@@ -88,10 +118,13 @@ def _smoke_data(track: Track, budget: str, seeds: int | None) -> tuple[DataSizes
     ]
 
 
-def _smoke_study(planned: PlannedStudy) -> PlannedStudy:
-    """``planned`` training the idea and its matched baseline only."""
+def _smoke_study(planned: PlannedStudy, baselines: Sequence[str]) -> PlannedStudy:
+    """``planned`` training the idea, its matched baseline and the models around the mixers of
+    ``baselines`` (the ones the user named), none of the track's other models, ablation or
+    control."""
     study = planned.study
-    keep = tuple(m for m in study.models if m in (study.idea, study.matched_baseline))
+    named = {planned.track.model_for_mixer(mixer).name for mixer in baselines}
+    keep = tuple(m for m in study.models if m in {study.idea, study.matched_baseline, *named})
     trimmed = dataclasses.replace(
         study,
         models=keep,
@@ -190,7 +223,7 @@ def plan_suite(
             if smoke
             else None
         )
-        common = dict(idea=idea, baselines=() if smoke else tuple(baselines), budget=budget)
+        common = dict(idea=idea, baselines=tuple(baselines), budget=budget)
         try:
             if track_rungs:
                 sweep = plan_sweep(
@@ -198,14 +231,14 @@ def plan_suite(
                 )
                 if smoke:
                     points = tuple(
-                        dataclasses.replace(p, planned=_smoke_study(p.planned))
+                        dataclasses.replace(p, planned=_smoke_study(p.planned, baselines))
                         for p in sweep.points
                     )
                     sweep = dataclasses.replace(sweep, points=points)
                 planned.append(PlannedTrack(track=name, rungs=track_rungs, planned=sweep))
             else:
                 study = plan_study(name, grid, scaling=False, note=note, **common, **options)
-                study = _smoke_study(study) if smoke else study
+                study = _smoke_study(study, baselines) if smoke else study
                 planned.append(PlannedTrack(track=name, rungs=(), planned=study))
         except ValueError as error:
             message = str(error)
@@ -215,64 +248,46 @@ def plan_suite(
     return tuple(planned)
 
 
-@dataclass(frozen=True)
-class SuiteOutcome:
-    """A finished suite: its profile and the files written."""
-
-    report: SuiteReport
-    paths: tuple[Path, ...]
-
-
-def run_suite(
-    planned: Sequence[PlannedTrack],
-    out: str | Path,
+def _train_track(
+    one: PlannedTrack,
+    where: Path,
     *,
-    budget: str,
-    fresh: bool = False,
-    executor: str = "local",
-    address: str | None = None,
-    fraction: float = DEFAULT_FRACTION,
-    callbacks: Callbacks = QUIET,
-) -> SuiteOutcome:
-    """Train every track's runs its ledger ``OUT/TRACK`` lacks (``fresh``: start them afresh) with
-    the ``executor``, then write the profile into ``out``."""
-    out = Path(out)
-    runs = []
-    for one in planned:
-        where = out / one.track
+    fresh: bool,
+    executor: str,
+    address: str | None,
+    callbacks: Callbacks,
+) -> TrackRuns:
+    """Train the runs of ``one`` its ledger in ``where`` lacks (``fresh``: start them afresh) with
+    the ``executor``; its report at every rung."""
+    try:
+        sweep = isinstance(one.planned, PlannedSweep)
+        ledger = (open_sweep_ledger if sweep else open_ledger)(where, one.planned, fresh=fresh)
         try:
-            sweep = isinstance(one.planned, PlannedSweep)
-            ledger = (open_sweep_ledger if sweep else open_ledger)(where, one.planned, fresh=fresh)
-            try:
-                chosen = make_executor(executor, jobs=one.planned.jobs, address=address)
-            except BaseException:
-                ledger.close()
-                raise
-            with stop_on_signals():
-                report = (run_sweep if sweep else run_study)(
-                    one.planned, ledger, chosen, where, callbacks=callbacks
-                ).report
-        except StorageError:
+            chosen = make_executor(executor, jobs=one.planned.jobs, address=address)
+        except BaseException:
+            ledger.close()
             raise
-        except (OSError, sqlite3.Error) as error:
-            raise StorageError(storage_error(error, where)) from error
-        rungs = (
-            tuple((p.values[LADDER_SETTING], p.report) for p in report.points)
-            if isinstance(report, SweepReport)
-            else (("default", report),)
-        )
-        runs.append(
-            TrackRuns(track=one.track, rungs=rungs, mixers=one.mixers(), params=one.params())
-        )
-    profile = build_suite_report(runs, budget=budget, fraction=fraction)
-    return SuiteOutcome(report=profile, paths=tuple(write_suite_report(profile, out)))
+        with stop_on_signals():
+            report = (run_sweep if sweep else run_study)(
+                one.planned, ledger, chosen, where, callbacks=callbacks
+            ).report
+    except StorageError:
+        raise
+    except (OSError, sqlite3.Error) as error:
+        raise StorageError(storage_error(error, where)) from error
+    rungs = (
+        tuple((p.values[LADDER_SETTING], p.report) for p in report.points)
+        if isinstance(report, SweepReport)
+        else (("default", report),)
+    )
+    return TrackRuns(track=one.track, rungs=rungs, mixers=one.mixers(), params=one.params())
 
 
 def suite(
     *,
     idea: str | None = None,
     baselines: Sequence[str] = (),
-    tracks: Sequence[str] = DEFAULT_TRACKS,
+    tracks: Sequence[str] | None = None,
     rungs: Mapping[str, Sequence[str]] | None = None,
     budget: str = "default",
     out: str | Path | None = None,
@@ -287,9 +302,15 @@ def suite(
     idea) against attention and ``baselines`` on every track of ``tracks`` over its ladder (or the
     rungs ``rungs`` names for it; :func:`plan_suite`, ``options`` as for
     :func:`~gridmix.orchestrate.plan.plan_study`), each track's runs in ``OUT/TRACK`` (default
-    ``out``: ``runs/suite-BUDGET``), the profile written in ``out`` and returned. Every track is
-    planned before any trains, so a bad name costs nothing."""
+    ``out``: ``runs/suite-BUDGET``), the profile written in ``out`` and returned. ``tracks``
+    ``None``: :func:`default_tracks`, those a mixer named cannot serve left out with a note and a
+    line in the profile. Every track is planned before any trains, so a bad name costs nothing."""
     refuse_main_rerun()
+    left_out = {}
+    if tracks is None:
+        tracks, left_out = default_tracks(idea, baselines)
+        for name, why in left_out.items():
+            callbacks.note(f"track {name!r} left out of the default set: {why}")
     planned = plan_suite(
         idea=idea,
         baselines=baselines,
@@ -300,13 +321,17 @@ def suite(
         **options,
     )
     out = Path(out) if out is not None else default_out(budget)
-    return run_suite(
-        planned,
-        out,
-        budget=budget,
-        fresh=fresh,
-        executor=executor,
-        address=address,
-        fraction=fraction,
-        callbacks=callbacks,
-    ).report
+    runs = [
+        _train_track(
+            one,
+            out / one.track,
+            fresh=fresh,
+            executor=executor,
+            address=address,
+            callbacks=callbacks,
+        )
+        for one in planned
+    ]
+    profile = build_suite_report(runs, budget=budget, fraction=fraction, left_out=left_out)
+    write_suite_report(profile, out)
+    return profile

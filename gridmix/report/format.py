@@ -16,11 +16,14 @@ log lines:
   :data:`EXTRA_DECIMALS` more than the column's largest magnitude needs (a difference of ``3.9e-07``
   beside ones of ``0.002`` reads ``-0.00000039``, and beside ones of ``0.5`` ``-0.000000``, which is
   what it is at that scale).
+
+:func:`markdown_table` lays the cells so written out as the lines of a Markdown table.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 
 DIGITS = 4
 EXTRA_DECIMALS = 2
@@ -68,3 +71,12 @@ def fmt_column(values, digits: int = DIGITS) -> list[str]:
         else fmt(value, digits)
         for value in values
     ]
+
+
+def markdown_table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
+    """The lines of a Markdown table: ``header``, its rule, then one line per row of cells."""
+    return [_table_line(header), "|" + "---|" * len(header), *map(_table_line, rows)]
+
+
+def _table_line(cells: Sequence[str]) -> str:
+    return "| " + " | ".join(cells) + " |"

@@ -24,7 +24,7 @@ from gridmix.analysis.verdicts import (
 )
 from gridmix.core.grid import Grid
 from gridmix.report.cost import cost_words
-from gridmix.report.format import fmt, fmt_column
+from gridmix.report.format import fmt, fmt_column, markdown_table
 from gridmix.report.reference_lines import (
     interval,
     intervals,
@@ -740,32 +740,42 @@ def _scaling_lines(scaling: dict) -> list[str]:
             + ".",
             "",
         ]
-    lines += [
-        "| model | grid | parameters | GFLOPs | time ms (25th–75th) | peak MB | note |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for point in scaling["points"]:
-        # None: the point failed
-        params = "–" if point["params"] is None else f"{point['params']:,}"
-        lines.append(
-            f"| {point['model']} | {point['grid']} | {params} | {_sig(point['gflops'])} | "
-            f"{_time_cell(point)} | {_sig(point['peak_mb'])} | {point['skipped'] or ''} |"
-        )
+    lines += markdown_table(
+        ["model", "grid", "parameters", "GFLOPs", "time ms (25th–75th)", "peak MB", "note"],
+        [
+            [
+                point["model"],
+                point["grid"],
+                "–" if point["params"] is None else f"{point['params']:,}",  # None: it failed
+                _sig(point["gflops"]),
+                _time_cell(point),
+                _sig(point["peak_mb"]),
+                point["skipped"] or "",
+            ]
+            for point in scaling["points"]
+        ],
+    )
     lines += [
         "",
         f"Exponents vs N (y ∝ N^a, least squares in log-log) only from {MIN_FIT_POINTS} grids or "
         "more, with the slope's 95% t-interval; the tail fit only where more grids were "
         "measured than it takes.",
         "",
-        "| model | quantity | grids | exponent (95% interval) | R² | exponent (largest grids) |",
-        "|---|---|---|---|---|---|",
     ]
-    lines += [
-        f"| {fit['model']} | {fit['quantity']} | {fit.get('points', '–')} | {_exponent(fit)} | "
-        f"{_sig(fit['r2']) if _fitted(fit) else '–'} | "
-        f"{_sig(fit['tail_exponent']) if _fitted(fit) else '–'} |"
-        for fit in scaling["fits"]
-    ]
+    lines += markdown_table(
+        ["model", "quantity", "grids", "exponent (95% interval)", "R²", "exponent (largest grids)"],
+        [
+            [
+                fit["model"],
+                fit["quantity"],
+                str(fit.get("points", "–")),
+                _exponent(fit),
+                _sig(fit["r2"]) if _fitted(fit) else "–",
+                _sig(fit["tail_exponent"]) if _fitted(fit) else "–",
+            ]
+            for fit in scaling["fits"]
+        ],
+    )
     return lines
 
 

@@ -28,18 +28,16 @@ around and its parameters, and computes:
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 from scipy import stats as scipy_stats
 
 from gridmix.analysis.verdicts import compare_many, named_by_role
-from gridmix.core.files import write_atomic
-from gridmix.report.format import fmt
+from gridmix.report.format import fmt, markdown_table
 from gridmix.report.suite_stats import (
     BOOTSTRAP_REPS,
     CONFIDENCE,
@@ -47,6 +45,7 @@ from gridmix.report.suite_stats import (
     stratified_bootstrap,
 )
 from gridmix.report.types import Report
+from gridmix.report.writing import write_with_plots
 
 DEFAULT_FRACTION = 0.5  # reach: the share of the way from chance to ceiling a mean must stay above
 
@@ -250,7 +249,8 @@ def _aggregate(tracks: list[dict], *, reps: int, seed: int) -> dict:
 @dataclass(frozen=True)
 class SuiteReport:
     """The suite's profile: the idea's mixer name, the budget, the reach fraction, every track's
-    profile (rungs, reach, cost; :func:`build_suite_report`) and the aggregate per mixer."""
+    profile (rungs, reach, cost; :func:`build_suite_report`), the aggregate per mixer, and the
+    tracks of the default set left out because a mixer named cannot serve them (track: why)."""
 
     idea: str
     budget: str
@@ -258,12 +258,16 @@ class SuiteReport:
     tracks: tuple[dict, ...]
     aggregate: Mapping[str, dict]
     bootstrap_reps: int
+    left_out: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not 0 < self.fraction < 1:
             raise ValueError(f"reach fraction {self.fraction!r}; expected a number in (0, 1)")
         if not self.tracks:
             raise ValueError("suite with no tracks; expected at least one")
+        both = set(self.left_out) & {track["track"] for track in self.tracks}
+        if both:
+            raise ValueError(f"tracks {sorted(both)} both profiled and left out; expected either")
 
     def to_dict(self) -> dict:
         return dict(
@@ -286,6 +290,7 @@ class SuiteReport:
             ),
             tracks=list(self.tracks),
             aggregate=dict(self.aggregate),
+            **({"left_out": dict(self.left_out)} if self.left_out else {}),
         )
 
 
@@ -296,9 +301,11 @@ def build_suite_report(
     fraction: float = DEFAULT_FRACTION,
     reps: int = BOOTSTRAP_REPS,
     seed: int = 0,
+    left_out: Mapping[str, str] = {},
 ) -> SuiteReport:
     """The profile of ``runs`` (one :class:`TrackRuns` per track, in order), reach at
-    ``fraction``, the bootstrap with ``reps`` resamples drawn from ``seed``."""
+    ``fraction``, the bootstrap with ``reps`` resamples drawn from ``seed``; ``left_out``: the
+    default set's tracks no run was planned for, each with why."""
     tracks = [_track_profile(track, fraction) for track in runs]
     ideas = {track["idea"] for track in tracks}
     return SuiteReport(
@@ -308,6 +315,7 @@ def build_suite_report(
         tracks=tuple(tracks),
         aggregate=_aggregate(tracks, reps=reps, seed=seed),
         bootstrap_reps=reps,
+        left_out=dict(left_out),
     )
 
 
@@ -334,6 +342,21 @@ def _against_attention(versus: dict | None) -> str:
     )
 
 
+def _reach_rows(track: dict) -> list[list[str]]:
+    """The reach table's rows of ``track``: one per mixer, or one saying it has no reach."""
+    if not track["reach"]:
+        return [[track["track"], "–", "no chance or ceiling declared", "–"]]
+    return [
+        [
+            track["track"],
+            mixer,
+            reach["rung"] or "below at the first rung",
+            "–" if reach["rung"] is None else f"{reach['seeds_above']}/{reach['seeds']}",
+        ]
+        for mixer, reach in track["reach"].items()
+    ]
+
+
 def render_suite_markdown(report: SuiteReport, *, figures: Mapping[str, str] = {}) -> str:
     """``suite.md``: per track its rung × mixer table, plot and reach; the aggregate; the cost; the
     method."""
@@ -347,87 +370,105 @@ def render_suite_markdown(report: SuiteReport, *, figures: Mapping[str, str] = {
         "against that arm, as its report gives it.",
         "",
     ]
+    if report.left_out:
+        said = "; ".join(f"{track} ({why})" for track, why in report.left_out.items())
+        lines += [f"Left out of the default tracks, a mixer named cannot serve them: {said}.", ""]
     for track in report.tracks:
         mixers = list(dict.fromkeys(m for rung in track["rungs"] for m in rung["arms"]))
         lines += [
             f"## {track['track']}: {track['metric']} ({track['direction']} is better; chance "
             f"{fmt(track['chance'])}, ceiling {fmt(track['ceiling'])})",
             "",
-            "| rung | grid | mixer | mean [95% t-interval] (n) | flag | against attention "
-            "(Holm across the rung's arms) | idea against it |",
-            "|---|---|---|---|---|---|---|",
         ]
-        for rung in track["rungs"]:
-            for mixer in mixers:
-                arm = rung["arms"].get(mixer)
-                if arm is None:
-                    continue
-                lines.append(
-                    f"| {rung['rung']} | {rung['grid']} | {mixer} | {fmt(arm['mean'])} "
-                    f"{_interval(arm['interval'])} ({arm['n']}) | {arm['flag'] or ''} | "
-                    f"{_against_attention(arm['versus_attention'])} | "
-                    f"{_versus(arm['versus_idea'])} |"
-                )
+        lines += markdown_table(
+            [
+                "rung",
+                "grid",
+                "mixer",
+                "mean [95% t-interval] (n)",
+                "flag",
+                "against attention (Holm across the rung's arms)",
+                "idea against it",
+            ],
+            [
+                [
+                    rung["rung"],
+                    rung["grid"],
+                    mixer,
+                    f"{fmt(arm['mean'])} {_interval(arm['interval'])} ({arm['n']})",
+                    arm["flag"] or "",
+                    _against_attention(arm["versus_attention"]),
+                    _versus(arm["versus_idea"]),
+                ]
+                for rung in track["rungs"]
+                for mixer in mixers
+                if (arm := rung["arms"].get(mixer)) is not None
+            ],
+        )
         if track["track"] in figures:
             lines += ["", f"![{track['track']}]({figures[track['track']]})"]
         lines.append("")
     failures = [(t["track"], f) for t in report.tracks for f in t["failures"]]
     if failures:
-        lines += ["## Failed runs", "", "| track | rung | model | lr | seed | error |"]
-        lines += ["|---|---|---|---|---|---|"] + [
-            f"| {track} | {f['rung']} | {f['model']} | {fmt(f['lr'])} | {f['seed']} | "
-            f"{f['error']} |"
-            for track, f in failures
-        ]
+        lines += ["## Failed runs", ""] + markdown_table(
+            ["track", "rung", "model", "lr", "seed", "error"],
+            [
+                [track, f["rung"], f["model"], fmt(f["lr"]), str(f["seed"]), f["error"]]
+                for track, f in failures
+            ],
+        )
         lines.append("")
     lines += [
         f"## Reach (highest rung up to which the mean stays above {fmt(report.fraction)} of the "
         "way from chance to ceiling)",
         "",
-        "| track | mixer | reach | seeds above there |",
-        "|---|---|---|---|",
     ]
-    for track in report.tracks:
-        if not track["reach"]:
-            lines.append(f"| {track['track']} | – | no chance or ceiling declared | – |")
-        for mixer, reach in track["reach"].items():
-            above = "–" if reach["rung"] is None else f"{reach['seeds_above']}/{reach['seeds']}"
-            lines.append(
-                f"| {track['track']} | {mixer} | {reach['rung'] or 'below at the first rung'} | "
-                f"{above} |"
-            )
-    lines += [
-        "",
-        "## Aggregate (normalised scores: 0 at chance, 1 at ceiling)",
-        "",
-        "| mixer | IQM | 95% stratified bootstrap interval | scores (track × rungs) | "
-        "flagged (at chance or ceiling) | P(improvement over attention) |",
-        "|---|---|---|---|---|---|",
-    ]
-    for mixer, row in report.aggregate.items():
-        poi = (
-            "–"
-            if row["p_improvement"] is None
-            else f"{fmt(row['p_improvement'])} ({row['p_improvement_strata']} track × rungs)"
-        )
-        lines.append(
-            f"| {mixer} | {fmt(row['iqm'])} | {_interval(row['interval'])} | {row['scores']} "
-            f"({row['strata']}) | {row['flagged_strata']} of {row['strata']} | {poi} |"
-        )
+    lines += markdown_table(
+        ["track", "mixer", "reach", "seeds above there"],
+        [row for track in report.tracks for row in _reach_rows(track)],
+    )
+    lines += ["", "## Aggregate (normalised scores: 0 at chance, 1 at ceiling)", ""]
+    lines += markdown_table(
+        [
+            "mixer",
+            "IQM",
+            "95% stratified bootstrap interval",
+            "scores (track × rungs)",
+            "flagged (at chance or ceiling)",
+            "P(improvement over attention)",
+        ],
+        [
+            [
+                mixer,
+                fmt(row["iqm"]),
+                _interval(row["interval"]),
+                f"{row['scores']} ({row['strata']})",
+                f"{row['flagged_strata']} of {row['strata']}",
+                "–"
+                if row["p_improvement"] is None
+                else f"{fmt(row['p_improvement'])} ({row['p_improvement_strata']} track × rungs)",
+            ]
+            for mixer, row in report.aggregate.items()
+        ],
+    )
     lines += [
         "",
         "## Cost (parameters; measured wall-clock seconds of the training runs in the ledgers)",
         "",
-        "| track | mixer | parameters | training s |",
-        "|---|---|---|---|",
     ]
-    for track in report.tracks:
-        for mixer, seconds in track["seconds"].items():
-            params = track["params"].get(mixer)
-            lines.append(
-                f"| {track['track']} | {mixer} | {'–' if params is None else f'{params:,}'} | "
-                f"{seconds:.1f} |"
-            )
+    lines += markdown_table(
+        ["track", "mixer", "parameters", "training s"],
+        [
+            [
+                track["track"],
+                mixer,
+                "–" if track["params"].get(mixer) is None else f"{track['params'][mixer]:,}",
+                f"{seconds:.1f}",
+            ]
+            for track in report.tracks
+            for mixer, seconds in track["seconds"].items()
+        ],
+    )
     method = report.to_dict()["method"]
     lines += [
         "",
@@ -451,20 +492,14 @@ def write_suite_report(report: SuiteReport, out: str | Path) -> list[Path]:
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    figures, errors = {}, []
-    for track in report.tracks:
-        try:
-            path = plot_suite_track(track, out / f"suite_{track['track']}.png")
-            figures[track["track"]] = path.name
-        except OSError:
-            raise
-        except Exception as error:  # the numbers stand without their plot
-            errors.append(f"{track['track']} plot: {type(error).__name__}: {error}")
-    document = report.to_dict()
-    if errors:
-        document["plot_errors"] = errors
-    paths = [out / "suite.json", out / "suite.md"]
-    write_atomic(paths[0], json.dumps(document, indent=2) + "\n")
-    markdown = render_suite_markdown(report, figures=figures)
-    write_atomic(paths[1], markdown + "".join(f"\n- ⚠ {error}\n" for error in errors))
-    return paths + [out / name for name in figures.values()]
+    return write_with_plots(
+        (out / "suite.json", out / "suite.md"),
+        report.to_dict(),
+        lambda drawn: render_suite_markdown(
+            report, figures={track: path.name for track, path in drawn.items()}
+        ),
+        [
+            (track["track"], lambda t=track: plot_suite_track(t, out / f"suite_{t['track']}.png"))
+            for track in report.tracks
+        ],
+    )

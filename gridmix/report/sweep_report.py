@@ -20,19 +20,18 @@ transition through it.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from gridmix.analysis.verdicts import VERDICT_NONE
-from gridmix.core.files import write_atomic
 from gridmix.core.grid import Grid
 from gridmix.core.records import pick
 from gridmix.report.build import study_report
 from gridmix.report.format import fmt
 from gridmix.report.reference_lines import interval
 from gridmix.report.types import Comparison, Report
+from gridmix.report.writing import write_with_plots
 from gridmix.study.ledger import Ledger
 
 OUTCOMES = (
@@ -366,18 +365,9 @@ def write_sweep_report(report: SweepReport, out: str | Path) -> list[Path]:
     from gridmix.report.plots import plot_sweep_points  # matplotlib only where a plot is drawn
 
     out = Path(out)
-    paths = [out / "sweep_report.json", out / "sweep.md"]
-    figures, errors = [], []
-    try:
-        figures.append(plot_sweep_points(report.to_dict(), out / "sweep_points.png"))
-    except OSError:
-        raise
-    except Exception as error:  # the numbers stand without their plot
-        errors.append(f"sweep plot: {type(error).__name__}: {error}")
-    document = report.to_dict()
-    if errors:
-        document["plot_errors"] = errors
-    write_atomic(paths[0], json.dumps(document, indent=2) + "\n")
-    markdown = render_sweep_markdown(report, figures=[path.name for path in figures])
-    write_atomic(paths[1], markdown + "".join(f"\n- ⚠ {error}\n" for error in errors))
-    return paths + figures
+    return write_with_plots(
+        (out / "sweep_report.json", out / "sweep.md"),
+        report.to_dict(),
+        lambda drawn: render_sweep_markdown(report, figures=[p.name for p in drawn.values()]),
+        [("sweep", lambda: plot_sweep_points(report.to_dict(), out / "sweep_points.png"))],
+    )
