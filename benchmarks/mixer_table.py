@@ -58,7 +58,11 @@ def main() -> None:
         "--out", type=Path, required=True, help="the shared study directory and the table"
     )
     parser.add_argument("--budget", default="default")
-    parser.add_argument("--mixers", nargs="*", help="the mixers (default: every registered one)")
+    parser.add_argument(
+        "--mixers",
+        nargs="*",
+        help="the mixers (default: every registered one); the matched baseline's is always in",
+    )
     parser.add_argument("--jobs", default="auto")
     args = parser.parse_args()
     registry = load_registry()
@@ -66,7 +70,10 @@ def main() -> None:
     grid, budget = track.default_grid, track.budget(args.budget)
     matched = track.model(track.matched_baseline)
     rows, started = [], time.perf_counter()
-    for mixer in args.mixers or list(registry.mixers.names):
+    mixers = args.mixers or list(registry.mixers.names)
+    if matched.mixer and matched.mixer not in mixers:  # the row every verdict is against
+        mixers = [matched.mixer, *mixers]
+    for mixer in mixers:
         spec = track.model_for_mixer(mixer)
         row = dict(mixer=mixer, model=spec.name if spec else None)
         rows.append(row)
