@@ -156,6 +156,20 @@ def test_fft_formula_is_five_n_log2_n_per_transform():
     assert set(FLOP_FORMULAS) >= {torch.ops.aten._fft_r2c, torch.ops.aten._fft_c2r}
 
 
+@pytest.mark.parametrize("groups", [1, 4, 12])
+def test_a_convolution_s_backward_costs_twice_its_forward_whatever_its_groups(groups):
+    conv = torch.nn.Conv2d(12, 12, 3, padding=1, groups=groups, bias=False)
+    x = torch.randn(2, 12, 8, 8, requires_grad=True)
+    model = torch.nn.Module()
+    model.forward = lambda x: conv(x)
+    model.weight = conv.weight  # the parameter the backward differentiates
+    flops = count_flops(model, x)
+    forward = 2 * (2 * 12 * 8 * 8) * (12 // groups) * 9  # outputs × multiply-adds per output
+    assert flops.forward == forward
+    assert flops.backward == forward  # the weight's gradient (the input is not a parameter)
+    assert torch.ops.aten.convolution_backward in FLOP_FORMULAS
+
+
 def test_triangular_solve_formula_is_n_squared_per_right_hand_side():
     model = torch.nn.Module()
     a = torch.eye(6).triu() + 0.1 * torch.ones(6, 6).triu(1)

@@ -195,6 +195,31 @@ def _solve_triangular_flops(a, b, *args, out_shape=None, **kwargs) -> int:
     return math.prod(b[:-2]) * a[-1] ** 2 * b[-1]
 
 
+def _convolution_backward_flops(
+    grad_out,
+    x,
+    weight,
+    bias,
+    stride,
+    padding,
+    dilation,
+    transposed,
+    output_padding,
+    groups,
+    output_mask,
+    *args,
+    out_shape=None,
+    **kwargs,
+) -> int:
+    """Each gradient asked for (of the input, of the weight) costs the forward's ``2·(outputs)·
+    (weights per output)`` (inputs for a transposed convolution). FlopCounterMode's own formula
+    leaves ``groups`` out of the weight's gradient, which counts a depthwise convolution as dense:
+    ``C`` times too many."""
+    per_output = math.prod(weight[1:])  # (C_in / groups) · kernel, or C_out / groups transposed
+    forward = 2 * math.prod(x if transposed else grad_out) * per_output
+    return forward * (int(output_mask[0]) + int(output_mask[1]))
+
+
 FLOP_FORMULAS: dict = {
     # CPU scaled_dot_product_attention (flash kernel): FlopCounterMode 2.x counts only the CUDA
     # kernels.
@@ -203,6 +228,7 @@ FLOP_FORMULAS: dict = {
     aten._fft_r2c: _fft_r2c_flops,
     aten._fft_c2r: _fft_c2r_flops,
     aten._fft_c2c: _fft_c2c_flops,
+    aten.convolution_backward: _convolution_backward_flops,  # with groups (depthwise)
     # the mixer's orthogonal parametrisation
     aten.linalg_householder_product: _householder_product_flops,
     aten.linalg_solve_triangular: _solve_triangular_flops,  # its WY-form backward
