@@ -14,6 +14,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
+from gridmix.analysis.verdicts import VERDICT_IDENTICAL, VERDICT_UNREACHABLE
 from gridmix.cli import app
 from gridmix.orchestrate.suiting import DEFAULT_TRACKS, default_tracks, plan_suite, smallest_grid
 from gridmix.report.suite_report import TrackRuns, normalise, reach, seed_interval
@@ -260,6 +261,10 @@ def test_a_smoke_suite_writes_its_profile_and_reuses_its_ledger(tmp_path):
         assert versus["delta"] == pytest.approx(sum(differences) / 2) and versus["n"] == 2
         same_sign = differences[0] * differences[1] > 0  # exact sign-flip, 4 patterns
         assert versus["p"] == pytest.approx(0.5 if same_sign else 1.0)
+        # two seeds cannot reach α: no direction and no "no significant difference" is said
+        assert versus["verdict"] in (VERDICT_UNREACHABLE, VERDICT_IDENTICAL) or versus[
+            "verdict"
+        ].startswith("uninformative"), versus["verdict"]
         assert attention["versus_attention"] is None
     markdown = (tmp_path / "suite.md").read_text()
     assert "## Reach" in markdown and "interquartile mean" in markdown

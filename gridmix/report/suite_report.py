@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 from scipy import stats as scipy_stats
 
-from gridmix.analysis.verdicts import compare_many, named_by_role
+from gridmix.analysis.verdicts import MIN_PAIRS, judge_family
 from gridmix.report.format import fmt, markdown_table
 from gridmix.report.suite_stats import (
     BOOTSTRAP_REPS,
@@ -112,20 +112,27 @@ def _finished(arm) -> dict[int, float]:
 
 def versus_attention(report: Report) -> dict[str, dict]:
     """Every other arm's paired comparison with the matched baseline (attention) on the seeds both
-    finished, Holm-adjusted across the arms of the study (:func:`compare_many`), at the study's α:
-    model → Δ (arm − attention), exact p, Holm's p, MDE, the verdict said of the arm."""
+    finished, Holm-adjusted across the arms of the study and judged as a study judges its own
+    (:func:`judge_family`: identical, both arms at chance or ceiling, or seeds too few to reach α
+    say so instead of a direction): model → Δ (arm − attention), exact p, Holm's p, MDE, the
+    verdict said of the arm."""
     baseline = report.arms.get(report.primary_baseline or "")
     if baseline is None:
         return {}
-    reference, pairs = _finished(baseline), {}
+    reference, pairs, flags = _finished(baseline), {}, {}
     for model, arm in report.arms.items():
         own = _finished(arm)
         seeds = sorted(own.keys() & reference.keys())
-        if model != report.primary_baseline and len(seeds) >= 2:
+        if model != report.primary_baseline and len(seeds) >= MIN_PAIRS:
             pairs[model] = ([own[s] for s in seeds], [reference[s] for s in seeds])
-    if not pairs:
-        return {}
-    results = compare_many(pairs, direction=report.direction, alpha=report.power.alpha)
+            flags[model] = (arm.flag, baseline.flag)
+    results = judge_family(
+        pairs,
+        direction=report.direction,
+        min_effect=None,
+        roles=dict.fromkeys(pairs, ""),
+        flags=flags,
+    )
     return {
         model: dict(
             delta=r.delta_mean,
@@ -133,7 +140,7 @@ def versus_attention(report: Report) -> dict[str, dict]:
             p_holm=r.p_holm,
             mde=r.mde,
             n=r.n_pairs,
-            verdict=named_by_role(r.verdict, "").strip(),
+            verdict=r.verdict.strip(),
         )
         for model, r in results.items()
     }
