@@ -29,6 +29,7 @@ import torch
 from gridmix.analysis.measure import Timing
 from gridmix.analysis.scaling import fit_power_law, load_averages
 from gridmix.mixers.concentration.ops.native_build import cpu_facts, cpu_line, native_build_info
+from gridmix.report import format as report_format
 
 
 def environment(*, threads: int) -> dict:
@@ -357,8 +358,9 @@ def fit_exponent(tokens: Sequence[int], seconds: Sequence[float]) -> dict:
 
 
 def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
-    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    """The Markdown table of the report writers (:func:`gridmix.report.format.markdown_table`), its
+    cells written with ``str``, as one string."""
+    lines = report_format.markdown_table(headers, [[str(cell) for cell in row] for row in rows])
     return "\n".join(lines) + "\n"
 
 

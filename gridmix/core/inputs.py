@@ -80,11 +80,10 @@ def parse_over(
     ``["grid=64,128", "embed_dim=32,64"]`` as ``[("grid", ("64", "128")), ("embed_dim", ("32",
     "64"))]``, each value list by the rule of :func:`split_list`; ``ValueError`` in one line
     otherwise."""
-    over = []
+    over, values_example = [], example.partition("=")[2]
     for text in assignments:
         name, sep, values = text.partition("=")
         if not sep or not name.strip():
             raise ValueError(f"{option} {text!r}; expected NAME=V1,V2,…, e.g. {option} {example}")
-        values_example = example.partition("=")[2]
         over.append((name.strip(), split_list(values, f"{option} {name.strip()}", values_example)))
     return over
