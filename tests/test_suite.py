@@ -20,6 +20,7 @@ from gridmix.orchestrate.suiting import DEFAULT_TRACKS, default_tracks, plan_sui
 from gridmix.report.suite_report import TrackRuns, normalise, reach, seed_interval
 from gridmix.report.suite_stats import iqm, probability_of_improvement, stratified_bootstrap
 from gridmix.tracks import Track
+from gridmix.tracks.budget import DataSizes
 from gridmix.tracks.hookspecs import hookimpl
 from gridmix.tracks.plugin_loader import load_registry
 from tests import fake_track
@@ -132,7 +133,14 @@ def test_reach_is_the_highest_rung_up_to_which_the_mean_stays_above_the_fraction
 
 def test_a_track_s_models_need_one_mixer_name_each():
     with pytest.raises(ValueError, match="expected one per model"):
-        TrackRuns(track="t", rungs=(("r", None),), mixers={"a": "x", "b": "x"}, params={})
+        TrackRuns(
+            track="t",
+            rungs=(("r", None),),
+            mixers={"a": "x", "b": "x"},
+            params={},
+            flops={},
+            batch=1,
+        )
 
 
 # --- the ladder and the plan
@@ -238,6 +246,27 @@ def suite_command(out, *more):
     )
 
 
+def training_step_flops(track: dict, document: dict) -> dict[str, int]:
+    """Each model's FLOPs of one training step, counted here with torch's counter (and the formulas
+    gridmix adds for kernels it misses: CPU attention, the triangular solve): forward and backward
+    of the track's loss on a batch of the suite's batch size, on its smallest grid."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from gridmix.analysis.measure import FLOP_FORMULAS
+
+    laddered = load_registry().track("laddered")
+    grid = track["rungs"][0]["grid"]
+    data = laddered.make_data(laddered.check_grid(grid), 0, DataSizes(track["flops_batch"], 1, 1))
+    counts = {}
+    for spec in laddered.models:
+        torch.manual_seed(0)
+        model = spec.build(laddered.check_grid(grid)).train()
+        with FlopCounterMode(display=False, custom_mapping=FLOP_FORMULAS) as counter:
+            laddered.loss(model(data.train.inputs), data.train.targets).backward()
+        counts[spec.name] = counter.get_total_flops()
+    return counts
+
+
 def test_a_smoke_suite_writes_its_profile_and_reuses_its_ledger(tmp_path):
     result = suite_command(tmp_path)
     assert result.exit_code == 0, result.output
@@ -253,6 +282,7 @@ def test_a_smoke_suite_writes_its_profile_and_reuses_its_ledger(tmp_path):
     assert set(document["aggregate"]) == {"fake-mixer", "fake-attention"}
     assert document["aggregate"]["fake-attention"]["p_improvement"] is None
     assert set(track["params"]) == {"fake-mixer", "fake-attention"} and track["failures"] == []
+    assert track["flops"] == training_step_flops(track, document)
     assert document["aggregate"]["fake-mixer"]["strata"] == 2
     for rung in track["rungs"]:  # each arm against attention, paired by seed
         idea, attention = rung["arms"]["fake-mixer"], rung["arms"]["fake-attention"]

@@ -83,7 +83,7 @@ def parameter_warning(
     )
 
 
-def _measure(
+def measure_cost(
     track: Track,
     spec: ModelSpec,
     grid: Grid,
@@ -92,6 +92,9 @@ def _measure(
     seed: int,
     model_kwargs: dict | None = None,
 ) -> tuple[int, int]:
+    """``spec``'s model on ``grid``: its parameters and the FLOPs of one training step (forward and
+    backward of the track's loss on a batch of ``batch`` of its data), counted on fake tensors
+    where the model allows."""
     model, inputs, targets = prepare(
         track, spec, grid, batch=batch, seed=seed, device="cpu", **(model_kwargs or {})
     )
@@ -133,7 +136,7 @@ def audit_parity(
     names = list(models) if models else [m.name for m in track.models]
     if track.idea.name not in names:
         names.insert(0, track.idea.name)
-    idea_params, idea_flops = _measure(
+    idea_params, idea_flops = measure_cost(
         track,
         track.idea,
         grid,
@@ -153,7 +156,7 @@ def audit_parity(
                 ParityRow(name, spec.role, None, None, None, None, skipped=f"unsupported: {reason}")
             )
             continue
-        params, flops = _measure(
+        params, flops = measure_cost(
             track, spec, grid, batch=batch, seed=seed, model_kwargs=model_kwargs.get(name)
         )
         params_ratio, flops_ratio = idea_params / params, idea_flops / flops

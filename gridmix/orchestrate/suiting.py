@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from gridmix.analysis.parity import measure_cost
 from gridmix.core.grid import Grid
 from gridmix.core.interrupt import stop_on_signals
 from gridmix.orchestrate.callbacks import QUIET, Callbacks
@@ -162,14 +163,22 @@ class PlannedTrack:
         shared = {mixer for mixer in named.values() if list(named.values()).count(mixer) > 1}
         return {name: name if mixer in shared else mixer for name, mixer in named.items()}
 
-    def params(self) -> dict[str, int]:
-        """Each model's parameters, built on the lowest rung's grid."""
+    def cost(self) -> dict[str, tuple[int, int]]:
+        """Each model's parameters and the FLOPs of one training step (forward and backward of a
+        batch of the budget's size), on the lowest rung's grid
+        (:func:`gridmix.analysis.parity.measure_cost`)."""
         first = self.first
-        models = {
-            name: first.track.model(name).build(first.grid, **first.model_kwargs.get(name, {}))
+        return {
+            name: measure_cost(
+                first.track,
+                first.track.model(name),
+                first.grid,
+                batch=first.study.budget.batch_size,
+                seed=0,
+                model_kwargs=first.model_kwargs.get(name),
+            )
             for name in first.study.models
         }
-        return {name: sum(p.numel() for p in model.parameters()) for name, model in models.items()}
 
 
 def chosen_rungs(track: Track, chosen: Sequence[str] | None) -> tuple[str, ...]:
@@ -280,7 +289,15 @@ def _train_track(
         if isinstance(report, SweepReport)
         else (("default", report),)
     )
-    return TrackRuns(track=one.track, rungs=rungs, mixers=one.mixers(), params=one.params())
+    cost = one.cost()
+    return TrackRuns(
+        track=one.track,
+        rungs=rungs,
+        mixers=one.mixers(),
+        params={name: params for name, (params, _) in cost.items()},
+        flops={name: flops for name, (_, flops) in cost.items()},
+        batch=one.first.study.budget.batch_size,
+    )
 
 
 def suite(

@@ -54,12 +54,15 @@ DEFAULT_FRACTION = 0.5  # reach: the share of the way from chance to ceiling a m
 class TrackRuns:
     """What the suite ran on one track: its rungs in order (the rung's name and the study report
     there; a track without a ladder has one, named ``default``), the mixer each model is built
-    around (model name → mixer name) and each model's parameters."""
+    around (model name → mixer name), each model's parameters and the FLOPs of one of its training
+    steps (forward and backward of a batch of ``batch`` samples) on the lowest rung's grid."""
 
     track: str
     rungs: tuple[tuple[str, Report], ...]
     mixers: Mapping[str, str]
     params: Mapping[str, int]
+    flops: Mapping[str, int]
+    batch: int
 
     def __post_init__(self) -> None:
         if not self.rungs:
@@ -206,6 +209,8 @@ def _track_profile(runs: TrackRuns, fraction: float) -> dict:
             if failure.status == "failed"
         ],
         params={runs.mixers[m]: p for m, p in runs.params.items() if m in runs.mixers},
+        flops={runs.mixers[m]: f for m, f in runs.flops.items() if m in runs.mixers},
+        flops_batch=runs.batch,
         seconds={
             runs.mixers[model]: float(
                 sum(
@@ -460,16 +465,20 @@ def render_suite_markdown(report: SuiteReport, *, figures: Mapping[str, str] = {
     )
     lines += [
         "",
-        "## Cost (parameters; measured wall-clock seconds of the training runs in the ledgers)",
+        "## Cost (parameters; FLOPs of one training step, counted; measured wall-clock seconds of "
+        "the training runs in the ledgers)",
         "",
     ]
     lines += markdown_table(
-        ["track", "mixer", "parameters", "training s"],
+        ["track", "mixer", "parameters", "GFLOP per training step (batch)", "training s"],
         [
             [
                 track["track"],
                 mixer,
                 "–" if track["params"].get(mixer) is None else f"{track['params'][mixer]:,}",
+                "–"
+                if track["flops"].get(mixer) is None
+                else f"{fmt(track['flops'][mixer] / 1e9)} ({track['flops_batch']})",
                 f"{seconds:.1f}",
             ]
             for track in report.tracks
@@ -484,7 +493,9 @@ def render_suite_markdown(report: SuiteReport, *, figures: Mapping[str, str] = {
         f"Normalised score: {method['normalised']}, so 0 is chance and 1 the ceiling whichever way "
         f"the metric points. Aggregate: the {method['aggregate']}; interval: {method['interval']}; "
         f"probability of improvement: {method['p_improvement']}. A track without a declared chance "
-        "and ceiling enters no aggregate and has no reach. Training seconds include the "
+        "and ceiling enters no aggregate and has no reach. FLOPs: torch's FLOP counter (gridmix's "
+        "rules for the kernels it misses) over one forward and backward of the track's loss on a "
+        "training batch, on the lowest rung's grid. Training seconds include the "
         "learning-rate sweep's runs and were measured when each run trained (a reused run keeps "
         "its own). docs/suite.md says more.",
         "",
