@@ -96,3 +96,25 @@ def test_ray_run_equals_local_run(tmp_path, ray_head):
     for report in reports:
         report.pop("timings")
     assert reports[0] == reports[1]
+
+
+def suite(out, *extra):
+    cmd = [sys.executable, "-m", "gridmix", "suite", "--tracks", "recall", "--rungs"]
+    cmd += ["recall=pairs-1", "--budget", "smoke", "--threads", "1", "--out", str(out), *extra]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_ray_suite_equals_local_suite(tmp_path, ray_head):
+    suite(tmp_path / "local")
+    suite(tmp_path / "ray", "--executor", "ray", "--address", ray_head)
+    assert ledger_metrics(tmp_path / "ray" / "recall") == ledger_metrics(
+        tmp_path / "local" / "recall"
+    )
+    profiles = [
+        json.loads((tmp_path / name / "suite.json").read_text()) for name in ("local", "ray")
+    ]
+    for profile in profiles:
+        for track in profile["tracks"]:
+            del track["seconds"]  # wall-clock, measured
+    assert profiles[0] == profiles[1]

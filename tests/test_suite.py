@@ -369,3 +369,15 @@ def test_rungs_choose_part_of_a_ladder_in_its_order_and_refuse_what_is_not_on_it
         assert result.exit_code == 2, result.output
         assert len(result.output.strip().splitlines()) == 1 and "--rungs" in result.output
     assert not (tmp_path / "out").exists()
+
+
+def test_one_rung_of_a_ladder_is_one_study_at_that_rung_named_by_it(tmp_path):
+    (planned,) = plan_suite(
+        tracks=["laddered"], rungs={"laddered": ("noise-1",)}, budget="smoke", threads=1
+    )
+    assert planned.rungs == ("noise-1",)
+    assert planned.planned.track.settings["difficulty"] == "noise-1"
+    result = suite_command(tmp_path, "--rungs", "laddered=noise-1")
+    assert result.exit_code == 0, result.output
+    (track,) = json.loads((tmp_path / "suite.json").read_text())["tracks"]
+    assert [rung["rung"] for rung in track["rungs"]] == ["noise-1"]

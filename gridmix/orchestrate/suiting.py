@@ -137,7 +137,8 @@ def _smoke_study(planned: PlannedStudy, baselines: Sequence[str]) -> PlannedStud
 
 @dataclass(frozen=True)
 class PlannedTrack:
-    """One track of the suite: its rungs (``()``: no ladder) and its sweep or its one study."""
+    """One track of the suite: its rungs (``()``: no ladder) and its sweep, or its one study (no
+    ladder, or one rung)."""
 
     track: str
     rungs: tuple[str, ...]
@@ -234,7 +235,7 @@ def plan_suite(
         )
         common = dict(idea=idea, baselines=tuple(baselines), budget=budget)
         try:
-            if track_rungs:
+            if len(track_rungs) > 1:
                 sweep = plan_sweep(
                     name, [(LADDER_SETTING, track_rungs)], grid=grid, note=note, **common, **options
                 )
@@ -245,10 +246,13 @@ def plan_suite(
                     )
                     sweep = dataclasses.replace(sweep, points=points)
                 planned.append(PlannedTrack(track=name, rungs=track_rungs, planned=sweep))
-            else:
-                study = plan_study(name, grid, scaling=False, note=note, **common, **options)
+            else:  # one study: a track without a ladder, or one rung of it
+                settings = {LADDER_SETTING: track_rungs[0]} if track_rungs else None
+                study = plan_study(
+                    name, grid, scaling=False, settings=settings, note=note, **common, **options
+                )
                 study = _smoke_study(study, baselines) if smoke else study
-                planned.append(PlannedTrack(track=name, rungs=(), planned=study))
+                planned.append(PlannedTrack(track=name, rungs=track_rungs, planned=study))
         except ValueError as error:
             message = str(error)
             raise ValueError(
@@ -287,7 +291,7 @@ def _train_track(
     rungs = (
         tuple((p.values[LADDER_SETTING], p.report) for p in report.points)
         if isinstance(report, SweepReport)
-        else (("default", report),)
+        else ((one.rungs[0] if one.rungs else "default", report),)
     )
     cost = one.cost()
     return TrackRuns(
