@@ -66,7 +66,7 @@ def test_values_and_gradients_equal_torchs_map_in_float64(kernel_build, k, m, r,
     upstream = torch.randn(k, n or m, r, dtype=torch.float64)
     constants = wy_constants(m, r, dtype=torch.float64)
     want, want_grad = _bases_and_grads(
-        lambda *ws: _OrthogonalColumns.apply(dct, constants, *ws), w.unbind(), upstream
+        lambda *ws: _OrthogonalColumns.apply(dct, constants, True, *ws), w.unbind(), upstream
     )
     got, got_grad = _bases_and_grads(
         lambda *ws: NativeOrthogonalColumns.apply(None if dct is None else dct.float(), *ws),

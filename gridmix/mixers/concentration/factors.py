@@ -148,12 +148,17 @@ class _OrthogonalColumns(torch.autograd.Function):
     A_ij``. One node for the whole basis, each step a single batched op for the k weights together
     (torch's own backward walks the r reflectors in many small kernels, and LAPACK's ``orgqr`` on a
     GPU runs matrix by matrix): about a dozen ops forward and as many backward whatever k and r.
-    ``constants`` is :func:`wy_constants` in the weights' dtype and device.
+    ``constants`` is :func:`wy_constants` in the weights' dtype and device. ``signed=False`` leaves
+    the column signs ``S`` out (:func:`symmetric_bases`).
     """
 
     @staticmethod
     def forward(
-        ctx, dct: torch.Tensor | None, constants: torch.Tensor, *weights: torch.Tensor
+        ctx,
+        dct: torch.Tensor | None,
+        constants: torch.Tensor,
+        signed: bool,
+        *weights: torch.Tensor,
     ) -> tuple[torch.Tensor, ...]:
         x = torch.stack(weights)  # (k, m, r)
         k, m, r = x.shape
@@ -166,9 +171,11 @@ class _OrthogonalColumns(torch.autograd.Function):
         # x.diagonal().int(), which turns 0.9999 into 0: AdamW's decoupled weight decay shrinks that
         # diagonal, and the columns of U would vanish. Reading only its sign keeps U orthonormal
         # under any optimiser.
-        # (k, 1, r)
-        signs = torch.where(x.diagonal(dim1=-2, dim2=-1).unsqueeze(-2) < 0, unit[1], unit[0])
-        q.mul_(signs)
+        signs = None
+        if signed:
+            # (k, 1, r)
+            signs = torch.where(x.diagonal(dim1=-2, dim2=-1).unsqueeze(-2) < 0, unit[1], unit[0])
+            q.mul_(signs)
         ctx.save_for_backward(v, t, vt, signs, dct, constants)
         return (q if dct is None else torch.matmul(dct, q)).unbind()  # (m or n, r) each
 
@@ -188,7 +195,8 @@ class _OrthogonalColumns(torch.autograd.Function):
         grad = torch.stack(grads)  # (k, n or m, r)
         if dct is not None:
             grad = torch.matmul(dct.t(), grad)  # (k, m, r): Q̄ = Dᵀ Ū
-        grad = grad.mul_(signs)  # (k, m, r): Q̄ before the column signs
+        if signs is not None:
+            grad = grad.mul_(signs)  # (k, m, r): Q̄ before the column signs
         # The gradient of V is built transposed, (k, r, m): parametrizations store the weights
         # column-major, and a gradient in its weight's layout is not copied by autograd.
         through_t = torch.bmm(torch.bmm(t, v[:, :r].mT), grad.mT)  # (k, r, m): (Q̄ V₁ Tᵀ)ᵀ
@@ -202,11 +210,14 @@ class _OrthogonalColumns(torch.autograd.Function):
         # through 1/τ = (1 + ‖A_j‖²) / 2 on the diagonal of R; only the strictly lower part is free
         diagonal = grad_r.diagonal(dim1=-2, dim2=-1).unsqueeze(-1)  # (k, r, 1)
         grad_x = grad_v_t.addcmul_(v.mT, diagonal).mul_(lower.mT).mT  # (k, m, r), column-major
-        return None, None, *grad_x.unbind()
+        return None, None, None, *grad_x.unbind()
 
 
 def orthogonal_columns(
-    *rotations: nn.Linear, dct: torch.Tensor | None = None, constants: torch.Tensor | None = None
+    *rotations: nn.Linear,
+    dct: torch.Tensor | None = None,
+    constants: torch.Tensor | None = None,
+    signed: bool = True,
 ) -> tuple[torch.Tensor, ...]:
     """The weights of ``rotations`` (each (m, r)) under their ``orthogonal(householder, no
     trivialization)`` parametrisation (checked when :class:`SymmetricFactor` registers it), each (m,
@@ -218,6 +229,7 @@ def orthogonal_columns(
     (:mod:`gridmix.mixers.concentration.ops.householder_native`). Rotations of one shape go through
     one batched call, which halves the per-step cost of a square grid's bases. ``dct`` (n, m) and
     ``constants`` (:func:`wy_constants`, built here when not given) must already be in that dtype.
+    ``signed=False``: the torch-op path leaves the column signs out (:func:`symmetric_bases`).
     """
     originals = [rotation.parametrizations.weight.original for rotation in rotations]
     dtype = torch.promote_types(originals[0].dtype, torch.float32)
@@ -227,12 +239,20 @@ def orthogonal_columns(
         return householder_native.NativeOrthogonalColumns.apply(dct, *weights)
     if constants is None:
         constants = wy_constants(*weights[0].shape, dtype=dtype, device=weights[0].device)
-    return _OrthogonalColumns.apply(dct, constants, *weights)
+    return _OrthogonalColumns.apply(dct, constants, signed, *weights)
 
 
-def symmetric_bases(factors: Sequence[SymmetricFactor]) -> list[torch.Tensor]:
+def symmetric_bases(
+    factors: Sequence[SymmetricFactor], *, signed: bool = True
+) -> list[torch.Tensor]:
     """``[f.basis() for f in factors]``, with factors of equal (length, modes, rank) computed in one
     batched call.
+
+    ``signed=False`` may leave out the column signs ``S = diag(±1)`` of torch's map: each basis is
+    then ``U`` or ``U S``, which give the same factor ``U diag(λ) Uᵀ`` bit for bit (``S`` commutes
+    with ``diag(λ)``, ``S² = I``, and a sign flip rounds nothing), so the mixer's Tucker chain
+    asks for it; the torch-op path then saves three ops forward and one backward, the native kernel
+    keeps its signs.
 
     ``U = D_n[:, :m] Q``: the dense DCT (the factor's buffer) inside the Householder node up to
     128×128, the FFT form (:func:`dct_columns`) beyond; the node's constants are the factor's buffer
@@ -246,7 +266,9 @@ def symmetric_bases(factors: Sequence[SymmetricFactor]) -> list[torch.Tensor]:
         rotations = [factors[i].rotation for i in members]
         buffers = factors[members[0]].working_buffers()
         # (n, r) each, or (m, r) without a dense DCT
-        group = orthogonal_columns(*rotations, dct=buffers["dct"], constants=buffers["wy"])
+        group = orthogonal_columns(
+            *rotations, dct=buffers["dct"], constants=buffers["wy"], signed=signed
+        )
         if buffers["dct"] is None:
             # (n, r) each
             group = dct_columns(torch.stack(group), length, buffers["twiddle"]).unbind()

@@ -300,8 +300,9 @@ class ConcentrationMixer(nn.Module):
         """:meth:`mix` in ``v``'s dtype (float32 or float64)."""
         x = v.reshape(*v.shape[:-1], self.num_heads, self.head_dim)  # (B, *grid, h, c)
         low_rank, dense = self._plan()
-        # (n_k, r_k)
-        bases = [u.to(x.dtype) for u in symmetric_bases([self.axis_factors[k] for k in low_rank])]
+        symmetric = [self.axis_factors[k] for k in low_rank]
+        # (n_k, r_k), up to column signs: U diag(λ) Uᵀ does not see them
+        bases = [u.to(x.dtype) for u in symmetric_bases(symmetric, signed=False)]
         eigenvalues = [self.axis_factors[k].eigenvalues().to(x.dtype) for k in low_rank]  # (h, r_k)
         axes = [k + 1 for k in low_rank]
         if low_rank and not dense:  # project, scale the core per head, expand: one autograd node
