@@ -275,6 +275,25 @@ def test_the_example_mixer_runs_as_the_idea_end_to_end(example_installed, tmp_pa
     assert "Not asked: the idea's mixer 'pooling' declares no mechanism analysis" in markdown
 
 
+def test_the_example_mixer_gets_its_profile_from_the_suite(example_installed, tmp_path):
+    result = CliRunner().invoke(
+        app,
+        ["suite", "--idea", "pooling", "--baselines", "global-filter", "--tracks", "recall"]
+        + ["--budget", "smoke", "--threads", "1", "--jobs", "1", "--out", str(tmp_path)],
+        env={"COLUMNS": "200"},
+    )
+    assert result.exit_code == 0, result.output
+    profile = json.loads((tmp_path / "suite.json").read_text())
+    (track,) = profile["tracks"]
+    assert [rung["rung"] for rung in track["rungs"]] == ["pairs-1", "pairs-2"]
+    for rung in track["rungs"]:
+        assert set(rung["arms"]) == {"pooling", "attention", "global-filter"}
+        assert rung["arms"]["pooling"]["n"] == 2
+    assert set(profile["aggregate"]) == {"pooling", "attention", "global-filter"}
+    assert track["params"]["pooling"] > 0 and track["flops"]["pooling"] > 0
+    assert "pooling" in (tmp_path / "suite.md").read_text()
+
+
 SMALL = {"sequence": "24", "image": "8x8", "video": "4x8x8", "mqar": "32"}
 
 
