@@ -381,3 +381,21 @@ def test_one_rung_of_a_ladder_is_one_study_at_that_rung_named_by_it(tmp_path):
     assert result.exit_code == 0, result.output
     (track,) = json.loads((tmp_path / "suite.json").read_text())["tracks"]
     assert [rung["rung"] for rung in track["rungs"]] == ["noise-1"]
+
+
+def test_the_suite_plot_gives_each_peer_its_own_colour(tmp_path):
+    from matplotlib import pyplot as plt
+
+    from gridmix.report.suite_plots import figure_suite_track
+
+    arm = dict(n=2, mean=0.5, interval=[0.4, 0.6])
+    roles = {"idea-mixer": "idea", "attention": "baseline", "peer-a": "baseline"}
+    roles |= {"peer-b": "baseline", "ablated": "ablation", "control": "control"}
+    rung = dict(rung="r", grid="4x4", arms={m: dict(arm, role=role) for m, role in roles.items()})
+    track = dict(track="t", rungs=[rung], baseline="attention", chance=0.0, ceiling=1.0)
+    figure = figure_suite_track(dict(track, direction="higher", metric="accuracy"))
+    # every mixer's errorbar container: its label and its data line
+    colours = {bars.get_label(): bars.lines[0].get_color() for bars in figure.axes[0].containers}
+    plt.close(figure)
+    assert colours["attention"] == "tab:orange" and colours["idea-mixer"] == "tab:blue"
+    assert len(set(colours.values())) == len(roles), colours

@@ -1,7 +1,9 @@
 """The suite's plot per track (``gridmix suite``): the test metric against the rung, one line per
 mixer with its 95% interval across seeds as error bars, the track's chance level and ceiling drawn;
 it draws only what :mod:`gridmix.report.suite_report` computed, in the house style of
-:mod:`gridmix.report.plots` (a colour per role, a line style per mixer, the legend outside)."""
+:mod:`gridmix.report.plots` (a colour per role, a line style per mixer, the legend outside), but for
+the peers: every mixer beside attention that is neither the idea, its ablation nor the control gets
+a colour of its own, since telling the peers apart is what the profile is for."""
 
 from __future__ import annotations
 
@@ -18,6 +20,8 @@ def figure_suite_track(track: dict) -> plt.Figure:
     rungs = track["rungs"]
     mixers = list(dict.fromkeys(m for rung in rungs for m in rung["arms"]))
     roles = {m: arm["role"] for rung in rungs for m, arm in rung["arms"].items()}
+    # a peer (a baseline other than attention) is drawn as a model without a role: a colour each
+    roles = {m: None if m != track["baseline"] and r == "baseline" else r for m, r in roles.items()}
     styles = model_styles(mixers, roles)
     fig, ax = plt.subplots(figsize=(6.4 + 2.4, 4.4), layout="constrained")
     shown = False
