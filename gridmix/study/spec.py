@@ -465,9 +465,9 @@ def study_progress(study: Study, rows: dict[str, RunRow]) -> dict[str, dict[str,
 
 def pending_models(study: Study, rows: dict[str, RunRow]) -> list[str]:
     """The model of every run the study still has to train (one entry per run): sweep runs the
-    ledger lacks (or holds failed, as they are retried), then the comparison's, counted as ``models
-    × seeds`` until the sweep chose the rates (what :func:`study_progress` counts as missing or
-    failed)."""
+    ledger lacks (or holds failed, as they are retried), then the comparison's: those the ledger
+    lacks for a model whose sweep is done (its rate is chosen, per model), and one per seed for a
+    model still sweeping (what :func:`study_progress` counts as missing or failed)."""
 
     def lacking(tasks: list[RunTask]) -> list[str]:
         return [
@@ -477,6 +477,8 @@ def pending_models(study: Study, rows: dict[str, RunRow]) -> list[str]:
         ]
 
     sweep = lacking(study.sweep_tasks())
-    if sweep:
-        return sweep + [model for model in study.models for _ in study.comparison_seeds]
-    return lacking(study.final_tasks(choose_learning_rates(study, rows)[0]))
+    sweeping = set(sweep)  # their rates, and so their comparison runs' keys, are not known yet
+    chosen = choose_learning_rates(study, rows)[0]
+    known = {model: None if model in sweeping else lr for model, lr in chosen.items()}
+    unknown = [model for model in study.models if model in sweeping for _ in study.comparison_seeds]
+    return sweep + unknown + lacking(study.final_tasks(known))
