@@ -54,11 +54,16 @@ def ray_head(tmp_path_factory):
         subprocess.run([RAY, "stop", "--force"], capture_output=True, timeout=120)
 
 
+def gridmix(*arguments):
+    """``python -m gridmix ARGUMENTS`` in a subprocess, which must exit 0."""
+    cmd = [sys.executable, "-m", "gridmix", *arguments]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
 def run(out, *extra):
-    cmd = [
-        sys.executable,
-        "-m",
-        "gridmix",
+    start = time.perf_counter()
+    gridmix(
         "run",
         "--track",
         "sequence",
@@ -70,10 +75,7 @@ def run(out, *extra):
         "--out",
         str(out),
         *extra,
-    ]
-    start = time.perf_counter()
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stdout + done.stderr
+    )
     return time.perf_counter() - start
 
 
@@ -99,10 +101,20 @@ def test_ray_run_equals_local_run(tmp_path, ray_head):
 
 
 def suite(out, *extra):
-    cmd = [sys.executable, "-m", "gridmix", "suite", "--tracks", "recall", "--rungs"]
-    cmd += ["recall=pairs-1", "--budget", "smoke", "--threads", "1", "--out", str(out), *extra]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stdout + done.stderr
+    gridmix(
+        "suite",
+        "--tracks",
+        "recall",
+        "--rungs",
+        "recall=pairs-1",
+        "--budget",
+        "smoke",
+        "--threads",
+        "1",
+        "--out",
+        str(out),
+        *extra,
+    )
 
 
 def test_ray_suite_equals_local_suite(tmp_path, ray_head):
