@@ -20,12 +20,23 @@ def ledger_rows(out) -> dict[str, float]:
         return dict(conn.execute("SELECT key, wall_s FROM runs").fetchall())
 
 
+def default_signals() -> None:
+    """The driver's stop signals at their default disposition: a test started in the background of
+    a shell without job control (``cmd &``, nohup) inherits SIGINT ignored, which gridmix keeps."""
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_DFL)
+
+
 def interrupt(out, signum: int, *, after_rows: int) -> str:
     """Start the study, send ``signum`` to its driver once the ledger holds ``after_rows`` runs,
     check that the driver and its workers are gone within :data:`STOP_S` with the resume line and
     status 128 + ``signum``; its stderr."""
     proc = subprocess.Popen(
-        command(out), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        command(out),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=default_signals,
     )
     try:
         deadline = time.monotonic() + 300
