@@ -72,8 +72,8 @@ Budgets: the global ones, but 16 epochs at ``default`` (512 steps): at the globa
 attention solved ``dist-2`` on 2 seeds of 6 in the pilots below, at 16 on all 6. The calibration at
 that budget is docs/tracks.md's (``dist-2`` and ``dist-8``, 8 seeds: attention 0.973 and 0.856,
 the idea 0.667 and 0.548, significantly below it on both).
-Pilots (one seed a run, one thread, outside the harness's
-statistics; ``python benchmarks/copy_pilot.py``: the track's data and models, the default budget's
+Pilots (one seed a run, one thread, outside the harness's statistics; ``python
+benchmarks/track_pilot.py --track copy``: the track's data and models, the default budget's
 training unless said: 1,024 training samples, 8 epochs of batch 32 (256 steps), AdamW at 3e-3,
 weight decay 0.05, warm-up and cosine; target-cell accuracy on the 2,048 target cells of 512 test
 samples, standard error 0.011 at 1/2, after each epoch; ``transformer`` on ``dist-2``, ``8x8``):

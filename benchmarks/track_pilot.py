@@ -1,9 +1,10 @@
-"""Pilot one arm of the copy track outside the study harness's statistics: train it with the default
+"""Pilot one arm of a graded track outside the study harness's statistics: train it with the default
 budget's recipe (or the options given) on one seed, one thread, and print one JSON line with the
-target-cell accuracy on the test split after every epoch.
+track's metric on the test split after every epoch.
 
-Run from the repository root, e.g. ``python benchmarks/copy_pilot.py --rung dist-2 --seed 0 --set
-embed_dim=64``; ``--model mixer:global-filter`` trains the backbone around a registered mixer."""
+Run from the repository root, e.g. ``python benchmarks/track_pilot.py --track copy --rung dist-2
+--seed 0 --set embed_dim=64``; ``--model mixer:global-filter`` trains the backbone around a
+registered mixer; ``--grid`` another grid than the rung's default."""
 
 import argparse
 import dataclasses
@@ -11,16 +12,17 @@ import json
 import time
 
 import torch
-from gridmix_tracks.copy_track import CopyTask, make_track
 
+from gridmix.core.grid import Grid
 from gridmix.study.train import train_run
 from gridmix.tracks.budget import Budget
-from gridmix.tracks.mixer_models import with_mixer_models
 from gridmix.tracks.plugin_loader import load_registry
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-parser.add_argument("--model", default="transformer", help="an arm, or mixer:NAME")
-parser.add_argument("--rung", default="dist-2")
+parser.add_argument("--track", default="copy", help="a track with a ladder")
+parser.add_argument("--model", default="", help="an arm (default: the baseline), or mixer:NAME")
+parser.add_argument("--rung", default="", help="the ladder's rung (default: the track's)")
+parser.add_argument("--grid", default="", help="default: the rung's default grid")
 parser.add_argument("--set", action="append", default=[], help="a track setting, KEY=VALUE")
 parser.add_argument("--seed", type=int, default=0)
 parser.add_argument("--lr", type=float, default=3e-3)
@@ -29,11 +31,12 @@ parser.add_argument("--n-train", type=int, default=1024)
 args = parser.parse_args()
 torch.set_num_threads(1)
 
-track = make_track(CopyTask(args.rung))
-if args.set:
-    track = track.with_settings(dict(pair.split("=", 1) for pair in args.set))
-track = with_mixer_models(track, load_registry().mixers)
-grid = track.default_grid
+settings = dict(pair.split("=", 1) for pair in args.set)
+if args.rung:
+    settings["difficulty"] = args.rung
+track = load_registry().track(args.track, settings)  # with a model around every registered mixer
+grid = Grid.parse(args.grid) if args.grid else track.default_grid
+args.model = args.model or track.matched_baseline
 spec = (
     track.model_for_mixer(args.model.removeprefix("mixer:"))
     if args.model.startswith("mixer:")
@@ -58,8 +61,9 @@ result = train_run(
 print(
     json.dumps(
         dict(
+            track=track.name,
             model=spec.name,
-            rung=args.rung,
+            rung=track.settings.get("difficulty"),
             grid=str(grid),
             set=args.set,
             seed=args.seed,
