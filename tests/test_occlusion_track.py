@@ -1,7 +1,7 @@
-"""The graded video track ``occlusion``: its generator's invariants (balanced labels, a label-blind
-marker, the answer an extrapolation of the visible frames, the hidden frames blank, the ladder and
-the distractors changing what they say), the no-mixing control and the references at chance, and
-the track on the command line."""
+"""The graded video track ``occlusion``: its generator's invariants (the answer an extrapolation of
+the visible frames and uniform over the last frame, the hidden frames blank, the ladder and the
+distractors changing what they say), the chance level a function of the grid, the no-mixing control
+at chance, and the track on the command line."""
 
 from __future__ import annotations
 
@@ -12,12 +12,13 @@ import numpy as np
 import pytest
 import tomllib
 import torch
-from gridmix_tracks import occlusion
-from gridmix_tracks.occlusion import DISTRACTOR, MARKER, TARGET, OcclusionTask
-from scipy.stats import chi2_contingency
+from gridmix_tracks import common, occlusion
+from gridmix_tracks.common import IGNORE
+from gridmix_tracks.occlusion import DISTRACTOR, TARGET, OcclusionTask
+from scipy.stats import chisquare
 from typer.testing import CliRunner
 
-from gridmix.analysis.references import naive_references
+from gridmix.analysis.references import chance_level, naive_references
 from gridmix.cli import app
 from gridmix.core.grid import Grid
 from gridmix.tracks import DataSizes
@@ -25,52 +26,78 @@ from tests.installed import install
 from tests.test_graded_tracks import train_briefly
 
 
-def extrapolated_labels(clips: np.ndarray, hidden: int) -> np.ndarray:
+def extrapolated_answers(clips: np.ndarray) -> np.ndarray:
     """Each clip's answer from its pixels alone: the target (the one pixel of value 1) in the first
-    two frames gives its velocity modulo the frame; is its cell after ``T - 1`` steps the marker's?
-    clips (S, T, H, W)."""
+    two frames gives its velocity modulo the frame; its cell after ``T - 1`` steps, as an index
+    into the last frame. clips (S, T, H, W) → (S,)."""
     S, T, H, W = clips.shape
-    labels = []
+    answers = []
     for clip in clips:
         (first,), (second,) = (np.argwhere(clip[t] == TARGET) for t in (0, 1))
-        final = (first + (T - 1) * (second - first)) % (H, W)
-        (marker,) = np.argwhere(clip[T - 1] == MARKER)
-        labels.append(int((final == marker).all()))
-    return np.array(labels)
+        row, column = (first + (T - 1) * (second - first)) % (H, W)
+        answers.append(row * W + column)
+    return np.array(answers)
 
 
-@pytest.mark.parametrize("grid", ["8x8x8", "9x5x6"])
+@pytest.mark.parametrize("grid", ["8x8x8", "9x5x6", "default"])
 @pytest.mark.parametrize("distractors", [0, 2])
 @pytest.mark.parametrize("rung", list(occlusion.LADDER))
-def test_the_label_is_the_extrapolated_target_at_the_marker(grid, distractors, rung):
+def test_the_answer_is_the_extrapolated_target(grid, distractors, rung):
     task = OcclusionTask(rung, distractors)
-    split = task.generate(np.random.default_rng(2), 300, Grid.parse(grid))
-    clips, labels = split.inputs[:, 0].numpy(), split.targets.numpy()
-    assert (extrapolated_labels(clips, task.hidden) == labels).all()
+    grid = task.default_grid() if grid == "default" else Grid.parse(grid)
+    split = task.generate(np.random.default_rng(2), 300, grid)
+    clips, answers = split.inputs[:, 0].numpy(), split.targets.numpy()  # (S, T, H, W) both
+    assert (answers[:, :-1] == IGNORE).all()  # only the last frame's cells are asked
+    last = answers[:, -1].reshape(len(answers), -1)  # (S, H·W)
+    assert set(np.unique(last)) == {0, 1} and (last.sum(axis=1) == 1).all()
+    assert (last.argmax(axis=1) == extrapolated_answers(clips)).all()
 
 
 @pytest.mark.parametrize("rung", list(occlusion.LADDER))
-def test_the_hidden_frames_hide_every_object_and_the_last_holds_only_the_marker(rung):
+def test_the_hidden_frames_hide_every_object(rung):
     task = OcclusionTask(rung, distractors=2)
     clips = task.generate(np.random.default_rng(0), 200, Grid((8, 8, 8))).inputs[:, 0].numpy()
     visible = 8 - occlusion.LADDER[rung]
-    assert (clips[:, :visible] >= 0).all()  # no marker before the last frame
     assert ((clips[:, :visible] == TARGET).sum(axis=(2, 3)) == 1).all()  # one target per frame
-    assert not clips[:, visible:-1].any()  # the hidden frames before the last are blank
-    last = clips[:, -1].reshape(len(clips), -1)  # (S, H·W)
-    assert ((last == MARKER).sum(axis=1) == 1).all() and ((last == 0).sum(axis=1) == 63).all()
+    assert not clips[:, visible:].any()  # the hidden frames, the last among them, are blank
 
 
 def test_the_ladder_hides_k_frames_of_the_same_motion():
     grid, blank = Grid((8, 8, 8)), {}
     for rung, k in occlusion.LADDER.items():
-        clips = OcclusionTask(rung).generate(np.random.default_rng(5), 50, grid).inputs[:, 0]
+        split = OcclusionTask(rung).generate(np.random.default_rng(5), 50, grid)
+        clips = split.inputs[:, 0]  # (S, T, H, W)
         blank[rung] = set((clips.flatten(2) == 0).all(dim=2).sum(dim=1).tolist())  # (S,) frames
         if rung == "hidden-1":
-            first = clips
+            first, answers = clips, split.targets
         # the same seed draws the same objects: the rung only hides more of their motion
         assert torch.equal(clips[:, : 8 - k], first[:, : 8 - k])
-    assert blank == {"hidden-1": {0}, "hidden-2": {1}, "hidden-4": {3}, "hidden-6": {5}}
+        assert torch.equal(split.targets, answers)
+    assert blank == {"hidden-1": {1}, "hidden-2": {2}, "hidden-4": {4}, "hidden-6": {6}}
+
+
+def test_each_rung_defaults_to_three_visible_frames_of_a_prime_side():
+    grids = {
+        rung: str(occlusion.make_track(OcclusionTask(rung)).default_grid)
+        for rung in occlusion.LADDER
+    }
+    assert grids == {
+        "hidden-1": "4x7x7",
+        "hidden-2": "5x7x7",
+        "hidden-4": "7x7x7",
+        "hidden-6": "9x7x7",
+    }
+
+
+@pytest.mark.parametrize("rung", list(occlusion.LADDER))
+def test_on_the_default_grid_no_two_velocities_end_on_one_cell(rung):
+    """No shortcut by aliasing: from the last sight, ``k`` steps of two different velocities end on
+    different cells of the 7x7 frame (on 8x8, ``hidden-4``'s 4 steps end on 4 cells only)."""
+    task = OcclusionTask(rung)
+    _, H, W = task.default_grid().shape
+    ends = {tuple(v) for v in (task.hidden * occlusion.VELOCITIES) % (H, W)}
+    assert len(ends) == len(occlusion.VELOCITIES) == 24
+    assert len({tuple(v) for v in (4 * occlusion.VELOCITIES) % (8, 8)}) == 4
 
 
 def test_distractors_are_the_other_objects():
@@ -86,20 +113,34 @@ def test_distractors_are_the_other_objects():
 
 
 @pytest.mark.parametrize("distractors", [0, 2])
-def test_labels_are_balanced_and_the_marker_is_label_blind(distractors):
-    """A positive clip's marker (the target's final cell) and a negative clip's (the decoy) are
-    both uniform over the frame: a contingency test of their cells finds no difference."""
+def test_the_answer_is_uniform_over_the_last_frame(distractors):
+    """The chance level 1/(H·W) rests on it: a goodness-of-fit test finds no departure."""
     split = OcclusionTask("hidden-2", distractors).generate(
-        np.random.default_rng(1), 12_801, Grid((8, 8, 8))
+        np.random.default_rng(1), 12_800, Grid((4, 8, 8))
     )
-    labels = split.targets.numpy()
-    assert labels.sum() == 6400  # an odd split has one more negative
-    last = split.inputs[:, 0, -1].flatten(1).numpy()  # (S, 64)
-    cells = (last == MARKER).argmax(axis=1)  # (S,)
-    table = np.stack([np.bincount(cells[labels == y], minlength=64) for y in (0, 1)])
-    assert chi2_contingency(table).pvalue > 0.001
-    # the rarest and the commonest marker cell of each label stay within a uniform spread
-    assert table.min() > 100 - 45 and table.max() < 100 + 45
+    cells = split.targets[:, -1].flatten(1).argmax(dim=1).numpy()  # (S,)
+    counts = np.bincount(cells, minlength=64)
+    assert chisquare(counts).pvalue > 0.001
+    assert counts.min() > 200 - 60 and counts.max() < 200 + 60
+
+
+def test_the_loss_and_metric_choose_among_the_asked_cells_only():
+    """A softmax over the last frame's cells: logits elsewhere, however large, change nothing."""
+    targets = torch.full((2, 2, 2), IGNORE)  # (S, T, H): two clips of 2 frames of 2 cells
+    targets[:, -1] = torch.tensor([[0, 1], [1, 0]])  # answers: cell 3, then cell 2
+    logits = torch.tensor([[9.0, 9.0, 0.0, 2.0], [9.0, 9.0, 0.0, 2.0]])[..., None]  # (S, N, 1)
+    assert common.cell_choice_accuracy(logits, targets) == 0.5
+    expected = torch.nn.functional.cross_entropy(
+        torch.tensor([[0.0, 2.0], [0.0, 2.0]]), torch.tensor([1, 0])
+    )
+    assert torch.allclose(common.cell_choice_cross_entropy(logits, targets), expected)
+
+
+def test_the_chance_level_is_one_cell_of_the_frame():
+    track = occlusion.make_track()
+    sizes = DataSizes(n_train=8, n_val=8, n_test=8)
+    assert chance_level(track, track.default_grid, sizes) == 1 / 49
+    assert chance_level(track, Grid((5, 6, 4)), sizes) == 1 / 24
 
 
 def test_refusals_are_one_line():
@@ -124,20 +165,16 @@ def test_refusals_are_one_line():
     assert track.supports(Grid((8, 7, 6))) is None  # back at its start on one axis only
 
 
-def test_the_control_and_the_references_are_at_chance(one_thread):
-    """Every token is label-blind: the no-mixing control and the references (majority class,
-    logistic probe, 1-NN on the pixels) stay at chance on the lowest and the highest rung, with no
-    distractor (the fewest distinct clips for 1-NN to match) and with the default one."""
-    grid, sizes = Grid((8, 8, 8)), DataSizes(n_train=512, n_val=64, n_test=512)
-    for rung, distractors in (("hidden-1", 0), ("hidden-1", 1), ("hidden-6", 1)):
-        track = occlusion.make_track(OcclusionTask(rung, distractors))
-        references = naive_references(track, grid, sizes)
-        # 512 balanced test clips: a guess's accuracy has standard error 0.022
-        for name, value in references["values"].items():
-            assert abs(value - 0.5) < 0.07, (rung, distractors, name, value)
-    data = track.make_data(grid, 0, sizes)
-    accuracy = train_briefly(track.control.build(grid), data, track, epochs=2)
-    assert abs(accuracy - 0.5) < 0.07, accuracy
+@pytest.mark.parametrize("rung", ["hidden-1", "hidden-4"])
+def test_the_control_is_at_chance(one_thread, rung):
+    """Every last-frame token is blank: the no-mixing control finds the answer no more often than
+    1 in 49 after a short training; the references fit whole-sample targets only."""
+    track = occlusion.make_track(OcclusionTask(rung, distractors=0))
+    grid, sizes = track.default_grid, DataSizes(n_train=512, n_val=64, n_test=1024)
+    assert naive_references(track, grid, sizes) == {"kind": "none", "values": {}}
+    accuracy = train_briefly(track.control.build(grid), track.make_data(grid, 0, sizes), track, 2)
+    # 1024 answers at chance 1/49: the standard error is about 0.0044
+    assert accuracy < 1 / 49 + 0.015, accuracy
 
 
 # ---------------------------------------------------------------- the command line

@@ -324,7 +324,10 @@ def test_build_registry_reads_only_the_environment_it_is_given():
             dict(supports=lambda grid: "too short"),
             "its own default_grid 8 is unsupported: too short",
         ),
-        (dict(chance="half"), "chance 'half'; expected None or a finite number"),
+        (
+            dict(chance="half"),
+            "chance 'half'; expected None or a finite number or a function of the grid",
+        ),
         (dict(ceiling=float("nan")), "ceiling nan; expected None or a finite number"),
         (
             dict(default_models=("base", "vit")),

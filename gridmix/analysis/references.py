@@ -165,12 +165,13 @@ def training_mean_forecast(track: Track, train: Split, test: Split) -> tuple[tor
 
 
 def chance_level(track: Track, grid: Grid, sizes: DataSizes) -> float | None:
-    """The study's chance level: the track's :attr:`~gridmix.tracks.Track.chance`, or, where the
+    """The study's chance level: the track's :attr:`~gridmix.tracks.Track.chance` (its value on
+    ``grid`` where it is a function of the grid), or, where the
     track declares its ``training_mean``, the training-mean reference's value, the track's metric of
     that mean forecast on the test windows of the fixed split (those every arm is tested on), so the
     report names one number for both."""
     if track.training_mean is None:
-        return track.chance
+        return track.chance(grid) if callable(track.chance) else track.chance
     data = track.make_data(grid, 0, sizes)
     forecast, _ = training_mean_forecast(track, data.train, data.test)  # (S, H)
     return float(track.metric(forecast.to(torch.float32), data.test.targets))

@@ -312,8 +312,9 @@ class Track:
         supports: ``grid → None`` when the track can generate data on ``grid``, else a one-line
             reason (e.g. an axis too short for the task); :meth:`check_grid` applies it.
         chance: the metric's floor, the value a model reaches without learning (accuracy 0.5 on a
-            balanced binary task; for MSE, e.g. the targets' variance); ``None`` when the track has
-            none or declares ``training_mean`` instead.
+            balanced binary task; for MSE, e.g. the targets' variance), or a function of the grid
+            (``grid → float``) where the floor depends on it (``occlusion``: 1/(H·W)); ``None`` when
+            the track has none or declares ``training_mean`` instead.
         training_mean: for a forecasting track cut from one series (``fixed_split``), the mean of
             the series' training part in the targets' units (0 where the track standardises by it).
             The training-mean reference forecasts it for every step, and the study's chance level is
@@ -387,7 +388,7 @@ class Track:
     matched_baseline: str
     budget_overrides: dict[str, dict] = field(default_factory=dict)
     supports: Callable[[Grid], str | None] = lambda grid: None
-    chance: float | None = None
+    chance: float | Callable[[Grid], float] | None = None
     ceiling: float | None = None
     training_mean: float | None = None
     default_models: tuple[str, ...] = ()
@@ -483,12 +484,17 @@ class Track:
             raise self._fail(f"direction {self.direction!r}; expected one of {DIRECTIONS}")
         for attribute in ("chance", "ceiling", "training_mean"):
             value = getattr(self, attribute)
+            if attribute == "chance" and callable(value):
+                continue
             if value is not None and (
                 isinstance(value, bool)
                 or not isinstance(value, (int, float))
                 or not float("-inf") < value < float("inf")
             ):
-                raise self._fail(f"{attribute} {value!r}; expected None or a finite number")
+                raise self._fail(
+                    f"{attribute} {value!r}; expected None or a finite number"
+                    + (" or a function of the grid" if attribute == "chance" else "")
+                )
         if self.training_mean is not None and (self.chance is not None or not self.fixed_split):
             raise self._fail(
                 f"training_mean {self.training_mean!r} with chance {self.chance!r} and fixed_split "

@@ -77,6 +77,28 @@ def cell_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Ten
     return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE)
 
 
+def cell_choice_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Which asked cell is the answer: a softmax over each sample's asked cells (targets not
+    ``IGNORE``) of the one logit per cell, against the cell whose target is 1; logits (S, N, 1),
+    targets (S, *grid) with exactly one 1 among the asked cells of a sample."""
+    scores, answer = _choice(logits, targets)  # (S, N), (S,)
+    return F.cross_entropy(scores, answer)
+
+
+def cell_choice_accuracy(logits: torch.Tensor, targets: torch.Tensor) -> float:
+    """Fraction of samples whose highest-logit asked cell is the answer (see
+    :func:`cell_choice_cross_entropy`)."""
+    scores, answer = _choice(logits, targets)  # (S, N), (S,)
+    return (scores.argmax(dim=-1) == answer).float().mean().item()
+
+
+def _choice(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The logits of the asked cells, -inf elsewhere (S, N), and each sample's answer cell (S,)."""
+    targets = targets.flatten(1)  # (S, N)
+    scores = logits[..., 0].masked_fill(targets == IGNORE, float("-inf"))  # (S, N)
+    return scores, (targets == 1).int().argmax(dim=-1)  # (S, N), (S,)
+
+
 def cell_accuracy(logits: torch.Tensor, targets: torch.Tensor) -> float:
     """Fraction of the asked cells (targets not ``IGNORE``) whose arg-max logit is the target:
     logits (S, N, K), targets (S, *grid)."""

@@ -132,33 +132,24 @@ def draw_copy(task: CopyTask, grid: Grid, path: str | Path) -> None:
     save(fig, path)
 
 
-def occlusion_row(
-    axes, task: OcclusionTask, grid: Grid, rng: np.random.Generator, label: int
-) -> None:
-    """One generated ``occlusion`` clip of ``label`` along ``axes`` (T of them, one a frame): the
-    target black, distractors grey, hidden frames shaded, the marker a red cross in the last frame
-    and a blue ring where the hidden target is there."""
-    from gridmix_tracks.occlusion import MARKER, TARGET  # here: occlusion imports this module
-
-    T, H, W = grid.shape
-    split = task.generate(rng, 2, grid)  # one clip of each label
-    pick = split.targets.argmax() if label else split.targets.argmin()
-    clip = split.inputs[int(pick), 0].numpy()  # (T, H, W)
-    (start,) = np.argwhere(clip[0] == TARGET)  # frames 0 and 1 are always visible
-    (after,) = np.argwhere(clip[1] == TARGET)
-    final = (start + (T - 1) * (after - start)) % (H, W)
+def occlusion_row(axes, task: OcclusionTask, grid: Grid, rng: np.random.Generator) -> None:
+    """One generated ``occlusion`` clip along ``axes`` (T of them, one a frame): the target black,
+    distractors grey, hidden frames shaded, and a blue ring at the answer, the hidden target's
+    cell in the last frame."""
+    T = grid.shape[0]
+    split = task.generate(rng, 1, grid)
+    clip = split.inputs[0, 0].numpy()  # (T, H, W)
+    (answer,) = np.argwhere(split.targets[0, -1].numpy() == 1)
     for t, ax in enumerate(axes):
         hidden = t >= T - task.hidden
-        ax.imshow(np.where(clip[t] == MARKER, 0.0, clip[t]), cmap="gray_r", vmin=0, vmax=1)
+        ax.imshow(clip[t], cmap="gray_r", vmin=0, vmax=1)
         if hidden:
-            ax.imshow(np.ones((H, W)), cmap="Greys", vmin=0, vmax=8, alpha=0.6)
+            ax.imshow(np.ones(clip[t].shape), cmap="Greys", vmin=0, vmax=8, alpha=0.6)
         if t == T - 1:
-            (marker,) = np.argwhere(clip[t] == MARKER)
-            ax.plot(marker[1], marker[0], "rx", markersize=11, mew=2.5)
-            ax.plot(final[1], final[0], "o", mfc="none", mec="tab:blue", markersize=14, mew=2)
+            ax.plot(answer[1], answer[0], "o", mfc="none", mec="tab:blue", markersize=14, mew=2)
         ax.set_title(f"t={t}" + (" hidden" if hidden else ""), fontsize=8)
         _bare(ax)
-    axes[0].set_ylabel(f"{task.difficulty}\nlabel {label}", fontsize=10)
+    axes[0].set_ylabel(task.difficulty, fontsize=10)
 
 
 def draw_recall(task: GridRecallTask, grid: Grid, path: str | Path) -> None:
@@ -190,21 +181,21 @@ def draw_pathfinder(task: PathfinderTask, grid: Grid, path: str | Path) -> None:
 
 def draw_occlusion(task: OcclusionTask, grid: Grid, path: str | Path) -> None:
     """:data:`SAMPLES` generated ``occlusion`` clips of ``task`` on ``grid``, one a row (a panel a
-    frame), labels 1, 0, 1, 0, into the PNG ``path``."""
+    frame), into the PNG ``path``."""
     grid = Grid.parse(grid)
     fig, axes = figure(SAMPLES, grid[0], (1.6, 1.9))
     rng = np.random.default_rng(SEED)
-    for index, row in enumerate(axes):
-        occlusion_row(row, task, grid, rng, 1 - index % 2)
-    fig.suptitle(occlusion_title(grid, task.distractors), fontsize=10)
+    for row in axes:
+        occlusion_row(row, task, grid, rng)
+    fig.suptitle(occlusion_title(str(grid), task.distractors), fontsize=10)
     save(fig, path)
 
 
-def occlusion_title(grid: Grid, distractors: int) -> str:
-    """What an occlusion picture's marks mean."""
+def occlusion_title(where: str, distractors: int) -> str:
+    """What an occlusion picture's marks mean; ``where``: its grid (``3x8x8``)."""
     return (
-        f"occlusion ({grid}, {distractors} distractor{'s' * (distractors != 1)}): target black, "
-        "distractor grey, marker red x; blue ring: where the hidden target is in the last frame"
+        f"occlusion ({where}, {distractors} distractor{'s' * (distractors != 1)}): target black, "
+        "distractor grey; blue ring: the answer, where the hidden target is in the last frame"
     )
 
 

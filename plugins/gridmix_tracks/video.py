@@ -177,6 +177,7 @@ class VideoModels:
     """The video models; ``specs()`` gives their ModelSpecs."""
 
     num_classes: int = 2
+    readout: str = "mean"
     backbone: BackboneConfig = BackboneConfig(embed_dim=32, depth=2, num_heads=2, mlp_ratio=2.0)
     # Near the averaging operator on every axis: the clip's mean, which tells the label, shows at
     # step 0 as in attention's uniform start (docs/mixer.md, "Where the mixer starts").
@@ -198,7 +199,7 @@ class VideoModels:
             num_outputs=self.num_classes,
             backbone=backbone,
             attn_layer=attn_layer,
-            readout="mean",
+            readout=self.readout,
         )
 
     def backbone_spec(self) -> Backbone:
@@ -209,7 +210,8 @@ class VideoModels:
     def specs(self) -> tuple[ModelSpec, ...]:
         """The track's models, each built around a registered mixer (``Backbone.model``)."""
         backbone = self.backbone_spec()
-        size = network_size(self.backbone, "mean-pool head")
+        head = "mean-pool head" if self.readout == "mean" else "per-token head"
+        size = network_size(self.backbone, head)
         divided = backbone.model(
             "divided-attention",
             BUILTIN["divided-attention"],
