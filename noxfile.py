@@ -33,12 +33,26 @@ def lint(session: nox.Session) -> None:
     session.run("ruff", "check", ".")
 
 
-def _small_grids(default_grid: str) -> str:
-    """The track's default grid and its half along every axis (never below 2): the CI scaling
-    points."""
+# prints the first of the grids argv[2:] that the track argv[1] accepts, or nothing
+FIRST_ACCEPTED = """
+import sys
+from gridmix.core.grid import Grid
+from gridmix.tracks.plugin_loader import load_registry
+track = load_registry().track(sys.argv[1])
+print(next((g for g in sys.argv[2:] if track.supports(Grid.parse(g)) is None), ""))
+"""
+
+
+def _small_grids(session: nox.Session, track: dict) -> str:
+    """The CI scaling points: a smaller grid the track accepts (its default grid halved along every
+    axis, never below 2, else three quarters of it) and its default grid."""
+    default_grid = track["default_grid"]
     sizes = [int(n) for n in default_grid.split("x")]
-    half = "x".join(str(max(2, n // 2)) for n in sizes)
-    return ",".join(dict.fromkeys([half, default_grid]))
+    smaller = ["x".join(str(max(2, n * part // 4)) for n in sizes) for part in (2, 3)]
+    accepted = session.run(
+        "python", "-c", FIRST_ACCEPTED, track["name"], *smaller, silent=True
+    ).strip()
+    return ",".join(dict.fromkeys([g for g in (accepted, default_grid) if g]))
 
 
 @nox.session
@@ -84,7 +98,7 @@ def bench(session: nox.Session) -> None:
                     "--track",
                     name,
                     "--grids",
-                    _small_grids(track["default_grid"]),
+                    _small_grids(session, track),
                     "--repeats",
                     "2",
                     "--out",
