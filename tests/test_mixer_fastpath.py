@@ -16,7 +16,7 @@ from gridmix.mixers.concentration.factors import (
     _DENSE_DCT_MAX,
     CausalFactor,
     _split_constants,
-    _wy_factor,
+    _wy_inverse_factor,
     dct_columns,
     orthogonal_columns,
     symmetric_bases,
@@ -113,7 +113,9 @@ def test_wy_form_equals_lapack_for_exact_reflections(m, r):
     tau = 2.0 / (1.0 + (a * a).sum(0))  # the parametrisation's reflections
     eye, _, half, _ = _split_constants(wy_constants(m, r, dtype=torch.float64), m)
     v = a + eye
-    wy = eye - v @ _wy_factor(v[None], half, eye[:r])[0] @ v[:r].t()
+    inverse_t = _wy_inverse_factor(v[None], half)[0]  # R = T⁻¹
+    t_v1 = torch.linalg.solve_triangular(inverse_t, v[:r].t(), upper=True)
+    wy = eye - v @ t_v1  # E − V T V₁ᵀ
     torch.testing.assert_close(wy, torch.linalg.householder_product(a, tau), **F64)
 
 

@@ -122,16 +122,15 @@ def _split_constants(constants: torch.Tensor, m: int) -> tuple[torch.Tensor, ...
     return constants.split([m, m, r, 2])
 
 
-def _wy_factor(v: torch.Tensor, half: torch.Tensor, identity: torch.Tensor) -> torch.Tensor:
-    """``T`` (k, r, r) of the compact-WY form ``H_1⋯H_r = I − V T Vᵀ`` of the exact reflectors
-    ``H_i = I − τ_i v_i v_iᵀ``, ``τ_i = 2 / ‖v_i‖²``, of ``V`` (k, m, r) with a unit diagonal.
+def _wy_inverse_factor(v: torch.Tensor, half: torch.Tensor) -> torch.Tensor:
+    """``R = T⁻¹`` (k, r, r), upper triangular, of the compact-WY form ``H_1⋯H_r = I − V T Vᵀ`` of
+    the exact reflectors ``H_i = I − τ_i v_i v_iᵀ``, ``τ_i = 2 / ‖v_i‖²``, of ``V`` (k, m, r) with a
+    unit diagonal.
 
-    ``T⁻¹ = R = diag(1/τ) + striu(VᵀV)`` (Schreiber & Van Loan 1989, Puglisi 1992) and ``1/τ_j =
-    (VᵀV)_jj / 2``, so ``R = VᵀV ⊙ half``; then one triangular solve against ``identity`` (r, r).
-    ``half`` and ``identity`` come from :func:`wy_constants`.
+    ``R = diag(1/τ) + striu(VᵀV)`` (Schreiber & Van Loan 1989, Puglisi 1992) and ``1/τ_j =
+    (VᵀV)_jj / 2``, so ``R = VᵀV ⊙ half`` (``half`` from :func:`wy_constants`).
     """
-    inverse = torch.bmm(v.mT, v).mul_(half)  # (k, r, r)
-    return torch.linalg.solve_triangular(inverse, identity.expand_as(inverse), upper=True)
+    return torch.bmm(v.mT, v).mul_(half)  # (k, r, r)
 
 
 class _OrthogonalColumns(torch.autograd.Function):
@@ -140,14 +139,15 @@ class _OrthogonalColumns(torch.autograd.Function):
 
     torch's map is ``A = tril(x, −1)``, ``τ = 2 / (1 + ‖A_j‖²)`` (exact reflections), ``Q =
     householder_product(A, τ) · diag(signs)``; with a DCT ``D`` (n, m) each output is ``D Q`` (n,
-    r). Here the same ``Q`` (to float round-off) comes from the WY form ``Q = (E − V T V₁ᵀ) S``
-    (``V = A + E``, ``E = I[:, :r]``, ``V₁`` its first r rows, ``T = R⁻¹`` as in
-    :func:`_wy_factor`, ``S`` the signs) in a few batched GEMMs and one triangular solve, and ``T``
-    is kept for the backward: ``∂V = −Q̄ V₁ Tᵀ − E (Q̄ᵀ V T) + V (R̄ᵤ + R̄ᵤᵀ)`` with ``R̄ = Tᵀ Vᵀ
-    Q̄ V₁ Tᵀ`` (ᵤ: strictly upper), and through ``1/τ_j = (1 + ‖A_j‖²) / 2``: ``∂A_ij += R̄_jj
-    A_ij``. One node for the whole basis, each step a single batched op for the k weights together
-    (torch's own backward walks the r reflectors in many small kernels, and LAPACK's ``orgqr`` on a
-    GPU runs matrix by matrix): about a dozen ops forward and as many backward whatever k and r.
+    r). Here the same ``Q`` (to float round-off) comes from the WY form ``Q = (E − V X) S`` (``V = A
+    + E``, ``E = I[:, :r]``, ``X = T V₁ᵀ`` from one triangular solve against ``R = T⁻¹``
+    (:func:`_wy_inverse_factor``), ``V₁`` the first r rows of ``V``, ``S`` the signs), and ``D Q =
+    D E − (D V) X``. With ``A = Dᵀ Ū S`` (``Q̄``), ``Y = Vᵀ A`` and ``Z = R⁻ᵀ Y`` (a second solve)
+    the backward is ``∂V = V (P + Pᵀ) − A Xᵀ − E Zᵀ`` with ``P = (Z Xᵀ) ⊙ half`` (through ``R``,
+    whose diagonal ``(VᵀV)_jj / 2`` carries ``1/τ_j``), masked to the strictly lower part (the free
+    parameters). One node for the whole basis, each step a single batched op for the k weights
+    together (torch's own backward walks the r reflectors in many small kernels, and LAPACK's
+    ``orgqr`` on a GPU runs matrix by matrix): 7 ops forward and 11 backward whatever k and r.
     ``constants`` is :func:`wy_constants` in the weights' dtype and device. ``signed=False`` leaves
     the column signs ``S`` out (:func:`symmetric_bases`).
     """
@@ -164,9 +164,13 @@ class _OrthogonalColumns(torch.autograd.Function):
         k, m, r = x.shape
         eye, lower, half, unit = _split_constants(constants, m)
         v = torch.addcmul(eye, x, lower)  # (k, m, r): V = tril(x, −1) + E, the reflectors
-        t = _wy_factor(v, half, eye[:r])  # (k, r, r)
-        vt = torch.bmm(v, t)  # (k, m, r): V T
-        q = torch.baddbmm(eye, vt, v[:, :r].mT, alpha=-1)  # (k, m, r): E − V T V₁ᵀ
+        inverse_t = _wy_inverse_factor(v, half)  # (k, r, r): R = T⁻¹
+        # (k, r, r): X = T V₁ᵀ
+        t_v1 = torch.linalg.solve_triangular(inverse_t, v[:, :r].mT, upper=True)
+        if dct is None:
+            q = torch.baddbmm(eye, v, t_v1, alpha=-1)  # (k, m, r): E − V X
+        else:  # (k, n, r): D E − (D V) X
+            q = torch.baddbmm(dct[:, :r], torch.bmm(dct.expand(k, -1, -1), v), t_v1, alpha=-1)
         # The diagonal of x holds the column signs ±1 and gets no gradient. torch's map reads it as
         # x.diagonal().int(), which turns 0.9999 into 0: AdamW's decoupled weight decay shrinks that
         # diagonal, and the columns of U would vanish. Reading only its sign keeps U orthonormal
@@ -176,8 +180,8 @@ class _OrthogonalColumns(torch.autograd.Function):
             # (k, 1, r)
             signs = torch.where(x.diagonal(dim1=-2, dim2=-1).unsqueeze(-2) < 0, unit[1], unit[0])
             q.mul_(signs)
-        ctx.save_for_backward(v, t, vt, signs, dct, constants)
-        return (q if dct is None else torch.matmul(dct, q)).unbind()  # (m or n, r) each
+        ctx.save_for_backward(v, inverse_t, t_v1, signs, dct, constants)
+        return q.unbind()  # (m or n, r) each
 
     @staticmethod
     @once_differentiable
@@ -189,27 +193,24 @@ class _OrthogonalColumns(torch.autograd.Function):
 
     @staticmethod
     def _backward(ctx, *grads: torch.Tensor):
-        v, t, vt, signs, dct, constants = ctx.saved_tensors
+        v, inverse_t, t_v1, signs, dct, constants = ctx.saved_tensors
         k, m, r = v.shape
-        eye, lower, _, _ = _split_constants(constants, m)
+        _, lower, half, _ = _split_constants(constants, m)
         grad = torch.stack(grads)  # (k, n or m, r)
-        if dct is not None:
-            grad = torch.matmul(dct.t(), grad)  # (k, m, r): Q̄ = Dᵀ Ū
         if signs is not None:
-            grad = grad.mul_(signs)  # (k, m, r): Q̄ before the column signs
+            grad = grad.mul_(signs)  # (k, n or m, r): before the column signs
+        if dct is not None:
+            grad = torch.bmm(dct.t().expand(k, -1, -1), grad)  # (k, m, r): A = Q̄ = Dᵀ Ū
+        # (k, r, r): Z = R⁻ᵀ Vᵀ A; through X = R⁻¹ V₁ᵀ, ∂V₁ᵀ = −Z and ∂R = Z Xᵀ
+        z = torch.linalg.solve_triangular(inverse_t.mT, torch.bmm(v.mT, grad), upper=False)
+        # (k, r, r): P, the part of ∂R that reaches VᵀV (its upper triangle, the diagonal halved)
+        p = torch.bmm(z, t_v1.mT).mul_(half)
         # The gradient of V is built transposed, (k, r, m): parametrizations store the weights
         # column-major, and a gradient in its weight's layout is not copied by autograd.
-        through_t = torch.bmm(torch.bmm(t, v[:, :r].mT), grad.mT)  # (k, r, m): (Q̄ V₁ Tᵀ)ᵀ
-        # (k, r, r): ∂L/∂R = −Tᵀ T̄ Tᵀ = Tᵀ Vᵀ Q̄ V₁ Tᵀ (T̄ = −Vᵀ Q̄ V₁)
-        grad_r = torch.bmm(vt.mT, through_t.mT)
-        upper = grad_r.triu(1)
-        # through V in V T V₁ᵀ, and through striu(VᵀV) (the bracket is symmetric)
-        grad_v_t = torch.baddbmm(through_t, upper + upper.mT, v.mT, beta=-1)  # (k, r, m)
-        # through V₁: Q̄ᵀ V T, in the first r rows of ∂V
-        grad_v_t = torch.baddbmm(grad_v_t, torch.bmm(vt.mT, grad), eye.mT.expand(k, r, m), alpha=-1)
-        # through 1/τ = (1 + ‖A_j‖²) / 2 on the diagonal of R; only the strictly lower part is free
-        diagonal = grad_r.diagonal(dim1=-2, dim2=-1).unsqueeze(-1)  # (k, r, 1)
-        grad_x = grad_v_t.addcmul_(v.mT, diagonal).mul_(lower.mT).mT  # (k, m, r), column-major
+        # (k, r, m): through VᵀV, and through V in E − V X (−X Aᵀ)
+        grad_v_t = torch.baddbmm(torch.bmm(p + p.mT, v.mT), t_v1, grad.mT, alpha=-1)
+        grad_v_t[:, :, :r].sub_(z)  # through V₁ᵀ in X
+        grad_x = grad_v_t.mul_(lower.mT).mT  # (k, m, r), column-major: only the strictly lower part
         return None, None, None, *grad_x.unbind()
 
 

@@ -3,7 +3,7 @@ DCT and its gradient.
 
 :class:`gridmix.mixers.concentration.factors._OrthogonalColumns` computes ``U = D Q`` from the
 Householder weights in torch ops, in the compact-WY form (batched GEMMs, a triangular solve, masks:
-about a dozen ops each way, the path a GPU runs); before it took that form, LAPACK's ``orgqr``
+7 ops forward and 11 backward, the path a GPU runs); before it took that form, LAPACK's ``orgqr``
 forward and about sixty small ops backward cost about 0.4 ms per step for a 64x64 grid's two bases
 on a 2-core CPU, most of it the per-op cost. The C kernel (``householder_native.c``, built
 with the other kernels by :mod:`gridmix.mixers.concentration.ops.native_build`) applies the ``r``

@@ -6,7 +6,8 @@ Applied in Tucker form it projects each axis onto its basis, ``x ×_k U_kᵀ`` (
 the core by the per-head eigenvalues ``Π_k λ_k[h, ρ_k]``, and expands each axis back, ``x ×_k U_k``.
 :func:`tucker` runs that chain (or its project-only / scale-and-expand halves, when dense per-head
 factors must act on the core in between) as a single autograd node with a hand-written backward: two
-GEMMs per mode product (input and basis gradient) and one fused pass for the eigenvalue gradients.
+GEMMs per mode product (input and basis gradient), and the eigenvalue gradients from one reduced
+product and small batched GEMMs.
 Per-node autograd bookkeeping, views and broadcast reductions would otherwise cost about as much as
 the small GEMMs on short axes.
 
@@ -85,6 +86,39 @@ def _scale(eigenvalues: Sequence[torch.Tensor], axes: Sequence[int], ndim: int) 
     return functools.reduce(operator.mul, _broadcast_eigenvalues(eigenvalues, axes, ndim))
 
 
+def _outer(eigenvalues: Sequence[torch.Tensor]) -> torch.Tensor:
+    """``Π_k λ_k`` over the given axes as a column per head: (h, Π r_k, 1), ρ_1 slowest."""
+    head_count = eigenvalues[0].shape[0]
+    outer = eigenvalues[0]  # (h, r_1)
+    for lam in eigenvalues[1:]:
+        outer = (outer[:, :, None] * lam[:, None, :]).reshape(head_count, -1)  # (h, R · r_k)
+    return outer[:, :, None]
+
+
+def _eigenvalue_grads(
+    summed: torch.Tensor, eigenvalues: Sequence[torch.Tensor], needs: Sequence[bool]
+) -> list[torch.Tensor | None]:
+    """Per axis ``k`` where ``needs[k]``, ``∂λ_k[h, ρ_k] = Σ summed[h, ρ_1, …, ρ_d] Π_{j≠k}
+    λ_j[h, ρ_j]`` (h, r_k), contiguous (its parameter's layout); ``summed`` is (h, r_1, …, r_d),
+    contiguous. The axes after ``k`` go in one batched GEMM against their outer product, those
+    before it in a second: at most two GEMMs and ``d − 2`` small products per axis."""
+    head_count, ranks = summed.shape[0], [lam.shape[1] for lam in eigenvalues]
+    grads: list[torch.Tensor | None] = []
+    for k, need in enumerate(needs):
+        if not need:
+            grads.append(None)
+            continue
+        before, after = math.prod(ranks[:k]), math.prod(ranks[k + 1 :])
+        g = summed.reshape(head_count, before * ranks[k], after)  # (h, R_before · r_k, R_after)
+        if k + 1 < len(ranks):
+            g = torch.bmm(g, _outer(eigenvalues[k + 1 :]))  # (h, R_before · r_k, 1)
+        g = g.reshape(head_count, before, ranks[k])  # (h, R_before, r_k)
+        if k > 0:
+            g = torch.bmm(g.mT, _outer(eigenvalues[:k]))  # (h, r_k, 1)
+        grads.append(g.reshape(head_count, ranks[k]))  # (h, r_k)
+    return grads
+
+
 class _Tucker(torch.autograd.Function):
     """``x ×_{a_1} U_1ᵀ ⋯ ×_{a_d} U_dᵀ`` (project), ``· Π_k λ_k`` (scale), ``×_{a_d} U_d ⋯ ×_{a_1}
     U_1`` (expand).
@@ -92,8 +126,8 @@ class _Tucker(torch.autograd.Function):
     Any of the three stages can be off; ``tensors`` is ``(U_1, …, U_d, λ_1, …, λ_d)`` with the λ
     only when scaling. The backward walks the stages in reverse: per expanded axis the basis
     gradient ``Σ grad ⊗ x`` and the input gradient ``U_kᵀ grad``; the eigenvalue gradients from one
-    product ``grad · core`` reduced to (r_1, …, r_d, h); per projected axis ``Σ x ⊗ grad`` and ``U_k
-    grad``.
+    product ``grad · core`` reduced to (h, r_1, …, r_d) (:func:`_eigenvalue_grads`); per projected
+    axis ``Σ x ⊗ grad`` and ``U_k grad``.
     """
 
     @staticmethod
@@ -159,29 +193,15 @@ class _Tucker(torch.autograd.Function):
         eigenvalue_grads: list[torch.Tensor | None] = []
         if ctx.scaled:
             needs_eigenvalues = ctx.needs_input_grad[4 + d :]
+            eigenvalue_grads = [None] * d
             if any(needs_eigenvalues):
-                lams = _broadcast_eigenvalues(eigenvalues, axes, core.dim())
-                # Σ over batch, dense axes and channels of grad · core: one value per (ρ_1, …, ρ_d,
-                # h)
-                keep = [*axes, core.dim() - 2]
-                product = grad * core  # (B, *core, h, c)
-                # with one axis the sum below is the gradient itself, taken from the product
-                summed = (
-                    product.sum(dim=[i for i in range(core.dim()) if i not in keep], keepdim=True)
-                    if d > 1
-                    else product
-                )
-            for k in range(d):
-                if needs_eigenvalues[k]:
-                    others = functools.reduce(operator.mul, lams[:k] + lams[k + 1 :], summed)
-                    # heads first: a sum writes the dimensions it keeps in their order, so the
-                    # (h, r_k) gradient comes out contiguous, its parameter's layout (autograd
-                    # would otherwise copy it into place)
-                    moved = others.movedim(-2, 0)  # (h, 1 or B, …, r_k at axes[k] + 1, …)
-                    g = moved.sum(dim=[i for i in range(1, moved.dim()) if i != axes[k] + 1])
-                    eigenvalue_grads.append(g)  # (h, r_k)
-                else:
-                    eigenvalue_grads.append(None)
+                # Σ over batch, dense axes and channels of grad · core, heads first: (h, r_1, …,
+                # r_d) in the order of ``axes`` (a sum writes the dimensions it keeps in order)
+                heads = core.dim() - 2
+                rest = [i for i in range(core.dim()) if i not in (heads, *axes)]
+                product = (grad * core).permute(heads, *axes, *rest)  # (h, r_1, …, r_d, …)
+                summed = product.sum(dim=list(range(d + 1, core.dim())))  # (h, r_1, …, r_d)
+                eigenvalue_grads = _eigenvalue_grads(summed, eigenvalues, needs_eigenvalues)
             grad = grad * scale
         if ctx.project:
             for k in reversed(range(d)):
