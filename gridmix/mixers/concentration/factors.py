@@ -141,7 +141,7 @@ class _OrthogonalColumns(torch.autograd.Function):
     householder_product(A, τ) · diag(signs)``; with a DCT ``D`` (n, m) each output is ``D Q`` (n,
     r). Here the same ``Q`` (to float round-off) comes from the WY form ``Q = (E − V X) S`` (``V = A
     + E``, ``E = I[:, :r]``, ``X = T V₁ᵀ`` from one triangular solve against ``R = T⁻¹``
-    (:func:`_wy_inverse_factor``), ``V₁`` the first r rows of ``V``, ``S`` the signs), and ``D Q =
+    (:func:`_wy_inverse_factor`), ``V₁`` the first r rows of ``V``, ``S`` the signs), and ``D Q =
     D E − (D V) X``. With ``A = Dᵀ Ū S`` (``Q̄``), ``Y = Vᵀ A`` and ``Z = R⁻ᵀ Y`` (a second solve)
     the backward is ``∂V = V (P + Pᵀ) − A Xᵀ − E Zᵀ`` with ``P = (Z Xᵀ) ⊙ half`` (through ``R``,
     whose diagonal ``(VᵀV)_jj / 2`` carries ``1/τ_j``), masked to the strictly lower part (the free
