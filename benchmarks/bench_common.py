@@ -373,6 +373,36 @@ def write_json(path: Path, data: dict) -> None:
     )
 
 
+def tracks_with_generated_data(names: str) -> tuple[list, dict[str, str]]:
+    """The registered tracks named in ``names`` (comma-separated; empty: all, sorted) that make
+    their data on their default grid, and ``{name: reason}`` for those that read files they were
+    not given (skipped)."""
+    from gridmix.tracks.budget import DataSizes
+    from gridmix.tracks.plugin_loader import load_registry
+
+    registry = load_registry()
+    tracks, skipped = [], {}
+    for name in names.split(",") if names else sorted(registry.tracks):
+        track = registry.track(name)
+        try:
+            track.make_data(track.default_grid, 0, DataSizes(4, 1, 1))
+        except ValueError as error:  # a track that reads files it was not given
+            skipped[name] = str(error).splitlines()[0]
+            continue
+        tracks.append(track)
+    return tracks, skipped
+
+
+def print_rows(table: str, rows: list[dict], skipped: dict[str, str], json_path: Path | None):
+    """``table``, then a line per skipped track, and with ``json_path`` the rows and the skipped
+    tracks written there as JSON."""
+    print(table)
+    for name, reason in skipped.items():
+        print(f"skipped {name}: {reason}")
+    if json_path:
+        json_path.write_text(json.dumps(dict(rows=rows, skipped=skipped), indent=1))
+
+
 def length_sweep_main(
     description: str,
     json_name: str,

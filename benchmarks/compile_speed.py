@@ -20,10 +20,9 @@ import json
 from pathlib import Path
 
 import torch
-from bench_common import markdown_table
+from bench_common import markdown_table, print_rows, tracks_with_generated_data
 
 from gridmix.study.train import train_run
-from gridmix.tracks.plugin_loader import load_registry
 
 
 def timed_runs(track, spec, budget) -> dict:
@@ -64,22 +63,14 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="write the rows here")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    registry = load_registry()
-    names = args.tracks.split(",") if args.tracks else sorted(registry.tracks)
-    rows, skipped = [], {}
-    for name in names:
-        track = registry.track(name)
+    tracks, skipped = tracks_with_generated_data(args.tracks)
+    rows = []
+    for track in tracks:
         budget = track.budget(args.budget)
-        try:
-            track.make_data(track.default_grid, 0, budget.sizes)
-        except ValueError as error:  # a track that reads files it was not given
-            skipped[name] = str(error).splitlines()[0]
-            continue
-        baseline = track.model(track.matched_baseline)
-        for spec in (track.idea, baseline):
+        for spec in (track.idea, track.model(track.matched_baseline)):
             rows.append(timed_runs(track, spec, budget))
             print(json.dumps(rows[-1]), flush=True)
-    print(
+    print_rows(
         markdown_table(
             ["track", "model", "grid", "eager s", "compiled s (compile)", "ratio", "test eager"]
             + ["test compiled"],
@@ -93,12 +84,11 @@ def main() -> None:
                 ]
                 for r in rows
             ],
-        )
+        ),
+        rows,
+        skipped,
+        args.json,
     )
-    for name, reason in skipped.items():
-        print(f"skipped {name}: {reason}")
-    if args.json:
-        args.json.write_text(json.dumps(dict(rows=rows, skipped=skipped), indent=1))
 
 
 if __name__ == "__main__":

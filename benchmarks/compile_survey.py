@@ -21,10 +21,9 @@ import json
 from pathlib import Path
 
 import torch
-from bench_common import markdown_table
+from bench_common import markdown_table, print_rows, tracks_with_generated_data
 
 from gridmix.tracks.budget import DataSizes
-from gridmix.tracks.plugin_loader import load_registry
 
 BATCH = 4
 
@@ -66,17 +65,10 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="write the rows here")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    registry = load_registry()
-    names = args.tracks.split(",") if args.tracks else sorted(registry.tracks)
-    rows, skipped = [], {}
-    for name in names:
-        track = registry.track(name)
+    tracks, skipped = tracks_with_generated_data(args.tracks)
+    rows = []
+    for track in tracks:
         grid = track.default_grid
-        try:
-            track.make_data(grid, 0, DataSizes(BATCH, 1, 1))
-        except ValueError as error:  # a track that reads files it was not given
-            skipped[name] = str(error).splitlines()[0]
-            continue
         specs = {spec.name: spec for spec in track.models}
         if args.mixers:
             specs.update({spec.name: spec for spec in track.mixer_models})
@@ -84,7 +76,7 @@ def main() -> None:
             if spec.supports(grid) is None:
                 rows.append(survey(track, spec, grid, args.backend))
                 print(json.dumps(rows[-1]), flush=True)
-    print(
+    print_rows(
         markdown_table(
             ["track", "model", "grid", "graphs", "breaks", "loss diff", "max grad diff", "error"],
             [
@@ -93,12 +85,11 @@ def main() -> None:
                 + [f"{r['grad_diff']:.1e}" if "grad_diff" in r else "–", r.get("error", "")]
                 for r in rows
             ],
-        )
+        ),
+        rows,
+        skipped,
+        args.json,
     )
-    for name, reason in skipped.items():
-        print(f"skipped {name}: {reason}")
-    if args.json:
-        args.json.write_text(json.dumps(dict(rows=rows, skipped=skipped), indent=1))
 
 
 if __name__ == "__main__":
