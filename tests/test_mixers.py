@@ -5,6 +5,7 @@ leak check refuses a mixer that sees the future."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import sys
 from pathlib import Path
@@ -331,3 +332,18 @@ def test_every_track_trains_every_mixer_that_fits_in_its_backbone(track_name):
 def test_the_per_channel_mixers_refuse_a_bad_dim_in_the_contracts_words(name):
     with pytest.raises(ValueError, match=r"^dim=0; expected a positive integer \(channels\)$"):
         BUILTIN[name].build(0, Grid.parse("4x4"), num_heads=1)
+
+
+@pytest.mark.parametrize(
+    "base, method",
+    [
+        ("gridmix.mixers.grids:GridMixer", "mix"),
+        ("gridmix.mixers.projections:GridAttention", "attend"),
+        ("gridmix.mixers.axial:_LinesMixer", "_build"),
+    ],
+)
+def test_a_mixer_base_names_the_method_a_subclass_left_out_when_it_is_built(base, method):
+    module, name = base.split(":")
+    incomplete = type("Incomplete", (getattr(importlib.import_module(module), name),), {})
+    with pytest.raises(TypeError, match=f"abstract method '?{method}'?"):
+        incomplete(8, Grid.parse("4x4"), num_heads=2)

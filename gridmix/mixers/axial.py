@@ -28,6 +28,7 @@ Shape legend:
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Callable, Sequence
 
 import torch
@@ -82,7 +83,7 @@ class LineAttention(AttentionProjections):
         return self.merge(out)  # (M, L, C)
 
 
-class _LinesMixer(nn.Module):
+class _LinesMixer(nn.Module, metaclass=abc.ABCMeta):
     """What axial and divided attention share: the checked arguments (:func:`_check`, then
     :meth:`_check_grid`), the :class:`LineAttention` modules (:meth:`_build`) and the repr."""
 
@@ -109,9 +110,9 @@ class _LinesMixer(nn.Module):
     def _check_grid(self, causal_axes: Sequence[int]) -> None:
         """``ValueError`` for a grid or causal axes this mixer cannot serve (any, here)."""
 
+    @abc.abstractmethod
     def _build(self, line: Callable[[], LineAttention]) -> None:
         """Make the mixer's :class:`LineAttention` modules, each by a call of ``line``."""
-        raise NotImplementedError
 
     def extra_repr(self) -> str:
         return (

@@ -5,6 +5,7 @@ function); :class:`GridTokenMixer` and :class:`GridMixer`, the bases of the per-
 
 from __future__ import annotations
 
+import abc
 import copy
 from collections.abc import Callable, Mapping, Sequence
 
@@ -132,7 +133,7 @@ class GridTokenMixer(nn.Module):
         )
 
 
-class GridMixer(GridTokenMixer):
+class GridMixer(GridTokenMixer, metaclass=abc.ABCMeta):
     """A :class:`GridTokenMixer` that mixes in at least float32, causal along ``causal_axes``, and
     changes resolution (Hyena, S4ND, Mamba, the global filter).
 
@@ -156,9 +157,9 @@ class GridMixer(GridTokenMixer):
         super().__init__(dim, grid, counts, **token_kwargs)
         self.causal_axes = causal_set(causal_axes, self.grid)
 
+    @abc.abstractmethod
     def mix(self, u: torch.Tensor) -> torch.Tensor:
         """The mixer on the grid tokens: (B, *grid, C) → (B, *grid, C), in ``u``'s dtype."""
-        raise NotImplementedError
 
     def forward(
         self, x: torch.Tensor, attn_mask: torch.Tensor | None = None, is_causal: bool = False

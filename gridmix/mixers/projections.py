@@ -9,6 +9,7 @@ Shape legend:
 
 from __future__ import annotations
 
+import abc
 import inspect
 
 import torch
@@ -87,7 +88,7 @@ PROJECTION_KWARGS = frozenset(inspect.signature(AttentionProjections.__init__).p
 }  # qkv_bias, qk_norm, scale_norm, proj_bias, proj_drop, norm_layer, device, dtype
 
 
-class GridAttention(AttentionProjections):
+class GridAttention(AttentionProjections, metaclass=abc.ABCMeta):
     """:class:`AttentionProjections` (``num_heads`` and timm's ``projections``) over
     ``num_prefix_tokens`` prefix tokens (an integer >= 0) and the tokens of ``grid`` (kept as a
     :class:`~gridmix.core.grid.Grid`), as timm's ``attn_layer``: ``forward`` checks its input
@@ -102,9 +103,9 @@ class GridAttention(AttentionProjections):
         check_prefix_tokens(num_prefix_tokens)
         self.num_prefix_tokens = num_prefix_tokens
 
+    @abc.abstractmethod
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """The heads' outputs from ``q, k, v``: (B, h, T, c) each → (B, h, T, c)."""
-        raise NotImplementedError
 
     def forward(
         self, x: torch.Tensor, attn_mask: torch.Tensor | None = None, is_causal: bool = False
