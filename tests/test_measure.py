@@ -239,32 +239,48 @@ def test_a_probe_reports_a_killed_or_hanging_step_and_goes_on():
     assert memory.step_bytes > 0 and memory.peak_bytes == memory.setup_bytes + memory.step_bytes
 
 
-def test_time_fn_warms_up_until_the_step_time_settles():
+class FakeClock:
+    """``time.perf_counter`` for :mod:`gridmix.analysis.measure` that moves only when a step says
+    how long it took: warm-up tests that do not depend on the machine's load."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+    def take(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    from types import SimpleNamespace
+
+    from gridmix.analysis import measure
+
+    fake = FakeClock()
+    monkeypatch.setattr(measure, "time", SimpleNamespace(perf_counter=fake.perf_counter))
+    return fake
+
+
+def test_time_fn_warms_up_until_the_step_time_settles(clock):
     """A step whose first calls are slow (first-call allocations, kernel selection) is timed only
     once two successive warm-up calls agree: the slow calls never reach the median or the spread."""
-    import time
-
     delays = iter([0.2, 0.1, 0.05])  # then 10 ms for good
-
-    def step():
-        time.sleep(next(delays, 0.01))
-
-    timing = time_fn(step, warmup=1, repeats=5, threads=1)
-    assert timing.warmup >= 5  # the three slow calls, then two that agree
-    assert max(timing.times_s) < 0.04
+    timing = time_fn(lambda: clock.take(next(delays, 0.01)), warmup=1, repeats=5, threads=1)
+    assert timing.warmup == 5  # the three slow calls, then two that agree
+    assert timing.times_s == pytest.approx((0.01,) * 5)
 
 
-def test_time_fn_stops_warming_up_after_max_warmup_calls():
-    import time
-
+def test_time_fn_stops_warming_up_after_max_warmup_calls(clock):
     from gridmix.analysis import measure
 
     calls = []  # never settles: 1 ms and 5 ms in turn
 
-    timing = time_fn(
-        lambda: (calls.append(1), time.sleep(0.001 if len(calls) % 2 else 0.005)),
-        warmup=0,
-        repeats=1,
-        threads=1,
-    )
-    assert timing.warmup == measure.MAX_WARMUP
+    def step():
+        calls.append(1)
+        clock.take(0.001 if len(calls) % 2 else 0.005)
+
+    timing = time_fn(step, warmup=0, repeats=1, threads=1)
+    assert timing.warmup == measure.MAX_WARMUP and len(calls) == measure.MAX_WARMUP + 1
