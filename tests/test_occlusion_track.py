@@ -54,6 +54,20 @@ def test_the_answer_is_the_extrapolated_target(grid, distractors, rung):
 
 
 @pytest.mark.parametrize("rung", list(occlusion.LADDER))
+def test_on_the_default_grid_the_answer_is_no_visible_frame_s_cell(rung):
+    """No shortcut by the torus's period: the target's last-frame cell is never its cell in a
+    visible frame (on ``9x7x7``, 8 steps are 1 and ``hidden-6``'s answer was the second frame's)."""
+    task = OcclusionTask(rung)
+    grid = task.default_grid()
+    split = task.generate(np.random.default_rng(0), 200, grid)
+    clips, answers = split.inputs[:, 0].numpy(), split.targets.numpy()  # (S, T, H, W) both
+    answer = answers[:, -1].reshape(len(answers), -1).argmax(axis=1)  # (S,)
+    for frame in range(grid[0] - task.hidden):
+        seen = (clips[:, frame] == occlusion.TARGET).reshape(len(clips), -1).argmax(axis=1)
+        assert (seen != answer).all(), frame
+
+
+@pytest.mark.parametrize("rung", list(occlusion.LADDER))
 def test_the_hidden_frames_hide_every_object(rung):
     task = OcclusionTask(rung, distractors=2)
     clips = task.generate(np.random.default_rng(0), 200, Grid((8, 8, 8))).inputs[:, 0].numpy()
@@ -85,7 +99,7 @@ def test_each_rung_defaults_to_three_visible_frames_of_a_prime_side():
         "hidden-1": "4x7x7",
         "hidden-2": "5x7x7",
         "hidden-4": "7x7x7",
-        "hidden-6": "9x7x7",
+        "hidden-6": "9x11x11",
     }
 
 
@@ -161,8 +175,17 @@ def test_refusals_are_one_line():
         "hidden-6 hides 6 frames and needs 2 visible: at least 8 frames; got 7x8x8"
     )
     assert "frames must be at least 4x4; got 8x3x8" in track.supports(Grid((8, 3, 8)))
-    assert "every object is back at its start" in track.supports(Grid((8, 7, 7)))
+    assert "where it was in frame 1 (the answer would be a visible" in track.supports(
+        Grid((8, 7, 7))
+    )
     assert track.supports(Grid((8, 7, 6))) is None  # back at its start on one axis only
+    # 8 steps are 1 on a 7x7 frame: hidden-6's last frame repeats the second, a visible one
+    assert hidden_6.supports(Grid((9, 7, 7))) == (
+        "on 9x7x7 every object is in the last frame where it was in frame 2 (the answer would be "
+        "a visible frame's cell); change T or the frame"
+    )
+    assert "where it was in frame 2" in track.supports(Grid((9, 7, 7)))  # hidden-1 too
+    assert track.supports(Grid((7, 7, 7))) is None
 
 
 @pytest.mark.parametrize("rung", ["hidden-1", "hidden-4"])

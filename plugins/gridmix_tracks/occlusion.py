@@ -39,7 +39,7 @@ rung          k     default grid (three visible frames, ``T = k + 3``)
 ``hidden-1``  1     ``4x7x7``
 ``hidden-2``  2     ``5x7x7``
 ``hidden-4``  4     ``7x7x7``
-``hidden-6``  6     ``9x7x7``
+``hidden-6``  6     ``9x11x11``
 ============  ====  ==================================================
 
 The more frames are hidden, the farther (in time, and with speed in space) the answer lies from the
@@ -48,11 +48,15 @@ shift of the frame but the identity is its own inverse, and ``k`` steps of two d
 never end on the same cell, so no rung's answer lies a symmetric shift away from the last sight. On
 an 8x8 frame ``4v`` is 0 or 4 (half the frame) along each axis, so ``hidden-4``'s answer was the
 last sight's cell or one half a frame away, a shortcut a mixer with symmetric bases reads
-(docs/tracks.md, "Calibration"). The second knob is ``distractors`` (default 1, 0 or
+(docs/tracks.md, "Calibration"). ``hidden-6`` cannot use 7x7 frames: after 8 steps every object is
+where it was after 1 (8 ≡ 1 modulo 7), so on ``9x7x7`` the answer is the target's cell in the
+second frame, a visible one, and a mixer of the time axis alone copies it; its frames are 11x11.
+The second knob is ``distractors`` (default 1, 0 or
 more: ``gridmix sweep --over distractors=0,1,2``): more objects to tell apart from the target. Any
 ``T x H x W`` works whose ``T`` leaves two visible frames and whose frames are at least 4x4, but
-one on which every object is back at its start in the last frame (``T - 1`` a multiple of both
-``H`` and ``W``: the answer would be the first frame's cell); others are refused in one line.
+one on which every object is in the last frame where it was in a visible frame ``j`` (``T - 1 - j``
+a multiple of both ``H`` and ``W``: the answer would be that frame's cell); others are refused in
+one line.
 
 Models: the ``video`` track's network (GridTransformer, patch 1, learned positions; dim 32, depth 2,
 2 heads) with a per-token head of one logit: ``dense-attention`` (joint space-time attention, the
@@ -96,7 +100,7 @@ VELOCITIES = np.array([(dy, dx) for dy in range(-2, 3) for dx in range(-2, 3) if
 LADDER = {"hidden-1": 1, "hidden-2": 2, "hidden-4": 4, "hidden-6": 6}  # rung → hidden frames
 TARGET, DISTRACTOR = 1.0, 0.5  # pixel values; the background is 0
 MIN_VISIBLE, MIN_SIDE = 2, 4
-FRAME, VISIBLE = (7, 7), 3  # the default grids' frame and visible frames (module docstring)
+SIDES, VISIBLE = (7, 11, 13), 3  # the default grids' frame sides and visible frames (docstring)
 
 
 @dataclass(frozen=True)
@@ -148,17 +152,22 @@ class OcclusionTask:
             )
         if min(H, W) < MIN_SIDE:
             return f"frames must be at least {MIN_SIDE}x{MIN_SIDE}; got {grid}"
-        if (T - 1) % H == 0 and (T - 1) % W == 0:
-            return (
-                f"on {grid} every object is back at its start in the last frame (the answer "
-                "would be the first frame's cell); change T"
-            )
+        for frame in range(T - self.hidden):  # the visible frames
+            if (T - 1 - frame) % H == 0 and (T - 1 - frame) % W == 0:
+                return (
+                    f"on {grid} every object is in the last frame where it was in frame "
+                    f"{frame + 1} (the answer would be a visible frame's cell); change T or "
+                    "the frame"
+                )
         return None
 
     def default_grid(self) -> Grid:
-        """:data:`VISIBLE` frames of :data:`FRAME` before the hidden ones: ``4x7x7`` for
-        ``hidden-1``."""
-        return Grid((self.hidden + VISIBLE, *FRAME))
+        """:data:`VISIBLE` frames before the hidden ones, square frames of the first side in
+        :data:`SIDES` on which the answer is no visible frame's cell: ``4x7x7`` for ``hidden-1``,
+        ``9x11x11`` for ``hidden-6`` (on 7x7 frames its answer is the second frame's cell)."""
+        frames = self.hidden + VISIBLE
+        side = next(s for s in SIDES if self.unsupported(Grid((frames, s, s))) is None)
+        return Grid((frames, side, side))
 
     def draw_objects(self, rng: np.random.Generator, n: int, grid: Grid) -> Objects:
         """Starts and velocities of the objects of ``n`` clips on ``grid``."""
