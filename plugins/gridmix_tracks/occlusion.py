@@ -65,7 +65,8 @@ its default start, ``MixerConfig()``), ``concentration-uncapped`` (ablation), ``
 (control), and every registered mixer through the backbone. Budgets: the global ones. The
 calibration at the default budget is docs/tracks.md's (8 seeds): the global filter finds the
 hidden target (1.000 on ``hidden-1`` and ``hidden-2``, 0.984 on ``hidden-4``), dense attention and
-the concentration mixer stay at chance on every rung.
+the concentration mixer stay at chance on those rungs; ``hidden-6`` on ``9x11x11`` has one pilot per
+model so far (the same picture).
 
 Shape legend:
     S: samples, T, H, W: the grid, O: objects (target first, then distractors);
