@@ -12,7 +12,7 @@ import pytest
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
-@pytest.mark.parametrize("script", ["pilot_budget.py", "bench_aa.py"])
+@pytest.mark.parametrize("script", ["pilot_budget.py", "bench_aa.py", "profile_step.py"])
 def test_help_gives_the_whole_first_paragraph(script):
     path = BENCHMARKS / script
     doc = path.read_text().split('"""')[1]
