@@ -28,7 +28,8 @@ torch.manual_seed(0)
 
 track = load_registry().track(args.track, {})
 grid = Grid.parse(args.grid) if args.grid else track.default_grid
-model = track.model(args.model or track.matched_baseline).build(grid)
+name = args.model or track.matched_baseline
+model = track.model(name).build(grid)
 batch = track.budget("default").batch_size
 data = track.make_data(grid, 0, DataSizes(batch, 1, 1)).train  # one batch of the track's shape
 optimiser = torch.optim.AdamW(model.parameters(), lr=1e-3)
@@ -51,7 +52,7 @@ print(
     json.dumps(
         dict(
             track=args.track,
-            model=args.model or track.matched_baseline,
+            model=name,
             grid=str(grid),
             batch=batch,
             threads=torch.get_num_threads(),
