@@ -21,6 +21,7 @@ from typer.testing import CliRunner
 from gridmix.analysis.references import chance_level, naive_references
 from gridmix.cli import app
 from gridmix.core.grid import Grid
+from gridmix.orchestrate.sweeping import plan_sweep
 from gridmix.tracks import DataSizes
 from tests.installed import install
 from tests.test_graded_tracks import train_briefly
@@ -71,23 +72,54 @@ def test_on_the_default_grid_the_answer_is_no_visible_frame_s_cell(rung):
 def test_the_hidden_frames_hide_every_object(rung):
     task = OcclusionTask(rung, distractors=2)
     clips = task.generate(np.random.default_rng(0), 200, Grid((8, 8, 8))).inputs[:, 0].numpy()
-    visible = 8 - occlusion.LADDER[rung]
+    visible = 8 - occlusion.LADDER[rung].hidden
     assert ((clips[:, :visible] == TARGET).sum(axis=(2, 3)) == 1).all()  # one target per frame
     assert not clips[:, visible:].any()  # the hidden frames, the last among them, are blank
 
 
 def test_the_ladder_hides_k_frames_of_the_same_motion():
     grid, blank = Grid((8, 8, 8)), {}
-    for rung, k in occlusion.LADDER.items():
+    for rung, (k, velocities, _) in occlusion.LADDER.items():
         split = OcclusionTask(rung).generate(np.random.default_rng(5), 50, grid)
         clips = split.inputs[:, 0]  # (S, T, H, W)
         blank[rung] = set((clips.flatten(2) == 0).all(dim=2).sum(dim=1).tolist())  # (S,) frames
+        if velocities is not occlusion.VELOCITIES:
+            continue
         if rung == "hidden-1":
             first, answers = clips, split.targets
         # the same seed draws the same objects: the rung only hides more of their motion
         assert torch.equal(clips[:, : 8 - k], first[:, : 8 - k])
         assert torch.equal(split.targets, answers)
-    assert blank == {"hidden-1": {1}, "hidden-2": {2}, "hidden-4": {4}, "hidden-6": {6}}
+    assert blank == {
+        "shift-1": {1},
+        "hidden-1": {1},
+        "hidden-2": {2},
+        "hidden-4": {4},
+        "hidden-6": {6},
+    }
+
+
+def test_on_the_lowest_rung_every_object_moves_by_one_shift():
+    """``shift-1``'s answer is the target's last sight moved by (1, 2), a shift of the 7x7 frame
+    that is not its own inverse (a mixer whose bases are symmetric mixes in the cell (-1, -2) away
+    as much as the answer)."""
+    task, grid = OcclusionTask("shift-1", distractors=2), Grid((4, 7, 7))
+    paths = task.draw_objects(np.random.default_rng(0), 300, grid).paths(4, (7, 7))  # (S, O, 4, 2)
+    steps = (paths[:, :, 1:] - paths[:, :, :-1]) % 7  # (S, O, 3, 2)
+    assert (steps == (1, 2)).all()
+    assert tuple(np.array((1, 2)) % 7) != tuple(np.array((-1, -2)) % 7)
+    assert "every object moves by (1, 2) a frame" in occlusion.make_track(task).description
+
+
+def test_the_lowest_rung_trains_for_16_epochs_and_a_sweep_keeps_each_rung_s_budget():
+    track = occlusion.make_track()
+    assert track.settings["difficulty"] == "shift-1"
+    assert track.budget("default").epochs == 16 and track.budget("smoke").epochs == 2
+    assert track.budget("default", epochs=8).epochs == 8  # the command line still decides
+    hidden_1 = track.with_settings({"difficulty": "hidden-1"})
+    assert hidden_1.budget("default").epochs == 8
+    planned = plan_sweep("occlusion", [("difficulty", ["shift-1", "hidden-1"])], budget="default")
+    assert [point.planned.study.budget.epochs for point in planned.points] == [16, 8]
 
 
 def test_each_rung_defaults_to_three_visible_frames_of_a_prime_side():
@@ -96,6 +128,7 @@ def test_each_rung_defaults_to_three_visible_frames_of_a_prime_side():
         for rung in occlusion.LADDER
     }
     assert grids == {
+        "shift-1": "4x7x7",
         "hidden-1": "4x7x7",
         "hidden-2": "5x7x7",
         "hidden-4": "7x7x7",
@@ -165,7 +198,7 @@ def test_refusals_are_one_line():
         "embed_dim": 32,
         "depth": 2,
     }
-    with pytest.raises(ValueError, match="difficulty='hidden-3'; expected one of hidden-1"):
+    with pytest.raises(ValueError, match="difficulty='hidden-3'; expected one of shift-1, "):
         track.with_settings({"difficulty": "hidden-3"})
     with pytest.raises(ValueError, match="distractors=-1; expected an integer >= 0"):
         track.with_settings({"distractors": -1})
@@ -188,7 +221,7 @@ def test_refusals_are_one_line():
     assert track.supports(Grid((7, 7, 7))) is None
 
 
-@pytest.mark.parametrize("rung", ["hidden-1", "hidden-4"])
+@pytest.mark.parametrize("rung", ["shift-1", "hidden-1", "hidden-4"])
 def test_the_control_is_at_chance(one_thread, rung):
     """Every last-frame token is blank: the no-mixing control finds the answer no more often than
     1 in 49 after a short training; the references fit whole-sample targets only."""
@@ -221,9 +254,9 @@ def test_tracks_lists_the_ladder(installed):
     result = CliRunner().invoke(app, ["tracks", "--json"])
     assert result.exit_code == 0, result.output
     (track,) = [t for t in json.loads(result.output)["tracks"] if t["name"] == "occlusion"]
-    assert "ladder: hidden-1 < hidden-2 < hidden-4 < hidden-6" in track["description"]
+    assert "ladder: shift-1 < hidden-1 < hidden-2 < hidden-4 < hidden-6" in track["description"]
     assert track["settings"] == {
-        "difficulty": "hidden-1",
+        "difficulty": "shift-1",
         "distractors": 1,
         "embed_dim": 32,
         "depth": 2,

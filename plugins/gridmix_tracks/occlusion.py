@@ -79,6 +79,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -98,7 +99,24 @@ from gridmix_tracks.video import DEFAULT_MODELS, VideoModels
 
 # every (dy, dx) with components in -2..2, not both 0
 VELOCITIES = np.array([(dy, dx) for dy in range(-2, 3) for dx in range(-2, 3) if dy or dx])
-LADDER = {"hidden-1": 1, "hidden-2": 2, "hidden-4": 4, "hidden-6": 6}  # rung → hidden frames
+
+
+class Rung(NamedTuple):
+    """A rung of the ladder: frames hidden at the end, the velocities each object's is drawn from
+    (V, 2), and the rung's changes to the global budgets (``Track.budget_overrides``)."""
+
+    hidden: int
+    velocities: np.ndarray
+    budget_overrides: dict
+
+
+# the lowest rung: one velocity for every object, a shift that is no symmetric one of a 7x7 frame;
+# dense attention learns it in 16 epochs, not 8 (docs/tracks.md, "Calibration")
+SHIFT_RUNG = Rung(1, np.array([(1, 2)]), {"default": {"epochs": 16}})
+LADDER = {
+    "shift-1": SHIFT_RUNG,
+    **{f"hidden-{k}": Rung(k, VELOCITIES, {}) for k in (1, 2, 4, 6)},
+}
 TARGET, DISTRACTOR = 1.0, 0.5  # pixel values; the background is 0
 MIN_VISIBLE, MIN_SIDE = 2, 4
 SIDES, VISIBLE = (7, 11, 13), 3  # the default grids' frame sides and visible frames (docstring)
@@ -128,7 +146,7 @@ class Objects:
 class OcclusionTask:
     """Settings of the task: the ladder's rung (frames hidden) and the number of distractors."""
 
-    difficulty: str = "hidden-1"
+    difficulty: str = "shift-1"
     distractors: int = 1
 
     def __post_init__(self) -> None:
@@ -141,7 +159,15 @@ class OcclusionTask:
 
     @property
     def hidden(self) -> int:
-        return LADDER[self.difficulty]
+        return LADDER[self.difficulty].hidden
+
+    @property
+    def motion(self) -> str:
+        """How the rung's objects move, in words."""
+        velocities = LADDER[self.difficulty].velocities  # (V, 2)
+        if len(velocities) == 1:
+            return f"every object moves by {tuple(map(int, velocities[0]))} a frame"
+        return f"{len(velocities)} velocities"
 
     def unsupported(self, grid: Grid) -> str | None:
         """Why the task cannot be drawn on ``grid``, or None."""
@@ -175,8 +201,9 @@ class OcclusionTask:
         _, H, W = grid.shape
         count = 1 + self.distractors
         starts = rng.integers(0, (H, W), size=(n, count, 2))  # (n, O, 2)
-        index = rng.integers(0, len(VELOCITIES), size=(n, count))  # (n, O)
-        return Objects(starts, VELOCITIES[index])
+        velocities = LADDER[self.difficulty].velocities  # (V, 2)
+        index = rng.integers(0, len(velocities), size=(n, count))  # (n, O)
+        return Objects(starts, velocities[index])
 
     def generate(self, rng: np.random.Generator, n: int, grid: Grid) -> Split:
         T, H, W = grid.shape
@@ -223,7 +250,8 @@ def make_track(
     return Track(
         name="occlusion",
         description=f"which cell of the last frame holds the object hidden for the last "
-        f"{task.hidden} frames? (distractors: {task.distractors}); ladder: {' < '.join(LADDER)}",
+        f"{task.hidden} frames? ({task.motion}; distractors: {task.distractors}); ladder: "
+        f"{' < '.join(LADDER)}",
         ndim=3,
         default_grid=task.default_grid(),
         make_data=make_data,
@@ -238,6 +266,7 @@ def make_track(
         chance=frame_chance,  # 1/(H·W): the answer is uniform over the last frame
         ceiling=1.0,  # two visible frames give the velocity, and so the answer
         supports=task.unsupported,
+        budget_overrides=LADDER[task.difficulty].budget_overrides,
         fixed_grid=None,
         settings=dict(
             difficulty=task.difficulty,
