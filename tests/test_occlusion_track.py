@@ -100,9 +100,8 @@ def test_the_ladder_hides_k_frames_of_the_same_motion():
 
 
 def test_on_the_lowest_rung_every_object_moves_by_one_shift():
-    """``shift-1``'s answer is the target's last sight moved by (1, 2), a shift of the 7x7 frame
-    that is not its own inverse (a mixer whose bases are symmetric mixes in the cell (-1, -2) away
-    as much as the answer)."""
+    """``shift-1``'s answer is the target's last sight moved by (1, 2), the same for every clip and
+    object, a shift of the frame that is not its own inverse."""
     task, grid = OcclusionTask("shift-1", distractors=2), Grid((4, 7, 7))
     paths = task.draw_objects(np.random.default_rng(0), 300, grid).paths(4, (7, 7))  # (S, O, 4, 2)
     steps = (paths[:, :, 1:] - paths[:, :, :-1]) % 7  # (S, O, 3, 2)

@@ -45,10 +45,11 @@ rung          k     default grid (three visible frames, ``T = k + 3``)
 
 ``shift-1`` (the default) asks for one fixed shift of the last sight, (1, 2), not its own inverse
 on any frame the track accepts: a pointer whose offset attention can learn from positions alone,
-given 16 epochs, the rung's default budget (in 8, pilots mostly stayed at chance; docs/tracks.md).
-The other rungs draw the velocity too, so the answer depends on two frames' relation. The
-more frames are hidden, the farther (in time, and with speed in space) the answer lies from the
-target's last sight: ``k`` velocities beyond it. The default frame is 7x7 because 7 is prime: no
+on a 5x5 frame in 16 epochs, the rung's default budget (on 7x7 frames, or in 8 epochs, it stayed
+at chance on some seeds; docs/tracks.md). The other rungs draw the velocity too, so the answer
+depends on two frames' relation. The more frames are hidden, the farther (in time, and with speed
+in space) the answer lies from the target's last sight: ``k`` velocities beyond it. Their frame is
+7x7 because 7 is prime: no
 shift of the frame but the identity is its own inverse, and ``k`` steps of two different velocities
 never end on the same cell, so no rung's answer lies a symmetric shift away from the last sight. On
 an 8x8 frame ``4v`` is 0 or 4 (half the frame) along each axis, so ``hidden-4``'s answer was the
@@ -69,10 +70,11 @@ matched baseline), ``divided-attention`` (not in the default run), ``concentrati
 its default start, ``MixerConfig()``), ``concentration-uncapped`` (ablation), ``tokenwise``
 (control), and every registered mixer through the backbone. Budgets: the global ones, but
 ``shift-1`` trains for 16 epochs at the default budget (:data:`SHIFT_RUNG`). The calibration at the
-default budget is docs/tracks.md's (8 seeds): the global filter finds the hidden target (1.000 on
-``hidden-1`` and ``hidden-2``, 0.984 on ``hidden-4``), dense attention and the concentration mixer
-stay at chance on those rungs; ``hidden-6`` on ``9x11x11`` has one pilot per model so far (the
-same picture).
+default budget is docs/tracks.md's (8 seeds): on ``shift-1`` dense attention reads 0.913 (0.617 to
+1.000), the concentration mixer 0.997, the global filter 1.000, the no-mixing control chance; from
+``hidden-1`` on, the global filter finds the hidden target (1.000 on ``hidden-1`` and ``hidden-2``,
+0.984 on ``hidden-4``), dense attention and the concentration mixer stay at chance; ``hidden-6`` on
+``9x11x11`` has one pilot per model so far (the same picture).
 
 Shape legend:
     S: samples, T, H, W: the grid, O: objects (target first, then distractors);
@@ -120,7 +122,7 @@ class Rung(NamedTuple):
 
 # the lowest rung: one velocity for every object, a shift that is not its own inverse, on a 5x5
 # frame in 16 epochs: on 7x7 frames, or in 8 epochs, dense attention stayed at chance on some seeds
-# (docs/tracks.md, "Calibration")
+# (docs/tracks.md, "Pilots for shift-1")
 SHIFT_RUNG = Rung(1, np.array([(1, 2)]), (5,), {"default": {"epochs": 16}})
 LADDER = {
     "shift-1": SHIFT_RUNG,
