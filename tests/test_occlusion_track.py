@@ -107,7 +107,13 @@ def test_on_the_lowest_rung_every_object_moves_by_one_shift():
     steps = (paths[:, :, 1:] - paths[:, :, :-1]) % 7  # (S, O, 3, 2)
     assert (steps == (1, 2)).all()
     assert tuple(np.array((1, 2)) % 7) != tuple(np.array((-1, -2)) % 7)
-    assert "every object moves by (1, 2) a frame" in occlusion.make_track(task).description
+    description = occlusion.make_track(task).description
+    assert description.startswith(
+        "which cell of the last frame holds the object hidden in the last frame? (every object "
+        "moves by (1, 2) a frame; distractors: 2)"
+    )
+    hidden_4 = occlusion.make_track(OcclusionTask("hidden-4")).description
+    assert "hidden for the last 4 frames? (24 velocities; distractors: 1)" in hidden_4
 
 
 def test_the_lowest_rung_trains_for_16_epochs_and_a_sweep_keeps_each_rung_s_budget():

@@ -173,6 +173,11 @@ class OcclusionTask:
         return LADDER[self.difficulty].hidden
 
     @property
+    def hiding(self) -> str:
+        """Which frames hide the objects, in words."""
+        return "in the last frame" if self.hidden == 1 else f"for the last {self.hidden} frames"
+
+    @property
     def motion(self) -> str:
         """How the rung's objects move, in words."""
         velocities = LADDER[self.difficulty].velocities  # (V, 2)
@@ -261,9 +266,8 @@ def make_track(
     models = VideoModels(num_classes=1, readout="tokens", backbone=backbone, mixer=MixerConfig())
     return Track(
         name="occlusion",
-        description=f"which cell of the last frame holds the object hidden for the last "
-        f"{task.hidden} frames? ({task.motion}; distractors: {task.distractors}); ladder: "
-        f"{' < '.join(LADDER)}",
+        description=f"which cell of the last frame holds the object hidden {task.hiding}? "
+        f"({task.motion}; distractors: {task.distractors}); ladder: {' < '.join(LADDER)}",
         ndim=3,
         default_grid=task.default_grid(),
         make_data=make_data,
