@@ -43,14 +43,22 @@ print(next((g for g in sys.argv[2:] if track.supports(Grid.parse(g)) is None), "
 """
 
 
-def _small_grids(session: nox.Session, track: dict) -> str:
-    """The CI scaling points: a smaller grid the track accepts (its default grid halved along every
-    axis, never below 2, else three quarters of it) and its default grid."""
-    default_grid = track["default_grid"]
+def smaller_grids(default_grid: str) -> list[str]:
+    """Grids smaller than ``default_grid`` to try, in order: halved along every axis (never below
+    2), three quarters of it, one less along every axis (``4x5x5``: ``2x2x2``, ``3x3x3``,
+    ``3x4x4``)."""
     sizes = [int(n) for n in default_grid.split("x")]
-    smaller = ["x".join(str(max(2, n * part // 4)) for n in sizes) for part in (2, 3)]
+    candidates = ["x".join(str(max(2, n * part // 4)) for n in sizes) for part in (2, 3)]
+    candidates.append("x".join(str(max(2, n - 1)) for n in sizes))
+    return [g for g in dict.fromkeys(candidates) if g != default_grid]
+
+
+def _small_grids(session: nox.Session, track: dict) -> str:
+    """The CI scaling points: the first of :func:`smaller_grids` the track accepts and its default
+    grid."""
+    default_grid = track["default_grid"]
     accepted = session.run(
-        "python", "-c", FIRST_ACCEPTED, track["name"], *smaller, silent=True
+        "python", "-c", FIRST_ACCEPTED, track["name"], *smaller_grids(default_grid), silent=True
     ).strip()
     return ",".join(dict.fromkeys([g for g in (accepted, default_grid) if g]))
 
