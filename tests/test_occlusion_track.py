@@ -228,7 +228,7 @@ def test_refusals_are_one_line():
     assert track.supports(Grid((7, 7, 7))) is None
 
 
-@pytest.mark.parametrize("rung", ["shift-1", "hidden-1", "hidden-4"])
+@pytest.mark.parametrize("rung", list(occlusion.LADDER))
 def test_the_control_is_at_chance(one_thread, rung):
     """Every last-frame token is blank: the no-mixing control finds the answer no more often than
     one cell of the frame in ``H·W`` after a short training; the references fit whole-sample
