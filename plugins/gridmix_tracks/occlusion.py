@@ -36,7 +36,7 @@ The difficulty ladder (the ``difficulty`` setting, rungs in order; ``k`` the hid
 ============  ====  ==================================================
 rung          k     default grid (three visible frames, ``T = k + 3``)
 ============  ====  ==================================================
-``shift-1``   1     ``4x7x7``, every object moving by (1, 2)
+``shift-1``   1     ``4x5x5``, every object moving by (1, 2)
 ``hidden-1``  1     ``4x7x7``
 ``hidden-2``  2     ``5x7x7``
 ``hidden-4``  4     ``7x7x7``
@@ -169,8 +169,12 @@ class OcclusionTask:
             raise ValueError(f"distractors={self.distractors}; expected an integer >= 0")
 
     @property
+    def rung(self) -> Rung:
+        return LADDER[self.difficulty]
+
+    @property
     def hidden(self) -> int:
-        return LADDER[self.difficulty].hidden
+        return self.rung.hidden
 
     @property
     def hiding(self) -> str:
@@ -180,7 +184,7 @@ class OcclusionTask:
     @property
     def motion(self) -> str:
         """How the rung's objects move, in words."""
-        velocities = LADDER[self.difficulty].velocities  # (V, 2)
+        velocities = self.rung.velocities  # (V, 2)
         if len(velocities) == 1:
             return f"every object moves by {tuple(map(int, velocities[0]))} a frame"
         return f"{len(velocities)} velocities"
@@ -209,7 +213,7 @@ class OcclusionTask:
         sides on which the answer is no visible frame's cell: ``4x5x5`` for ``shift-1``, ``4x7x7``
         for ``hidden-1``, ``9x11x11`` for ``hidden-6`` (on 7x7 frames its answer is the second
         frame's cell)."""
-        frames, sides = self.hidden + VISIBLE, LADDER[self.difficulty].sides
+        frames, sides = self.hidden + VISIBLE, self.rung.sides
         side = next(s for s in sides if self.unsupported(Grid((frames, s, s))) is None)
         return Grid((frames, side, side))
 
@@ -218,7 +222,7 @@ class OcclusionTask:
         _, H, W = grid.shape
         count = 1 + self.distractors
         starts = rng.integers(0, (H, W), size=(n, count, 2))  # (n, O, 2)
-        velocities = LADDER[self.difficulty].velocities  # (V, 2)
+        velocities = self.rung.velocities  # (V, 2)
         index = rng.integers(0, len(velocities), size=(n, count))  # (n, O)
         return Objects(starts, velocities[index])
 
@@ -282,7 +286,7 @@ def make_track(
         chance=frame_chance,  # 1/(H·W): the answer is uniform over the last frame
         ceiling=1.0,  # two visible frames give the velocity, and so the answer
         supports=task.unsupported,
-        budget_overrides=LADDER[task.difficulty].budget_overrides,
+        budget_overrides=task.rung.budget_overrides,
         fixed_grid=None,
         settings=dict(
             difficulty=task.difficulty,
