@@ -1,6 +1,6 @@
-"""The graded tracks ``recall`` and ``pathfinder``: their generators' invariants (balanced labels,
-the answer determined by the input, the difficulty ladder changing what it says), the no-mixing
-control and the references at chance, and the tracks on the command line."""
+"""The graded tracks ``recall`` and ``pathfinder``: their generators' invariants (balanced labels or
+answers, the answer determined by the input, the difficulty ladder changing what it says), the
+no-mixing control and the references at chance, and the tracks on the command line."""
 
 from __future__ import annotations
 
@@ -107,10 +107,13 @@ def test_recall_control_at_chance(one_thread, rung):
 # ---------------------------------------------------------------- pathfinder
 
 
-def joined(image: np.ndarray, a: tuple[int, int], b: tuple[int, int], link: int) -> bool:
-    """Whether ink connects ``a`` to ``b``, ink pixels up to ``link`` apart (Chebyshev) linked: a
-    flood fill on the image alone."""
-    ink = image > 0
+def joined(
+    image: np.ndarray, a: tuple[int, int], b: tuple[int, int], link: int, wrap: bool = False
+) -> bool:
+    """Whether ink (any pixel not 0, the marked disc's included) connects ``a`` to ``b``, ink
+    pixels up to ``link`` apart (Chebyshev, across the edges when ``wrap``) linked: a flood fill on
+    the image alone."""
+    ink = image != 0
     seen, queue = {a}, deque([a])
     while queue:
         r, c = queue.popleft()
@@ -119,6 +122,8 @@ def joined(image: np.ndarray, a: tuple[int, int], b: tuple[int, int], link: int)
         for dr in range(-link, link + 1):
             for dc in range(-link, link + 1):
                 q = (r + dr, c + dc)
+                if wrap:
+                    q = (q[0] % ink.shape[0], q[1] % ink.shape[1])
                 if (
                     0 <= q[0] < ink.shape[0]
                     and 0 <= q[1] < ink.shape[1]
@@ -140,6 +145,62 @@ def test_pathfinder_label_is_the_discs_connectivity(rung):
         assert joined(drawing.image, *drawing.discs, link) == bool(label)
 
 
+@pytest.mark.parametrize("rung", ["trace-4", "trace-6"])
+def test_pathfinder_trace_answer_is_the_disc_joined_to_the_marked_one(rung):
+    grid = Grid((16, 16))
+    task, link = PathfinderTask(rung), Geometry.of(grid).link
+    rng = np.random.default_rng(3)
+    for _ in range(30):
+        drawing = task.draw(rng, grid)
+        marked, answer, other = drawing.discs
+        assert drawing.image[marked] == pathfinder.START
+        assert drawing.image[answer] == drawing.image[other] == 1.0
+        assert joined(drawing.image, marked, answer, link, wrap=True)
+        assert not joined(drawing.image, marked, other, link, wrap=True)
+
+
+def test_pathfinder_trace_targets_the_distance_coin_and_uniform_places():
+    """One asked cell of each target (1) and one of each non-answer (0) per image, at the discs;
+    the joined disc is the nearer of the two to the marked one in about half the images, so the
+    distance tells nothing (without the coin it is the nearer in 88 % of ``trace-4``'s); on the
+    torus the joined and the other disc lie anywhere alike, so their place tells nothing either."""
+    task, grid = PathfinderTask("trace-4"), Grid((16, 16))
+    split = task.generate(np.random.default_rng(0), 400, grid)
+    targets = split.targets.flatten(1)  # (S, N)
+    assert ((targets == 1).sum(dim=1) == 1).all() and ((targets == 0).sum(dim=1) == 1).all()
+    assert set(split.inputs.unique().tolist()) == {pathfinder.START, 0.0, 1.0}
+    rng = np.random.default_rng(1)
+    drawings = [task.draw(rng, grid) for _ in range(400)]
+    # 400 fair coins: standard error 0.025
+    assert abs(np.mean([d.joined_nearer() for d in drawings]) - 0.5) < 0.1
+    joined_rows, other_rows = (np.array([d.discs[k][0] for d in drawings]) for k in (1, 2))
+    for rows in (joined_rows, other_rows):  # uniform rows: mean 7.5, sd 4.6 (sem 0.23)
+        assert abs(rows.mean() - 7.5) < 1.0
+        assert np.mean((rows < 2) | (rows > 13)) > 0.18  # 4 rows of 16: 0.25 (sem 0.022)
+
+
+def test_pathfinder_trace_refuses_a_rung_whose_distance_cannot_be_balanced(monkeypatch):
+    """A 3-dash contour on 16x16 ends nearer to the marked disc than any other disc can lie: the
+    coin's "farther" cannot be drawn, and the error says so instead of looping."""
+    monkeypatch.setitem(pathfinder.LADDER, "trace-3", pathfinder.Rung("trace", 3, 1, 3, 16, 14))
+    monkeypatch.setattr(pathfinder, "BALANCE_TRIES", 40)
+    task, rng = PathfinderTask("trace-3"), np.random.default_rng(0)
+    with pytest.raises(ValueError, match="was nearer than the other in all 40 images"):
+        for _ in range(20):  # each image a coin: the farther case comes in the first few
+            task.draw(rng, Grid((16, 16)))
+
+
+def test_pathfinder_trace_control_at_chance(one_thread):
+    """The control's logit at a disc sees that disc's pixels and place only: at chance on both
+    trace rungs."""
+    for rung in ("trace-4", "trace-6"):
+        track = pathfinder.make_track(PathfinderTask(rung))
+        data = track.make_data(track.default_grid, 0, DataSizes(n_train=256, n_val=8, n_test=512))
+        accuracy = train_briefly(track.control.build(track.default_grid), data, track, epochs=2)
+        # 512 test images, two discs each: a guess has standard error 0.022
+        assert abs(accuracy - 0.5) < 0.08, (rung, accuracy)
+
+
 def test_pathfinder_labels_balanced_and_ink_alike():
     split = PathfinderTask("len-6").generate(np.random.default_rng(0), 200, Grid((32, 32)))
     labels, ink = split.targets, split.inputs.flatten(1).sum(dim=1)  # (S,), (S,)
@@ -150,7 +211,15 @@ def test_pathfinder_labels_balanced_and_ink_alike():
 
 
 def test_pathfinder_ladder_lengthens_contours():
-    grid, rng = Grid((32, 32)), np.random.default_rng(0)
+    rng = np.random.default_rng(0)
+    trace = {
+        rung: np.mean(
+            [PathfinderTask(rung).draw(rng, Grid((16, 16))).image.sum() for _ in range(10)]
+        )
+        for rung in ("trace-4", "trace-6")
+    }
+    assert trace["trace-4"] < trace["trace-6"]
+    grid = Grid((32, 32))
     ink = {
         rung: np.mean([PathfinderTask(rung).draw(rng, grid, 1).image.sum() for _ in range(10)])
         for rung in ("len-6", "len-9", "len-14")
@@ -163,7 +232,7 @@ def test_pathfinder_ladder_lengthens_contours():
 
 
 def test_pathfinder_references_and_control_at_chance(one_thread):
-    track, grid = pathfinder.make_track(), Grid((32, 32))
+    track, grid = pathfinder.make_track(PathfinderTask("len-6")), Grid((32, 32))
     data = track.make_data(grid, 0, DataSizes(n_train=256, n_val=64, n_test=256))
     references = naive_references(track, grid, DataSizes(256, 64, 256))
     # 256 balanced test images: a guess's accuracy has standard error 0.031
@@ -207,7 +276,10 @@ def test_tracks_lists_the_ladders(installed):
         "ladder: pairs-1 < pairs-2 < pairs-4 < pairs-8 < pairs-16"
         in tracks["recall"]["description"]
     )
-    assert "ladder: len-6 < len-9 < len-14" in tracks["pathfinder"]["description"]
+    assert (
+        "ladder: trace-4 < trace-6 < len-6 < len-9 < len-14" in tracks["pathfinder"]["description"]
+    )
     assert tracks["recall"]["ladder"] == ["pairs-1", "pairs-2", "pairs-4", "pairs-8", "pairs-16"]
     assert tracks["recall"]["settings"]["difficulty"] == "pairs-1"
-    assert tracks["pathfinder"]["settings"]["difficulty"] == "len-6"
+    assert tracks["pathfinder"]["settings"]["difficulty"] == "trace-4"
+    assert tracks["pathfinder"]["default_grid"] == "16x16"

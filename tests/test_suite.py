@@ -149,7 +149,7 @@ def test_a_track_s_models_need_one_mixer_name_each():
 def test_the_ladder_is_a_track_field_checked_against_its_difficulty():
     registry = load_registry()
     assert registry.track("laddered").ladder == ("noise-0", "noise-1", "noise-4")
-    assert registry.track("pathfinder").ladder == ("len-6", "len-9", "len-14")
+    assert registry.track("pathfinder").ladder == ("trace-4", "trace-6", "len-6", "len-9", "len-14")
     assert registry.track("mqar").ladder == ()
     with pytest.raises(ValueError, match="expected a difficulty setting whose value is on"):
         dataclasses.replace(make_laddered(), ladder=("noise-1", "noise-4"))

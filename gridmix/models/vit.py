@@ -75,10 +75,15 @@ def mlp_mixer_supports(grid: Grid) -> str | None:
 
 
 def build_mlp_mixer(
-    grid: Grid, *, in_chans: int, num_outputs: int, backbone: BackboneConfig
+    grid: Grid,
+    *,
+    in_chans: int,
+    num_outputs: int,
+    backbone: BackboneConfig,
+    global_pool: str = "avg",
 ) -> MlpMixer:
     """timm's MLP-Mixer (B, C_in, H, W) → (B, K) with the backbone's width and depth (``num_heads``
-    unused)."""
+    unused); ``global_pool=""`` keeps every token: (B, H·W, K)."""
     grid = Grid.parse(grid)
     reason = mlp_mixer_supports(grid)
     if reason is not None:
@@ -88,4 +93,5 @@ def build_mlp_mixer(
         num_blocks=backbone.depth,
         embed_dim=backbone.embed_dim,
         mlp_ratio=(0.5, backbone.mlp_ratio),
+        global_pool=global_pool,
     )

@@ -82,9 +82,17 @@ def recall_width(grid: Grid) -> int:
 def pathfinder_panel(
     ax: Axes, task: PathfinderTask, grid: Grid, rng: np.random.Generator, label: int
 ) -> None:
-    """One generated ``pathfinder`` image of ``label`` on ``ax`` (1: the discs are joined)."""
-    ax.imshow(task.draw(rng, grid, label).image, cmap="gray_r", vmin=0, vmax=1)
-    ax.set_title(f"pathfinder {task.difficulty} ({grid}), label {label}", fontsize=9)
+    """One generated ``pathfinder`` image on ``ax``: on a ``joined`` rung of ``label`` (1: the discs
+    are joined); on a ``trace`` rung the marked disc ringed red and the disc joined to it (the
+    answer) ringed blue."""
+    drawing = task.draw(rng, grid, label)
+    ax.imshow(np.abs(drawing.image), cmap="gray_r", vmin=0, vmax=1)
+    if task.traces:
+        for centre, colour in zip(drawing.discs[:2], ("red", "tab:blue")):
+            ax.scatter(*centre[::-1], s=160, facecolors="none", edgecolors=colour, linewidths=1.5)
+        ax.set_title(f"pathfinder {task.difficulty} ({grid})", fontsize=9)
+    else:
+        ax.set_title(f"pathfinder {task.difficulty} ({grid}), label {label}", fontsize=9)
     _bare(ax)
 
 
@@ -168,14 +176,19 @@ def draw_recall(task: GridRecallTask, grid: Grid, path: str | Path) -> None:
 
 
 def draw_pathfinder(task: PathfinderTask, grid: Grid, path: str | Path) -> None:
-    """:data:`SAMPLES` generated ``pathfinder`` images of ``task`` on ``grid``, labels 1, 0, 1, 0,
-    into the PNG ``path``."""
+    """:data:`SAMPLES` generated ``pathfinder`` images of ``task`` on ``grid`` (labels 1, 0, 1, 0 on
+    a ``joined`` rung) into the PNG ``path``."""
     grid = Grid.parse(grid)
     fig, axes = figure(1, SAMPLES, (3.3, 3.6))
     rng = np.random.default_rng(SEED)
     for index, ax in enumerate(axes[0]):
         pathfinder_panel(ax, task, grid, rng, 1 - index % 2)
-    fig.suptitle("label 1: the two discs sit on the ends of one contour", fontsize=10)
+    fig.suptitle(
+        "red ring: the marked disc; blue ring: the disc joined to it (the answer)"
+        if task.traces
+        else "label 1: the two discs sit on the ends of one contour",
+        fontsize=10,
+    )
     save(fig, path)
 
 

@@ -158,6 +158,7 @@ class ImageModels:
     fc_norm: bool | None = (
         None  # timm's: None puts a LayerNorm after the pooling, False before it (per token)
     )
+    global_pool: str = "avg"  # timm's: "" keeps every token, (B, H·W, K) for per-cell answers
 
     def vit_with(
         self, grid: Grid, attn_layer: type[torch.nn.Module], *, mlp_ratio: float | None = None
@@ -170,6 +171,7 @@ class ImageModels:
             num_outputs=self.num_classes,
             backbone=self._backbone(mlp_ratio),
             attn_layer=attn_layer,
+            global_pool=self.global_pool,
             fc_norm=self.fc_norm,
         )
 
@@ -184,6 +186,7 @@ class ImageModels:
             in_chans=self.in_chans,
             num_outputs=self.num_classes,
             backbone=self._backbone(mlp_ratio),
+            global_pool=self.global_pool,
         )
 
     def _backbone(self, mlp_ratio: float | None) -> BackboneConfig:
@@ -197,7 +200,13 @@ class ImageModels:
         """The track's models; each that names a registered mixer is built around it
         (``Backbone.model``)."""
         b, backbone = self.backbone, self.backbone_spec()
-        pool = "avg pool" if self.fc_norm is False else "avg pool, LayerNorm after it"
+        pool = (
+            "a logit per token"
+            if not self.global_pool
+            else "avg pool"
+            if self.fc_norm is False
+            else "avg pool, LayerNorm after it"
+        )
         size = network_size(b, f"patch 1, {pool}")
         idea, ablation, control = idea_arms(backbone, "ViT", f" (rank {self.mixer.rank})")
         mlp_mixer = ModelSpec(
