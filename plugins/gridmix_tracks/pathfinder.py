@@ -173,8 +173,8 @@ class Drawing:
         not drawn)."""
         marked, joined, other = self.discs
         shape = self.image.shape
-        to_joined = _distance(shape, joined, marked, wrap=True)
-        to_other = _distance(shape, other, marked, wrap=True)
+        to_joined = _torus_distance(shape, joined, marked)
+        to_other = _torus_distance(shape, other, marked)
         return None if to_joined == to_other else to_joined < to_other
 
 
@@ -264,10 +264,9 @@ class PathfinderTask:
         image = np.zeros(grid.shape, dtype=np.float32)  # (H, W)
         for pixels in contours:
             image[pixels[:, 0], pixels[:, 1]] = 1.0
-        for centre in discs:
-            image[_disc(grid, geometry, centre, wrap=wrap)] = 1.0
-        if self.traces:
-            image[_disc(grid, geometry, first, wrap=wrap)] = START
+        for index, centre in enumerate(discs):
+            marked = self.traces and index == 0
+            image[_disc(grid, geometry, centre, wrap=wrap)] = START if marked else 1.0
         return Drawing(image, tuple(tuple(map(int, centre)) for centre in discs), label)
 
     def generate(self, rng: np.random.Generator, n: int, grid: Grid) -> Split:
@@ -376,13 +375,10 @@ def _dilate(mask: np.ndarray, reach: int, *, wrap: bool) -> np.ndarray:
     return binary_dilation(padded, square)[reach:-reach, reach:-reach]
 
 
-def _distance(shape: tuple[int, int], a, b, *, wrap: bool) -> float:
-    """The Euclidean distance between the cells ``a`` and ``b`` (the shorter way round each axis
-    when ``wrap``)."""
+def _torus_distance(shape: tuple[int, int], a, b) -> float:
+    """The Euclidean distance between the cells ``a`` and ``b``, the shorter way round each axis."""
     offset = np.abs(np.subtract(a, b))  # (2,)
-    if wrap:
-        offset = np.minimum(offset, np.subtract(shape, offset))
-    return float(np.hypot(*offset))
+    return float(np.hypot(*np.minimum(offset, np.subtract(shape, offset))))
 
 
 def _disc(grid: Grid, geometry: Geometry, centre, *, wrap: bool) -> np.ndarray:
