@@ -1,10 +1,13 @@
 """Print the markdown table of a graded track's ladder from a finished ``gridmix sweep`` over its
-``difficulty``: per rung, every arm's mean and range across the paired seeds, and every arm's
-paired comparison against the matched baseline (dense attention), Holm-adjusted across the arms
-of the rung (:func:`gridmix.analysis.verdicts.compare_many`).
+``difficulty``, or of one rung from a finished ``gridmix run``: per rung, every arm's mean and range
+across the paired seeds, and every arm's paired comparison against the matched baseline (dense
+attention), Holm-adjusted across the arms of the rung
+(:func:`gridmix.analysis.verdicts.compare_many`).
 
-Run from the repository root, after the sweep (docs/tracks.md, "Calibration"):
-``python benchmarks/graded_table.py runs/recall-ladder``."""
+Run from the repository root, after the sweep or the run (docs/tracks.md, "Calibration"):
+``python benchmarks/graded_table.py runs/recall-ladder``. A run's directory (no
+``sweep_report.json``) is read from its ledger: the same report ``gridmix run`` wrote, as one rung
+named by its ``difficulty``."""
 
 from __future__ import annotations
 
@@ -13,6 +16,10 @@ import sys
 from pathlib import Path
 
 from gridmix.analysis.verdicts import compare_many, named_by_role
+from gridmix.report.build import study_report
+from gridmix.report.sweep_report import PointReport
+from gridmix.study.ledger import Ledger, LedgerError
+from gridmix.tracks.plugin_loader import load_registry
 
 
 def table(document: dict) -> str:
@@ -27,12 +34,14 @@ def table(document: dict) -> str:
     ]
     for point in document["points"]:
         found = {name: arm for name, arm in point["arms"].items() if arm["per_seed"]}
+        rung = ", ".join(f"{value}" for value in point["values"].values())
+        if baseline not in found:
+            raise SystemExit(f"error: {rung}: {baseline} has no finished comparison run yet")
         reference = found[baseline]["per_seed"]
         results = compare_many(
             {name: (arm["per_seed"], reference) for name, arm in found.items() if name != baseline},
             direction=direction,
         )
-        rung = ", ".join(f"{value}" for value in point["values"].values())
         for name, arm in sorted(found.items(), key=lambda item: item[0] != baseline):
             seeds = arm["per_seed"]
             cells = [rung, name, f"{arm['mean']:.3f} ({min(seeds):.3f}–{max(seeds):.3f})"]
@@ -52,6 +61,31 @@ def table(document: dict) -> str:
     return "\n".join(rows)
 
 
+def run_document(out: Path) -> dict:
+    """A finished ``gridmix run``'s report in the shape of a sweep's document: one point, named by
+    the run's rung (the track's ``difficulty``, its default included; the track on a track without
+    a ladder)."""
+    try:
+        ledger = Ledger(out, create=False)
+    except LedgerError as error:
+        raise SystemExit(f"error: {error}") from None
+    with ledger:
+        spec = ledger.study()
+        rows = {row.key: row for row in ledger.rows()}
+    if spec is None:
+        raise SystemExit(f"error: {out} holds neither sweep_report.json nor a study's ledger")
+    report = study_report(spec, rows, where=str(ledger.path))
+    settings = load_registry().track(spec["track"], spec.get("settings") or {}).settings
+    rung = {"difficulty": settings["difficulty"]} if "difficulty" in settings else {}
+    point = PointReport(values=rung or {"track": spec["track"]}, report=report)
+    return dict(
+        baseline=report.primary_baseline,
+        metric_direction=report.metric_direction,
+        points=[point.to_dict()],
+    )
+
+
 if __name__ == "__main__":
     out = Path(sys.argv[1])
-    print(table(json.loads((out / "sweep_report.json").read_text())))
+    swept = out / "sweep_report.json"
+    print(table(json.loads(swept.read_text()) if swept.exists() else run_document(out)))
