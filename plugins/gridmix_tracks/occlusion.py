@@ -73,8 +73,8 @@ its default start, ``MixerConfig()``), ``concentration-uncapped`` (ablation), ``
 default budget is docs/tracks.md's (8 seeds): on ``shift-1`` dense attention reads 0.913 (0.617 to
 1.000), the concentration mixer 0.997, the global filter 1.000, the no-mixing control chance; from
 ``hidden-1`` on, the global filter finds the hidden target (1.000 on ``hidden-1`` and ``hidden-2``,
-0.984 on ``hidden-4``), dense attention and the concentration mixer stay at chance; ``hidden-6`` on
-``9x11x11`` has one pilot per model so far (the same picture).
+0.984 on ``hidden-4``, 0.996 on ``hidden-6``), dense attention and the concentration mixer stay at
+chance.
 
 Shape legend:
     S: samples, T, H, W: the grid, O: objects (target first, then distractors);
