@@ -2,7 +2,11 @@
 model that diverges (non-finite output) at the larger learning rate only, so the harness's handling
 of divergence is exercised deterministically. Its task is defined on every grid
 (``fixed_grid=None``), its models hold learned positions (``pos_embed``), and it has one setting,
-the models' width ``dim``."""
+the models' width ``dim``. :func:`smoke_study` runs a finished study of it for a test to read."""
+
+import contextlib
+import sys
+from pathlib import Path
 
 import torch
 from timm.layers import Attention
@@ -111,3 +115,23 @@ TRACK = make_track()
 @hookimpl
 def gridmix_tracks():
     return [TRACK]
+
+
+@contextlib.contextmanager
+def smoke_study(out: Path):
+    """Run ``gridmix run --track fake`` at the smoke budget (2 seeds, one thread, no scaling) into
+    ``out``; the track stays registered inside the block, where the finished study can be read."""
+    from typer.testing import CliRunner
+
+    from gridmix.cli import app
+    from gridmix.tracks.plugin_loader import load_registry
+
+    load_registry(extra_plugins=[sys.modules[__name__]], refresh=True)
+    try:
+        arguments = ["run", "--track", "fake", "--budget", "smoke", "--seeds", "2"]
+        arguments += ["--threads", "1", "--no-scaling", "--out", str(out)]
+        result = CliRunner().invoke(app, arguments, env={"COLUMNS": "200"})
+        assert result.exit_code == 0, result.output
+        yield
+    finally:
+        load_registry(refresh=True)

@@ -89,28 +89,17 @@ def test_a_model_whose_sweep_is_done_counts_only_the_comparison_runs_the_ledger_
     pending; the other models' rates are chosen, so their comparison runs are known to be done."""
     import sqlite3
 
-    from typer.testing import CliRunner
-
-    from gridmix.cli import app
     from gridmix.orchestrate.plan import plan_study
     from gridmix.study.ledger import Ledger
     from gridmix.study.spec import pending_models
-    from gridmix.tracks.plugin_loader import load_registry
-    from tests import fake_track
+    from tests.fake_track import smoke_study
 
-    load_registry(extra_plugins=[fake_track], refresh=True)
-    try:
-        arguments = ["run", "--track", "fake", "--budget", "smoke", "--seeds", "2"]
-        arguments += ["--threads", "1", "--no-scaling", "--out", str(tmp_path)]
-        result = CliRunner().invoke(app, arguments, env={"COLUMNS": "200"})
-        assert result.exit_code == 0, result.output
+    with smoke_study(tmp_path):
         study = plan_study("fake", None, budget="smoke", seeds=2, threads=1).study
         sweep_keys = {task.key for task in study.sweep_tasks() if task.model == "fake-attention"}
         with sqlite3.connect(tmp_path / "ledger.sqlite") as conn:
             conn.executemany("DELETE FROM runs WHERE key = ?", [(key,) for key in sweep_keys])
         with Ledger(tmp_path) as ledger:
             rows = {row.key: row for row in ledger.rows()}
-    finally:
-        load_registry(refresh=True)
     assert len(sweep_keys) == 2 and len(study.comparison_seeds) == 2
     assert sorted(pending_models(study, rows)) == ["fake-attention"] * 4

@@ -5,11 +5,7 @@ import importlib.util
 import json
 from pathlib import Path
 
-from typer.testing import CliRunner
-
-from gridmix.cli import app
-from gridmix.tracks.plugin_loader import load_registry
-from tests import fake_track
+from tests.fake_track import smoke_study
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "graded_table.py"
 
@@ -22,16 +18,9 @@ def _graded_table():
 
 
 def test_a_runs_directory_gives_one_rung_with_the_reports_numbers(tmp_path):
-    load_registry(extra_plugins=[fake_track], refresh=True)
-    try:
-        arguments = ["run", "--track", "fake", "--budget", "smoke", "--seeds", "2"]
-        arguments += ["--threads", "1", "--no-scaling", "--out", str(tmp_path)]
-        result = CliRunner().invoke(app, arguments, env={"COLUMNS": "200"})
-        assert result.exit_code == 0, result.output
+    with smoke_study(tmp_path):
         graded_table = _graded_table()
         markdown = graded_table.table(graded_table.run_document(tmp_path))
-    finally:
-        load_registry(refresh=True)
     report = json.loads((tmp_path / "bench_report.json").read_text())
     rows = {line.split(" | ")[1]: line for line in markdown.splitlines()[2:]}
     assert set(rows) == {report["primary_baseline"], report["idea"]["name"], *report["baselines"]}
