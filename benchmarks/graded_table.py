@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from gridmix.analysis.verdicts import compare_many, named_by_role
-from gridmix.report.build import study_report
+from gridmix.report.build import build_report
 from gridmix.report.sweep_report import PointReport
 from gridmix.study.ledger import Ledger, LedgerError
 from gridmix.tracks.plugin_loader import load_registry
@@ -71,10 +71,9 @@ def run_document(out: Path) -> dict:
         raise SystemExit(f"error: {error}") from None
     with ledger:
         spec = ledger.study()
-        rows = {row.key: row for row in ledger.rows()}
-    if spec is None:
-        raise SystemExit(f"error: {out} holds neither sweep_report.json nor a study's ledger")
-    report = study_report(spec, rows, where=str(ledger.path))
+        if spec is None:
+            raise SystemExit(f"error: {out} holds neither sweep_report.json nor a study's ledger")
+        report = build_report(ledger)
     settings = load_registry().track(spec["track"], spec.get("settings") or {}).settings
     rung = {"difficulty": settings["difficulty"]} if "difficulty" in settings else {}
     point = PointReport(values=rung or {"track": spec["track"]}, report=report)
