@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 from gridmix import orchestrate
 from gridmix.analysis.stats import exact_level, min_attainable_p
 from gridmix.cli import app
-from gridmix.core.inputs import parse_over, parse_rates, split_list
+from gridmix.core.inputs import parse_grids, parse_over, parse_rates, split_list
 from gridmix.tracks.budget import BUDGETS, MAX_SEEDS, resolve_budget
 from gridmix.tracks.plugin_loader import load_registry
 from tests import fake_track
@@ -41,6 +41,8 @@ BAD_INPUTS = {
     "run lrs empty": (*RUN, "--lrs", ""),
     "run lrs only a comma": (*RUN, "--lrs", ","),
     "run lrs empty item": (*RUN, "--lrs", "1e-3,,3e-3"),
+    "run lrs repeated": (*RUN, "--lrs", "1e-3,3e-3,1e-3"),
+    "run lrs repeated once parsed": (*RUN, "--lrs", "1e-3,0.001"),
     "run grid with spaces": ("run", "--track", "image", "--grid", "8 x 8", "--budget", "smoke"),
     "run grid empty": ("run", "--track", "image", "--grid", "", "--budget", "smoke"),
     "run eval grids only a comma": (*RUN, "--eval-grids", ","),
@@ -49,6 +51,9 @@ BAD_INPUTS = {
     "run eval grid too large": (*RUN, "--eval-grids", "100000x100000"),
     "run models empty": (*RUN, "--models", ""),
     "run baselines only a comma": (*RUN, "--baselines", ","),
+    "run models repeated": (*RUN, "--models", "vit,vit"),
+    "run baselines repeated": (*RUN, "--baselines", "global-filter,global-filter"),
+    "run eval grids repeated once parsed": (*RUN, "--eval-grids", "16x16,016x16"),
     "run set embed_dim negative": (*RUN, "--set", "embed_dim=-4"),
     "run set depth 0": (*RUN, "--set", "depth=0"),
     "run jobs 0": (*RUN, "--jobs", "0"),
@@ -64,6 +69,8 @@ BAD_INPUTS = {
     "scale grids only a comma": (*SCALE, "--grids", ","),
     "scale grid with spaces": (*SCALE, "--grids", "8 x 8"),
     "scale models empty": (*SCALE, "--grids", "8x8", "--models", ""),
+    "scale grids repeated": (*SCALE, "--grids", "8x8,16x16,8x8"),
+    "sweep over a value repeated": (*SWEEP, "--over", "grid=32,64,32"),
 }
 
 
@@ -120,6 +127,13 @@ def test_the_list_rule_and_finite_rates():
     assert parse_over(["grid=64, 128"]) == [("grid", ("64", "128"))]
     with pytest.raises(ValueError, match="--over grid '64,' holds an empty item"):
         parse_over(["grid=64,"])
+    # no item twice: as typed, and once parsed (the same rate, the same grid, written otherwise)
+    with pytest.raises(ValueError, match="--models 'a, b,a' names 'a' twice; expected each once"):
+        split_list("a, b,a", "--models", "a,b")
+    with pytest.raises(ValueError, match="--lrs '1e-3,0.001' names '0.001' twice"):
+        parse_rates("1e-3,0.001")
+    with pytest.raises(ValueError, match="--grids '8x8,08x8' names '8x8' twice"):
+        parse_grids("8x8,08x8", "--grids")
 
 
 def test_the_seed_limit_and_the_sign_flip_arithmetic_at_any_seed_count():
@@ -131,6 +145,9 @@ def test_the_seed_limit_and_the_sign_flip_arithmetic_at_any_seed_count():
     for lrs in ((float("inf"),), (1e-3, float("nan"))):
         with pytest.raises(ValueError, match="expected finite positive learning rates"):
             resolve_budget("default", lrs=lrs)
+    # a rate swept twice would train the same runs twice and show two columns of one rate
+    with pytest.raises(ValueError, match=r"lrs=\(0.001, 0.003, 0.001\) repeats a learning rate"):
+        resolve_budget("default", lrs=(1e-3, 3e-3, 1e-3))
     assert BUDGETS["default"].seeds <= MAX_SEEDS
     # 2/2^n without overflow: exact where a float holds it, 0.0 below the smallest one; Monte Carlo
     # past 20 pairs.
@@ -159,3 +176,9 @@ def test_report_on_an_unfinished_study_says_how_many_runs_are_missing(fake_regis
     orchestrate.run("fake", "8", out=tmp_path, **options)
     finished = CliRunner().invoke(app, ["report", str(tmp_path)], env={"COLUMNS": "300"})
     assert finished.exit_code == 0 and "unfinished:" not in finished.output, finished.output
+
+
+def test_the_python_api_refuses_a_model_named_twice():
+    # a tuple skips the command line's list rule; planning checks it again
+    with pytest.raises(ValueError, match="--models 'vit,vit' names 'vit' twice"):
+        orchestrate.plan_study("image", "8x8", models=("vit", "vit"), budget="smoke")

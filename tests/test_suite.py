@@ -311,7 +311,7 @@ def test_a_smoke_suite_writes_its_profile_and_reuses_its_ledger(tmp_path):
         (["--tracks", "nosuch"], "nosuch"),
         (["--tracks", "laddered", "--idea", "nosuch"], "nosuch"),
         (["--tracks", "laddered", "--idea", "global-filter"], "track 'laddered'"),
-        (["--tracks", "laddered,laddered"], "distinct"),
+        (["--tracks", "laddered,laddered"], "names 'laddered' twice"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(tmp_path, arguments, message):

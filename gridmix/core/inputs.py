@@ -3,8 +3,9 @@
 heavy loads: this module imports no torch, so the command line refuses a bad value in a fraction of
 a second (docs/guide.md, "Input checks").
 
-One rule for every list: a list that is given names at least one item and has no empty item (``''``,
-``','`` and ``'a,,b'`` are refused, naming the option); spaces around the commas are ignored.
+One rule for every list: a list that is given names at least one item, has no empty item (``''``,
+``','`` and ``'a,,b'`` are refused, naming the option) and names no item twice (``'1e-3,1e-3'``,
+and after parsing ``'1e-3,0.001'``); spaces around the commas are ignored.
 Leaving the option out is how to ask for its default. Learning rates are finite positive numbers;
 grids follow :meth:`Grid.parse`."""
 
@@ -16,10 +17,20 @@ from collections.abc import Sequence
 from gridmix.core.grid import Grid
 
 
+def refuse_repeats(values: Sequence, option: str, text: str) -> None:
+    """``ValueError`` in one line, naming ``option`` and what was given (``text``), when an item of
+    ``values`` equals an earlier one."""
+    seen = []
+    for value in values:
+        if value in seen:
+            raise ValueError(f"{option} {text!r} names {str(value)!r} twice; expected each once")
+        seen.append(value)
+
+
 def split_list(text: str, option: str, example: str) -> tuple[str, ...]:
     """The comma-separated items of ``text``, each stripped; ``ValueError`` in one line, naming
-    ``option`` and an ``example`` of what it takes, when ``text`` names no item or holds an empty
-    one."""
+    ``option`` and an ``example`` of what it takes, when ``text`` names no item, holds an empty one
+    or names one twice."""
     items = tuple(item.strip() for item in text.split(","))
     if not any(items):
         raise ValueError(
@@ -31,12 +42,13 @@ def split_list(text: str, option: str, example: str) -> tuple[str, ...]:
             f"{option} {text!r} holds an empty item; expected a comma-separated list such as "
             f"{example!r}"
         )
+    refuse_repeats(items, option, text)
     return items
 
 
 def parse_rates(text: str, option: str = "--lrs") -> tuple[float, ...]:
-    """Learning rates ``'1e-3,3e-3'`` as floats, each finite and positive; ``ValueError`` in one
-    line otherwise."""
+    """Learning rates ``'1e-3,3e-3'`` as floats, each finite and positive and none repeated;
+    ``ValueError`` in one line otherwise."""
     rates = []
     for item in split_list(text, option, "1e-3,3e-3"):
         try:
@@ -52,6 +64,7 @@ def parse_rates(text: str, option: str = "--lrs") -> tuple[float, ...]:
                 "rates such as '1e-3,3e-3'"
             )
         rates.append(rate)
+    refuse_repeats(rates, option, text)  # '1e-3,0.001'
     return tuple(rates)
 
 
@@ -64,6 +77,7 @@ def parse_grids(text: str, option: str) -> tuple[Grid, ...]:
             grids.append(Grid.parse(item))
         except ValueError as error:
             raise ValueError(f"{option}: {error}") from None
+    refuse_repeats(grids, option, text)  # '8x8,08x8'
     return tuple(grids)
 
 

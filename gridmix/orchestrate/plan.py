@@ -19,7 +19,7 @@ from pathlib import Path
 from gridmix.analysis.references import chance_level
 from gridmix.analysis.verdicts import ALPHA
 from gridmix.core.grid import Grid
-from gridmix.core.inputs import parse_grids, parse_names
+from gridmix.core.inputs import parse_grids, parse_names, refuse_repeats
 from gridmix.orchestrate.leak_check import check_causality
 from gridmix.study.precision import resolve_precision
 from gridmix.study.spec import Study, aa_study
@@ -92,6 +92,7 @@ def choose_models(
     given = None
     if models is not None:
         given = list(parse_names(models, "--models") if isinstance(models, str) else models)
+        refuse_repeats(given, "--models", ",".join(given))
     if without_idea and (given is None or track.idea.name in given):
         raise ValueError(
             f"--without-idea trains the --models given, without the idea {track.idea.name!r}; "

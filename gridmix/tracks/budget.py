@@ -84,6 +84,10 @@ class Budget:
             raise ValueError(
                 f"budget {self.name!r}: lrs={self.lrs}; expected finite positive learning rates"
             )
+        if len(set(self.lrs)) != len(self.lrs):
+            raise ValueError(
+                f"budget {self.name!r}: lrs={self.lrs} repeats a learning rate; expected each once"
+            )
         if self.patience is not None and self.patience < 1:
             raise ValueError(
                 f"budget {self.name!r}: patience={self.patience}; expected None or >= 1"
