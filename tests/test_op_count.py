@@ -3,6 +3,8 @@ runs (about one kernel per op): pinned per grid by :func:`gridmix.analysis.measu
 the counter itself checked on layers whose ops are known. docs/benchmarks.md, "Compute ops per
 layer", lists the counts (``python benchmarks/op_counts.py``)."""
 
+from pathlib import Path
+
 import pytest
 import torch
 from torch import nn
@@ -86,3 +88,13 @@ def test_the_mixers_bases_leave_the_column_signs_out_and_give_the_same_factor_bi
     assert torch.equal(unsigned, signed * torch.tensor([1.0, -1.0] * 3))
     lam = factor.eigenvalues()[0]
     assert torch.equal((signed * lam) @ signed.T, (unsigned * lam) @ unsigned.T)
+
+
+def test_the_compiled_count_reads_a_linear_layers_three_gemms_and_its_fused_bias_sum(monkeypatch):
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from op_counts import compiled_kernels
+
+    layer = nn.Linear(4, 3)
+    kinds = compiled_kernels(layer, torch.randn(5, 4, requires_grad=True))
+    # addmm forward; ∂x and ∂W are GEMMs (library calls), ∂b = Σ ḡ a kernel inductor writes
+    assert kinds == {"library": 3, "fused": 1}
