@@ -226,11 +226,13 @@ def test_evaluation_grids_are_checked_against_the_track_and_the_training_grid_is
     notes = []
     track = load_registry().track("fake")
     budget = track.budget("smoke")
-    assert choose_eval_grids(track, Grid.parse("8"), "16, 8,16,4", budget, note=notes.append) == (
+    assert choose_eval_grids(track, Grid.parse("8"), "16, 8,4", budget, note=notes.append) == (
         "16",
         "4",
     )
     assert notes == ["--eval-grids: 8 is the training grid; its test metric is the study's own"]
+    with pytest.raises(ValueError, match="--eval-grids '16,4,16' names '16' twice"):
+        choose_eval_grids(track, Grid.parse("8"), "16,4,16", budget)
     with pytest.raises(ValueError, match="--eval-grids 4x4: track 'fake' takes 1-d grids"):
         choose_eval_grids(track, Grid.parse("8"), "4x4", budget)
     assert orchestrate.plan_study("fake", "8", **OPTIONS).study.to_dict().get("eval_grids") is None
