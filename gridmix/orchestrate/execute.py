@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from gridmix.core.grid import Grid
 from gridmix.orchestrate.callbacks import QUIET, Callbacks
 from gridmix.orchestrate.plan import PlannedStudy
-from gridmix.report.build import build_report, write_report
+from gridmix.report.build import analyses_of, build_report, write_report
 from gridmix.report.learnability import Learnability, learnability_report, write_learnability
 from gridmix.report.types import Report
 from gridmix.study.harness import Runner
@@ -101,7 +101,9 @@ def run_study(
             ).run()
         finally:
             executor.close()  # the workers are gone before the analyses time anything
-        measure_analyses = planned.scaling and not analyses_stored(ledger, planned.model_kwargs)
+        measure_analyses = planned.scaling and not analyses_stored(
+            ledger, planned.study, planned.model_kwargs
+        )
         with memory_probe().start() if measure_analyses else contextlib.nullcontext() as probe:
             # the scaling's memory server imports torch on the core the references leave idle
             callbacks.analysis("references")
@@ -133,13 +135,13 @@ def run_study(
     return outcome
 
 
-def analyses_stored(ledger: Ledger, model_kwargs: dict) -> bool:
-    """Whether an earlier run of this study stored its parity and scaling for these
-    ``model_kwargs``."""
+def analyses_stored(ledger: Ledger, study: Study, model_kwargs: dict) -> bool:
+    """Whether an earlier run of this study stored its parity and scaling, for its models
+    (:func:`gridmix.report.build.analyses_of`) and these ``model_kwargs``."""
     from gridmix.analysis.parity import PARITY_KWARGS_KEY
 
-    stored = ledger.fetch("analyses")
-    return stored is not None and stored.get("parity", {}).get(PARITY_KWARGS_KEY) == model_kwargs
+    stored = analyses_of(ledger.fetch("analyses"), study.models, study.idea)
+    return bool(stored) and stored.get("parity", {}).get(PARITY_KWARGS_KEY) == model_kwargs
 
 
 def store_analyses(
@@ -178,7 +180,7 @@ def store_analyses(
             analyses[name] = measure()
         except Exception as error:  # recorded and reported; the finished runs stay valid
             analyses[name] = {"error": f"{type(error).__name__}: {error}"}
-    ledger.put("analyses", analyses)
+    ledger.put("analyses", dict(analyses, models=list(names)))  # what they were measured on
 
 
 def store_references(ledger: Ledger, track: Track, grid: Grid, study: Study) -> None:

@@ -31,7 +31,7 @@ import json
 import math
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -286,19 +286,43 @@ def _steps_per_epoch(spec: dict) -> int:
 
 
 def build_report(ledger: Ledger) -> Report:
-    """The full report of the ledger's study, with the analyses (scaling, parity) the run stored."""
+    """The full report of the ledger's study, with the analyses (scaling, parity) the run stored
+    for its models (:func:`analyses_of`)."""
     spec = ledger.study()
     if spec is None:
         raise ValueError(
             f"the ledger {str(ledger.path)!r} holds no study yet; run `gridmix run` first"
         )
+    study = read_study(spec, str(ledger.path))
     return study_report(
         spec,
         {row.key: row for row in ledger.rows()},
         where=str(ledger.path),
-        analyses=ledger.fetch("analyses") or {},
+        analyses=analyses_of(ledger.fetch("analyses"), study.models, study.idea),
         references=ledger.fetch("references"),
     )
+
+
+def analyses_of(stored: dict | None, models: Sequence[str], idea: str) -> dict:
+    """The stored parity and scaling (``{"parity": …, "scaling": …}``, the report's keys) if they
+    were measured for a study of ``models`` (in its order) with this ``idea``, else ``{}``. A
+    directory holds one study at a time, and another study on the same track and grid
+    (``--idea``, ``--models``) reuses its finished runs but not these, which compare its own idea
+    with its own models. Analyses stored without their ``models`` (by gridmix before it kept them)
+    are refused only where they name another idea, or a model the study does not train."""
+    if not stored:
+        return {}
+    measured = stored.get("models")
+    if measured is not None:
+        matches = list(measured) == list(models)
+    else:
+        parity, scaling = stored.get("parity") or {}, stored.get("scaling") or {}
+        named = {row.get("model") for row in parity.get("rows", [])}
+        named |= set(scaling.get("models", []))
+        matches = parity.get("idea") in (None, idea) and named <= set(models)
+    if not matches:
+        return {}
+    return {name: analysis for name, analysis in stored.items() if name != "models"}
 
 
 def read_study(spec: dict, where: str) -> Study:
