@@ -92,18 +92,20 @@ def compiled_kernels(module: torch.nn.Module, x: torch.Tensor) -> Counter:
 def compiled_table(grids: dict[str, tuple[str, dict]], device: str) -> str:
     """The markdown table of :func:`compiled_kernels` for the mixer of each case and, on the
     first case's grid, timm's attention."""
-    rows = []
-    for case, (grid, kwargs) in grids.items():
+
+    def row(name: str, layer: torch.nn.Module, grid: str) -> list:
         torch.manual_seed(0)
         x = torch.randn(BATCH, Grid.parse(grid).numel, DIM, device=device, requires_grad=True)
-        mixer = ConcentrationMixer(DIM, grid, num_heads=HEADS, rank=RANK, **kwargs)
-        kinds = compiled_kernels(mixer.to(device).train(), x)
-        rows.append([case, kinds["library"], kinds["fused"], kinds["aten"], kinds.total()])
+        kinds = compiled_kernels(layer.to(device).train(), x)
+        return [name, kinds["library"], kinds["fused"], kinds["aten"], kinds.total()]
+
+    rows = [
+        row(case, ConcentrationMixer(DIM, grid, num_heads=HEADS, rank=RANK, **kwargs), grid)
+        for case, (grid, kwargs) in grids.items()
+    ]
     grid = next(iter(grids.values()))[0]
-    x = torch.randn(BATCH, Grid.parse(grid).numel, DIM, device=device, requires_grad=True)
-    kinds = compiled_kernels(Attention(DIM, num_heads=HEADS).to(device).train(), x)
     name = f"attention ({Grid.parse(grid).numel} tokens)"
-    rows.append([name, kinds["library"], kinds["fused"], kinds["aten"], kinds.total()])
+    rows.append(row(name, Attention(DIM, num_heads=HEADS), grid))
     return markdown_table(["layer", "library (GEMMs)", "fused", "aten", "total"], rows)
 
 

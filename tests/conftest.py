@@ -20,6 +20,16 @@ def one_thread():
     torch.set_num_threads(previous)
 
 
+@pytest.fixture
+def fake_registry():
+    """The registry with the test track ``fake`` (tests/fake_track.py) loaded, reset afterwards."""
+    from gridmix.tracks.plugin_loader import load_registry
+    from tests import fake_track
+
+    yield load_registry(extra_plugins=[fake_track], refresh=True)
+    load_registry(refresh=True)
+
+
 @pytest.fixture(autouse=True)
 def every_ledger_reports(request):
     """After each test, `gridmix report` must succeed on every ledger with a study that the test

@@ -11,8 +11,6 @@ from gridmix.analysis.stats import exact_level, min_attainable_p
 from gridmix.cli import app
 from gridmix.core.inputs import parse_grids, parse_over, parse_rates, split_list
 from gridmix.tracks.budget import BUDGETS, MAX_SEEDS, resolve_budget
-from gridmix.tracks.plugin_loader import load_registry
-from tests import fake_track
 from tests.python_child import run_python
 
 RUN = (
@@ -155,12 +153,6 @@ def test_the_seed_limit_and_the_sign_flip_arithmetic_at_any_seed_count():
     assert min_attainable_p(1076, exact_max_n=2000) == 0.0
     assert min_attainable_p(1024) == min_attainable_p(99999999999999999999) == 1 / 100_001
     assert exact_level(8) == 12 / 256 and 0.05 - 2**-1022 <= exact_level(1100) <= 0.05
-
-
-@pytest.fixture
-def fake_registry():
-    yield load_registry(extra_plugins=[fake_track], refresh=True)
-    load_registry(refresh=True)
 
 
 def test_report_on_an_unfinished_study_says_how_many_runs_are_missing(fake_registry, tmp_path):

@@ -4,18 +4,8 @@ idea against each of them), never carried over from the study before."""
 
 import json
 
-import pytest
-
 from gridmix import orchestrate
 from gridmix.report.build import analyses_of
-from gridmix.tracks.plugin_loader import load_registry
-from tests import fake_track
-
-
-@pytest.fixture
-def fake_registry():
-    yield load_registry(extra_plugins=[fake_track], refresh=True)
-    load_registry(refresh=True)
 
 
 def test_a_second_study_in_the_directory_measures_its_own_parity_and_scaling(

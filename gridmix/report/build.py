@@ -286,19 +286,17 @@ def _steps_per_epoch(spec: dict) -> int:
 
 
 def build_report(ledger: Ledger) -> Report:
-    """The full report of the ledger's study, with the analyses (scaling, parity) the run stored
-    for its models (:func:`analyses_of`)."""
+    """The full report of the ledger's study, with the analyses (scaling, parity) the run stored."""
     spec = ledger.study()
     if spec is None:
         raise ValueError(
             f"the ledger {str(ledger.path)!r} holds no study yet; run `gridmix run` first"
         )
-    study = read_study(spec, str(ledger.path))
     return study_report(
         spec,
         {row.key: row for row in ledger.rows()},
         where=str(ledger.path),
-        analyses=analyses_of(ledger.fetch("analyses"), study.models, study.idea),
+        analyses=ledger.fetch("analyses"),
         references=ledger.fetch("references"),
     )
 
@@ -345,8 +343,8 @@ def study_report(
     references: dict | None = None,
 ) -> Report:
     """The report of the study ``spec`` from the ledger's ``rows`` (by key) and what the run stored
-    beside them (``analyses``: parity and scaling; ``references``: the naive ones); ``where`` names
-    the ledger in errors."""
+    beside them (``analyses``: parity and scaling, used where they are this study's,
+    :func:`analyses_of`; ``references``: the naive ones); ``where`` names the ledger in errors."""
     study = read_study(spec, where)
     chosen, sweeps = choose_learning_rates(study, rows)
     arms = {model: _arm(study, rows, model, chosen[model], sweeps[model]) for model in study.models}
@@ -424,7 +422,7 @@ def study_report(
         versions=versions,
         **pick(study, "device", "precision", "threads"),
         **_identity(spec, versions),
-        analyses=analyses or {},
+        analyses=analyses_of(analyses, study.models, study.idea),
         notes=study.notes,
         references=with_model_metrics(
             references,
