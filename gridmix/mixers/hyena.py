@@ -18,11 +18,11 @@ are spread per channel as Hyena's ``ExponentialModulation`` (from ``|ln 0.01| / 
 n_k − 1`` (``0 … n_k − 1`` on a causal axis), and its position ``t_k = l_k / n_k`` in (−1, 1). The
 features are ``t_k, cos(π f t_k), sin(π f t_k)`` for ``f = 1 … bands`` on every axis, concatenated
 over the axes; the window is ``exp(−δ_c Σ_k |t_k|)``, a product of one decay per axis. The
-convolution is linear (zero-padded) over every axis at once: one ``rfftn`` of each axis padded to
-``2 n_k``, the filter laid out with lag ``l`` at index ``l`` and ``−l`` at ``2 n_k − l``. On a
-causal axis the filter is exactly zero at negative lags, so the convolution is causal up to the
-FFT's rounding (about 1e-16 of the output in float64, below the leak check's threshold). What
-differs from the paper, and why:
+convolution is linear (zero-padded) over every axis at once: the real FFT of each axis padded to
+``2 n_k`` (:mod:`gridmix.mixers.fft_conv`, which skips the padding's zeros), the filter laid out
+with lag ``l`` at index ``l`` and ``−l`` at ``2 n_k − l``. On a causal axis the filter is exactly
+zero at negative lags, so the convolution is causal up to the FFT's rounding (about 1e-16 of the
+output in float64, below the leak check's threshold). What differs from the paper, and why:
 
 - Hyena is 1-d and causal; a symmetric axis here has a two-sided filter (lags of both signs), the
   way S4ND and GFNet see a whole image;
@@ -52,6 +52,7 @@ from torch import nn
 
 from gridmix.core.grid import Grid, GridLike
 from gridmix.mixers.contract import taken
+from gridmix.mixers.fft_conv import cropped_inverse, padded_spectrum
 from gridmix.mixers.grids import GridMixer, factory_kwargs, linear
 from gridmix.mixers.short_conv import ShortConv
 
@@ -159,16 +160,13 @@ class HyenaMixer(GridMixer):
     def long_conv(self, w: torch.Tensor) -> torch.Tensor:
         """``h ∗ w`` for ``w`` (B, *grid, C), linear over every axis: (B, *grid, C) in ``w``'s
         dtype."""
-        d = self.grid.ndim
-        dims, sizes = list(range(-d, 0)), [2 * n for n in self.grid]
+        dims = list(range(-self.grid.ndim, 0))
         kernel = self.filter(self.grid, self.causal_axes, w.dtype).movedim(-1, 0)  # (C, *S)
         # channels first, so that the FFTs run over the contiguous last axes
-        spectrum = torch.fft.rfftn(w.movedim(-1, 1), s=sizes, dim=dims) * torch.fft.rfftn(
+        spectrum = padded_spectrum(w.movedim(-1, 1), dims) * torch.fft.rfftn(
             kernel, dim=dims
         )  # (B, C, *F)
-        y = torch.fft.irfftn(spectrum, s=sizes, dim=dims)  # (B, C, *S)
-        for k, n in enumerate(self.grid):
-            y = y.narrow(k + 2, 0, n)  # (B, C, …, n_k, …): the linear convolution's outputs
+        y = cropped_inverse(spectrum, dims, self.grid)  # (B, C, *grid): the linear convolution
         return y.movedim(1, -1)  # (B, *grid, C)
 
     def mix(self, u: torch.Tensor) -> torch.Tensor:

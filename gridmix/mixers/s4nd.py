@@ -17,7 +17,7 @@ product), all linear (zero-padded), never circular:
 - a non-causal axis has a bidirectional kernel, as S4's ``bidirectional=True`` (its SSM with two
   output channels): the forward kernel on lags ``l ≥ 0`` and a backward kernel with its own ``C``
   (``A`` and ``Δ`` shared) on lags ``l < 0`` (lag ``−l`` takes ``K_back[l − 1]``). These axes are
-  applied together by one FFT, each axis padded to ``2 n_k``;
+  applied together by one FFT, each axis padded to ``2 n_k`` (:mod:`gridmix.mixers.fft_conv`);
 - a causal axis has the forward kernel only, applied by the exactly causal Toeplitz product
   (:func:`gridmix.mixers.concentration.ops.causal.causal_mode_product`): a later input has exactly
   zero gradient, whatever ``is_causal`` says.
@@ -47,6 +47,7 @@ from torch import nn
 from gridmix.core.grid import GridLike
 from gridmix.mixers.concentration.ops.causal import causal_mode_product
 from gridmix.mixers.contract import check_mixer_input, taken
+from gridmix.mixers.fft_conv import cropped_inverse, padded_spectrum
 from gridmix.mixers.grids import GridMixer, factory_kwargs, mix_grid_tokens
 
 DT_MIN, DT_MAX = 0.001, 0.1  # S4D: log_dt uniform in [log 0.001, log 0.1]
@@ -146,9 +147,9 @@ class S4NDMixer(GridMixer):
         y = u  # (B, *grid, C)
         symmetric = [k for k in range(self.grid.ndim) if k not in self.causal_axes]
         if symmetric:
-            dims, sizes = [k + 1 for k in symmetric], [2 * self.grid[k] for k in symmetric]
+            dims = [k + 1 for k in symmetric]
             # (B, …, F_k, …, C): F_k = 2 n_k, n_k + 1 on the last
-            spectrum = torch.fft.rfftn(y, s=sizes, dim=dims)
+            spectrum = padded_spectrum(y, dims)
             for k in symmetric:
                 n = self.grid[k]
                 forward, backward = self.axis_kernels[k].kernels(n, u.dtype)  # (C, n) each
@@ -159,10 +160,8 @@ class S4NDMixer(GridMixer):
                 shape = [1] * spectrum.dim()
                 shape[k + 1], shape[-1] = response.shape[1], response.shape[0]
                 spectrum = spectrum * response.mT.reshape(shape)  # (B, …, F_k, …, C)
-            y = torch.fft.irfftn(spectrum, s=sizes, dim=dims)  # (B, …, 2 n_k, …, C)
-            for k in symmetric:
-                # (B, …, n_k, …, C): the linear convolution's outputs
-                y = y.narrow(k + 1, 0, self.grid[k])
+            # (B, *grid, C): the linear convolution's outputs
+            y = cropped_inverse(spectrum, dims, [self.grid[k] for k in symmetric])
         for k in self.causal_axes:
             # (C, n): heads = channels
             kernel = self.axis_kernels[k].kernels(self.grid[k], u.dtype)[0]
