@@ -6,9 +6,10 @@ circular convolution of the axis zero-padded to ``2 n``, cropped back to its fir
 after the first runs over the other axes' zeros too, and ``irfftn`` computes outputs that the crop
 throws away. :func:`padded_spectrum` and :func:`cropped_inverse` are the same two maps, one axis at
 a time: the forward transforms each axis while the axes after it in the order are still ``n`` long,
-the inverse crops each axis right after its transform. On a 2-d grid that skips a quarter of the
-1-d transforms each way (a third at 3-d); the results differ from ``rfftn`` / ``irfftn`` by float
-round-off only. Autograd runs through torch's FFTs.
+the inverse crops each axis right after its transform. On a grid of equal sides that skips about a
+quarter of the transform work each way at 2-d and about two fifths at 3-d (a real FFT counted as
+half a complex one); the results differ from ``rfftn`` / ``irfftn`` by float round-off only.
+Autograd runs through torch's FFTs.
 
 Shape legend:
     n_k: the length of axis ``dims[k]``; F: the spectrum (``2 n_k`` on every axis but the last of
