@@ -37,7 +37,9 @@ def padded_spectrum(x: torch.Tensor, dims: Sequence[int]) -> torch.Tensor:
     return spectrum
 
 
-def cropped_inverse(spectrum: torch.Tensor, dims: Sequence[int], lengths: Sequence[int]):
+def cropped_inverse(
+    spectrum: torch.Tensor, dims: Sequence[int], lengths: Sequence[int]
+) -> torch.Tensor:
     """``torch.fft.irfftn(spectrum, s=[2 n_k …], dim=dims)`` narrowed to the first ``lengths[k]``
     entries of every axis ``dims[k]``: the linear convolution's outputs (real).
 
