@@ -6,6 +6,7 @@ import torch
 from gridmix_tracks.image import make_track as image_track
 from gridmix_tracks.sequence import make_track as sequence_track
 from gridmix_tracks.video import make_track as video_track
+from timm.layers import PatchEmbed
 from timm.models.vision_transformer import VisionTransformer
 from torch.utils.flop_counter import FlopCounterMode
 
@@ -106,6 +107,48 @@ def test_image_idea_is_timm_vision_transformer_with_the_mixer_as_attn_layer():
     assert track.idea.width_kwarg == "mlp_ratio"
     wider = track.idea.build(Grid((8, 12)), mlp_ratio=4.0)
     assert sum(p.numel() for p in wider.parameters()) > sum(p.numel() for p in model.parameters())
+
+
+def test_the_vits_residual_stream_is_contiguous_and_computes_what_timms_stock_vit_does():
+    """Every block and norm of the image ViT reads contiguous tokens (timm's patch embedding hands
+    out a transposed view, which each LayerNorm and Linear would copy back), and the same weights
+    give timm's stock ViT's outputs and gradients bit for bit."""
+    track = image_track()
+    torch.manual_seed(0)
+    model = track.model("vit").build(Grid((8, 12)))
+    stock = VisionTransformer(**{**_stock_vit_arguments(model), "embed_layer": PatchEmbed})
+    stock.load_state_dict(model.state_dict())
+    layouts = []
+    for module in model.modules():
+        if isinstance(module, torch.nn.LayerNorm):
+            module.register_forward_pre_hook(lambda _, a: layouts.append(a[0].is_contiguous()))
+    x = torch.randn(3, 1, 8, 12)  # (B, C_in, H, W)
+    y, y_stock = model(x), stock(x)
+    assert layouts and all(layouts), layouts
+    assert torch.equal(y, y_stock)
+    y.square().sum().backward()
+    y_stock.square().sum().backward()
+    for (name, p), q in zip(model.named_parameters(), stock.parameters()):
+        assert torch.equal(p.grad, q.grad), name
+
+
+def _stock_vit_arguments(model: VisionTransformer) -> dict:
+    """The keyword arguments :func:`gridmix.models.build_vit` gave ``model``'s VisionTransformer."""
+    block = model.blocks[0]
+    return dict(
+        img_size=model.patch_embed.img_size,
+        patch_size=1,
+        in_chans=model.patch_embed.proj.in_channels,
+        num_classes=model.num_classes,
+        embed_dim=model.embed_dim,
+        depth=len(model.blocks),
+        num_heads=block.attn.num_heads,
+        mlp_ratio=block.mlp.fc1.out_features / model.embed_dim,
+        qkv_bias=True,
+        class_token=False,
+        global_pool=model.global_pool,
+        fc_norm=not isinstance(model.fc_norm, torch.nn.Identity),
+    )
 
 
 def test_mlp_mixer_refuses_grids_beyond_its_dense_token_mlp():

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import torch
+from timm.layers import PatchEmbed
 from timm.models.mlp_mixer import MlpMixer
 from timm.models.vision_transformer import VisionTransformer
 from torch import nn
@@ -21,6 +23,20 @@ from gridmix.core.grid import Grid
 from gridmix.models.mixer_config import BackboneConfig
 
 MLP_MIXER_MAX_TOKENS = 4096  # its token MLP holds two dense N × N/2 matrices per block
+
+
+class ContiguousPatchEmbed(PatchEmbed):
+    """timm's ``PatchEmbed`` with its tokens (B, N, C) laid out contiguously.
+
+    timm's flattens the convolution's (B, C, H, W) output and transposes it: a view whose channels
+    lie N apart. Element-wise ops follow their input's layout, so the whole residual stream would
+    keep it, and every LayerNorm and Linear would copy its input back, forward and backward (ten
+    copies a step on a 2-block ViT; docs/benchmarks.md, "The ViT's residual stream"). One copy here
+    spares them.
+    """
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return super().forward(x).contiguous()  # (B, N, C)
 
 
 def _token_grid(grid: Grid, in_chans: int, num_outputs: int) -> dict:
@@ -58,6 +74,7 @@ def build_vit(
         **dataclasses.asdict(backbone),  # embed_dim, depth, num_heads, mlp_ratio: timm's names
         qkv_bias=True,
         class_token=False,
+        embed_layer=ContiguousPatchEmbed,
         global_pool=global_pool,
         fc_norm=fc_norm,
         **extra,
