@@ -12,8 +12,6 @@ run is visible in its own output instead of silently biasing it.
 from __future__ import annotations
 
 import argparse
-import ctypes
-import ctypes.util
 import json
 import math
 import os
@@ -28,6 +26,8 @@ import torch
 
 from gridmix.analysis.measure import Timing
 from gridmix.analysis.scaling import fit_power_law, load_averages
+from gridmix.core.allocator import MODES as ALLOCATOR_MODES
+from gridmix.core.allocator import keep_freed_memory
 from gridmix.mixers.concentration.ops.native_build import cpu_facts, cpu_line, native_build_info
 from gridmix.report import format as report_format
 
@@ -67,34 +67,6 @@ def machine_line(env: dict) -> str:
     return f"{cpu_line(env)}; gridmix kernels {native.get('isa', 'not built')}"
 
 
-_M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4  # glibc's mallopt parameters (malloc.h)
-
-
-def configure_allocator(mode: str) -> dict:
-    """Set how this process's malloc returns freed memory; returns the record for the environment.
-
-    ``"retain"``: glibc keeps freed memory for reuse (``mallopt``: trim threshold 2 GiB, and no
-    block served by ``mmap``), so a step that frees and re-allocates the same large tensors does not
-    page-fault them in again each call, as a long training loop runs in steady state. Raising the
-    mmap threshold instead stops at glibc's 32 MiB maximum, which a (8, 16384, 64) float32 tensor
-    (32 MiB plus malloc's header) exceeds. PyTorch's CPU performance guide recommends the same
-    effect by preloading jemalloc or tcmalloc. ``"default"``: glibc as configured. The peak-memory
-    subprocesses are fresh processes and keep glibc's defaults.
-    """
-    if mode not in ("retain", "default"):
-        raise ValueError(f"allocator={mode!r}; expected 'retain' or 'default'")
-    record = dict(mode=mode, applied=False)
-    if mode == "retain":
-        path = ctypes.util.find_library("c")
-        try:
-            libc = ctypes.CDLL(path)
-            trimmed = bool(libc.mallopt(_M_TRIM_THRESHOLD, 2**31 - 1))
-            record["applied"] = trimmed and bool(libc.mallopt(_M_MMAP_MAX, 0))
-        except (OSError, AttributeError, TypeError) as error:  # not glibc: nothing to configure
-            record["error"] = f"{type(error).__name__}: {error}"
-    return record
-
-
 def add_machine_arguments(parser: argparse.ArgumentParser) -> None:
     """``--threads``, ``--allocator`` and ``--max-other-share``: how every benchmark script uses the
     machine."""
@@ -103,9 +75,10 @@ def add_machine_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--allocator",
-        choices=("retain", "default"),
+        choices=ALLOCATOR_MODES,
         default="retain",
-        help="retain: glibc keeps freed memory for reuse (bench_common.configure_allocator)",
+        help="retain: glibc keeps freed memory for reuse, every block from its heap "
+        "(gridmix.core.allocator)",
     )
     parser.add_argument(
         "--max-other-share",
@@ -122,7 +95,7 @@ def set_up_machine(args: argparse.Namespace) -> dict:
         raise SystemExit(f"--threads={args.threads}; expected >= 1")
     torch.set_num_threads(args.threads)
     args.threads = torch.get_num_threads()
-    return dict(environment(threads=args.threads), allocator=configure_allocator(args.allocator))
+    return dict(environment(threads=args.threads), allocator=keep_freed_memory(args.allocator))
 
 
 def _busy_jiffies() -> int | None:

@@ -1,18 +1,26 @@
-"""Where a model's training step spends its time: profile steps of one track model (AdamW, the
-track's loss, its default budget's batch size, one batch of the track's data, one thread) with
-torch's profiler and print one JSON line: the step's self CPU time and the ops that take the most
-of it, each with its milliseconds per step and its share.
+"""Where a model's training step spends its time: profile steps of one track model (AdamW as a
+run sets it up, the track's loss, its default budget's batch size, one batch of the track's data,
+one thread) with torch's profiler and print one JSON line: the step's wall time and minor page
+faults (median of ``--steps`` steps, without the profiler), its self CPU time under the profiler and
+the ops that take the most of it, each with its milliseconds per step and its share. The process
+keeps freed memory for reuse as a training run's does (``--allocator``: how,
+:mod:`gridmix.core.allocator`; docs/benchmarks.md, "Freed memory kept for reuse").
 
 Run from the repository root, idle: ``python benchmarks/profile_step.py --track image --model vit``
 (the README's "84% of its training step" figure)."""
 
 import argparse
 import json
+import resource
+import statistics
+import time
 
 import torch
 from torch.profiler import ProfilerActivity, profile
 
+from gridmix.core.allocator import MODES, keep_freed_memory
 from gridmix.core.grid import Grid
+from gridmix.study.train import adamw
 from gridmix.tracks import DataSizes
 from gridmix.tracks.plugin_loader import load_registry
 
@@ -22,7 +30,9 @@ parser.add_argument("--model", default="", help="default: the track's matched ba
 parser.add_argument("--grid", default="", help="default: the track's")
 parser.add_argument("--steps", type=int, default=20, help="profiled steps, after 3 untimed")
 parser.add_argument("--top", type=int, default=6, help="ops listed")
+parser.add_argument("--allocator", choices=MODES, default="reuse", help="gridmix.core.allocator")
 args = parser.parse_args()
+allocator = keep_freed_memory(args.allocator)
 torch.set_num_threads(1)
 torch.manual_seed(0)
 
@@ -30,9 +40,10 @@ track = load_registry().track(args.track, {})
 grid = Grid.parse(args.grid) if args.grid else track.default_grid
 name = args.model or track.matched_baseline
 model = track.model(name).build(grid)
-batch = track.budget("default").batch_size
+budget = track.budget("default")
+batch = budget.batch_size
 data = track.make_data(grid, 0, DataSizes(batch, 1, 1)).train  # one batch of the track's shape
-optimiser = torch.optim.AdamW(model.parameters(), lr=1e-3)
+optimiser = adamw(model, lr=1e-3, weight_decay=budget.weight_decay)  # as a training run's
 
 
 def step() -> None:
@@ -41,8 +52,18 @@ def step() -> None:
     optimiser.step()
 
 
+def minor_faults() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
 for _ in range(3):
     step()
+wall, faults = [], []
+for _ in range(args.steps):
+    start, faults_before = time.perf_counter(), minor_faults()
+    step()
+    wall.append(time.perf_counter() - start)
+    faults.append(minor_faults() - faults_before)
 with profile(activities=[ProfilerActivity.CPU]) as profiler:
     for _ in range(args.steps):
         step()
@@ -56,7 +77,10 @@ print(
             grid=str(grid),
             batch=batch,
             threads=torch.get_num_threads(),
+            allocator=allocator,
             steps=args.steps,
+            wall_ms=round(statistics.median(wall) * 1e3, 1),
+            minor_faults=statistics.median(faults),
             step_ms=round(total_us / args.steps / 1e3, 1),
             top=[
                 dict(

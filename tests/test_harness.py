@@ -76,6 +76,25 @@ def test_execute_trains_with_the_values_the_task_holds(monkeypatch):
     assert (seen["model_kwargs"], seen["stop_at"], seen["compile"]) == ({"dim": 4}, 0.5, True)
 
 
+def test_execute_keeps_freed_memory_for_reuse_and_records_it(monkeypatch):
+    """A run's process keeps freed memory for reuse before it trains (its step would otherwise
+    page-fault its activations in afresh), and the row says so."""
+    from gridmix.study import harness
+
+    calls = []
+
+    def keep(mode):
+        calls.append(mode)
+        return dict(mode=mode, applied=True)
+
+    monkeypatch.setattr(harness, "keep_freed_memory", keep)
+    task = study().task("fake-mixer", 3e-3, 0)
+    row = harness.execute(task)
+    assert row.status == "ok" and row.extras["allocator"] == "reuse" and calls == ["reuse"]
+    monkeypatch.setattr(harness, "keep_freed_memory", lambda mode: dict(mode=mode, applied=False))
+    assert harness.execute(task).extras["allocator"] == "default"  # not glibc: nothing was set
+
+
 class CountingExecutor(InProcessExecutor):
     def __init__(self, stop_after=None):
         super().__init__(after_training=idea_mechanism)  # as gridmix run hands it in

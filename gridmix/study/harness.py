@@ -16,6 +16,7 @@ from typing import Protocol
 import numpy as np
 import torch
 
+from gridmix.core.allocator import keep_freed_memory
 from gridmix.core.grid import Grid
 from gridmix.core.version import __version__
 from gridmix.mixers.concentration.ops.native_build import cpu_facts, cpu_line
@@ -128,11 +129,16 @@ def execute(
     picklable: a module-level function. After it, a task with ``eval_grids`` tests the trained model
     on each of them (:func:`gridmix.study.transfer.evaluate_transfer`, the row's
     ``extras["transfer"]``).
+
+    The process keeps freed memory for reuse from then on (:mod:`gridmix.core.allocator`; the row's
+    ``extras["allocator"]`` says whether it could).
     """
     from gridmix.study.transfer import evaluate_transfer
     from gridmix.tracks.plugin_loader import load_registry
 
     torch.set_num_threads(task.threads)
+    # freed activations kept for reuse, not mapped and page-faulted in afresh every step
+    allocator = keep_freed_memory("reuse")
     error, result = "", None
     try:
         track = load_registry().track(task.track, task.settings)
@@ -176,8 +182,9 @@ def execute(
         )
     if result is None:
         return task.failed_row(error, threads=torch.get_num_threads(), versions=versions())
-    # the CPU its wall_s was measured on (the report's timings)
+    # the CPU its wall_s was measured on (the report's timings), and whether freed memory was reused
     result.extras["machine"] = cpu_line(cpu_facts())
+    result.extras["allocator"] = allocator["mode"] if allocator["applied"] else "default"
     return task.row(result, threads=torch.get_num_threads(), versions=versions())
 
 
