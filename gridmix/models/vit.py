@@ -30,9 +30,9 @@ class ContiguousPatchEmbed(PatchEmbed):
 
     timm's flattens the convolution's (B, C, H, W) output and transposes it: a view whose channels
     lie N apart. Element-wise ops follow their input's layout, so the whole residual stream would
-    keep it, and every LayerNorm and Linear would copy its input back, forward and backward (ten
-    copies a step on a 2-block ViT; docs/benchmarks.md, "The ViT's residual stream"). One copy here
-    spares them.
+    keep it, and every LayerNorm would copy its input back, forward and backward (ten copies a step
+    on a 2-block ViT; docs/benchmarks.md, "Freed memory kept for reuse, and the ViT's residual
+    stream"). One copy here spares them; the values are the same bit for bit.
     """
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
