@@ -22,6 +22,7 @@ from pathlib import Path
 import torch
 from bench_common import markdown_table, print_rows, tracks_with_generated_data
 
+from gridmix.core.allocator import keep_freed_memory
 from gridmix.study.train import train_run
 
 
@@ -63,6 +64,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="write the rows here")
     args = parser.parse_args()
     torch.set_num_threads(1)
+    keep_freed_memory("reuse")  # as a study's run process does
     tracks, skipped = tracks_with_generated_data(args.tracks)
     rows = []
     for track in tracks:

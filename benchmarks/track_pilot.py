@@ -13,6 +13,7 @@ import time
 
 import torch
 
+from gridmix.core.allocator import keep_freed_memory
 from gridmix.core.grid import Grid
 from gridmix.study.train import train_run
 from gridmix.tracks.budget import Budget
@@ -30,6 +31,7 @@ parser.add_argument("--epochs", type=int, default=8)
 parser.add_argument("--n-train", type=int, default=1024)
 args = parser.parse_args()
 torch.set_num_threads(1)
+keep_freed_memory("reuse")  # as a study's run process does
 
 settings = dict(pair.split("=", 1) for pair in args.set)
 if args.rung:
