@@ -11,7 +11,7 @@ number computed with it:
 
 - ``"reuse"`` (training runs): no trimming, and blocks up to 32 MiB (glibc's largest mmap threshold)
   from the heap, larger ones mapped afresh as glibc does by default. The process keeps its peak
-  heap; its largest tensors stay bounded by what they use.
+  heap, but returns every block above 32 MiB when it is freed.
 - ``"retain"`` (the benchmarks): no trimming and no block from ``mmap`` at all, so even a (8, 16384,
   64) float32 tensor (32 MiB plus malloc's header) is reused. Repeated large aligned allocations
   may then grow the heap to several times the block before freed neighbours merge and fit.
