@@ -7,7 +7,7 @@ keeps freed memory for reuse as a training run's does (``--allocator``: how,
 :mod:`gridmix.core.allocator`; docs/benchmarks.md, "Freed memory kept for reuse").
 
 Run from the repository root, idle: ``python benchmarks/profile_step.py --track image --model vit``
-(the README's "84% of its training step" figure)."""
+(the README's share of its training step in torch's attention kernel)."""
 
 import argparse
 import json
